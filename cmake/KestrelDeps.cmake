@@ -1,0 +1,27 @@
+# Third-party dependencies, found once for the whole tree. Every package here is
+# installed by scripts/setup.sh.
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+
+# Standalone Asio is header-only and ships no CMake config.
+find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
+add_library(kestrel_asio INTERFACE)
+target_include_directories(kestrel_asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
+target_compile_definitions(kestrel_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+target_link_libraries(kestrel_asio INTERFACE Threads::Threads)
+
+find_package(CapnProto CONFIG REQUIRED)
+
+# libsodium: linked statically so the device runtime carries only the few
+# primitives it uses (HMAC-SHA256, random bytes) and needs no extra shared library.
+pkg_check_modules(SODIUM REQUIRED libsodium)
+find_library(SODIUM_STATIC_LIBRARY NAMES libsodium.a PATHS ${SODIUM_LIBRARY_DIRS})
+add_library(kestrel_sodium INTERFACE)
+target_include_directories(kestrel_sodium SYSTEM INTERFACE ${SODIUM_INCLUDE_DIRS})
+if(SODIUM_STATIC_LIBRARY)
+  target_link_libraries(kestrel_sodium INTERFACE ${SODIUM_STATIC_LIBRARY})
+else()
+  target_link_libraries(kestrel_sodium INTERFACE ${SODIUM_LINK_LIBRARIES})
+endif()
+
+find_package(nlohmann_json 3 QUIET)

@@ -1,0 +1,59 @@
+// The device agent: connects out to a tracker, registers, answers heartbeats and
+// session requests, and reconnects with capped exponential backoff when the tracker
+// goes away, re-registering by itself.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kestrel/rpc/asio.h"
+#include "kestrel/rpc/auth.h"
+#include "kestrel/rpc/connection.h"
+#include "kestrel/rpc/device_info.h"
+#include "kestrel/rpc/ids.h"
+
+namespace kestrel::device {
+
+struct AgentOptions {
+  rpc::Endpoint tracker;
+  std::string key;
+  std::optional<rpc::Token> token;
+  std::chrono::milliseconds initial_backoff{200};
+  std::chrono::milliseconds max_backoff{5000};
+  std::chrono::milliseconds connect_timeout{5000};
+  rpc::ConnectionOptions connection;
+};
+
+struct AgentStats {
+  std::uint64_t registrations = 0;  // successful registrations since start
+  std::uint64_t sessions = 0;       // leases served
+  bool registered = false;          // registered right now
+  rpc::DeviceId device_id;          // as assigned by the tracker at the last registration
+};
+
+class DeviceAgent {
+ public:
+  // `info` is what the device registers; it must outlive nothing (copied).
+  DeviceAgent(asio::any_io_executor executor, AgentOptions options, rpc::DeviceInfo info);
+  ~DeviceAgent();
+  DeviceAgent(const DeviceAgent&) = delete;
+  DeviceAgent& operator=(const DeviceAgent&) = delete;
+
+  // Serves until stop(). Transient failures (tracker unreachable, restarted, silent)
+  // are retried with backoff; permanent ones (wrong token, wrong protocol version)
+  // end the run with RpcError.
+  rpc::awaitable<void> run();
+  // Ends run() soon; safe to call from the agent's executor only.
+  void stop();
+
+  const AgentStats& stats() const { return stats_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  AgentStats stats_;
+};
+
+}  // namespace kestrel::device

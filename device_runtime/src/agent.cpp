@@ -1,0 +1,214 @@
+// Device agent: connect, register, serve, reconnect.
+#include "kestrel/device_runtime/agent.h"
+
+#include <kj/exception.h>
+
+#include <random>
+
+#include "kestrel/rpc/errors.h"
+#include "kestrel/rpc/handshake.h"
+#include "kestrel/rpc/log.h"
+#include "kestrel/rpc/messages.h"
+#include "kestrel/rpc/session.h"
+
+namespace kestrel::device {
+namespace {
+using Clock = std::chrono::steady_clock;
+using rpc::awaitable;
+using rpc::ErrorCode;
+using rpc::RpcError;
+using rpc::use_nothrow;
+constexpr std::string_view kLog = "device";
+}  // namespace
+
+struct DeviceAgent::Impl {
+  Impl(asio::any_io_executor ex, AgentOptions opts, rpc::DeviceInfo device_info, AgentStats& s)
+      : executor(ex), options(std::move(opts)), info(std::move(device_info)), stats(s), backoff_timer(ex) {}
+
+  asio::any_io_executor executor;
+  AgentOptions options;
+  rpc::DeviceInfo info;
+  AgentStats& stats;
+  asio::steady_timer backoff_timer;
+  std::shared_ptr<rpc::Connection> conn;
+  bool stopping = false;
+  Clock::time_point last_seen;
+  std::minstd_rand jitter{std::random_device{}()};
+
+  awaitable<void> run() {
+    auto backoff = options.initial_backoff;
+    while (!stopping) {
+      std::string why;
+      try {
+        co_await connect_and_serve(backoff);
+        why = "connection closed";
+      } catch (const RpcError& e) {
+        if (rpc::is_permanent(e.code())) {
+          log::error(kLog, e.what());
+          throw;
+        }
+        why = e.what();
+      }
+      stats.registered = false;
+      if (stopping) break;
+      // Capped exponential backoff with +-20% jitter, so a restarted tracker is not
+      // hit by every board at the same instant.
+      std::uniform_real_distribution<double> spread(0.8, 1.2);
+      auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(backoff.count()) * spread(jitter)));
+      log::warn(kLog, why, "; reconnecting to ", options.tracker.to_string(), " in ", wait.count(), " ms");
+      backoff_timer.expires_after(wait);
+      co_await backoff_timer.async_wait(use_nothrow);
+      backoff = std::min(backoff * 2, options.max_backoff);
+    }
+  }
+
+  awaitable<void> connect_and_serve(std::chrono::milliseconds& backoff) {
+    rpc::tcp::socket socket =
+        co_await rpc::connect_to(options.tracker.host, options.tracker.port, options.connect_timeout);
+    conn = rpc::Connection::create(std::move(socket), options.connection);
+    rpc::PeerHandshakeOptions hs;
+    hs.role = wire::Role::DEVICE;
+    hs.name = str("kestrel-device ", rpc::software_version(), " ", info.name);
+    hs.token = options.token ? &*options.token : nullptr;
+    hs.timeout = options.connect_timeout;
+    rpc::Welcomed welcomed = co_await rpc::perform_handshake(conn, hs);
+
+    capnp::MallocMessageBuilder builder;
+    auto reg = builder.initRoot<wire::Frame>().initRegister();
+    reg.setKey(options.key);
+    rpc::to_wire(info, reg.initInfo());
+    conn->send(builder);
+    last_seen = Clock::now();
+    auto watchdog_conn = conn;
+    asio::co_spawn(executor, watchdog(watchdog_conn, welcomed), asio::detached);
+    co_await serve(backoff);
+  }
+
+  // Closes the connection when the tracker has been silent too long (a half-open TCP
+  // connection after a network cut never reports an error by itself).
+  awaitable<void> watchdog(std::shared_ptr<rpc::Connection> watched, rpc::Welcomed welcomed) {
+    asio::steady_timer timer(executor);
+    const auto limit = welcomed.heartbeat_interval * (welcomed.heartbeat_misses + 1);
+    while (watched->is_open()) {
+      timer.expires_after(welcomed.heartbeat_interval);
+      co_await timer.async_wait(use_nothrow);
+      if (!watched->is_open() || watched != conn) break;
+      if (Clock::now() - last_seen > limit) {
+        log::warn(kLog, "tracker silent for more than ", limit.count(), " ms");
+        watched->close();
+      }
+    }
+  }
+
+  awaitable<void> serve(std::chrono::milliseconds& backoff) {
+    while (true) {
+      rpc::ReadResult r = co_await conn->read();
+      if (r.error != rpc::FrameError::none) {
+        conn->close();
+        if (r.error == rpc::FrameError::closed) throw RpcError(ErrorCode::connection_lost, "tracker closed the connection");
+        throw RpcError(ErrorCode::protocol_error, str("from tracker: ", to_string(r.error), ": ", r.detail));
+      }
+      last_seen = Clock::now();
+      try {
+        on_frame(*r.frame, backoff);
+      } catch (const kj::Exception& e) {
+        conn->close();
+        throw RpcError(ErrorCode::protocol_error, str("malformed frame from tracker: ", e.getDescription().cStr()));
+      }
+    }
+  }
+
+  void on_frame(const rpc::InFrame& frame, std::chrono::milliseconds& backoff) {
+    auto root = frame.root();
+    switch (root.which()) {
+      case wire::Frame::REGISTERED:
+        stats.registered = true;
+        stats.device_id = rpc::DeviceId(root.getRegistered().getDeviceId());
+        ++stats.registrations;
+        backoff = options.initial_backoff;
+        log::info(kLog, "registered with ", options.tracker.to_string(), " as device ", stats.device_id.value,
+                  " '", info.name, "' under key '", options.key, "'");
+        break;
+      case wire::Frame::HEARTBEAT:
+        conn->send(rpc::heartbeat_frame(true, root.getHeartbeat().getSeq()));
+        break;
+      case wire::Frame::HEARTBEAT_ACK:
+        break;
+      case wire::Frame::LEASE_STARTED:
+        ++stats.sessions;
+        log::info(kLog, "lease ", root.getLeaseStarted().getLeaseId(), " started by ",
+                  root.getLeaseStarted().getHolder().cStr());
+        break;
+      case wire::Frame::LEASE_ENDED: {
+        auto ended = root.getLeaseEnded();
+        log::info(kLog, "lease ", ended.getLeaseId(), " ended",
+                  ended.getReleased() ? std::string(" (released)") : str(": ", ended.getFailure().getMessage().cStr()));
+        break;
+      }
+      case wire::Frame::RELAY:
+        on_session(rpc::LeaseId(root.getRelay().getLeaseId()), root.getRelay().getPayload());
+        break;
+      case wire::Frame::FAILURE: {
+        RpcError error = rpc::to_error(root.getFailure());
+        conn->close();
+        throw RpcError(error.code(), str("tracker: ", error.what()));
+      }
+      default:
+        log::warn(kLog, "ignoring unexpected frame '", rpc::frame_kind(root), "' from tracker");
+        break;
+    }
+  }
+
+  void reply(rpc::LeaseId lease, capnp::MallocMessageBuilder& message) {
+    conn->send(rpc::relay_frame(lease, rpc::encode_session(message)));
+  }
+
+  void on_session(rpc::LeaseId lease, capnp::Data::Reader data) {
+    std::string error;
+    auto payload = rpc::SessionPayload::decode({data.begin(), data.size()}, error);
+    capnp::MallocMessageBuilder builder;
+    auto out = builder.initRoot<wire::SessionMessage>();
+    if (!payload) {
+      log::warn(kLog, "lease ", lease.value, ": bad session message: ", error);
+      out.initError().setMessage(str("bad session message: ", error));
+      reply(lease, builder);
+      return;
+    }
+    auto message = payload->root();
+    switch (message.which()) {
+      case wire::SessionMessage::PING:
+        out.initPong().setSeq(message.getPing().getSeq());
+        break;
+      case wire::SessionMessage::INFO_REQUEST: {
+        auto answer = out.initInfo();
+        answer.setSeq(message.getInfoRequest().getSeq());
+        rpc::to_wire(info, answer.initInfo());
+        break;
+      }
+      default: {
+        auto err = out.initError();
+        err.setMessage(str("session message kind ", static_cast<unsigned>(message.which()),
+                           " is not supported by this runtime (", rpc::software_version(), ")"));
+        break;
+      }
+    }
+    reply(lease, builder);
+  }
+
+  void stop() {
+    stopping = true;
+    backoff_timer.cancel();
+    if (conn) conn->close();
+  }
+};
+
+DeviceAgent::DeviceAgent(asio::any_io_executor executor, AgentOptions options, rpc::DeviceInfo info)
+    : impl_(std::make_unique<Impl>(executor, std::move(options), std::move(info), stats_)) {}
+
+DeviceAgent::~DeviceAgent() = default;
+
+awaitable<void> DeviceAgent::run() { co_await impl_->run(); }
+
+void DeviceAgent::stop() { impl_->stop(); }
+
+}  // namespace kestrel::device

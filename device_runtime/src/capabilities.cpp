@@ -1,0 +1,160 @@
+// Capability detection from the running system.
+#include "kestrel/device_runtime/capabilities.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "kestrel/rpc/handshake.h"
+#include "kestrel/rpc/log.h"
+
+namespace kestrel::device {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string trim(std::string s) {
+  auto first = s.find_first_not_of(" \t\r\n");
+  auto last = s.find_last_not_of(" \t\r\n");
+  return first == std::string::npos ? std::string() : s.substr(first, last - first + 1);
+}
+
+// The value of the first "field : value" line of /proc/cpuinfo with this field name.
+std::string cpuinfo_field(const std::string& cpuinfo, std::string_view field) {
+  std::istringstream lines(cpuinfo);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    if (trim(line.substr(0, colon)) == field) return trim(line.substr(colon + 1));
+  }
+  return {};
+}
+
+// x86 flags that matter for kernel code generation (the full list is ~150 entries).
+const std::set<std::string>& x86_relevant_flags() {
+  static const std::set<std::string> flags = {
+      "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512cd",
+      "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx512ifma", "avx512vbmi",
+      "amx_tile", "amx_bf16", "amx_int8", "avx_vnni"};
+  return flags;
+}
+
+}  // namespace
+
+std::string_view build_triple() {
+#if defined(__x86_64__)
+  return "x86_64-linux-gnu";
+#elif defined(__aarch64__)
+  return "aarch64-linux-gnu";
+#elif defined(__arm__) && defined(__ARM_PCS_VFP)
+  return "armv7a-linux-gnueabihf";
+#elif defined(__arm__)
+  return "armv7a-linux-gnueabi";
+#elif defined(__riscv) && __riscv_xlen == 64
+  return "riscv64-linux-gnu";
+#else
+  return "unknown-linux-gnu";
+#endif
+}
+
+std::string cpu_model_from_cpuinfo(const std::string& cpuinfo) {
+  for (std::string_view field : {"model name", "Model", "Hardware", "uarch", "cpu model"}) {
+    std::string value = cpuinfo_field(cpuinfo, field);
+    if (!value.empty()) return value;
+  }
+  // ARM kernels often give only implementer/part numbers.
+  std::string implementer = cpuinfo_field(cpuinfo, "CPU implementer");
+  std::string part = cpuinfo_field(cpuinfo, "CPU part");
+  if (!implementer.empty()) return "implementer " + implementer + " part " + part;
+  return {};
+}
+
+std::vector<std::string> cpu_features_from_cpuinfo(const std::string& cpuinfo) {
+  std::string x86 = cpuinfo_field(cpuinfo, "flags");
+  std::string arm = cpuinfo_field(cpuinfo, "Features");
+  std::string riscv = cpuinfo_field(cpuinfo, "isa");
+  std::vector<std::string> features;
+  if (!x86.empty()) {
+    std::istringstream words(x86);
+    std::string word;
+    while (words >> word) {
+      if (x86_relevant_flags().contains(word)) features.push_back(word);
+    }
+  } else if (!arm.empty()) {
+    std::istringstream words(arm);
+    std::string word;
+    while (words >> word) features.push_back(word);
+  } else if (!riscv.empty()) {
+    features.push_back(riscv);
+  }
+  std::sort(features.begin(), features.end());
+  features.erase(std::unique(features.begin(), features.end()), features.end());
+  return features;
+}
+
+std::uint64_t parse_cache_size(const std::string& text) {
+  std::string t = trim(text);
+  if (t.empty()) return 0;
+  std::uint64_t value = 0;
+  std::size_t i = 0;
+  while (i < t.size() && t[i] >= '0' && t[i] <= '9') value = value * 10 + static_cast<std::uint64_t>(t[i++] - '0');
+  if (i < t.size()) {
+    switch (t[i]) {
+      case 'K': case 'k': value <<= 10; break;
+      case 'M': case 'm': value <<= 20; break;
+      case 'G': case 'g': value <<= 30; break;
+      default: break;
+    }
+  }
+  return value;
+}
+
+rpc::DeviceInfo detect_device_info(const std::string& name) {
+  rpc::DeviceInfo info;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) info.hostname = host;
+  info.name = name.empty() ? info.hostname + "-" + std::to_string(::getpid()) : name;
+  struct utsname uts {};
+  if (::uname(&uts) == 0) {
+    info.os = std::string(uts.sysname) + " " + uts.release;
+    info.arch = uts.machine;
+  }
+  info.triple = std::string(build_triple());
+  std::string cpuinfo = read_file("/proc/cpuinfo");
+  info.cpu_model = cpu_model_from_cpuinfo(cpuinfo);
+  info.cpu_features = cpu_features_from_cpuinfo(cpuinfo);
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  info.cores = cores > 0 ? static_cast<unsigned>(cores) : 1;
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0) info.memory_bytes = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+  for (int index = 0; index < 8; ++index) {
+    std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::string level = trim(read_file(base + "level"));
+    if (level.empty()) break;
+    rpc::CacheInfo cache;
+    cache.level = static_cast<unsigned>(std::stoul(level));
+    std::string type = trim(read_file(base + "type"));
+    cache.kind = type == "Data" ? "data" : type == "Instruction" ? "instruction" : "unified";
+    cache.size_bytes = parse_cache_size(read_file(base + "size"));
+    std::string line = trim(read_file(base + "coherency_line_size"));
+    cache.line_bytes = line.empty() ? 0 : static_cast<unsigned>(std::stoul(line));
+    info.caches.push_back(cache);
+  }
+  info.runtime_version = std::string(rpc::software_version());
+  info.abi_version = 0;
+  return info;
+}
+
+}  // namespace kestrel::device

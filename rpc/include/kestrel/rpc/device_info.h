@@ -1,0 +1,67 @@
+// Plain C++ views of what the tracker knows: a device's capabilities and the pool
+// summary. Converted to and from the wire types in one place (device_info.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kestrel/rpc/ids.h"
+#include "kestrel/wire/tracker.capnp.h"
+
+namespace kestrel::rpc {
+
+struct CacheInfo {
+  unsigned level = 0;
+  std::string kind;  // "data", "instruction", "unified"
+  std::uint64_t size_bytes = 0;
+  unsigned line_bytes = 0;
+};
+
+struct DeviceInfo {
+  std::string name;
+  std::string hostname;
+  std::string os;
+  std::string arch;
+  std::string triple;
+  std::string cpu_model;
+  unsigned cores = 0;
+  std::vector<CacheInfo> caches;
+  std::uint64_t memory_bytes = 0;
+  std::vector<std::string> cpu_features;
+  std::string runtime_version;
+  unsigned abi_version = 0;
+};
+
+void to_wire(const DeviceInfo& info, wire::DeviceInfo::Builder out);
+DeviceInfo from_wire(wire::DeviceInfo::Reader in);
+
+struct KeySummary {
+  std::string key;
+  unsigned free = 0;
+  unsigned busy = 0;
+  unsigned queued = 0;
+};
+
+struct DeviceSummary {
+  DeviceId id;
+  std::string key;
+  DeviceInfo info;
+  std::string address;
+  bool busy = false;
+  LeaseId lease;
+  std::string lease_holder;
+  std::uint64_t connected_ms = 0;
+};
+
+struct TrackerSummary {
+  std::string tracker_version;
+  std::uint64_t uptime_ms = 0;
+  unsigned clients = 0;
+  std::vector<KeySummary> keys;        // sorted by key
+  std::vector<DeviceSummary> devices;  // sorted by key, then name
+};
+
+TrackerSummary from_wire(wire::Summary::Reader in);
+
+}  // namespace kestrel::rpc

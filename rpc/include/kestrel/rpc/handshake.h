@@ -1,0 +1,62 @@
+// The connection handshake (see tracker.capnp for the exchange): protocol version
+// check, role, and mutual challenge-response authentication with a shared token.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kestrel/rpc/auth.h"
+#include "kestrel/rpc/connection.h"
+#include "kestrel/rpc/ids.h"
+
+namespace kestrel::rpc {
+
+// The protocol version this build speaks (tracker.capnp `protocolVersion`).
+std::uint32_t protocol_version();
+// This build's software version, e.g. "0.1.0".
+std::string_view software_version();
+
+struct TrackerHandshakeOptions {
+  const Token* token = nullptr;  // null: no authentication
+  ConnectionId connection_id;
+  std::chrono::milliseconds timeout{5000};
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::uint32_t heartbeat_misses = 3;
+};
+
+// Who completed the handshake with the tracker.
+struct PeerHello {
+  wire::Role role = wire::Role::CLIENT;
+  std::string name;
+  std::string software_version;
+};
+
+// Tracker side. On any failure it sends the peer a Failure frame saying why, closes
+// the connection after flushing, and throws RpcError (code: protocol_error,
+// version_mismatch, auth_failed or timeout) for the caller to log.
+awaitable<PeerHello> accept_handshake(std::shared_ptr<Connection> conn, const TrackerHandshakeOptions& options);
+
+struct PeerHandshakeOptions {
+  wire::Role role = wire::Role::CLIENT;
+  std::string name;
+  const Token* token = nullptr;  // null: no authentication
+  std::chrono::milliseconds timeout{5000};
+  // For tests: the version announced in hello (defaults to protocol_version()).
+  std::optional<std::uint32_t> announce_version;
+};
+
+// What the tracker told a peer that it accepted.
+struct Welcomed {
+  ConnectionId connection_id;
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::uint32_t heartbeat_misses = 3;
+};
+
+// Device or client side. Throws RpcError: version_mismatch and auth_failed (permanent:
+// retrying will not help; the message says what to change), protocol_error, timeout
+// or connection_lost.
+awaitable<Welcomed> perform_handshake(std::shared_ptr<Connection> conn, const PeerHandshakeOptions& options);
+
+}  // namespace kestrel::rpc

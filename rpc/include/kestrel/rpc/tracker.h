@@ -1,0 +1,69 @@
+// The tracker: a broker for a pool of devices. Devices connect out to it, register
+// under a key and stay connected; clients request a device of a key, get a lease, and
+// exchange session traffic with it through the tracker. See docs/architecture.md.
+//
+// Runs on one io_context thread; all methods must be called from that thread (or
+// before io_context::run starts).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kestrel/rpc/asio.h"
+#include "kestrel/rpc/auth.h"
+#include "kestrel/rpc/connection.h"
+
+namespace kestrel::rpc {
+
+struct TrackerOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 9190;  // 0: any free port (see Tracker::port())
+  std::optional<Token> token;
+  // Every connection gets a heartbeat each interval; one silent for
+  // interval * misses is closed, so a dead peer is noticed within
+  // interval * (misses + 1).
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::uint32_t heartbeat_misses = 3;
+  std::chrono::milliseconds handshake_timeout{5000};
+  ConnectionOptions connection;
+};
+
+struct TrackerStats {
+  std::size_t devices = 0;
+  std::size_t clients = 0;
+  std::size_t leases = 0;
+  std::size_t queued = 0;
+  std::uint64_t grants = 0;
+  std::uint64_t rejected_connections = 0;  // failed handshakes and protocol errors
+};
+
+class Tracker {
+ public:
+  // Binds and listens. Throws RpcError(bad_request) with the address and the reason
+  // when it cannot.
+  Tracker(asio::io_context& io, TrackerOptions options);
+  ~Tracker();
+  Tracker(const Tracker&) = delete;
+  Tracker& operator=(const Tracker&) = delete;
+
+  // Starts accepting connections and the heartbeat clock.
+  void start();
+  // Stops accepting, tells every peer the tracker is shutting down, and closes all
+  // connections; io_context::run returns once they are gone. Idempotent.
+  void stop();
+
+  std::uint16_t port() const;
+  std::string address() const;
+  // Upper bound on the time to notice a silent peer: interval * (misses + 1).
+  std::chrono::milliseconds loss_bound() const;
+  TrackerStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kestrel::rpc

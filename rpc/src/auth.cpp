@@ -1,0 +1,83 @@
+// Token handling and HMAC-SHA256 proofs, on libsodium.
+#include "kestrel/rpc/auth.h"
+
+#include <sodium.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "kestrel/rpc/errors.h"
+#include "kestrel/rpc/log.h"
+
+namespace kestrel::rpc {
+namespace {
+void ensure_sodium() {
+  static const bool ok = sodium_init() >= 0;
+  if (!ok) throw std::runtime_error("libsodium failed to initialise");
+}
+}  // namespace
+
+Token::Token(std::string secret) : secret_(std::move(secret)) {}
+
+Token::~Token() {
+  if (!secret_.empty()) sodium_memzero(secret_.data(), secret_.size());
+}
+
+Token Token::from_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw RpcError(ErrorCode::bad_request, str("cannot read token file '", path, "'"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string secret = buffer.str();
+  auto first = secret.find_first_not_of(" \t\r\n");
+  auto last = secret.find_last_not_of(" \t\r\n");
+  secret = first == std::string::npos ? std::string() : secret.substr(first, last - first + 1);
+  if (secret.size() < 16) {
+    throw RpcError(ErrorCode::bad_request,
+                   str("token file '", path, "' holds ", secret.size(),
+                       " characters; use at least 16 (e.g. `head -c 32 /dev/urandom | base64 > ", path, "`)"));
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    log::warn("auth", "token file '", path, "' is readable by others; chmod 600 it");
+  }
+  return Token(std::move(secret));
+}
+
+Nonce random_nonce() {
+  ensure_sodium();
+  Nonce nonce;
+  randombytes_buf(nonce.data(), nonce.size());
+  return nonce;
+}
+
+Mac hmac_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t> message) {
+  ensure_sodium();
+  crypto_auth_hmacsha256_state state;
+  crypto_auth_hmacsha256_init(&state, key.data(), key.size());
+  crypto_auth_hmacsha256_update(&state, message.data(), message.size());
+  Mac mac;
+  crypto_auth_hmacsha256_final(&state, mac.data());
+  sodium_memzero(&state, sizeof state);
+  return mac;
+}
+
+Mac compute_mac(const Token& token, std::string_view label, wire::Role role, std::span<const std::uint8_t> first,
+                std::span<const std::uint8_t> second) {
+  std::vector<std::uint8_t> message;
+  message.reserve(label.size() + 1 + first.size() + second.size());
+  message.insert(message.end(), label.begin(), label.end());
+  message.push_back(static_cast<std::uint8_t>(role));
+  message.insert(message.end(), first.begin(), first.end());
+  message.insert(message.end(), second.begin(), second.end());
+  return hmac_sha256(token.bytes(), message);
+}
+
+bool mac_matches(const Mac& expected, std::span<const std::uint8_t> received) {
+  ensure_sodium();
+  if (received.size() != expected.size()) return false;
+  return crypto_verify_32(expected.data(), received.data()) == 0;
+}
+
+}  // namespace kestrel::rpc

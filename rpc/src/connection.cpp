@@ -1,0 +1,247 @@
+// Framed connection over TCP: a reader with a body deadline and a queued writer.
+#include "kestrel/rpc/connection.h"
+
+#include <charconv>
+
+#include "kestrel/rpc/errors.h"
+#include "kestrel/rpc/log.h"
+
+namespace kestrel::rpc {
+
+std::shared_ptr<Connection> Connection::create(tcp::socket socket, ConnectionOptions options) {
+  std::shared_ptr<Connection> conn(new Connection(std::move(socket), options));
+  asio::co_spawn(conn->socket_.get_executor(), [conn]() { return conn->write_loop(); }, asio::detached);
+  return conn;
+}
+
+Connection::Connection(tcp::socket socket, ConnectionOptions options)
+    : socket_(std::move(socket)),
+      options_(options),
+      wake_(socket_.get_executor(), asio::steady_timer::time_point::max()),
+      body_deadline_(socket_.get_executor()),
+      grace_(socket_.get_executor()) {
+  std::error_code ec;
+  auto remote = socket_.remote_endpoint(ec);
+  peer_ = ec ? std::string("?") : str(remote.address().to_string(), ":", remote.port());
+  socket_.set_option(tcp::no_delay(true), ec);
+}
+
+Connection::~Connection() {
+  std::error_code ec;
+  socket_.close(ec);
+}
+
+awaitable<ReadResult> Connection::read() {
+  ReadResult result;
+  std::array<std::uint8_t, kFrameHeaderBytes> header{};
+  auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(header), use_nothrow);
+  if (ec) {
+    if (closed_ || ec == asio::error::operation_aborted || (ec == asio::error::eof && n == 0) ||
+        ec == asio::error::connection_reset) {
+      result.error = FrameError::closed;
+      result.detail = closed_ ? "closed locally" : ec.message();
+    } else if (ec == asio::error::eof) {
+      result.error = FrameError::truncated;
+      result.detail = str("stream ended inside a frame header (", n, " of 4 bytes)");
+    } else {
+      result.error = FrameError::io;
+      result.detail = ec.message();
+    }
+    co_return result;
+  }
+  HeaderCheck check = check_header(header, options_.max_frame_bytes);
+  if (check.error != FrameError::none) {
+    result.error = check.error;
+    result.detail = check.detail;
+    co_return result;
+  }
+
+  std::vector<capnp::word> words(check.length / sizeof(capnp::word));
+  body_timed_out_ = false;
+  body_deadline_.expires_after(options_.body_timeout);
+  std::weak_ptr<Connection> weak = weak_from_this();
+  body_deadline_.async_wait([weak](std::error_code timer_ec) {
+    if (timer_ec) return;
+    if (auto self = weak.lock()) {
+      self->body_timed_out_ = true;
+      std::error_code ignored;
+      self->socket_.cancel(ignored);
+    }
+  });
+  auto [body_ec, got] = co_await asio::async_read(socket_, asio::buffer(words.data(), check.length), use_nothrow);
+  body_deadline_.cancel();
+  if (body_ec) {
+    if (body_timed_out_) {
+      result.error = FrameError::timeout;
+      result.detail = str("frame body of ", check.length, " bytes not received within ",
+                          options_.body_timeout.count(), " ms (got ", got, ")");
+    } else if (closed_) {
+      result.error = FrameError::closed;
+      result.detail = "closed locally";
+    } else if (body_ec == asio::error::eof || body_ec == asio::error::connection_reset) {
+      result.error = FrameError::truncated;
+      result.detail = str("stream ended after ", got, " of ", check.length, " frame bytes");
+    } else {
+      result.error = FrameError::io;
+      result.detail = body_ec.message();
+    }
+    co_return result;
+  }
+  std::string error;
+  result.frame = InFrame::decode(std::move(words), error);
+  if (!result.frame) {
+    result.error = FrameError::malformed;
+    result.detail = std::move(error);
+  }
+  co_return result;
+}
+
+awaitable<ReadResult> Connection::read_within(std::chrono::milliseconds timeout) {
+  auto expired = std::make_shared<bool>(false);
+  asio::steady_timer timer(socket_.get_executor());
+  timer.expires_after(timeout);
+  std::weak_ptr<Connection> weak = weak_from_this();
+  timer.async_wait([weak, expired](std::error_code ec) {
+    if (ec) return;
+    *expired = true;
+    if (auto self = weak.lock()) self->close();
+  });
+  ReadResult result = co_await read();
+  timer.cancel();
+  if (*expired) {
+    result.frame.reset();
+    result.error = FrameError::timeout;
+    result.detail = str("no frame within ", timeout.count(), " ms");
+  }
+  co_return result;
+}
+
+bool Connection::send(FrameBytes frame) {
+  if (closing_ || closed_) return false;
+  queued_bytes_ += frame.size();
+  queue_.push_back(std::move(frame));
+  if (queued_bytes_ > options_.max_queued_bytes) {
+    log::warn("conn", peer_, ": peer is not reading (", queued_bytes_, " bytes queued); closing");
+    close();
+    return false;
+  }
+  wake_.cancel_one();
+  return true;
+}
+
+bool Connection::send(capnp::MessageBuilder& message) { return send(encode_frame(message)); }
+
+void Connection::close_after_flush(std::chrono::milliseconds grace) {
+  if (closing_ || closed_) return;
+  closing_ = true;
+  wake_.cancel_one();
+  grace_.expires_after(grace);
+  std::weak_ptr<Connection> weak = weak_from_this();
+  grace_.async_wait([weak](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->close();
+  });
+}
+
+void Connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  closing_ = true;
+  std::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  wake_.cancel();
+  body_deadline_.cancel();
+  grace_.cancel();
+  queue_.clear();
+  queued_bytes_ = 0;
+}
+
+awaitable<void> Connection::write_loop() {
+  auto self = shared_from_this();
+  while (!closed_) {
+    if (queue_.empty()) {
+      if (closing_) {
+        close();
+        break;
+      }
+      co_await wake_.async_wait(use_nothrow);
+      continue;
+    }
+    auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(queue_.front()), use_nothrow);
+    if (ec) {
+      if (!closed_) log::debug("conn", peer_, ": write failed: ", ec.message());
+      close();
+      break;
+    }
+    queued_bytes_ -= queue_.front().size();
+    queue_.pop_front();
+  }
+}
+
+awaitable<tcp::socket> connect_to(std::string host, std::uint16_t port, std::chrono::milliseconds timeout) {
+  auto executor = co_await asio::this_coro::executor;
+  tcp::resolver resolver(executor);
+  auto [rec, results] = co_await resolver.async_resolve(host, std::to_string(port), use_nothrow);
+  if (rec) {
+    throw RpcError(ErrorCode::connection_lost, str("cannot resolve tracker host '", host, "': ", rec.message()));
+  }
+  // Shared with the deadline handler, which may run after this coroutine has returned.
+  struct State {
+    explicit State(asio::any_io_executor ex) : socket(ex), deadline(ex) {}
+    tcp::socket socket;
+    asio::steady_timer deadline;
+    bool timed_out = false;
+  };
+  auto state = std::make_shared<State>(executor);
+  state->deadline.expires_after(timeout);
+  state->deadline.async_wait([state](std::error_code ec) {
+    if (!ec) {
+      state->timed_out = true;
+      std::error_code ignored;
+      state->socket.cancel(ignored);
+    }
+  });
+  auto [cec, ep] = co_await asio::async_connect(state->socket, results, use_nothrow);
+  state->deadline.cancel();
+  if (cec) {
+    std::string why = state->timed_out ? str("no answer within ", timeout.count(), " ms") : cec.message();
+    throw RpcError(ErrorCode::connection_lost, str("cannot connect to tracker ", host, ":", port, ": ", why));
+  }
+  tcp::socket socket = std::move(state->socket);
+  co_return socket;
+}
+
+std::string Endpoint::to_string() const {
+  if (host.find(':') != std::string::npos) return str("[", host, "]:", port);
+  return str(host, ":", port);
+}
+
+Endpoint parse_endpoint(std::string_view text) {
+  Endpoint ep;
+  std::string_view port_text;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      throw RpcError(ErrorCode::bad_request, str("malformed address '", text, "': expected [IPv6]:PORT"));
+    }
+    ep.host = std::string(text.substr(1, close - 1));
+    port_text = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      throw RpcError(ErrorCode::bad_request, str("malformed address '", text, "': expected HOST:PORT"));
+    }
+    ep.host = std::string(text.substr(0, colon));
+    port_text = text.substr(colon + 1);
+  }
+  unsigned value = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
+  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || value == 0 || value > 65535) {
+    throw RpcError(ErrorCode::bad_request, str("malformed port in '", text, "': expected 1-65535"));
+  }
+  ep.port = static_cast<std::uint16_t>(value);
+  return ep;
+}
+
+}  // namespace kestrel::rpc

@@ -1,0 +1,66 @@
+// Priority/FIFO request queues per key.
+#include "kestrel/rpc/request_queue.h"
+
+namespace kestrel::rpc {
+
+bool RequestQueue::push(QueuedRequest request) {
+  auto ident = std::make_pair(request.client, request.request_id);
+  if (index_.contains(ident)) return false;
+  request.seq = next_seq_++;
+  Order order = order_of(request);
+  index_.emplace(ident, std::make_pair(request.key, order));
+  auto& queue = by_key_[request.key];
+  queue.emplace(order, std::move(request));
+  return true;
+}
+
+const QueuedRequest* RequestQueue::peek(const std::string& key) const {
+  auto it = by_key_.find(key);
+  if (it == by_key_.end() || it->second.empty()) return nullptr;
+  return &it->second.begin()->second;
+}
+
+std::optional<QueuedRequest> RequestQueue::pop(const std::string& key) {
+  auto it = by_key_.find(key);
+  if (it == by_key_.end() || it->second.empty()) return std::nullopt;
+  QueuedRequest request = std::move(it->second.begin()->second);
+  it->second.erase(it->second.begin());
+  if (it->second.empty()) by_key_.erase(it);
+  index_.erase({request.client, request.request_id});
+  return request;
+}
+
+std::optional<QueuedRequest> RequestQueue::remove(ConnectionId client, std::uint64_t request_id) {
+  auto idx = index_.find({client, request_id});
+  if (idx == index_.end()) return std::nullopt;
+  auto [key, order] = idx->second;
+  index_.erase(idx);
+  auto queue = by_key_.find(key);
+  QueuedRequest request = std::move(queue->second.at(order));
+  queue->second.erase(order);
+  if (queue->second.empty()) by_key_.erase(queue);
+  return request;
+}
+
+std::vector<QueuedRequest> RequestQueue::remove_client(ConnectionId client) {
+  std::vector<std::uint64_t> ids;
+  for (auto it = index_.lower_bound({client, 0}); it != index_.end() && it->first.first == client; ++it) {
+    ids.push_back(it->first.second);
+  }
+  std::vector<QueuedRequest> removed;
+  for (auto id : ids) removed.push_back(*remove(client, id));
+  return removed;
+}
+
+std::size_t RequestQueue::size(const std::string& key) const {
+  auto it = by_key_.find(key);
+  return it == by_key_.end() ? 0 : it->second.size();
+}
+
+std::vector<std::string> RequestQueue::keys() const {
+  std::vector<std::string> out;
+  for (const auto& [key, queue] : by_key_) out.push_back(key);
+  return out;
+}
+
+}  // namespace kestrel::rpc

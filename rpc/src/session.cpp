@@ -1,0 +1,41 @@
+// Session payload codec.
+#include "kestrel/rpc/session.h"
+
+#include <kj/exception.h>
+
+#include <cstring>
+
+#include "kestrel/rpc/log.h"
+
+namespace kestrel::rpc {
+
+Payload encode_session(capnp::MessageBuilder& message) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return Payload(bytes.begin(), bytes.end());
+}
+
+std::unique_ptr<SessionPayload> SessionPayload::decode(std::span<const std::uint8_t> bytes, std::string& error) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    error = str("session payload of ", bytes.size(), " bytes is not a positive multiple of 8");
+    return nullptr;
+  }
+  std::unique_ptr<SessionPayload> payload(new SessionPayload);
+  payload->words_.resize(bytes.size() / sizeof(capnp::word));
+  std::memcpy(payload->words_.data(), bytes.data(), bytes.size());
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = payload->words_.size() * 4 + 64;
+    options.nestingLimit = 32;
+    kj::ArrayPtr<const capnp::word> view(payload->words_.data(), payload->words_.size());
+    payload->reader_ = std::make_unique<capnp::FlatArrayMessageReader>(view, options);
+    payload->root_ = payload->reader_->getRoot<wire::SessionMessage>();
+    (void)payload->root_.totalSize();
+  } catch (const kj::Exception& e) {
+    error = str("invalid session message: ", e.getDescription().cStr());
+    return nullptr;
+  }
+  return payload;
+}
+
+}  // namespace kestrel::rpc

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Kestrel needs to build, test and benchmark.
+# Idempotent: packages already present are skipped, and apt is not touched at all
+# when nothing is missing. Needs root (or sudo) only when something must be installed.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkgconf   # build
+  libasio-dev                                        # transport (standalone Asio)
+  capnproto libcapnp-dev                             # wire schema
+  libsodium-dev                                      # HMAC-SHA256 handshake, nonces
+  nlohmann-json3-dev                                 # --json output of host tools
+  catch2 libbenchmark-dev                            # tests, benchmarks
+  iproute2 procps                                    # process/network helpers used by e2e tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"

@@ -1,0 +1,159 @@
+// `kestrel query`: prints a tracker's pool as a table or as JSON.
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "args.h"
+#include "commands.h"
+#include "kestrel/rpc/errors.h"
+#include "kestrel/rpc/log.h"
+#include "kestrel/rpc/tracker_client.h"
+
+namespace kestrel::tools {
+namespace {
+
+std::string human_bytes(std::uint64_t bytes) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1);
+  if (bytes >= (1ull << 30)) out << static_cast<double>(bytes) / (1ull << 30) << " GiB";
+  else if (bytes >= (1ull << 20)) out << static_cast<double>(bytes) / (1ull << 20) << " MiB";
+  else out << static_cast<double>(bytes) / (1ull << 10) << " KiB";
+  return out.str();
+}
+
+std::string human_duration(std::uint64_t ms) {
+  std::uint64_t s = ms / 1000;
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
+  return std::to_string(s / 3600) + "h" + std::to_string((s % 3600) / 60) + "m";
+}
+
+// Prints rows as left-aligned columns separated by two spaces.
+void print_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    out << line << "\n";
+  }
+}
+
+nlohmann::json to_json(const rpc::DeviceInfo& info) {
+  nlohmann::json caches = nlohmann::json::array();
+  for (const auto& c : info.caches) {
+    caches.push_back({{"level", c.level}, {"kind", c.kind}, {"size_bytes", c.size_bytes}, {"line_bytes", c.line_bytes}});
+  }
+  return {{"name", info.name},           {"hostname", info.hostname},   {"os", info.os},
+          {"arch", info.arch},           {"triple", info.triple},       {"cpu_model", info.cpu_model},
+          {"cores", info.cores},         {"caches", caches},            {"memory_bytes", info.memory_bytes},
+          {"cpu_features", info.cpu_features}, {"runtime_version", info.runtime_version},
+          {"abi_version", info.abi_version}};
+}
+
+nlohmann::json to_json(const rpc::TrackerSummary& s, const std::string& address) {
+  nlohmann::json keys = nlohmann::json::array();
+  for (const auto& k : s.keys) keys.push_back({{"key", k.key}, {"free", k.free}, {"busy", k.busy}, {"queued", k.queued}});
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& d : s.devices) {
+    nlohmann::json device = {{"id", d.id.value},       {"key", d.key},
+                             {"state", d.busy ? "busy" : "free"},
+                             {"address", d.address},   {"connected_ms", d.connected_ms},
+                             {"info", to_json(d.info)}};
+    if (d.busy) {
+      device["lease_id"] = d.lease.value;
+      device["lease_holder"] = d.lease_holder;
+    }
+    devices.push_back(device);
+  }
+  return {{"tracker", address}, {"version", s.tracker_version}, {"uptime_ms", s.uptime_ms},
+          {"clients", s.clients}, {"keys", keys}, {"devices", devices}};
+}
+
+void print_summary(const rpc::TrackerSummary& s, const std::string& address) {
+  std::cout << "tracker " << address << "  version " << s.tracker_version << "  up " << human_duration(s.uptime_ms)
+            << "  clients " << s.clients << "\n\n";
+  if (s.keys.empty()) {
+    std::cout << "no devices registered and no requests queued\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> keys = {{"KEY", "FREE", "BUSY", "QUEUED"}};
+  for (const auto& k : s.keys) {
+    keys.push_back({k.key, std::to_string(k.free), std::to_string(k.busy), std::to_string(k.queued)});
+  }
+  print_table(std::cout, keys);
+  if (s.devices.empty()) return;
+  std::cout << "\n";
+  std::vector<std::vector<std::string>> devices = {
+      {"DEVICE", "KEY", "STATE", "TRIPLE", "CORES", "MEMORY", "CPU", "ADDRESS", "UP", "LEASE HOLDER"}};
+  for (const auto& d : s.devices) {
+    devices.push_back({d.info.name, d.key, d.busy ? "busy" : "free", d.info.triple, std::to_string(d.info.cores),
+                       human_bytes(d.info.memory_bytes), d.info.cpu_model, d.address, human_duration(d.connected_ms),
+                       d.busy ? d.lease_holder : "-"});
+  }
+  print_table(std::cout, devices);
+}
+
+}  // namespace
+
+int run_query(int argc, char** argv) {
+  Args args("kestrel query", "Shows a tracker's pool: per key the free, busy and queued counts, then every device\n"
+                             "with its capabilities and the holder of its lease.");
+  args.option("tracker", "HOST:PORT", "tracker to ask", "127.0.0.1:9190");
+  args.option("token-file", "FILE", "the tracker's shared token, if it requires one");
+  args.option("timeout-ms", "MS", "give up after this long", "5000");
+  args.flag("json", "print JSON instead of tables (for scripts)");
+  args.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
+  try {
+    if (!args.parse(argc, argv, 2)) {
+      std::cout << args.help();
+      return 0;
+    }
+    log::Level level;
+    if (!log::parse_level(args.get("log-level", "warn"), level)) {
+      throw UsageError("--log-level must be debug, info, warn, error or off");
+    }
+    log::set_level(level);
+    rpc::Endpoint endpoint = rpc::parse_endpoint(args.get("tracker", "127.0.0.1:9190"));
+    rpc::ClientOptions options;
+    options.name = "kestrel query";
+    if (args.has("token-file")) options.token = rpc::Token::from_file(args.get("token-file"));
+    auto timeout = std::chrono::milliseconds(args.get_int("timeout-ms", 5000, 1, 3'600'000));
+    options.connect_timeout = timeout;
+
+    asio::io_context io;
+    std::optional<rpc::TrackerSummary> summary;
+    std::exception_ptr failure;
+    asio::co_spawn(
+        io,
+        [&]() -> rpc::awaitable<void> {
+          auto client = co_await rpc::TrackerClient::connect(endpoint, options);
+          summary = co_await client->summary(timeout);
+          client->close();
+        },
+        [&](std::exception_ptr e) { failure = e; });
+    io.run();
+    if (failure) std::rethrow_exception(failure);
+    if (args.has("json")) {
+      std::cout << to_json(*summary, endpoint.to_string()).dump(2) << "\n";
+    } else {
+      print_summary(*summary, endpoint.to_string());
+    }
+    return 0;
+  } catch (const UsageError& e) {
+    std::cerr << "kestrel query: " << e.what() << "\n(see kestrel query --help)\n";
+    return 2;
+  } catch (const rpc::RpcError& e) {
+    std::cerr << "kestrel query: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace kestrel::tools

@@ -1,0 +1,10 @@
+// The subcommands of `kestrel`. Each takes argv with argv[1] being its own name and
+// returns the process exit status (0 ok, 1 failure, 2 usage error).
+#pragma once
+
+namespace kestrel::tools {
+
+int run_tracker(int argc, char** argv);
+int run_query(int argc, char** argv);
+
+}  // namespace kestrel::tools

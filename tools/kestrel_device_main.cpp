@@ -1,0 +1,111 @@
+// kestrel-device: the runtime started on every board. Wiring only; the logic lives in
+// device_runtime/.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "args.h"
+#include "kestrel/device_runtime/agent.h"
+#include "kestrel/device_runtime/capabilities.h"
+#include "kestrel/rpc/errors.h"
+#include "kestrel/rpc/handshake.h"
+#include "kestrel/rpc/log.h"
+
+using namespace kestrel;
+
+namespace {
+
+void print_info(const rpc::DeviceInfo& info) {
+  std::cout << "name:       " << info.name << "\n"
+            << "hostname:   " << info.hostname << "\n"
+            << "os:         " << info.os << "\n"
+            << "arch:       " << info.arch << "\n"
+            << "triple:     " << info.triple << "\n"
+            << "cpu:        " << info.cpu_model << "\n"
+            << "cores:      " << info.cores << "\n"
+            << "memory:     " << (info.memory_bytes >> 20) << " MiB\n";
+  for (const auto& c : info.caches) {
+    std::cout << "cache:      L" << c.level << " " << c.kind << " " << (c.size_bytes >> 10) << " KiB, "
+              << c.line_bytes << " B lines\n";
+  }
+  std::cout << "features:  ";
+  for (const auto& f : info.cpu_features) std::cout << " " << f;
+  std::cout << "\nruntime:    " << info.runtime_version << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tools::Args args("kestrel-device",
+                   "Kestrel device runtime: connects out to a tracker, registers this machine under a key,\n"
+                   "and serves the sessions of whoever leases it. Devices only ever connect outward, so\n"
+                   "boards behind NAT or a firewall need no open port.");
+  args.option("tracker", "HOST:PORT", "tracker to connect to (required)");
+  args.option("key", "KEY", "pool key this device serves, e.g. rpi4 (required)");
+  args.option("token-file", "FILE", "file holding the tracker's shared token");
+  args.option("name", "NAME", "name of this device in the pool", "<hostname>-<pid>");
+  args.option("max-backoff-ms", "MS", "cap of the exponential reconnect backoff", "5000");
+  args.option("log-level", "LEVEL", "debug, info, warn, error or off", "info");
+  args.flag("print-info", "print the detected capabilities and exit");
+  args.epilog(
+      "When the tracker goes away or restarts, the runtime reconnects with capped exponential\n"
+      "backoff (200 ms doubling to --max-backoff-ms) and registers again by itself. It exits\n"
+      "with status 3 when the tracker rejects it for good (wrong token, other protocol version).\n"
+      "SIGINT/SIGTERM stop it cleanly.");
+  try {
+    if (!args.parse(argc, argv, 1)) {
+      std::cout << args.help();
+      return 0;
+    }
+    log::Level level;
+    if (!log::parse_level(args.get("log-level", "info"), level)) {
+      throw tools::UsageError("--log-level must be debug, info, warn, error or off");
+    }
+    log::set_level(level);
+    rpc::DeviceInfo info = device::detect_device_info(args.get("name"));
+    if (args.has("print-info")) {
+      print_info(info);
+      return 0;
+    }
+    if (!args.has("tracker")) throw tools::UsageError("--tracker HOST:PORT is required");
+    if (!args.has("key")) throw tools::UsageError("--key KEY is required");
+
+    device::AgentOptions options;
+    options.tracker = rpc::parse_endpoint(args.get("tracker"));
+    options.key = args.get("key");
+    if (args.has("token-file")) options.token = rpc::Token::from_file(args.get("token-file"));
+    options.max_backoff = std::chrono::milliseconds(args.get_int("max-backoff-ms", 5000, 100, 3'600'000));
+
+    asio::io_context io;
+    device::DeviceAgent agent(io.get_executor(), options, info);
+    asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](std::error_code ec, int signo) {
+      if (ec) return;
+      log::info("device", "signal ", signo, ": stopping");
+      agent.stop();
+    });
+    int status = 0;
+    asio::co_spawn(io, agent.run(), [&](std::exception_ptr e) {
+      signals.cancel();
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const rpc::RpcError& err) {
+        status = 3;
+      } catch (const std::exception& err) {
+        log::error("device", "internal error: ", err.what());
+        status = 1;
+      }
+    });
+    log::info("device", "kestrel-device ", rpc::software_version(), " '", info.name, "' (", info.triple, ", ",
+              info.cores, " cores) serving key '", options.key, "' via ", options.tracker.to_string());
+    io.run();
+    return status;
+  } catch (const tools::UsageError& e) {
+    std::cerr << "kestrel-device: " << e.what() << "\n(see kestrel-device --help)\n";
+    return 2;
+  } catch (const rpc::RpcError& e) {
+    std::cerr << "kestrel-device: " << e.what() << "\n";
+    return 2;
+  }
+}

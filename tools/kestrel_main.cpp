@@ -1,0 +1,37 @@
+// kestrel: the host-side command. Dispatches to subcommands.
+#include <cstring>
+#include <iostream>
+
+#include "commands.h"
+#include "kestrel/rpc/handshake.h"
+
+namespace {
+constexpr const char* kUsage =
+    "usage: kestrel <command> [options]\n"
+    "\n"
+    "Kestrel tunes deep-learning kernels on real devices.\n"
+    "\n"
+    "commands:\n"
+    "  tracker   run a tracker: the broker devices register with and clients lease from\n"
+    "  query     show a tracker's pool: keys, free/busy/queued, devices and lease holders\n"
+    "  version   print the version and protocol version\n"
+    "\n"
+    "`kestrel <command> --help` explains each command.\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  if (command == "tracker") return kestrel::tools::run_tracker(argc, argv);
+  if (command == "query") return kestrel::tools::run_query(argc, argv);
+  if (command == "version" || command == "--version") {
+    std::cout << "kestrel " << kestrel::rpc::software_version() << " (protocol " << kestrel::rpc::protocol_version()
+              << ")\n";
+    return 0;
+  }
+  std::cerr << "kestrel: unknown command '" << command << "'\n\n" << kUsage;
+  return 2;
+}

@@ -38,6 +38,7 @@ awaitable<std::shared_ptr<TrackerClient>> TrackerClient::connect(Endpoint tracke
 TrackerClient::TrackerClient(std::shared_ptr<Connection> conn, ConnectionId id,
                              std::chrono::milliseconds heartbeat_interval, std::uint32_t heartbeat_misses)
     : conn_(std::move(conn)),
+      watchdog_timer_(conn_->get_executor()),
       connection_id_(id),
       heartbeat_interval_(heartbeat_interval),
       heartbeat_misses_(heartbeat_misses),
@@ -51,6 +52,7 @@ void TrackerClient::close() {
 void TrackerClient::fail_all(const RpcError& error) {
   if (error_) return;
   error_ = error;
+  watchdog_timer_.cancel();
   for (auto& [id, request] : requests_) {
     if (!request->lease && !request->error) request->error = error;
     request->wake.cancel();
@@ -100,11 +102,10 @@ awaitable<void> TrackerClient::read_loop() {
 
 awaitable<void> TrackerClient::watchdog() {
   auto self = shared_from_this();
-  asio::steady_timer timer(conn_->get_executor());
   const auto limit = heartbeat_interval_ * (heartbeat_misses_ + 1);
   while (conn_->is_open() && !error_) {
-    timer.expires_after(heartbeat_interval_);
-    co_await timer.async_wait(use_nothrow);
+    watchdog_timer_.expires_after(heartbeat_interval_);
+    co_await watchdog_timer_.async_wait(use_nothrow);
     if (error_ || !conn_->is_open()) break;
     if (Clock::now() - last_seen_ > limit) {
       fail_all(RpcError(ErrorCode::connection_lost,

@@ -113,6 +113,7 @@ class TrackerClient : public std::enable_shared_from_this<TrackerClient> {
   std::shared_ptr<LeaseState> lease_state(LeaseId lease);
 
   std::shared_ptr<Connection> conn_;
+  asio::steady_timer watchdog_timer_;
   ConnectionId connection_id_;
   std::chrono::milliseconds heartbeat_interval_;
   std::uint32_t heartbeat_misses_;

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Fails if the device runtime binary depends on, or contains, the host's heavy
+# libraries (LLVM, Clang, LLD, SQLite, XGBoost).
+set -euo pipefail
+binary="$1"
+[ -x "$binary" ] || { echo "no such binary: $binary"; exit 1; }
+needed=$(readelf -d "$binary" | awk '/NEEDED/ {print $5}')
+echo "kestrel-device needs: $(echo $needed | tr -d '[]')"
+if echo "$needed" | grep -Ei 'llvm|clang|lld|sqlite|xgboost'; then
+  echo "FAIL: kestrel-device links a host-only library"
+  exit 1
+fi
+if nm -C "$binary" 2>/dev/null | grep -Eq ' (T|W) (llvm::|clang::|sqlite3_|XGBoost)'; then
+  echo "FAIL: kestrel-device contains LLVM/Clang/SQLite/XGBoost code"
+  exit 1
+fi
+echo "size: $(stat -c %s "$binary") bytes (unstripped)"

@@ -1,0 +1,51 @@
+// Capability detection: parsing of recorded /proc/cpuinfo contents, and the live system.
+#include <catch2/catch.hpp>
+
+#include "kestrel/device_runtime/capabilities.h"
+
+using namespace kestrel::device;
+
+TEST_CASE("x86 cpuinfo yields the model name and the relevant flags only", "[capabilities]") {
+  std::string cpuinfo =
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9454 48-Core Processor\n"
+      "flags\t\t: fpu vme sse2 ssse3 fma avx avx2 avx512f avx512bw avx512vl avx512_vnni hypervisor\n\n"
+      "processor\t: 1\nmodel name\t: AMD EPYC 9454 48-Core Processor\n";
+  CHECK(cpu_model_from_cpuinfo(cpuinfo) == "AMD EPYC 9454 48-Core Processor");
+  auto features = cpu_features_from_cpuinfo(cpuinfo);
+  CHECK(features == std::vector<std::string>{"avx", "avx2", "avx512_vnni", "avx512bw", "avx512f", "avx512vl", "fma",
+                                             "sse2", "ssse3"});
+}
+
+TEST_CASE("Raspberry Pi 4 (aarch64) cpuinfo yields features and a model", "[capabilities]") {
+  std::string cpuinfo =
+      "processor\t: 0\nBogoMIPS\t: 108.00\nFeatures\t: fp asimd evtstrm crc32 cpuid\n"
+      "CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd08\n\n"
+      "Hardware\t: BCM2835\nRevision\t: c03111\nModel\t\t: Raspberry Pi 4 Model B Rev 1.1\n";
+  CHECK(cpu_model_from_cpuinfo(cpuinfo) == "Raspberry Pi 4 Model B Rev 1.1");
+  auto features = cpu_features_from_cpuinfo(cpuinfo);
+  CHECK(features == std::vector<std::string>{"asimd", "cpuid", "crc32", "evtstrm", "fp"});
+}
+
+TEST_CASE("ARM cpuinfo without a model falls back to implementer and part", "[capabilities]") {
+  std::string cpuinfo = "processor\t: 0\nCPU implementer\t: 0x41\nCPU part\t: 0xd0b\n";
+  CHECK(cpu_model_from_cpuinfo(cpuinfo) == "implementer 0x41 part 0xd0b");
+}
+
+TEST_CASE("cache sizes parse with suffixes", "[capabilities]") {
+  CHECK(parse_cache_size("32K\n") == 32 * 1024);
+  CHECK(parse_cache_size("1024K") == 1024 * 1024);
+  CHECK(parse_cache_size("32M") == 32u << 20);
+  CHECK(parse_cache_size("512") == 512);
+  CHECK(parse_cache_size("") == 0);
+}
+
+TEST_CASE("the live system is detected", "[capabilities]") {
+  auto info = detect_device_info("");
+  CHECK_FALSE(info.hostname.empty());
+  CHECK(info.name.rfind(info.hostname + "-", 0) == 0);
+  CHECK(info.cores >= 1);
+  CHECK(info.memory_bytes > (64u << 20));
+  CHECK(info.triple == std::string(build_triple()));
+  CHECK_FALSE(info.os.empty());
+  CHECK(detect_device_info("named").name == "named");
+}

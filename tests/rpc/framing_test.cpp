@@ -1,0 +1,145 @@
+// Frame codec: round trips and every kind of malformed input.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "kestrel/rpc/connection.h"
+#include "kestrel/rpc/framing.h"
+#include "kestrel/rpc/messages.h"
+
+using namespace kestrel::rpc;
+namespace wire = kestrel::wire;
+
+namespace {
+FrameBytes sample_frame() {
+  capnp::MallocMessageBuilder builder;
+  auto request = builder.initRoot<wire::Frame>().initRequestDevice();
+  request.setRequestId(42);
+  request.setKey("rpi4");
+  request.setPriority(-3);
+  request.setTimeoutMs(1500);
+  return encode_frame(builder);
+}
+}  // namespace
+
+TEST_CASE("a frame round-trips through encode and decode", "[framing]") {
+  FrameBytes bytes = sample_frame();
+  REQUIRE(bytes.size() > kFrameHeaderBytes);
+  std::string error;
+  auto frame = decode_frame_bytes(bytes, kDefaultMaxFrameBytes, error);
+  REQUIRE(frame);
+  CHECK(error.empty());
+  auto root = frame->root();
+  REQUIRE(root.isRequestDevice());
+  CHECK(root.getRequestDevice().getRequestId() == 42);
+  CHECK(std::string(root.getRequestDevice().getKey().cStr()) == "rpi4");
+  CHECK(root.getRequestDevice().getPriority() == -3);
+  CHECK(frame_kind(root) == "requestDevice");
+}
+
+TEST_CASE("the header is the little-endian body length", "[framing]") {
+  FrameBytes bytes = sample_frame();
+  std::uint32_t length = bytes[0] | (bytes[1] << 8) | (bytes[2] << 16) | (static_cast<std::uint32_t>(bytes[3]) << 24);
+  CHECK(length == bytes.size() - kFrameHeaderBytes);
+  CHECK(length % 8 == 0);
+}
+
+TEST_CASE("oversized frames are rejected from the header alone", "[framing]") {
+  std::array<std::uint8_t, 4> header = {0x00, 0x00, 0x00, 0x10};  // 256 MiB
+  auto check = check_header(header, kDefaultMaxFrameBytes);
+  CHECK(check.error == FrameError::oversized);
+  CHECK_THAT(check.detail, Catch::Contains("exceeds"));
+  // "GET " read as a length: an HTTP client hitting the port.
+  std::array<std::uint8_t, 4> http = {'G', 'E', 'T', ' '};
+  CHECK(check_header(http, kDefaultMaxFrameBytes).error == FrameError::oversized);
+  // The limit is the receiver's choice.
+  FrameBytes bytes = sample_frame();
+  std::string error;
+  CHECK_FALSE(decode_frame_bytes(bytes, 8, error));
+  CHECK_THAT(error, Catch::Contains("exceeds the 8-byte limit"));
+}
+
+TEST_CASE("zero and unaligned lengths are malformed", "[framing]") {
+  std::array<std::uint8_t, 4> zero = {0, 0, 0, 0};
+  CHECK(check_header(zero, kDefaultMaxFrameBytes).error == FrameError::malformed);
+  std::array<std::uint8_t, 4> odd = {13, 0, 0, 0};
+  CHECK(check_header(odd, kDefaultMaxFrameBytes).error == FrameError::malformed);
+  std::array<std::uint8_t, 4> good = {16, 0, 0, 0};
+  CHECK(check_header(good, kDefaultMaxFrameBytes).error == FrameError::none);
+}
+
+TEST_CASE("truncated frames are rejected", "[framing]") {
+  FrameBytes bytes = sample_frame();
+  std::string error;
+  CHECK_FALSE(decode_frame_bytes(std::span(bytes).first(2), kDefaultMaxFrameBytes, error));
+  CHECK_THAT(error, Catch::Contains("truncated"));
+  CHECK_FALSE(decode_frame_bytes(std::span(bytes).first(bytes.size() - 8), kDefaultMaxFrameBytes, error));
+  CHECK_THAT(error, Catch::Contains("announces"));
+}
+
+TEST_CASE("random bodies never crash the decoder and are rejected or parsed", "[framing]") {
+  std::mt19937 rng(1234);
+  int rejected = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::size_t words = 1 + rng() % 16;
+    std::vector<std::uint8_t> body(words * 8);
+    for (auto& b : body) b = static_cast<std::uint8_t>(rng());
+    FrameBytes frame = encode_raw(body);
+    std::string error;
+    auto decoded = decode_frame_bytes(frame, kDefaultMaxFrameBytes, error);
+    if (!decoded) {
+      ++rejected;
+      CHECK_FALSE(error.empty());
+    } else {
+      // Whatever parsed must be fully readable without throwing.
+      CHECK_NOTHROW(frame_kind(decoded->root()));
+    }
+  }
+  CHECK(rejected > 1000);
+}
+
+TEST_CASE("a corrupted pointer inside a valid segment table is rejected eagerly", "[framing]") {
+  FrameBytes bytes = sample_frame();
+  // Segment table: 1 segment, then its size. Point the root pointer far out of bounds.
+  // Word 1 (bytes 8..15 of the message) is the root pointer.
+  std::size_t root_pointer = kFrameHeaderBytes + 8;
+  bytes[root_pointer + 0] = 0xfc;
+  bytes[root_pointer + 1] = 0xff;
+  bytes[root_pointer + 2] = 0xff;
+  bytes[root_pointer + 3] = 0x0f;
+  std::string error;
+  CHECK_FALSE(decode_frame_bytes(bytes, kDefaultMaxFrameBytes, error));
+  CHECK_THAT(error, Catch::Contains("invalid message"));
+}
+
+TEST_CASE("trailing bytes after the message are rejected", "[framing]") {
+  FrameBytes bytes = sample_frame();
+  std::vector<std::uint8_t> body(bytes.begin() + kFrameHeaderBytes, bytes.end());
+  body.resize(body.size() + 8, 0);
+  std::string error;
+  CHECK_FALSE(decode_frame_bytes(encode_raw(body), kDefaultMaxFrameBytes, error));
+  CHECK_THAT(error, Catch::Contains("trailing"));
+}
+
+TEST_CASE("failure frames carry code and message", "[framing]") {
+  FrameBytes bytes = failure_frame(ErrorCode::device_lost, "device 'a' lost");
+  std::string error;
+  auto frame = decode_frame_bytes(bytes, kDefaultMaxFrameBytes, error);
+  REQUIRE(frame);
+  REQUIRE(frame->root().isFailure());
+  RpcError e = to_error(frame->root().getFailure());
+  CHECK(e.code() == ErrorCode::device_lost);
+  CHECK(std::string(e.what()) == "device 'a' lost");
+}
+
+TEST_CASE("endpoints parse and reject malformed input", "[framing]") {
+  CHECK(parse_endpoint("127.0.0.1:9190").port == 9190);
+  CHECK(parse_endpoint("tracker.lan:80").host == "tracker.lan");
+  CHECK(parse_endpoint("[::1]:9190").host == "::1");
+  CHECK(parse_endpoint("[::1]:9190").to_string() == "[::1]:9190");
+  CHECK_THROWS_AS(parse_endpoint("localhost"), RpcError);
+  CHECK_THROWS_AS(parse_endpoint("host:0"), RpcError);
+  CHECK_THROWS_AS(parse_endpoint("host:70000"), RpcError);
+  CHECK_THROWS_AS(parse_endpoint("host:12ab"), RpcError);
+  CHECK_THROWS_AS(parse_endpoint(":9190"), RpcError);
+}

@@ -1,0 +1,123 @@
+// Test support: start the real kestrel binaries as child processes, with their
+// output captured to a log file.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace kestrel::test {
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// A unique scratch directory for one test, removed when done.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/kestrel-test-XXXXXX";
+    path_ = ::mkdtemp(pattern);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+class Process {
+ public:
+  // Starts argv[0] with stdout and stderr appended to `log_path`.
+  Process(std::vector<std::string> argv, std::string log_path) : log_path_(std::move(log_path)) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    REQUIRE(rc == 0);
+  }
+  ~Process() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      wait_exit(std::chrono::seconds(5));
+    }
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const { ::kill(pid_, sig); }
+  bool running() {
+    if (status_) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      status_ = decode(status);
+      return false;
+    }
+    return true;
+  }
+  // Exit code (128 + signal when killed), or nullopt if still running after `timeout`.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (running()) {
+      if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return status_;
+  }
+  std::string log() const { return read_text(log_path_); }
+
+ private:
+  static int decode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+  pid_t pid_ = -1;
+  std::string log_path_;
+  std::optional<int> status_;
+};
+
+// Runs a command to completion and returns its exit code; output goes to `output`.
+inline int run_command(std::vector<std::string> argv, std::string& output, const std::string& scratch_file) {
+  std::remove(scratch_file.c_str());
+  Process p(std::move(argv), scratch_file);
+  auto code = p.wait_exit(std::chrono::seconds(30));
+  REQUIRE(code);
+  output = p.log();
+  return *code;
+}
+
+// Polls `condition` until it holds or `limit` passes.
+template <typename Condition>
+bool wait_for(Condition condition, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+}  // namespace kestrel::test

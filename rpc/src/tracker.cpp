@@ -309,16 +309,17 @@ struct Tracker::Impl {
     check_key(key);
     DeviceInfo info = from_wire(reg.getInfo());
     if (info.name.empty()) info.name = peer.conn->peer();
-    // A device that reconnects before its old connection was noticed dead replaces it.
-    for (auto& [id, other] : devices) {
+    // Names identify devices in the pool, so a live duplicate is refused rather than
+    // allowed to evict the other (two boards given the same --name would otherwise
+    // evict each other forever). A restarted device whose old connection is still
+    // half-open gets in once that connection misses its heartbeats; it retries.
+    for (const auto& [id, other] : devices) {
       if (other.info.name == info.name && other.key == key) {
         auto old = peers.find(other.peer);
-        if (old != peers.end() && old->second.conn->is_open()) {
-          old->second.close_reason = str("replaced by a new registration from ", peer.conn->peer());
-          log::info(kLog, "device '", info.name, "' re-registered from ", peer.conn->peer(),
-                    "; dropping its old connection");
-          old->second.conn->close();
-        }
+        std::string where = old == peers.end() ? std::string("?") : old->second.conn->peer();
+        throw Violation(ErrorCode::bad_request,
+                        str("a device named '", info.name, "' is already registered under key '", key, "' from ",
+                            where, "; give each device a unique --name"));
       }
     }
     Device device;
@@ -657,7 +658,7 @@ std::chrono::milliseconds Tracker::loss_bound() const {
 TrackerStats Tracker::stats() const {
   TrackerStats s;
   s.devices = impl_->devices.size();
-  s.clients = impl_->peers.size() - s.devices;
+  for (const auto& [id, peer] : impl_->peers) s.clients += peer.role == wire::Role::CLIENT ? 1 : 0;
   s.leases = impl_->leases.size();
   s.queued = impl_->queue.size();
   s.grants = impl_->grants;

@@ -407,3 +407,27 @@ TEST_CASE("a device reconnects and re-registers after the tracker restarts", "[t
     tracker->stop();
   });
 }
+
+TEST_CASE("a second live device with the same name and key is refused, not swapped in", "[tracker][bad-input]") {
+  asio::io_context io;
+  Pool pool(io);
+  test::run_async(io, [&]() -> awaitable<void> {
+    auto& original = pool.add_device("k", "twin");
+    co_await wait_devices(pool, 1);
+    auto impostor = co_await raw_peer(pool, wire::Role::DEVICE);
+    capnp::MallocMessageBuilder builder;
+    auto reg = builder.initRoot<wire::Frame>().initRegister();
+    reg.setKey("k");
+    reg.getInfo().setName("twin");
+    impostor->send(builder);
+    ReadResult r = co_await impostor->read_within(2000ms);
+    REQUIRE(r.error == FrameError::none);
+    REQUIRE(r.frame->root().isFailure());
+    CHECK_THAT(r.frame->root().getFailure().getMessage().cStr(), Catch::Contains("unique --name"));
+    impostor->close();
+    co_await test::sleep_for(100ms);
+    CHECK(original.stats().registered);
+    CHECK(original.stats().registrations == 1);
+    CHECK(pool.tracker().stats().devices == 1);
+  }, [&] { pool.shutdown(); });
+}

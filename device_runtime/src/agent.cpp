@@ -23,13 +23,19 @@ constexpr std::string_view kLog = "device";
 
 struct DeviceAgent::Impl {
   Impl(asio::any_io_executor ex, AgentOptions opts, rpc::DeviceInfo device_info, AgentStats& s)
-      : executor(ex), options(std::move(opts)), info(std::move(device_info)), stats(s), backoff_timer(ex) {}
+      : executor(ex),
+        options(std::move(opts)),
+        info(std::move(device_info)),
+        stats(s),
+        backoff_timer(ex),
+        watchdog_timer(ex) {}
 
   asio::any_io_executor executor;
   AgentOptions options;
   rpc::DeviceInfo info;
   AgentStats& stats;
   asio::steady_timer backoff_timer;
+  asio::steady_timer watchdog_timer;
   std::shared_ptr<rpc::Connection> conn;
   bool stopping = false;
   Clock::time_point last_seen;
@@ -65,6 +71,7 @@ struct DeviceAgent::Impl {
   awaitable<void> connect_and_serve(std::chrono::milliseconds& backoff) {
     rpc::tcp::socket socket =
         co_await rpc::connect_to(options.tracker.host, options.tracker.port, options.connect_timeout);
+    if (stopping) co_return;
     conn = rpc::Connection::create(std::move(socket), options.connection);
     rpc::PeerHandshakeOptions hs;
     hs.role = wire::Role::DEVICE;
@@ -72,6 +79,10 @@ struct DeviceAgent::Impl {
     hs.token = options.token ? &*options.token : nullptr;
     hs.timeout = options.connect_timeout;
     rpc::Welcomed welcomed = co_await rpc::perform_handshake(conn, hs);
+    if (stopping) {
+      conn->close();
+      co_return;
+    }
 
     capnp::MallocMessageBuilder builder;
     auto reg = builder.initRoot<wire::Frame>().initRegister();
@@ -87,12 +98,11 @@ struct DeviceAgent::Impl {
   // Closes the connection when the tracker has been silent too long (a half-open TCP
   // connection after a network cut never reports an error by itself).
   awaitable<void> watchdog(std::shared_ptr<rpc::Connection> watched, rpc::Welcomed welcomed) {
-    asio::steady_timer timer(executor);
     const auto limit = welcomed.heartbeat_interval * (welcomed.heartbeat_misses + 1);
-    while (watched->is_open()) {
-      timer.expires_after(welcomed.heartbeat_interval);
-      co_await timer.async_wait(use_nothrow);
-      if (!watched->is_open() || watched != conn) break;
+    while (watched->is_open() && !stopping) {
+      watchdog_timer.expires_after(welcomed.heartbeat_interval);
+      co_await watchdog_timer.async_wait(use_nothrow);
+      if (stopping || !watched->is_open() || watched != conn) break;
       if (Clock::now() - last_seen > limit) {
         log::warn(kLog, "tracker silent for more than ", limit.count(), " ms");
         watched->close();
@@ -198,6 +208,7 @@ struct DeviceAgent::Impl {
   void stop() {
     stopping = true;
     backoff_timer.cancel();
+    watchdog_timer.cancel();
     if (conn) conn->close();
   }
 };

@@ -168,14 +168,17 @@ awaitable<void> Connection::write_loop() {
       co_await wake_.async_wait(use_nothrow);
       continue;
     }
-    auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(queue_.front()), use_nothrow);
+    // Take the frame out of the queue before writing: close() may clear the queue
+    // while the write is in flight.
+    FrameBytes frame = std::move(queue_.front());
+    queue_.pop_front();
+    queued_bytes_ -= frame.size();
+    auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(frame), use_nothrow);
     if (ec) {
       if (!closed_) log::debug("conn", peer_, ": write failed: ", ec.message());
       close();
       break;
     }
-    queued_bytes_ -= queue_.front().size();
-    queue_.pop_front();
   }
 }
 

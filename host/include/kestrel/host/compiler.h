@@ -1,0 +1,68 @@
+// The host-side compiler: C kernel source + #defines -> object for the target ->
+// shared object, in memory, with Clang and LLD 19 linked into the process. Thread-safe;
+// a pool of compile threads; a content-addressed cache of results.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kestrel/host/target.h"
+#include "kestrel/ops/op.h"
+
+namespace kestrel::host {
+
+struct CompileRequest {
+  ops::KernelSource source;
+  Target target;
+  int opt_level = 3;
+};
+
+struct CompileResult {
+  bool ok = false;
+  std::vector<std::uint8_t> shared_object;  // ELF .so exporting the kernel ABI entry
+  std::string diagnostics;                  // compiler/linker messages (warnings too)
+  std::string hash;                         // hex SHA-256 of everything that determines the output
+  double compile_ms = 0;                    // 0 for cache hits
+  bool cached = false;
+};
+
+struct CompilerOptions {
+  unsigned threads = 0;          // compile threads; 0: one per core
+  std::size_t cache_entries = 4096;  // in-memory cache size (LRU)
+};
+
+class Compiler {
+ public:
+  explicit Compiler(CompilerOptions options = {});
+  ~Compiler();
+  Compiler(const Compiler&) = delete;
+  Compiler& operator=(const Compiler&) = delete;
+
+  // Compiles on the calling thread (or answers from the cache). Never throws for bad
+  // source: a compile error is a result with ok == false and the diagnostics.
+  CompileResult compile(const CompileRequest& request);
+  // Queues a compile on the pool.
+  std::future<CompileResult> submit(CompileRequest request);
+  // Compiles all requests on the pool; results in request order.
+  std::vector<CompileResult> compile_all(const std::vector<CompileRequest>& requests);
+
+  unsigned threads() const;
+  // e.g. "clang 19.1.7"; part of every cache key.
+  static std::string version();
+  // The cache key of a request (hex SHA-256) without compiling.
+  static std::string hash_of(const CompileRequest& request);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The ELF machine of a shared object ("x86_64", "aarch64", "arm", "riscv64"), or an
+// empty string if the bytes are not an ELF file. For checks and tests.
+std::string elf_machine(std::span<const std::uint8_t> image);
+
+}  // namespace kestrel::host

@@ -1,0 +1,130 @@
+// The vocabulary of a tunable kernel. An Op declares its workload parameters, its
+// tensor arguments, its FLOP count, its knob space with constraints, and for a given
+// workload and configuration the kernel source and #defines per backend, plus a
+// reference kernel that computes the expected output.
+//
+// Ops are plain objects built by main and passed down (no static registration).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kestrel::ops {
+
+// Workload parameters (e.g. M, N, K) and knob values, by name. Ordered maps so that
+// printing, hashing and feature extraction are deterministic.
+using Params = std::map<std::string, std::int64_t>;
+using Config = std::map<std::string, std::int64_t>;
+
+// A user error in a workload or a configuration: unknown op, malformed shape, a shape
+// the op cannot handle. The message says what is wrong and what is accepted.
+struct OpError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType { f32 };
+enum class Role { input, output };
+enum class Backend { cpu, cuda, opencl };
+
+std::string_view to_string(DType dtype);
+std::string_view to_string(Backend backend);
+std::size_t size_of(DType dtype);
+
+struct ParamSpec {
+  std::string name;
+  std::string help;
+  std::int64_t min = 1;
+  std::int64_t max = 1 << 20;
+  std::int64_t fallback = 0;  // used when the user does not give it; 0 = required
+};
+
+// One kernel argument, in the order the kernel receives them (kestrel_arg array).
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::f32;
+  Role role = Role::input;
+  std::vector<std::int64_t> shape;
+  std::int64_t elements() const;
+  std::int64_t bytes() const;
+};
+
+struct Knob {
+  std::string name;
+  std::vector<std::int64_t> values;  // the domain, in a meaningful order
+  std::string help;
+};
+
+struct Define {
+  std::string name;
+  std::string value;
+};
+
+// A kernel source ready to compile: the file's text plus the #defines that specialise
+// it to one workload and configuration.
+struct KernelSource {
+  Backend backend = Backend::cpu;
+  std::string file_name;  // e.g. "gemm.c", for diagnostics
+  std::string text;
+  std::vector<Define> defines;
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual std::string_view description() const = 0;
+  virtual std::vector<ParamSpec> params() const = 0;
+  // Throws OpError naming the parameter when the workload is not supported.
+  virtual void validate(const Params& params) const = 0;
+  virtual std::vector<TensorSpec> tensors(const Params& params) const = 0;
+  virtual double flops(const Params& params) const = 0;
+  // The knob domains for this workload (tile sizes may depend on the shape).
+  virtual std::vector<Knob> knobs(const Params& params) const = 0;
+  // Empty when the configuration is valid; otherwise why it is not (reported as an
+  // instantiation error, never compiled).
+  virtual std::string check(const Params& params, const Config& config) const = 0;
+  // A valid configuration that performs reasonably everywhere: the baseline that
+  // speed-ups are reported against.
+  virtual Config default_config(const Params& params) const = 0;
+  virtual std::vector<Backend> backends() const = 0;
+  // Throws OpError if the backend is not supported or the configuration is invalid.
+  virtual KernelSource source(Backend backend, const Params& params, const Config& config) const = 0;
+  // The reference kernel (CPU C, same argument order, straightforward loops) whose output
+  // candidates are checked against.
+  virtual KernelSource reference(const Params& params) const = 0;
+  // Absolute+relative tolerance for comparing outputs with the reference.
+  virtual double tolerance(const Params& params) const = 0;
+};
+
+class Registry {
+ public:
+  void add(std::unique_ptr<Op> op);
+  // Null when unknown.
+  const Op* find(std::string_view name) const;
+  // Throws OpError listing the known ops.
+  const Op& get(std::string_view name) const;
+  std::vector<const Op*> all() const;
+
+ private:
+  std::vector<std::unique_ptr<Op>> ops_;
+};
+
+// The built-in op library: gemm and conv2d.
+Registry builtin_ops();
+
+// Parses "M=512,N=256,K=128" (or "512x256x128" in the order of params()) into a
+// validated workload; missing parameters take their fallback. Throws OpError.
+Params parse_params(const Op& op, std::string_view text);
+// Parses "mc=64,nc=256" into a configuration (unmentioned knobs take the default
+// configuration's value). Throws OpError on unknown knobs or values outside the domain.
+Config parse_config(const Op& op, const Params& params, std::string_view text);
+std::string format_params(const Params& params);  // "K=128,M=512,N=256"
+std::string format_config(const Config& config);
+
+}  // namespace kestrel::ops

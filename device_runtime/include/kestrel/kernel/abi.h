@@ -32,6 +32,11 @@ typedef struct kestrel_services {
    * concurrently and in any order. n <= 0 returns at once. Not reentrant: fn must not
    * call parallel_for. */
   void (*parallel_for)(int64_t n, void (*fn)(int64_t i, void* ctx), void* ctx);
+  /* Scratch memory (packing buffers): 64-byte aligned, NULL when exhausted. Thread-safe;
+   * may be called inside parallel_for bodies. Memory not released by the kernel is
+   * reclaimed by the runtime after the call. */
+  void* (*alloc)(size_t bytes);
+  void (*release)(void* ptr);
 } kestrel_services;
 
 /* One kernel argument. Buffers are 64-byte aligned and never alias each other. */

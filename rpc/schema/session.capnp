@@ -27,6 +27,99 @@ struct SessionError {
   message @1 :Text;
 }
 
+# ---- kernel modules ------------------------------------------------------------
+# Modules are ELF shared objects built on the host, named by the host compiler's
+# content hash (64 hex digits). The device keeps them in memory (memfd) and answers
+# which ones it already has, so each is uploaded once.
+
+struct QueryModules {
+  seq @0 :UInt64;
+  hashes @1 :List(Text);
+}
+
+struct ModulesPresent {
+  seq @0 :UInt64;
+  present @1 :List(Bool);    # parallel to QueryModules.hashes
+}
+
+struct UploadModule {
+  seq @0 :UInt64;
+  hash @1 :Text;
+  image @2 :Data;
+}
+
+struct ModuleStored {
+  seq @0 :UInt64;
+  hash @1 :Text;
+}
+
+# ---- measurement -----------------------------------------------------------------
+
+enum MeasureStatus {
+  ok @0;
+  instantiationError @1;     # invalid configuration (host side)
+  hostCompileError @2;       # host side
+  deviceLoadError @3;        # module missing, wrong architecture or ABI, dlopen failed
+  runtimeError @4;           # signal or non-zero return in the kernel
+  wrongAnswer @5;            # output differs from the reference beyond the tolerance
+  buildTimeout @6;           # host side
+  runTimeout @7;             # the candidate exceeded its time limit
+  deviceLost @8;             # host side: the device went away
+}
+
+enum DataType {
+  f32 @0;
+}
+
+struct TensorArg {
+  elements @0 :Int64;
+  dtype @1 :DataType;
+  isOutput @2 :Bool;
+}
+
+struct MeasureSettings {
+  number @0 :UInt32;         # calls per round; 0: grow until a round lasts minRepeatMs
+  repeat @1 :UInt32;         # timed rounds
+  minRepeatMs @2 :UInt32;
+  cooldownMs @3 :UInt32;     # pause between rounds
+  flushCache @4 :Bool;       # overwrite the caches before each round
+  timeoutMs @5 :UInt32;      # per candidate, warm-up and check included
+  threads @6 :UInt32;        # parallel_for threads; 0: all cores
+  seed @7 :UInt64;           # input data seed
+}
+
+struct Candidate {
+  id @0 :UInt64;
+  moduleHash @1 :Text;
+}
+
+# Runs each candidate on the same deterministic random inputs; checks its outputs
+# against the reference module's (when referenceHash is set); times it.
+struct MeasureBatch {
+  seq @0 :UInt64;
+  args @1 :List(TensorArg);
+  referenceHash @2 :Text;
+  tolerance @3 :Float64;     # |out - ref| <= tolerance * (1 + |ref|)
+  settings @4 :MeasureSettings;
+  candidates @5 :List(Candidate);
+}
+
+struct MeasureResult {
+  seq @0 :UInt64;
+  candidateId @1 :UInt64;
+  status @2 :MeasureStatus;
+  message @3 :Text;
+  number @4 :UInt32;
+  roundSeconds @5 :List(Float64);   # per-call time of every round
+  maxError @6 :Float64;             # largest |out - ref| seen
+  loadMs @7 :Float64;
+}
+
+struct BatchDone {
+  seq @0 :UInt64;
+  message @1 :Text;          # non-empty when the batch could not run at all
+}
+
 struct SessionMessage {
   union {
     ping @0 :Ping;
@@ -34,5 +127,12 @@ struct SessionMessage {
     infoRequest @2 :InfoRequest;
     info @3 :Info;
     error @4 :SessionError;
+    queryModules @5 :QueryModules;
+    modulesPresent @6 :ModulesPresent;
+    uploadModule @7 :UploadModule;
+    moduleStored @8 :ModuleStored;
+    measureBatch @9 :MeasureBatch;
+    measureResult @10 :MeasureResult;
+    batchDone @11 :BatchDone;
   }
 }

@@ -1,0 +1,105 @@
+// Measuring a batch of candidate kernels on this device, each inside a sandboxed
+// worker process: a crash or hang kills the worker, never the runtime; the candidate
+// gets its status and the batch goes on in a fresh worker.
+//
+// Method per candidate: inputs filled with deterministic random data (uniform in
+// [-1, 1] from the batch seed), outputs pre-filled with NaN, one untimed warm-up call
+// whose outputs are checked against the reference module's, then `repeat` rounds of
+// `number` calls (number grows until a round lasts min_repeat_ms), optional cache flush
+// before and cooldown between rounds, timed with CLOCK_MONOTONIC. Every round's
+// per-call time is returned.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kestrel/rpc/asio.h"
+
+namespace kestrel::device {
+
+// Mirrors session.capnp MeasureStatus.
+enum class Status : std::uint32_t {
+  ok = 0,
+  instantiation_error = 1,
+  host_compile_error = 2,
+  device_load_error = 3,
+  runtime_error = 4,
+  wrong_answer = 5,
+  build_timeout = 6,
+  run_timeout = 7,
+  device_lost = 8,
+};
+
+std::string_view to_string(Status status);
+
+struct ArgSpec {
+  std::int64_t elements = 0;  // f32 elements
+  bool is_output = false;
+};
+
+struct Settings {
+  std::uint32_t number = 0;  // 0: automatic
+  std::uint32_t repeat = 3;
+  std::uint32_t min_repeat_ms = 50;
+  std::uint32_t cooldown_ms = 0;
+  bool flush_cache = false;
+  std::uint32_t timeout_ms = 10'000;
+  std::uint32_t threads = 0;  // 0: all cores
+  std::uint64_t seed = 1;
+};
+
+struct CandidateSpec {
+  std::uint64_t id = 0;
+  std::string module_hash;
+  int module_fd = -1;  // -1: not on this device
+};
+
+struct BatchSpec {
+  std::vector<ArgSpec> args;
+  int reference_fd = -1;  // -1: no correctness check
+  std::string reference_hash;
+  double tolerance = 1e-4;
+  Settings settings;
+  std::vector<CandidateSpec> candidates;
+};
+
+struct Result {
+  std::uint64_t id = 0;
+  Status status = Status::ok;
+  std::string message;
+  std::uint32_t number = 0;
+  std::vector<double> round_seconds;
+  double max_error = 0;
+  double load_ms = 0;
+};
+
+// Runs one batch asynchronously on the caller's executor, forking workers as needed.
+// `on_result` is called once per candidate, in order; then `on_done` once, with an empty
+// message or the reason the rest of the batch could not run. The module fds must stay
+// open until on_done.
+class BatchRunner : public std::enable_shared_from_this<BatchRunner> {
+ public:
+  using ResultFn = std::function<void(const Result&)>;
+  using DoneFn = std::function<void(const std::string& message)>;
+
+  static std::shared_ptr<BatchRunner> start(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result,
+                                            DoneFn on_done);
+  // Kills the worker and ends the batch without further callbacks.
+  void cancel();
+  ~BatchRunner();
+
+ private:
+  BatchRunner(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result, DoneFn on_done);
+  rpc::awaitable<void> run();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The name of a signal with a hint, e.g. "SIGSEGV (segmentation fault)".
+std::string describe_signal(int signo);
+
+}  // namespace kestrel::device

@@ -1,0 +1,258 @@
+// BatchRunner: the runtime side of the sandbox. Forks a worker per batch (and a fresh
+// one after a crash or a timeout), arms a deadline per candidate, and turns a worker's
+// death into the status of the candidate it was running.
+#include "kestrel/device_runtime/measure.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <optional>
+
+#include "kestrel/rpc/log.h"
+#include "worker.h"
+
+namespace kestrel::device {
+namespace {
+constexpr std::string_view kLog = "measure";
+using rpc::use_nothrow;
+}  // namespace
+
+std::string_view to_string(Status status) {
+  switch (status) {
+    case Status::ok: return "ok";
+    case Status::instantiation_error: return "instantiation error";
+    case Status::host_compile_error: return "host compile error";
+    case Status::device_load_error: return "device load error";
+    case Status::runtime_error: return "runtime error";
+    case Status::wrong_answer: return "wrong answer";
+    case Status::build_timeout: return "build timeout";
+    case Status::run_timeout: return "run timeout";
+    case Status::device_lost: return "device lost";
+  }
+  return "?";
+}
+
+std::string describe_signal(int signo) {
+  const char* name = sigabbrev_np(signo);
+  std::string out = name ? std::string("SIG") + name : "signal " + std::to_string(signo);
+  const char* what = sigdescr_np(signo);
+  if (what) out += std::string(" (") + what + ")";
+  if (signo == SIGILL) out += "; does the kernel use instructions this CPU lacks?";
+  return out;
+}
+
+struct BatchRunner::Impl {
+  Impl(asio::any_io_executor ex, BatchSpec s, ResultFn r, DoneFn d)
+      : executor(ex), spec(std::move(s)), on_result(std::move(r)), on_done(std::move(d)), deadline(ex) {}
+
+  asio::any_io_executor executor;
+  BatchSpec spec;
+  ResultFn on_result;
+  DoneFn on_done;
+  asio::steady_timer deadline;
+  std::unique_ptr<asio::posix::stream_descriptor> pipe;
+  pid_t child = -1;
+  bool cancelled = false;
+  bool timed_out = false;
+
+  void arm(std::chrono::milliseconds limit) {
+    timed_out = false;
+    deadline.expires_after(limit);
+    deadline.async_wait([this, pid = child](std::error_code ec) {
+      if (ec || pid != child) return;
+      timed_out = true;
+      ::kill(pid, SIGKILL);
+    });
+  }
+
+  // Waits for the worker to exit; returns a description of how it ended.
+  std::string reap() {
+    if (child < 0) return {};
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    child = -1;
+    deadline.cancel();
+    if (pipe) {
+      std::error_code ignored;
+      pipe->close(ignored);
+      pipe.reset();
+    }
+    if (WIFSIGNALED(status)) return "killed by " + describe_signal(WTERMSIG(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0) return "exited with status " + std::to_string(WEXITSTATUS(status));
+    return {};
+  }
+
+  void kill_worker() {
+    if (child > 0) ::kill(child, SIGKILL);
+  }
+
+  bool fork_worker(std::size_t first, std::string& error) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      error = std::string("socketpair failed: ") + std::strerror(errno);
+      return false;
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      error = std::string("fork failed: ") + std::strerror(errno);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return false;
+    }
+    if (pid == 0) {
+      ::close(fds[0]);
+      worker::run(fds[1], spec, first);
+    }
+    ::close(fds[1]);
+    child = pid;
+    pipe = std::make_unique<asio::posix::stream_descriptor>(executor, fds[0]);
+    return true;
+  }
+
+  // Reads one record; false on EOF or error.
+  rpc::awaitable<bool> read_record(worker::RecordHeader& header, std::vector<std::uint8_t>& payload) {
+    auto [ec, n] = co_await asio::async_read(*pipe, asio::buffer(&header, sizeof header), use_nothrow);
+    if (ec) co_return false;
+    if (header.length > (64u << 20)) co_return false;
+    payload.resize(header.length);
+    if (header.length > 0) {
+      auto [ec2, n2] = co_await asio::async_read(*pipe, asio::buffer(payload), use_nothrow);
+      if (ec2) co_return false;
+    }
+    co_return true;
+  }
+
+  void fail_rest(std::size_t from, Status status, const std::string& message) {
+    for (std::size_t i = from; i < spec.candidates.size(); ++i) {
+      Result r;
+      r.id = spec.candidates[i].id;
+      r.status = status;
+      r.message = message;
+      on_result(r);
+    }
+  }
+
+  rpc::awaitable<std::string> run() {
+    const auto timeout = std::chrono::milliseconds(std::max<std::uint32_t>(spec.settings.timeout_ms, 1));
+    // Preparing inputs and running the reference may take longer than one candidate.
+    const auto setup_timeout = timeout * 4 + std::chrono::seconds(10);
+    std::size_t next = 0;
+    while (next < spec.candidates.size() && !cancelled) {
+      std::string error;
+      if (!fork_worker(next, error)) {
+        fail_rest(next, Status::runtime_error, "cannot start a worker: " + error);
+        co_return error;
+      }
+      arm(setup_timeout);
+      worker::RecordHeader header;
+      std::vector<std::uint8_t> payload;
+      bool ok = co_await read_record(header, payload);
+      if (cancelled) co_return std::string();
+      if (!ok || header.type != static_cast<std::uint32_t>(worker::Record::ready)) {
+        bool was_timeout = timed_out;
+        if (ok && header.type == static_cast<std::uint32_t>(worker::Record::fatal)) {
+          std::string message(payload.begin(), payload.end());
+          reap();
+          fail_rest(next, Status::runtime_error, "batch could not run: " + message);
+          co_return message;
+        }
+        kill_worker();
+        std::string how = reap();
+        std::string message = was_timeout ? "preparing the batch (inputs, reference) took longer than " +
+                                                std::to_string(setup_timeout.count()) + " ms"
+                                          : "worker died preparing the batch: " + (how.empty() ? "no reason" : how);
+        fail_rest(next, Status::runtime_error, message);
+        co_return message;
+      }
+      deadline.cancel();
+
+      std::optional<std::size_t> running;
+      while (true) {
+        ok = co_await read_record(header, payload);
+        if (cancelled) co_return std::string();
+        if (!ok) break;
+        auto type = static_cast<worker::Record>(header.type);
+        if (type == worker::Record::started) {
+          running = header.index;
+          arm(timeout);
+        } else if (type == worker::Record::result) {
+          deadline.cancel();
+          Result result;
+          if (!worker::decode_result(payload, result)) {
+            kill_worker();
+            break;
+          }
+          running.reset();
+          next = header.index + 1;
+          on_result(result);
+        } else {
+          kill_worker();
+          break;
+        }
+      }
+      bool was_timeout = timed_out;
+      kill_worker();
+      std::string how = reap();
+      if (running) {
+        // The worker died (or was killed) inside this candidate.
+        Result r;
+        r.id = spec.candidates[*running].id;
+        if (was_timeout) {
+          r.status = Status::run_timeout;
+          r.message = "exceeded the " + std::to_string(timeout.count()) + " ms limit; worker killed";
+        } else {
+          r.status = Status::runtime_error;
+          r.message = "kernel crashed: worker " + (how.empty() ? std::string("ended unexpectedly") : how);
+        }
+        log::info(kLog, "candidate ", r.id, ": ", r.message);
+        on_result(r);
+        next = *running + 1;
+      } else if (next < spec.candidates.size()) {
+        // Died between candidates: nothing to blame; try the rest in a fresh worker once.
+        fail_rest(next, Status::runtime_error, "worker ended between candidates: " + how);
+        co_return "worker ended unexpectedly";
+      }
+    }
+    co_return std::string();
+  }
+};
+
+BatchRunner::BatchRunner(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result, DoneFn on_done)
+    : impl_(std::make_unique<Impl>(executor, std::move(spec), std::move(on_result), std::move(on_done))) {}
+
+BatchRunner::~BatchRunner() {
+  if (impl_ && impl_->child > 0) {
+    impl_->kill_worker();
+    impl_->reap();
+  }
+}
+
+std::shared_ptr<BatchRunner> BatchRunner::start(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result,
+                                                DoneFn on_done) {
+  std::shared_ptr<BatchRunner> runner(
+      new BatchRunner(executor, std::move(spec), std::move(on_result), std::move(on_done)));
+  asio::co_spawn(executor, runner->run(), asio::detached);
+  return runner;
+}
+
+rpc::awaitable<void> BatchRunner::run() {
+  auto self = shared_from_this();
+  std::string message = co_await impl_->run();
+  if (!impl_->cancelled) impl_->on_done(message);
+}
+
+void BatchRunner::cancel() {
+  if (impl_->cancelled) return;
+  impl_->cancelled = true;
+  impl_->kill_worker();
+  if (impl_->pipe) {
+    std::error_code ignored;
+    impl_->pipe->cancel(ignored);
+  }
+}
+
+}  // namespace kestrel::device

@@ -1,0 +1,461 @@
+// Worker process: loads kernel modules, prepares data, checks and times candidates.
+// Runs in a forked child with a single purpose, so it uses plain blocking I/O and one
+// process-wide thread pool (the kernel ABI's services are plain C function pointers).
+#include "worker.h"
+
+#include <dlfcn.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "kestrel/kernel/abi.h"
+
+namespace kestrel::device::worker {
+namespace {
+
+// ---- records to the parent ------------------------------------------------------
+
+int g_out_fd = -1;
+
+void write_all(const void* data, std::size_t size) {
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(g_out_fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::_Exit(1);  // the parent is gone
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void send(Record type, std::uint32_t index, std::span<const std::uint8_t> payload = {}) {
+  RecordHeader header{static_cast<std::uint32_t>(type), index, static_cast<std::uint32_t>(payload.size())};
+  write_all(&header, sizeof header);
+  if (!payload.empty()) write_all(payload.data(), payload.size());
+}
+
+[[noreturn]] void fatal(const std::string& message) {
+  send(Record::fatal, 0, {reinterpret_cast<const std::uint8_t*>(message.data()), message.size()});
+  std::_Exit(0);
+}
+
+double now_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// ---- kernel services: thread pool and scratch memory -------------------------------
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(unsigned threads) {
+    for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
+
+  void parallel_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
+    if (n <= 0) return;
+    if (workers_.empty() || n == 1) {
+      for (std::int64_t i = 0; i < n; ++i) fn(i, ctx);
+      return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      fn_ = fn;
+      ctx_ = ctx;
+      n_ = n;
+      next_.store(0);
+      busy_ = static_cast<int>(workers_.size());
+      ++generation_;
+    }
+    wake_.notify_all();
+    drain();
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return busy_ == 0; });
+  }
+
+ private:
+  void drain() {
+    for (std::int64_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) fn_(i, ctx_);
+  }
+  void work() {
+    std::uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return generation_ != seen; });
+        seen = generation_;
+      }
+      drain();
+      std::lock_guard lock(mutex_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::uint64_t generation_ = 0;
+  int busy_ = 0;
+  void (*fn_)(std::int64_t, void*) = nullptr;
+  void* ctx_ = nullptr;
+  std::int64_t n_ = 0;
+  std::atomic<std::int64_t> next_{0};
+};
+
+ThreadPool* g_pool = nullptr;
+std::mutex g_alloc_mutex;
+std::set<void*> g_live_allocations;
+
+void service_parallel_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) { g_pool->parallel_for(n, fn, ctx); }
+
+void* service_alloc(std::size_t bytes) {
+  void* p = std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64);
+  if (p) {
+    std::lock_guard lock(g_alloc_mutex);
+    g_live_allocations.insert(p);
+  }
+  return p;
+}
+
+void service_release(void* p) {
+  if (!p) return;
+  std::lock_guard lock(g_alloc_mutex);
+  if (g_live_allocations.erase(p)) std::free(p);
+}
+
+// Frees what a kernel allocated and did not release.
+void reclaim_scratch() {
+  std::lock_guard lock(g_alloc_mutex);
+  for (void* p : g_live_allocations) std::free(p);
+  g_live_allocations.clear();
+}
+
+// ---- data --------------------------------------------------------------------------
+
+struct Buffer {
+  float* data = nullptr;
+  std::int64_t elements = 0;
+  Buffer() = default;
+  explicit Buffer(std::int64_t n) : elements(n) {
+    std::size_t bytes = (static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64;
+    data = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!data) fatal("out of memory allocating a " + std::to_string(bytes) + "-byte argument");
+  }
+  Buffer(Buffer&& other) noexcept : data(other.data), elements(other.elements) { other.data = nullptr; }
+  Buffer& operator=(Buffer&&) = delete;
+  ~Buffer() { std::free(data); }
+};
+
+void fill_random(Buffer& buffer, std::uint64_t seed) {
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  for (std::int64_t i = 0; i < buffer.elements; ++i) {
+    // splitmix64
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    buffer.data[i] = static_cast<float>(static_cast<double>(z >> 40) * (2.0 / 16777216.0) - 1.0);
+  }
+}
+
+void fill_nan(Buffer& buffer) {
+  for (std::int64_t i = 0; i < buffer.elements; ++i) buffer.data[i] = std::nanf("");
+}
+
+// ---- modules ---------------------------------------------------------------------
+
+struct Module {
+  void* handle = nullptr;
+  kestrel_kernel_fn entry = nullptr;
+  std::string error;
+  double load_ms = 0;
+  ~Module() {
+    if (handle) dlclose(handle);
+  }
+};
+
+void load(Module& module, int fd, const std::string& hash) {
+  if (fd < 0) {
+    module.error = "module " + hash.substr(0, 12) + " is not on this device (upload it first)";
+    return;
+  }
+  double start = now_seconds();
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  module.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  module.load_ms = (now_seconds() - start) * 1e3;
+  if (!module.handle) {
+    const char* why = dlerror();
+    module.error = std::string("cannot load module ") + hash.substr(0, 12) + ": " + (why ? why : "dlopen failed");
+    // dlerror names the memfd path; the hash is the useful name.
+    if (auto pos = module.error.find(path + ": "); pos != std::string::npos) module.error.erase(pos, path.size() + 2);
+    return;
+  }
+  auto* version = static_cast<const std::uint32_t*>(dlsym(module.handle, KESTREL_KERNEL_ABI_SYMBOL));
+  if (!version) {
+    module.error = "module " + hash.substr(0, 12) + " does not export " KESTREL_KERNEL_ABI_SYMBOL " (not a Kestrel kernel)";
+    return;
+  }
+  if (*version != KESTREL_KERNEL_ABI_VERSION) {
+    module.error = "module " + hash.substr(0, 12) + " was built for kernel ABI " + std::to_string(*version) +
+                   " but this runtime implements " + std::to_string(KESTREL_KERNEL_ABI_VERSION);
+    return;
+  }
+  module.entry = reinterpret_cast<kestrel_kernel_fn>(dlsym(module.handle, KESTREL_KERNEL_ENTRY));
+  if (!module.entry) module.error = "module " + hash.substr(0, 12) + " does not export " KESTREL_KERNEL_ENTRY;
+}
+
+// ---- one batch -------------------------------------------------------------------
+
+struct Batch {
+  const BatchSpec& spec;
+  std::vector<Buffer> buffers;
+  std::vector<Buffer> expected;  // reference outputs, parallel to output args
+  std::vector<kestrel_arg> args;
+  kestrel_services services{};
+  std::vector<std::uint8_t> flush;
+
+  explicit Batch(const BatchSpec& s) : spec(s) {}
+
+  void prepare() {
+    for (std::size_t i = 0; i < spec.args.size(); ++i) {
+      buffers.emplace_back(spec.args[i].elements);
+      if (!spec.args[i].is_output) fill_random(buffers.back(), spec.settings.seed + i);
+    }
+    for (const auto& b : buffers) args.push_back(kestrel_arg{b.data, b.elements, 0.0});
+    services.abi_version = KESTREL_KERNEL_ABI_VERSION;
+    services.num_threads = g_pool->size();
+    services.parallel_for = service_parallel_for;
+    services.alloc = service_alloc;
+    services.release = service_release;
+    if (spec.settings.flush_cache) flush.resize(flush_bytes());
+    if (spec.reference_fd >= 0) run_reference();
+  }
+
+  static std::size_t flush_bytes() {
+    std::size_t largest = 0;
+    for (int index = 0; index < 8; ++index) {
+      std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+      std::string text;
+      if (!(in >> text)) break;
+      std::size_t value = std::strtoull(text.c_str(), nullptr, 10);
+      if (text.back() == 'K') value <<= 10;
+      if (text.back() == 'M') value <<= 20;
+      largest = std::max(largest, value);
+    }
+    return std::max<std::size_t>(largest * 2, std::size_t(8) << 20);
+  }
+
+  void run_reference() {
+    Module reference;
+    load(reference, spec.reference_fd, spec.reference_hash);
+    if (!reference.entry) fatal("reference kernel: " + reference.error);
+    for (std::size_t i = 0; i < spec.args.size(); ++i) {
+      if (spec.args[i].is_output) fill_nan(buffers[i]);
+    }
+    int32_t rc = reference.entry(&services, args.data(), static_cast<int32_t>(args.size()));
+    reclaim_scratch();
+    if (rc != 0) fatal("reference kernel returned " + std::to_string(rc));
+    for (std::size_t i = 0; i < spec.args.size(); ++i) {
+      if (!spec.args[i].is_output) continue;
+      Buffer copy(buffers[i].elements);
+      std::memcpy(copy.data, buffers[i].data, static_cast<std::size_t>(buffers[i].elements) * sizeof(float));
+      expected.push_back(std::move(copy));
+    }
+  }
+
+  void clear_outputs() {
+    for (std::size_t i = 0; i < spec.args.size(); ++i) {
+      if (spec.args[i].is_output) fill_nan(buffers[i]);
+    }
+  }
+
+  // Returns an empty string when all outputs match within the tolerance.
+  std::string check(double& max_error) {
+    max_error = 0;
+    std::size_t which = 0;
+    std::string first_bad;
+    for (std::size_t i = 0; i < spec.args.size(); ++i) {
+      if (!spec.args[i].is_output) continue;
+      const Buffer& want = expected[which++];
+      const float* got = buffers[i].data;
+      for (std::int64_t j = 0; j < want.elements; ++j) {
+        double e = want.data[j];
+        double g = got[j];
+        double err = std::fabs(g - e);
+        if (!(err <= spec.tolerance * (1.0 + std::fabs(e)))) {
+          if (std::isnan(err)) err = INFINITY;
+          if (first_bad.empty()) {
+            char text[160];
+            std::snprintf(text, sizeof text, "element %lld of argument %zu is %.6g, expected %.6g",
+                          static_cast<long long>(j), i, g, e);
+            first_bad = text;
+          }
+        }
+        if (err > max_error || std::isnan(err)) max_error = std::isnan(err) ? INFINITY : err;
+      }
+    }
+    if (first_bad.empty()) return {};
+    char text[96];
+    std::snprintf(text, sizeof text, "max error %.3g exceeds tolerance %.3g; first: ", max_error, spec.tolerance);
+    return text + first_bad;
+  }
+
+  int32_t call(kestrel_kernel_fn entry) {
+    int32_t rc = entry(&services, args.data(), static_cast<int32_t>(args.size()));
+    reclaim_scratch();
+    return rc;
+  }
+
+  void flush_caches() {
+    for (std::size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<std::uint8_t>(flush[i] + 1);
+  }
+
+  Result measure(const CandidateSpec& candidate) {
+    Result result;
+    result.id = candidate.id;
+    Module module;
+    load(module, candidate.module_fd, candidate.module_hash);
+    result.load_ms = module.load_ms;
+    if (!module.entry) {
+      result.status = Status::device_load_error;
+      result.message = module.error;
+      return result;
+    }
+    // Warm-up, which is also the correctness run.
+    clear_outputs();
+    double start = now_seconds();
+    int32_t rc = call(module.entry);
+    double single = now_seconds() - start;
+    if (rc != 0) {
+      result.status = Status::runtime_error;
+      result.message = "kernel returned error code " + std::to_string(rc);
+      return result;
+    }
+    if (!expected.empty()) {
+      std::string mismatch = check(result.max_error);
+      if (!mismatch.empty()) {
+        result.status = Status::wrong_answer;
+        result.message = mismatch;
+        return result;
+      }
+    }
+    const Settings& s = spec.settings;
+    std::uint32_t number = s.number;
+    if (number == 0) {
+      // A second, warm call estimates the per-call time; number grows to fill min_repeat_ms.
+      start = now_seconds();
+      call(module.entry);
+      single = std::max(now_seconds() - start, 1e-9);
+      double wanted = s.min_repeat_ms * 1e-3 / single;
+      number = static_cast<std::uint32_t>(std::clamp(std::ceil(wanted), 1.0, 1e7));
+    }
+    result.number = number;
+    for (std::uint32_t round = 0; round < std::max<std::uint32_t>(s.repeat, 1); ++round) {
+      if (round > 0 && s.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(s.cooldown_ms));
+      if (!flush.empty()) flush_caches();
+      start = now_seconds();
+      for (std::uint32_t i = 0; i < number; ++i) {
+        if (module.entry(&services, args.data(), static_cast<int32_t>(args.size())) != 0) {
+          result.status = Status::runtime_error;
+          result.message = "kernel returned an error code in a timed round";
+          reclaim_scratch();
+          return result;
+        }
+      }
+      double elapsed = now_seconds() - start;
+      reclaim_scratch();
+      result.round_seconds.push_back(elapsed / number);
+    }
+    return result;
+  }
+};
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_result(const Result& r) {
+  std::vector<std::uint8_t> out;
+  auto put = [&](const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  std::uint32_t status = static_cast<std::uint32_t>(r.status);
+  std::uint32_t rounds = static_cast<std::uint32_t>(r.round_seconds.size());
+  std::uint32_t message = static_cast<std::uint32_t>(r.message.size());
+  put(&r.id, 8);
+  put(&status, 4);
+  put(&r.number, 4);
+  put(&r.max_error, 8);
+  put(&r.load_ms, 8);
+  put(&rounds, 4);
+  put(r.round_seconds.data(), rounds * 8);
+  put(&message, 4);
+  put(r.message.data(), message);
+  return out;
+}
+
+bool decode_result(std::span<const std::uint8_t> payload, Result& r) {
+  std::size_t at = 0;
+  auto get = [&](void* p, std::size_t n) {
+    if (at + n > payload.size()) return false;
+    std::memcpy(p, payload.data() + at, n);
+    at += n;
+    return true;
+  };
+  std::uint32_t status = 0, rounds = 0, message = 0;
+  if (!get(&r.id, 8) || !get(&status, 4) || !get(&r.number, 4) || !get(&r.max_error, 8) || !get(&r.load_ms, 8) ||
+      !get(&rounds, 4) || status > static_cast<std::uint32_t>(Status::device_lost) || rounds > 1'000'000) {
+    return false;
+  }
+  r.status = static_cast<Status>(status);
+  r.round_seconds.resize(rounds);
+  if (!get(r.round_seconds.data(), rounds * 8) || !get(&message, 4) || message > (1u << 20)) return false;
+  r.message.resize(message);
+  return get(r.message.data(), message) && at == payload.size();
+}
+
+void run(int fd, const BatchSpec& spec, std::size_t first) {
+  g_out_fd = fd;
+  // Die with the runtime; leave the runtime's signal handling (Asio's signal pipe) alone.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) std::_Exit(1);
+  // Default dispositions: a crashing kernel must kill this process, whatever handlers
+  // the runtime (or a test framework) installed before the fork.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) {
+    std::signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  unsigned threads = spec.settings.threads ? spec.settings.threads : cores;
+  static ThreadPool pool(std::min(threads, 256u));
+  g_pool = &pool;
+
+  Batch batch(spec);
+  batch.prepare();
+  send(Record::ready, 0);
+  for (std::size_t i = first; i < spec.candidates.size(); ++i) {
+    send(Record::started, static_cast<std::uint32_t>(i));
+    Result result = batch.measure(spec.candidates[i]);
+    send(Record::result, static_cast<std::uint32_t>(i), encode_result(result));
+  }
+  std::_Exit(0);
+}
+
+}  // namespace kestrel::device::worker

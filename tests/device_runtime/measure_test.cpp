@@ -1,0 +1,207 @@
+// The sandboxed measurement path with real shared objects: good, slow, crashing,
+// hanging, garbage-writing, error-returning, non-ABI and wrong-architecture modules.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
+
+#include "kestrel/device_runtime/measure.h"
+#include "kestrel/device_runtime/module_store.h"
+#include "kestrel/rpc/log.h"
+#include "support/async.h"
+
+using namespace kestrel;
+using namespace kestrel::device;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string fake_hash(int n) {
+  std::string hex = "0123456789abcdef";
+  std::string h(64, '0');
+  h[63] = hex[n % 16];
+  h[62] = hex[(n / 16) % 16];
+  return h;
+}
+
+// The fixture modules, stored under hashes named after them.
+struct Fixtures {
+  ModuleStore store;
+  std::map<std::string, std::string> hash;
+  Fixtures() {
+    int n = 1;
+    for (std::string name : {"add", "add_ref", "slow_add", "segfault", "hang", "garbage", "partial", "error_code",
+                             "not_a_kernel"}) {
+      std::string h = fake_hash(n++);
+      REQUIRE(store.put(h, read_bytes(std::string(KESTREL_FIXTURE_DIR) + "/fixture_" + name + ".so")).empty());
+      hash[name] = h;
+    }
+#ifdef KESTREL_FIXTURE_AARCH64
+    std::string h = fake_hash(n++);
+    REQUIRE(store.put(h, read_bytes(KESTREL_FIXTURE_AARCH64)).empty());
+    hash["aarch64"] = h;
+#endif
+  }
+  CandidateSpec candidate(std::uint64_t id, const std::string& name) {
+    return {id, hash.at(name), store.fd(hash.at(name))};
+  }
+};
+
+BatchSpec add_batch(Fixtures& f, std::int64_t n = 10'000) {
+  BatchSpec spec;
+  spec.args = {{n, false}, {n, false}, {n, true}};
+  spec.reference_hash = f.hash.at("add_ref");
+  spec.reference_fd = f.store.fd(spec.reference_hash);
+  spec.tolerance = 1e-6;
+  spec.settings.repeat = 3;
+  spec.settings.min_repeat_ms = 5;
+  spec.settings.timeout_ms = 1500;
+  spec.settings.threads = 2;
+  return spec;
+}
+
+struct Outcome {
+  std::vector<Result> results;
+  std::optional<std::string> done;
+};
+
+Outcome run_batch(BatchSpec spec) {
+  asio::io_context io;
+  Outcome out;
+  test::run_async(io, [&]() -> rpc::awaitable<void> {
+    auto runner = BatchRunner::start(
+        io.get_executor(), std::move(spec), [&](const Result& r) { out.results.push_back(r); },
+        [&](const std::string& message) { out.done = message; });
+    bool finished = co_await test::eventually([&] { return out.done.has_value(); }, 60s);
+    REQUIRE(finished);
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every bad kernel gets its status and the batch carries on", "[measure][bad-input]") {
+  log::set_level(log::Level::warn);
+  Fixtures f;
+  BatchSpec spec = add_batch(f);
+  spec.candidates = {f.candidate(1, "add"),      f.candidate(2, "segfault"),     f.candidate(3, "add"),
+                     f.candidate(4, "hang"),     f.candidate(5, "garbage"),      f.candidate(6, "partial"),
+                     f.candidate(7, "error_code"), f.candidate(8, "not_a_kernel"), f.candidate(9, "add")};
+  spec.candidates.push_back({10, fake_hash(200), -1});  // never uploaded
+#ifdef KESTREL_FIXTURE_AARCH64
+  spec.candidates.push_back(f.candidate(11, "aarch64"));
+#endif
+  Outcome out = run_batch(spec);
+  REQUIRE(out.done);
+  CHECK(out.done->empty());
+  REQUIRE(out.results.size() == spec.candidates.size());
+  std::map<std::uint64_t, Result> by_id;
+  for (const auto& r : out.results) by_id[r.id] = r;
+
+  for (std::uint64_t good : {1, 3, 9}) {
+    INFO("candidate " << good << ": " << by_id[good].message);
+    CHECK(by_id[good].status == Status::ok);
+    CHECK(by_id[good].round_seconds.size() == 3);
+    CHECK(by_id[good].number >= 1);
+    CHECK(by_id[good].max_error == 0.0);
+    for (double s : by_id[good].round_seconds) CHECK(s > 0);
+  }
+  CHECK(by_id[2].status == Status::runtime_error);
+  CHECK_THAT(by_id[2].message, Catch::Contains("SIGSEGV"));
+  CHECK(by_id[4].status == Status::run_timeout);
+  CHECK_THAT(by_id[4].message, Catch::Contains("1500 ms"));
+  CHECK(by_id[5].status == Status::wrong_answer);
+  CHECK_THAT(by_id[5].message, Catch::Contains("max error"));
+  CHECK(by_id[5].max_error > 0.01);
+  CHECK(by_id[6].status == Status::wrong_answer);
+  CHECK_THAT(by_id[6].message, Catch::Contains("element 9999"));
+  CHECK(by_id[7].status == Status::runtime_error);
+  CHECK_THAT(by_id[7].message, Catch::Contains("error code 7"));
+  CHECK(by_id[8].status == Status::device_load_error);
+  CHECK_THAT(by_id[8].message, Catch::Contains("not a Kestrel kernel"));
+  CHECK(by_id[10].status == Status::device_load_error);
+  CHECK_THAT(by_id[10].message, Catch::Contains("not on this device"));
+#ifdef KESTREL_FIXTURE_AARCH64
+  CHECK(by_id[11].status == Status::device_load_error);
+  CHECK_THAT(by_id[11].message, Catch::Contains("cannot load module"));
+#endif
+}
+
+TEST_CASE("a deliberately slow kernel measures slower than a good one", "[measure]") {
+  Fixtures f;
+  BatchSpec spec = add_batch(f, 100'000);
+  spec.settings.repeat = 5;
+  spec.settings.min_repeat_ms = 20;
+  spec.settings.threads = 1;
+  spec.candidates = {f.candidate(1, "add"), f.candidate(2, "slow_add")};
+  Outcome out = run_batch(spec);
+  REQUIRE(out.results.size() == 2);
+  REQUIRE(out.results[0].status == Status::ok);
+  REQUIRE(out.results[1].status == Status::ok);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  double fast = median(out.results[0].round_seconds);
+  double slow = median(out.results[1].round_seconds);
+  INFO("fast " << fast * 1e6 << " us, slow " << slow * 1e6 << " us");
+  CHECK(slow > 10 * fast);
+  // number grew so that a round of the fast kernel lasts at least min_repeat_ms.
+  CHECK(out.results[0].number * fast >= 0.015);
+}
+
+TEST_CASE("fixed number, cooldown and cache flush are honoured", "[measure]") {
+  Fixtures f;
+  BatchSpec spec = add_batch(f, 1000);
+  spec.settings.number = 7;
+  spec.settings.repeat = 4;
+  spec.settings.cooldown_ms = 20;
+  spec.settings.flush_cache = true;
+  spec.candidates = {f.candidate(1, "add")};
+  auto start = std::chrono::steady_clock::now();
+  Outcome out = run_batch(spec);
+  REQUIRE(out.results.size() == 1);
+  CHECK(out.results[0].status == Status::ok);
+  CHECK(out.results[0].number == 7);
+  CHECK(out.results[0].round_seconds.size() == 4);
+  CHECK(std::chrono::steady_clock::now() - start >= 60ms);  // three cooldowns
+}
+
+TEST_CASE("a reference that cannot run fails the whole batch clearly", "[measure][bad-input]") {
+  Fixtures f;
+  BatchSpec spec = add_batch(f);
+  spec.reference_hash = f.hash.at("segfault");
+  spec.reference_fd = f.store.fd(spec.reference_hash);
+  spec.candidates = {f.candidate(1, "add"), f.candidate(2, "add")};
+  Outcome out = run_batch(spec);
+  REQUIRE(out.done);
+  CHECK_THAT(*out.done, Catch::Contains("SIGSEGV"));
+  REQUIRE(out.results.size() == 2);
+  for (const auto& r : out.results) CHECK(r.status == Status::runtime_error);
+}
+
+TEST_CASE("the module store validates, seals and evicts", "[measure]") {
+  ModuleStore store(100, 2);
+  std::vector<std::uint8_t> image(40, 1);
+  CHECK_THAT(store.put("xyz", image), Catch::Contains("malformed module hash"));
+  CHECK_THAT(store.put(fake_hash(1), {}), Catch::Contains("empty"));
+  CHECK_THAT(store.put(fake_hash(1), std::vector<std::uint8_t>(101, 0)), Catch::Contains("exceeds"));
+  CHECK(store.put(fake_hash(1), image).empty());
+  CHECK(store.put(fake_hash(2), image).empty());
+  int fd = store.fd(fake_hash(1));  // 1 is now the most recently used
+  CHECK(fd >= 0);
+  CHECK(::write(fd, "x", 1) < 0);   // sealed
+  CHECK(store.put(fake_hash(3), image).empty());
+  CHECK(store.contains(fake_hash(1)));
+  CHECK_FALSE(store.contains(fake_hash(2)));
+  CHECK(store.size() == 2);
+  CHECK(store.bytes() == 80);
+}

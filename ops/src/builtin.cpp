@@ -1,8 +1,13 @@
-// The built-in op library. (Placeholder until gemm and conv2d land: an empty registry.)
-#include "kestrel/ops/op.h"
+// The built-in op library: gemm and conv2d.
+#include "builtin_ops.h"
 
 namespace kestrel::ops {
 
-Registry builtin_ops() { return Registry(); }
+Registry builtin_ops() {
+  Registry registry;
+  registry.add(make_gemm_op());
+  registry.add(make_conv2d_op());
+  return registry;
+}
 
 }  // namespace kestrel::ops

@@ -128,7 +128,7 @@ Params parse_params(const Op& op, std::string_view text) {
   for (const auto& spec : specs) {
     auto it = params.find(spec.name);
     if (it == params.end()) {
-      if (spec.fallback == 0) {
+      if (spec.fallback < spec.min) {
         throw OpError("missing parameter " + spec.name + " for " + std::string(op.name()) + " (" + spec.help +
                       "; parameters: " + param_names(op) + ")");
       }

@@ -40,7 +40,9 @@ struct ParamSpec {
   std::string help;
   std::int64_t min = 1;
   std::int64_t max = 1 << 20;
-  std::int64_t fallback = 0;  // used when the user does not give it; 0 = required
+  // Used when the user does not give it. Required when below min (so 0 means required
+  // for the usual min of 1; a parameter with min 0, such as pad, may default to 0).
+  std::int64_t fallback = 0;
 };
 
 // One kernel argument, in the order the kernel receives them (kestrel_arg array).

@@ -1,0 +1,256 @@
+/* gemm.c: C[M][N] = A[M][K] * B[K][N], fp32, row-major, for the CPU backend.
+ *
+ * Freestanding C specialised entirely by #defines (see gemm.cpp, GemmOp::source):
+ *   workload  GEMM_M GEMM_N GEMM_K
+ *   cache     GEMM_MC GEMM_NC GEMM_KC   (blocks of A: MC x KC, of B: KC x NC)
+ *   register  GEMM_MR GEMM_NR GEMM_VEC  (micro-tile MR x NR, NR/VEC vectors per row)
+ *   GEMM_UNROLL   unroll count of the micro-kernel's k loop
+ *   GEMM_ORDER    cache-block loop nest: 0 = jc,pc,ic  1 = ic,pc,jc  2 = jc,ic,pc
+ *   GEMM_PACK_B   1: pack each KC x NC block of B into NR-wide panels in scratch;
+ *                 0: read B in place (only edge panels narrower than NR are copied)
+ *   GEMM_SPLIT    parallel_for tasks: 0 = one per MC block of rows, 1 = one per NC block
+ *                 of columns, 2 = one per (MC, NC) block pair
+ *
+ * Structure (Goto/BLIS): A blocks are always packed into MR-row panels (k-major, rows
+ * padded with zeros), B into NR-column panels; the micro-kernel keeps an MR x NR tile of
+ * C in vector registers (vector-extension types) and streams the panels. Edge tiles are
+ * computed in full on the zero padding and stored through a masked path, so any shape
+ * works with any valid configuration. Every element of C is written (the first k block
+ * stores, later ones accumulate). Returns 0, 1 when scratch memory runs out, 2 on bad
+ * arguments.
+ */
+#include "kestrel/kernel/abi.h"
+
+#if !defined(GEMM_M) || !defined(GEMM_N) || !defined(GEMM_K) || !defined(GEMM_MC) || !defined(GEMM_NC) || \
+    !defined(GEMM_KC) || !defined(GEMM_MR) || !defined(GEMM_NR) || !defined(GEMM_VEC) ||                 \
+    !defined(GEMM_UNROLL) || !defined(GEMM_ORDER) || !defined(GEMM_PACK_B) || !defined(GEMM_SPLIT)
+#error "gemm.c needs GEMM_{M,N,K,MC,NC,KC,MR,NR,VEC,UNROLL,ORDER,PACK_B,SPLIT}"
+#endif
+#if GEMM_NR % GEMM_VEC != 0 || GEMM_MC % GEMM_MR != 0 || GEMM_NC % GEMM_NR != 0
+#error "gemm.c: NR must be a multiple of VEC, MC of MR, NC of NR"
+#endif
+
+#define NV (GEMM_NR / GEMM_VEC) /* vectors per micro-tile row */
+#define MB ((GEMM_M + GEMM_MC - 1) / GEMM_MC)
+#define NB ((GEMM_N + GEMM_NC - 1) / GEMM_NC)
+/* The largest blocks actually used, rounded up to whole panels. */
+#define MC_EFF (GEMM_MC < GEMM_M ? GEMM_MC : GEMM_M)
+#define NC_EFF (GEMM_NC < GEMM_N ? GEMM_NC : GEMM_N)
+#define KC_EFF (GEMM_KC < GEMM_K ? GEMM_KC : GEMM_K)
+#define MC_PAD ((MC_EFF + GEMM_MR - 1) / GEMM_MR * GEMM_MR)
+#define NC_PAD ((NC_EFF + GEMM_NR - 1) / GEMM_NR * GEMM_NR)
+
+#define KESTREL_PRAGMA(x) _Pragma(#x)
+#define UNROLL_COUNT(n) KESTREL_PRAGMA(clang loop unroll_count(n))
+#define UNROLL_FULL KESTREL_PRAGMA(clang loop unroll(full))
+#define INLINE static inline __attribute__((always_inline))
+
+typedef float vf __attribute__((vector_size(GEMM_VEC * sizeof(float))));
+
+/* Unaligned vector loads and stores (macros: functions taking or returning vectors wider
+ * than the target's registers trip -Wpsabi). */
+#define VLOAD(v, p) __builtin_memcpy(&(v), (p), sizeof(vf))
+#define VSTORE(p, v) __builtin_memcpy((p), &(v), sizeof(vf))
+INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Packs A[ic.., pc..] (mc x kc) into MR-row panels: ap[panel][k][i], zero rows past mc. */
+static void pack_a(float* restrict ap, const float* restrict a, int64_t ic, int64_t pc, int64_t mc, int64_t kc) {
+  for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+    float* panel = ap + ir * kc;
+    for (int64_t i = 0; i < GEMM_MR; ++i) {
+      if (ir + i < mc) {
+        const float* row = a + (ic + ir + i) * GEMM_K + pc;
+        for (int64_t k = 0; k < kc; ++k) panel[k * GEMM_MR + i] = row[k];
+      } else {
+        for (int64_t k = 0; k < kc; ++k) panel[k * GEMM_MR + i] = 0.0f;
+      }
+    }
+  }
+}
+
+/* Packs B[pc.., jc + j0 ..] (kc x width, width <= NR) into one NR-wide panel, zero
+ * columns past width. */
+INLINE void pack_b_panel(float* restrict bp, const float* restrict b, int64_t pc, int64_t col, int64_t width,
+                         int64_t kc) {
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* row = b + (pc + k) * GEMM_N + col;
+    float* out = bp + k * GEMM_NR;
+    if (width == GEMM_NR) {
+      for (int64_t j = 0; j < GEMM_NR; ++j) out[j] = row[j];
+    } else {
+      for (int64_t j = 0; j < GEMM_NR; ++j) out[j] = j < width ? row[j] : 0.0f;
+    }
+  }
+}
+
+#if GEMM_PACK_B
+static void pack_b(float* restrict bp, const float* restrict b, int64_t pc, int64_t jc, int64_t nc, int64_t kc) {
+  for (int64_t jr = 0; jr < nc; jr += GEMM_NR) pack_b_panel(bp + jr * kc, b, pc, jc + jr, min64(GEMM_NR, nc - jr), kc);
+}
+#endif
+
+/* c[0..mr)[0..nr) (+)= sum over k < kc of ap[k][i] * b[k * ldb + j]. */
+INLINE void micro_kernel(int64_t kc, const float* restrict ap, const float* restrict b, int64_t ldb,
+                         float* restrict c, int64_t mr, int64_t nr, int accumulate) {
+  vf acc[GEMM_MR][NV];
+  UNROLL_FULL for (int i = 0; i < GEMM_MR; ++i) {
+    UNROLL_FULL for (int j = 0; j < NV; ++j) acc[i][j] = (vf){0};
+  }
+  UNROLL_COUNT(GEMM_UNROLL) for (int64_t k = 0; k < kc; ++k) {
+    vf bv[NV];
+    UNROLL_FULL for (int j = 0; j < NV; ++j) VLOAD(bv[j], b + k * ldb + j * GEMM_VEC);
+    UNROLL_FULL for (int i = 0; i < GEMM_MR; ++i) {
+      vf av = (vf){0} + ap[k * GEMM_MR + i];
+      UNROLL_FULL for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
+    }
+  }
+  if (mr == GEMM_MR && nr == GEMM_NR) {
+    UNROLL_FULL for (int i = 0; i < GEMM_MR; ++i) {
+      UNROLL_FULL for (int j = 0; j < NV; ++j) {
+        float* p = c + i * GEMM_N + j * GEMM_VEC;
+        if (accumulate) {
+          vf old;
+          VLOAD(old, p);
+          acc[i][j] += old;
+        }
+        VSTORE(p, acc[i][j]);
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < mr; ++i) {
+      float tile[GEMM_NR];
+      UNROLL_FULL for (int j = 0; j < NV; ++j) VSTORE(tile + j * GEMM_VEC, acc[i][j]);
+      float* p = c + i * GEMM_N;
+      if (accumulate) {
+        for (int64_t j = 0; j < nr; ++j) p[j] += tile[j];
+      } else {
+        for (int64_t j = 0; j < nr; ++j) p[j] = tile[j];
+      }
+    }
+  }
+}
+
+/* One cache block: C[ic.., jc..] (+)= packed A block * B block. bp is the packed B block
+ * (PACK_B) or an NR-wide edge panel buffer (no PACK_B). */
+static void macro_kernel(const float* restrict ap, float* restrict bp, const float* restrict b, float* restrict c,
+                         int64_t ic, int64_t jc, int64_t pc, int64_t mc, int64_t nc, int64_t kc) {
+#if GEMM_PACK_B
+  (void)b;
+#endif
+  for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
+    int64_t nr = min64(GEMM_NR, nc - jr);
+    float* crow = c + ic * GEMM_N + jc + jr;
+#if GEMM_PACK_B
+    const float* panel = bp + jr * kc;
+    for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+      micro_kernel(kc, ap + ir * kc, panel, GEMM_NR, crow + ir * GEMM_N, min64(GEMM_MR, mc - ir), nr, pc > 0);
+    }
+#else
+    if (nr == GEMM_NR) {
+      const float* panel = b + pc * GEMM_N + jc + jr;
+      for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+        micro_kernel(kc, ap + ir * kc, panel, GEMM_N, crow + ir * GEMM_N, min64(GEMM_MR, mc - ir), nr, pc > 0);
+      }
+    } else {
+      pack_b_panel(bp, b, pc, jc + jr, nr, kc);
+      for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+        micro_kernel(kc, ap + ir * kc, bp, GEMM_NR, crow + ir * GEMM_N, min64(GEMM_MR, mc - ir), nr, pc > 0);
+      }
+    }
+#endif
+  }
+}
+
+typedef struct gemm_ctx {
+  const kestrel_services* svc;
+  const float* a;
+  const float* b;
+  float* c;
+  int failed;
+} gemm_ctx;
+
+/* Computes the C blocks [mb0, mb1) x [nb0, nb1) over the whole K range. */
+static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int64_t nb1) {
+  float* ap = (float*)ctx->svc->alloc((size_t)MC_PAD * KC_EFF * sizeof(float));
+  float* bp = (float*)ctx->svc->alloc((size_t)(GEMM_PACK_B ? NC_PAD : GEMM_NR) * KC_EFF * sizeof(float));
+  if (!ap || !bp) {
+    __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
+  } else {
+    const float* a = ctx->a;
+    const float* b = ctx->b;
+    float* c = ctx->c;
+#define MC_OF(ic) min64(GEMM_MC, GEMM_M - (ic))
+#define NC_OF(jc) min64(GEMM_NC, GEMM_N - (jc))
+#define KC_OF(pc) min64(GEMM_KC, GEMM_K - (pc))
+#if GEMM_PACK_B
+#define PACK_B_BLOCK(pc, jc) pack_b(bp, b, pc, jc, NC_OF(jc), KC_OF(pc))
+#else
+#define PACK_B_BLOCK(pc, jc) ((void)0)
+#endif
+#if GEMM_ORDER == 0
+    for (int64_t jc = nb0 * GEMM_NC; jc < nb1 * GEMM_NC && jc < GEMM_N; jc += GEMM_NC) {
+      for (int64_t pc = 0; pc < GEMM_K; pc += GEMM_KC) {
+        PACK_B_BLOCK(pc, jc);
+        for (int64_t ic = mb0 * GEMM_MC; ic < mb1 * GEMM_MC && ic < GEMM_M; ic += GEMM_MC) {
+          pack_a(ap, a, ic, pc, MC_OF(ic), KC_OF(pc));
+          macro_kernel(ap, bp, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
+        }
+      }
+    }
+#elif GEMM_ORDER == 1
+    for (int64_t ic = mb0 * GEMM_MC; ic < mb1 * GEMM_MC && ic < GEMM_M; ic += GEMM_MC) {
+      for (int64_t pc = 0; pc < GEMM_K; pc += GEMM_KC) {
+        pack_a(ap, a, ic, pc, MC_OF(ic), KC_OF(pc));
+        for (int64_t jc = nb0 * GEMM_NC; jc < nb1 * GEMM_NC && jc < GEMM_N; jc += GEMM_NC) {
+          PACK_B_BLOCK(pc, jc);
+          macro_kernel(ap, bp, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
+        }
+      }
+    }
+#elif GEMM_ORDER == 2
+    for (int64_t jc = nb0 * GEMM_NC; jc < nb1 * GEMM_NC && jc < GEMM_N; jc += GEMM_NC) {
+      for (int64_t ic = mb0 * GEMM_MC; ic < mb1 * GEMM_MC && ic < GEMM_M; ic += GEMM_MC) {
+        for (int64_t pc = 0; pc < GEMM_K; pc += GEMM_KC) {
+          PACK_B_BLOCK(pc, jc);
+          pack_a(ap, a, ic, pc, MC_OF(ic), KC_OF(pc));
+          macro_kernel(ap, bp, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
+        }
+      }
+    }
+#else
+#error "gemm.c: GEMM_ORDER must be 0, 1 or 2"
+#endif
+  }
+  if (ap) ctx->svc->release(ap);
+  if (bp) ctx->svc->release(bp);
+}
+
+static void task(int64_t t, void* p) {
+  gemm_ctx* ctx = (gemm_ctx*)p;
+#if GEMM_SPLIT == 0
+  run_blocks(ctx, t, t + 1, 0, NB);
+#elif GEMM_SPLIT == 1
+  run_blocks(ctx, 0, MB, t, t + 1);
+#elif GEMM_SPLIT == 2
+  run_blocks(ctx, t / NB, t / NB + 1, t % NB, t % NB + 1);
+#else
+#error "gemm.c: GEMM_SPLIT must be 0, 1 or 2"
+#endif
+}
+
+KESTREL_KERNEL(svc, args, num_args) {
+  if (num_args != 3 || !args[0].data || !args[1].data || !args[2].data ||
+      args[0].i64 != (int64_t)GEMM_M * GEMM_K || args[1].i64 != (int64_t)GEMM_K * GEMM_N ||
+      args[2].i64 != (int64_t)GEMM_M * GEMM_N) {
+    return 2;
+  }
+  gemm_ctx ctx = {svc, (const float*)args[0].data, (const float*)args[1].data, (float*)args[2].data, 0};
+#if GEMM_SPLIT == 0
+  svc->parallel_for(MB, task, &ctx);
+#elif GEMM_SPLIT == 1
+  svc->parallel_for(NB, task, &ctx);
+#else
+  svc->parallel_for((int64_t)MB * NB, task, &ctx);
+#endif
+  return __atomic_load_n(&ctx.failed, __ATOMIC_RELAXED) ? 1 : 0;
+}

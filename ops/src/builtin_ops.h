@@ -1,0 +1,13 @@
+// Factories of the built-in ops (one file each), assembled by builtin_ops().
+#pragma once
+
+#include <memory>
+
+#include "kestrel/ops/op.h"
+
+namespace kestrel::ops {
+
+std::unique_ptr<Op> make_gemm_op();
+std::unique_ptr<Op> make_conv2d_op();
+
+}  // namespace kestrel::ops

@@ -1,0 +1,179 @@
+// conv2d: direct 2-D convolution, fp32 NCHW, with stride, zero padding and dilation.
+// The op's knob space, constraints and default; the kernel itself is
+// ops/conv2d/conv2d.c, the reference ops/conv2d/conv2d_ref.c.
+#include "builtin_ops.h"
+#include "knob_util.h"
+
+namespace kestrel::ops {
+namespace {
+
+using detail::tiles_for;
+
+const std::vector<std::int64_t> kTk = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+const std::vector<std::int64_t> kTw = {1, 2, 4, 7, 8, 14, 16, 24, 28, 32, 48, 56, 64};
+const std::vector<std::int64_t> kTh = {1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64};
+const std::vector<std::int64_t> kTc = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+constexpr std::int64_t kAccumulatorBudget = 32;
+
+struct Shape {
+  std::int64_t n, c, h, w, k, r, s, stride, pad, dilation;
+  // Output rows and columns; < 1 when the dilated filter exceeds the padded input.
+  std::int64_t p() const { return out_size(h, r); }
+  std::int64_t q() const { return out_size(w, s); }
+  std::int64_t out_size(std::int64_t in, std::int64_t filter) const {
+    std::int64_t span = in + 2 * pad - dilation * (filter - 1) - 1;
+    return span < 0 ? 0 : span / stride + 1;
+  }
+};
+
+Shape shape_of(const Params& p) {
+  return {p.at("N"), p.at("C"), p.at("H"), p.at("W"), p.at("K"), p.at("R"), p.at("S"),
+          p.at("stride"), p.at("pad"), p.at("dilation")};
+}
+
+class Conv2dOp final : public Op {
+ public:
+  std::string_view name() const override { return "conv2d"; }
+
+  std::string_view description() const override {
+    return "fp32 NCHW direct convolution out[N][K][P][Q] = input[N][C][H][W] * weight[K][C][R][S] with stride, "
+           "zero padding and dilation; vectorised over output columns, register-tiled over output channels";
+  }
+
+  std::vector<ParamSpec> params() const override {
+    return {
+        {"N", "batch size (default 1)", 1, 65536, 1},
+        {"C", "input channels", 1, 65536, 0},
+        {"H", "input height", 1, 65536, 0},
+        {"W", "input width", 1, 65536, 0},
+        {"K", "output channels", 1, 65536, 0},
+        {"R", "filter height", 1, 1024, 0},
+        {"S", "filter width", 1, 1024, 0},
+        {"stride", "stride in both dimensions (default 1)", 1, 64, 1},
+        {"pad", "zero padding on each side in both dimensions (default 0)", 0, 1024, 0},
+        {"dilation", "filter dilation in both dimensions (default 1)", 1, 64, 1},
+    };
+  }
+
+  void validate(const Params& p) const override {
+    for (const auto& spec : params()) {
+      auto it = p.find(spec.name);
+      if (it == p.end()) throw OpError("conv2d: missing parameter " + spec.name + " (" + spec.help + ")");
+      if (it->second < spec.min || it->second > spec.max) {
+        throw OpError("conv2d: parameter " + spec.name + "=" + std::to_string(it->second) + " is outside " +
+                      std::to_string(spec.min) + ".." + std::to_string(spec.max));
+      }
+    }
+    auto specs = params();
+    for (const auto& entry : p) {
+      bool known = std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == entry.first; });
+      if (!known) throw OpError("conv2d: unknown parameter " + entry.first);
+    }
+    Shape s = shape_of(p);
+    if (s.p() < 1 || s.q() < 1) {
+      throw OpError("conv2d: empty output: the filter " + std::to_string(s.r) + "x" + std::to_string(s.s) +
+                    " dilated by " + std::to_string(s.dilation) + " spans " +
+                    std::to_string(s.dilation * (s.r - 1) + 1) + "x" + std::to_string(s.dilation * (s.s - 1) + 1) +
+                    ", more than the padded input " + std::to_string(s.h + 2 * s.pad) + "x" +
+                    std::to_string(s.w + 2 * s.pad) + " (P = (H + 2*pad - dilation*(R-1) - 1)/stride + 1 must be >= 1)");
+    }
+    for (const auto& tensor : tensors(p)) {
+      if (tensor.elements() > (std::int64_t{1} << 31)) {
+        throw OpError("conv2d: tensor " + tensor.name + " has " + std::to_string(tensor.elements()) +
+                      " elements, more than the 2^31 supported");
+      }
+    }
+  }
+
+  std::vector<TensorSpec> tensors(const Params& params) const override {
+    Shape s = shape_of(params);
+    return {
+        {"input", DType::f32, Role::input, {s.n, s.c, s.h, s.w}},
+        {"weight", DType::f32, Role::input, {s.k, s.c, s.r, s.s}},
+        {"output", DType::f32, Role::output, {s.n, s.k, s.p(), s.q()}},
+    };
+  }
+
+  double flops(const Params& params) const override {
+    Shape s = shape_of(params);
+    return 2.0 * static_cast<double>(s.n) * static_cast<double>(s.k) * static_cast<double>(s.p()) *
+           static_cast<double>(s.q()) * static_cast<double>(s.c) * static_cast<double>(s.r) *
+           static_cast<double>(s.s);
+  }
+
+  std::vector<Knob> knobs(const Params& params) const override {
+    Shape s = shape_of(params);
+    return {
+        {"tk", tiles_for(kTk, s.k), "output channels per register tile (one broadcast weight each)"},
+        {"th", tiles_for(kTh, s.p()), "output rows per work block"},
+        {"tw", tiles_for(kTw, s.q()), "output columns per register tile; multiple of vec"},
+        {"tc", tiles_for(kTc, s.c), "input channels per block (outputs are revisited C/tc times)"},
+        {"unroll", {1, 2, 4}, "unroll count of the input-channel loop"},
+        {"vec", {1, 4, 8, 16}, "floats per vector register along output columns (1 = scalar)"},
+        {"split", {0, 1, 2}, "threads take: 0 = output-channel blocks (tk), 1 = row blocks (th), 2 = both"},
+    };
+  }
+
+  std::string check(const Params& params, const Config& c) const override {
+    if (auto reason = detail::check_domains(knobs(params), c); !reason.empty()) return reason;
+    std::int64_t tk = c.at("tk"), tw = c.at("tw"), vec = c.at("vec");
+    if (tw % vec != 0) return "tw=" + std::to_string(tw) + " is not a multiple of vec=" + std::to_string(vec);
+    std::int64_t accumulators = tk * (tw / vec);
+    if (accumulators > kAccumulatorBudget) {
+      return "register tile tk x tw = " + std::to_string(tk) + "x" + std::to_string(tw) + " needs " +
+             std::to_string(accumulators) + " vector accumulators (tk*tw/vec), more than " +
+             std::to_string(kAccumulatorBudget);
+    }
+    return {};
+  }
+
+  Config default_config(const Params& params) const override {
+    Shape s = shape_of(params);
+    std::int64_t q = s.q();
+    // Two 8-float vectors of output columns by 6 output channels (12 accumulators),
+    // narrower for narrow outputs.
+    std::int64_t vec = q >= 8 ? 8 : q >= 3 ? 4 : 1;
+    std::int64_t tw = 1;
+    for (auto v : tiles_for(kTw, q)) {
+      if (v % vec == 0 && v <= (vec == 1 ? std::min<std::int64_t>(q, 8) : 2 * vec)) tw = std::max(tw, v);
+    }
+    if (tw % vec != 0) tw = vec;
+    return {{"tk", detail::largest_at_most(tiles_for(kTk, s.k), 6)},
+            {"th", detail::largest_at_most(tiles_for(kTh, s.p()), 4)},
+            {"tw", tw},
+            {"tc", detail::largest_at_most(tiles_for(kTc, s.c), 64)},
+            {"unroll", 1},
+            {"vec", vec},
+            {"split", 2}};
+  }
+
+  std::vector<Backend> backends() const override { return {Backend::cpu}; }
+
+  KernelSource source(Backend backend, const Params& params, const Config& c) const override {
+    if (backend != Backend::cpu) {
+      throw OpError("conv2d has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
+    }
+    if (auto reason = check(params, c); !reason.empty()) throw OpError("invalid conv2d configuration: " + reason);
+    KernelSource out{Backend::cpu, "conv2d.c", std::string(embedded::conv2d_c()), {}};
+    detail::add_defines(out.defines, "CONV_", params);
+    detail::add_defines(out.defines, "CONV_", c);
+    return out;
+  }
+
+  KernelSource reference(const Params& params) const override {
+    KernelSource out{Backend::cpu, "conv2d_ref.c", std::string(embedded::conv2d_ref_c()), {}};
+    detail::add_defines(out.defines, "CONV_", params);
+    return out;
+  }
+
+  double tolerance(const Params& params) const override {
+    Shape s = shape_of(params);
+    return detail::dot_tolerance(static_cast<double>(s.c * s.r * s.s));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Op> make_conv2d_op() { return std::make_unique<Conv2dOp>(); }
+
+}  // namespace kestrel::ops

@@ -1,0 +1,180 @@
+// gemm: C[M][N] = A[M][K] * B[K][N], fp32 row-major. The op's knob space, constraints
+// and default; the kernel itself is ops/gemm/gemm.c, the reference ops/gemm/gemm_ref.c.
+#include "builtin_ops.h"
+#include "knob_util.h"
+
+namespace kestrel::ops {
+namespace {
+
+using detail::tiles_for;
+
+const std::vector<std::int64_t> kMc = {8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
+const std::vector<std::int64_t> kNc = {16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096};
+const std::vector<std::int64_t> kKc = {16, 32, 64, 128, 256, 384, 512, 768, 1024};
+const std::vector<std::int64_t> kMr = {1, 2, 3, 4, 6, 8, 12, 16};
+const std::vector<std::int64_t> kNr = {1, 2, 4, 8, 16, 24, 32, 48, 64};
+constexpr std::int64_t kMaxDim = 65536;
+constexpr std::int64_t kAccumulatorBudget = 32;  // vector registers of the widest common ISAs
+constexpr std::int64_t kMaxPackedA = 256 * 1024;  // floats (1 MiB)
+constexpr std::int64_t kMaxPackedB = 4 << 20;     // floats (16 MiB)
+
+class GemmOp final : public Op {
+ public:
+  std::string_view name() const override { return "gemm"; }
+
+  std::string_view description() const override {
+    return "fp32 matrix multiply C[M][N] = A[M][K] * B[K][N], row-major; packed A/B panels and an "
+           "MR x NR register micro-kernel on vector types";
+  }
+
+  std::vector<ParamSpec> params() const override {
+    return {
+        {"M", "rows of A and C", 1, kMaxDim, 0},
+        {"N", "columns of B and C", 1, kMaxDim, 0},
+        {"K", "columns of A, rows of B (the reduction length)", 1, kMaxDim, 0},
+    };
+  }
+
+  void validate(const Params& p) const override {
+    for (const auto& spec : params()) {
+      auto it = p.find(spec.name);
+      if (it == p.end()) throw OpError("gemm: missing parameter " + spec.name + " (" + spec.help + ")");
+      if (it->second < spec.min || it->second > spec.max) {
+        throw OpError("gemm: parameter " + spec.name + "=" + std::to_string(it->second) + " is outside " +
+                      std::to_string(spec.min) + ".." + std::to_string(spec.max));
+      }
+    }
+    for (const auto& entry : p) {
+      if (entry.first != "M" && entry.first != "N" && entry.first != "K") {
+        throw OpError("gemm: unknown parameter " + entry.first + " (parameters: M,N,K)");
+      }
+    }
+    for (const auto& tensor : tensors(p)) {
+      if (tensor.elements() > (std::int64_t{1} << 31)) {
+        throw OpError("gemm: tensor " + tensor.name + " has " + std::to_string(tensor.elements()) +
+                      " elements, more than the 2^31 supported");
+      }
+    }
+  }
+
+  std::vector<TensorSpec> tensors(const Params& p) const override {
+    std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
+    return {
+        {"A", DType::f32, Role::input, {m, k}},
+        {"B", DType::f32, Role::input, {k, n}},
+        {"C", DType::f32, Role::output, {m, n}},
+    };
+  }
+
+  double flops(const Params& p) const override {
+    return 2.0 * static_cast<double>(p.at("M")) * static_cast<double>(p.at("N")) * static_cast<double>(p.at("K"));
+  }
+
+  std::vector<Knob> knobs(const Params& p) const override {
+    std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
+    return {
+        {"mc", tiles_for(kMc, m), "rows of A per cache block (packed into L2); multiple of mr"},
+        {"nc", tiles_for(kNc, n), "columns of B per cache block (the packed B panel, L3); multiple of nr"},
+        {"kc", tiles_for(kKc, k), "reduction length per cache block (the panels' depth, L1/L2)"},
+        {"mr", tiles_for(kMr, m), "rows of the register micro-tile"},
+        {"nr", tiles_for(kNr, n), "columns of the register micro-tile; multiple of vec"},
+        {"vec", {1, 4, 8, 16}, "floats per vector register (1 = scalar)"},
+        {"unroll", {1, 2, 4, 8}, "unroll count of the micro-kernel's k loop"},
+        {"order", {0, 1, 2}, "cache-block loop nest: 0 = jc,pc,ic (B block reused), 1 = ic,pc,jc (A block reused), "
+                             "2 = jc,ic,pc (C block finished at once)"},
+        {"pack_b", {0, 1}, "1 = copy each kc x nc block of B into contiguous panels, 0 = read B in place"},
+        {"split", {0, 1, 2}, "threads take: 0 = row blocks (mc), 1 = column blocks (nc), 2 = both"},
+    };
+  }
+
+  std::string check(const Params& p, const Config& c) const override {
+    if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) return reason;
+    std::int64_t mc = c.at("mc"), nc = c.at("nc"), kc = c.at("kc"), mr = c.at("mr"), nr = c.at("nr"),
+                 vec = c.at("vec");
+    if (nr % vec != 0) return "nr=" + std::to_string(nr) + " is not a multiple of vec=" + std::to_string(vec);
+    if (mc % mr != 0) return "mc=" + std::to_string(mc) + " is not a multiple of mr=" + std::to_string(mr);
+    if (nc % nr != 0) return "nc=" + std::to_string(nc) + " is not a multiple of nr=" + std::to_string(nr);
+    std::int64_t accumulators = mr * (nr / vec);
+    if (accumulators > kAccumulatorBudget) {
+      return "micro-tile " + std::to_string(mr) + "x" + std::to_string(nr) + " needs " +
+             std::to_string(accumulators) + " vector accumulators (mr*nr/vec), more than " +
+             std::to_string(kAccumulatorBudget);
+    }
+    if (mc * kc > kMaxPackedA) {
+      return "packed A block mc*kc=" + std::to_string(mc * kc) + " floats exceeds " + std::to_string(kMaxPackedA);
+    }
+    if (c.at("pack_b") == 1 && kc * nc > kMaxPackedB) {
+      return "packed B block kc*nc=" + std::to_string(kc * nc) + " floats exceeds " + std::to_string(kMaxPackedB);
+    }
+    return {};
+  }
+
+  Config default_config(const Params& p) const override {
+    std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
+    auto mc_domain = tiles_for(kMc, m), nc_domain = tiles_for(kNc, n);
+    // A 6x16 micro-tile of 8-float vectors (12 accumulators) fits AVX2 and AVX-512 and
+    // two-register NEON; smaller for tiny dimensions.
+    std::int64_t nr = detail::largest_at_most(tiles_for(kNr, n), std::min<std::int64_t>(16, n));
+    std::int64_t vec = nr % 8 == 0 ? 8 : nr % 4 == 0 ? 4 : 1;
+    Config config{{"kc", detail::largest_at_most(tiles_for(kKc, k), 256)},
+                  {"vec", vec},
+                  {"nr", nr},
+                  {"unroll", 4},
+                  {"order", 0},
+                  {"pack_b", m >= 16 ? 1 : 0},
+                  {"split", 2}};
+    // The largest mr <= min(6, M) with an mc <= 96 (or any mc) that it divides.
+    auto mr_domain = tiles_for(kMr, m);
+    for (auto mr = mr_domain.rbegin(); mr != mr_domain.rend(); ++mr) {
+      if (*mr > std::min<std::int64_t>(6, m) && *mr != mr_domain.front()) continue;
+      std::int64_t mc = pick_multiple(mc_domain, *mr, 96);
+      if (mc > 0) {
+        config["mr"] = *mr;
+        config["mc"] = mc;
+        break;
+      }
+    }
+    config["nc"] = pick_multiple(nc_domain, nr, 1024);
+    return config;
+  }
+
+  std::vector<Backend> backends() const override { return {Backend::cpu}; }
+
+  KernelSource source(Backend backend, const Params& p, const Config& c) const override {
+    if (backend != Backend::cpu) {
+      throw OpError("gemm has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
+    }
+    if (auto reason = check(p, c); !reason.empty()) throw OpError("invalid gemm configuration: " + reason);
+    KernelSource out{Backend::cpu, "gemm.c", std::string(embedded::gemm_c()), {}};
+    detail::add_defines(out.defines, "GEMM_", p);
+    detail::add_defines(out.defines, "GEMM_", c);
+    return out;
+  }
+
+  KernelSource reference(const Params& p) const override {
+    KernelSource out{Backend::cpu, "gemm_ref.c", std::string(embedded::gemm_ref_c()), {}};
+    detail::add_defines(out.defines, "GEMM_", p);
+    return out;
+  }
+
+  double tolerance(const Params& p) const override { return detail::dot_tolerance(static_cast<double>(p.at("K"))); }
+
+ private:
+  // The largest value of `domain` that is a multiple of `step` and <= target, else the
+  // smallest multiple of `step` in it, else 0.
+  static std::int64_t pick_multiple(const std::vector<std::int64_t>& domain, std::int64_t step, std::int64_t target) {
+    std::int64_t best = 0, smallest = 0;
+    for (auto v : domain) {
+      if (v % step != 0) continue;
+      if (smallest == 0) smallest = v;
+      if (v <= target) best = v;
+    }
+    return best > 0 ? best : smallest;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Op> make_gemm_op() { return std::make_unique<GemmOp>(); }
+
+}  // namespace kestrel::ops

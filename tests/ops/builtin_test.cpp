@@ -1,0 +1,207 @@
+// The built-in registry, workload and configuration parsing, and the constraint checks
+// of both ops (property-style over random shapes and configurations).
+#include <catch2/catch.hpp>
+#include <cctype>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "kestrel/ops/op.h"
+
+using namespace kestrel::ops;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string define(const KernelSource& source, const std::string& name) {
+  for (const auto& d : source.defines) {
+    if (d.name == name) return d.value;
+  }
+  return "<missing>";
+}
+
+}  // namespace
+
+TEST_CASE("builtin registry holds gemm and conv2d", "[ops]") {
+  Registry registry = builtin_ops();
+  REQUIRE(registry.all().size() == 2);
+  CHECK(registry.find("gemm") != nullptr);
+  CHECK(registry.find("conv2d") != nullptr);
+  CHECK(registry.find("softmax") == nullptr);
+  CHECK_THROWS_WITH(registry.get("softmax"), Catch::Contains("gemm, conv2d"));
+  for (const Op* op : registry.all()) {
+    CHECK(!op->description().empty());
+    CHECK(op->backends() == std::vector<Backend>{Backend::cpu});
+    for (const auto& p : op->params()) CHECK(!p.help.empty());
+  }
+}
+
+TEST_CASE("gemm workload parsing and validation", "[ops][gemm]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  CHECK(parse_params(gemm, "512x256x128") == Params{{"M", 512}, {"N", 256}, {"K", 128}});
+  CHECK(parse_params(gemm, "K=3, M=1,N=2") == Params{{"M", 1}, {"N", 2}, {"K", 3}});
+  CHECK_THROWS_WITH(parse_params(gemm, "M=1,N=2"), Catch::Contains("missing parameter K"));
+  CHECK_THROWS_WITH(parse_params(gemm, "M=0,N=2,K=3"), Catch::Contains("outside 1..65536"));
+  CHECK_THROWS_WITH(parse_params(gemm, "M=70000,N=2,K=3"), Catch::Contains("outside"));
+  CHECK_THROWS_WITH(parse_params(gemm, "M=1,N=2,K=3,L=4"), Catch::Contains("unknown parameter 'L'"));
+  CHECK_THROWS_WITH(parse_params(gemm, "1x2x3x4"), Catch::Contains("at most 3"));
+  CHECK_THROWS_WITH(parse_params(gemm, "M=a,N=2,K=3"), Catch::Contains("not an integer"));
+  CHECK_THROWS_WITH(gemm.validate({{"M", 1}, {"N", 1}}), Catch::Contains("missing parameter K"));
+  CHECK_THROWS_AS(parse_params(gemm, "65536x65536x1"), OpError);  // 2^32-element C
+
+  Params p = parse_params(gemm, "100x70x33");
+  CHECK(gemm.flops(p) == 2.0 * 100 * 70 * 33);
+  auto t = gemm.tensors(p);
+  REQUIRE(t.size() == 3);
+  CHECK((t[0].name == "A" && t[0].shape == std::vector<std::int64_t>{100, 33} && t[0].role == Role::input));
+  CHECK((t[1].name == "B" && t[1].shape == std::vector<std::int64_t>{33, 70} && t[1].role == Role::input));
+  CHECK((t[2].name == "C" && t[2].shape == std::vector<std::int64_t>{100, 70} && t[2].role == Role::output));
+  CHECK(gemm.tolerance(parse_params(gemm, "8x8x4096")) > gemm.tolerance(p));
+}
+
+TEST_CASE("conv2d workload parsing and validation", "[ops][conv2d]") {
+  Registry registry = builtin_ops();
+  const Op& conv = registry.get("conv2d");
+  Params p = parse_params(conv, "C=3,H=8,W=9,K=4,R=3,S=3");
+  CHECK(p == Params{{"N", 1}, {"C", 3}, {"H", 8}, {"W", 9}, {"K", 4}, {"R", 3}, {"S", 3},
+                    {"stride", 1}, {"pad", 0}, {"dilation", 1}});
+  auto t = conv.tensors(p);
+  REQUIRE(t.size() == 3);
+  CHECK(t[0].shape == std::vector<std::int64_t>{1, 3, 8, 9});
+  CHECK(t[1].shape == std::vector<std::int64_t>{4, 3, 3, 3});
+  CHECK(t[2].shape == std::vector<std::int64_t>{1, 4, 6, 7});
+  CHECK(conv.flops(p) == 2.0 * 1 * 4 * 6 * 7 * 3 * 3 * 3);
+
+  // Positional form in the order of params(): N, C, H, W, K, R, S, stride, pad, dilation.
+  Params q = parse_params(conv, "2x64x56x56x128x3x3x2x1");
+  CHECK(conv.tensors(q)[2].shape == std::vector<std::int64_t>{2, 128, 28, 28});
+  Params d = parse_params(conv, "C=1,H=10,W=10,K=1,R=3,S=3,dilation=2,pad=2");
+  CHECK(conv.tensors(d)[2].shape == std::vector<std::int64_t>{1, 1, 10, 10});
+
+  CHECK_THROWS_WITH(parse_params(conv, "C=1,H=2,W=2,K=1,R=3,S=3"), Catch::Contains("empty output"));
+  CHECK_THROWS_WITH(parse_params(conv, "C=1,H=5,W=5,K=1,R=3,S=3,dilation=3"), Catch::Contains("empty output"));
+  CHECK_NOTHROW(parse_params(conv, "C=1,H=2,W=2,K=1,R=3,S=3,pad=1"));
+  CHECK_THROWS_WITH(parse_params(conv, "C=1,H=8,W=8,R=3,S=3"), Catch::Contains("missing parameter K"));
+  CHECK_THROWS_WITH(parse_params(conv, "C=1,H=8,W=8,K=1,R=3,S=3,stride=0"), Catch::Contains("outside 1..64"));
+  CHECK_THROWS_WITH(parse_params(conv, "C=1,H=8,W=8,K=1,R=3,S=3,pad=-1"), Catch::Contains("outside 0..1024"));
+}
+
+TEST_CASE("configuration parsing uses the default and the knob domains", "[ops]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  Params p = parse_params(gemm, "512x512x512");
+  Config config = parse_config(gemm, p, "mr=4,nr=32");
+  CHECK(config.at("mr") == 4);
+  CHECK(config.at("nr") == 32);
+  CHECK(config.at("kc") == gemm.default_config(p).at("kc"));
+  CHECK_THROWS_WITH(parse_config(gemm, p, "mq=4"), Catch::Contains("unknown knob 'mq'"));
+  CHECK_THROWS_WITH(parse_config(gemm, p, "vec=3"), Catch::Contains("not in its domain"));
+  // Tiles far larger than the dimension are outside the domain.
+  Params small = parse_params(gemm, "4x4x4");
+  CHECK_THROWS_WITH(parse_config(gemm, small, "mc=512"), Catch::Contains("not in its domain"));
+}
+
+TEST_CASE("constraint checks give reasons", "[ops]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  Params p = parse_params(gemm, "512x512x512");
+  Config good = gemm.default_config(p);
+  REQUIRE(gemm.check(p, good).empty());
+  auto with = [&](Config c, const std::string& k, std::int64_t v) {
+    c[k] = v;
+    return c;
+  };
+  CHECK_THAT(gemm.check(p, with(with(good, "nr", 8), "vec", 16)), Catch::Contains("not a multiple of vec"));
+  CHECK_THAT(gemm.check(p, with(with(good, "mr", 16), "mc", 24)), Catch::Contains("mc=24 is not a multiple of mr=16"));
+  CHECK_THAT(gemm.check(p, with(with(good, "nr", 64), "vec", 1)), Catch::Contains("accumulators"));
+  CHECK_THAT(gemm.check(p, with(good, "order", 7)), Catch::Contains("not in its domain"));
+  Config missing = good;
+  missing.erase("kc");
+  CHECK_THAT(gemm.check(p, missing), Catch::Contains("knob kc is missing"));
+  CHECK_THAT(gemm.check(p, with(good, "bogus", 1)), Catch::Contains("unknown knob 'bogus'"));
+  CHECK_THROWS_AS(gemm.source(Backend::cpu, p, with(good, "vec", 3)), OpError);
+  CHECK_THROWS_WITH(gemm.source(Backend::cuda, p, good), Catch::Contains("no cuda kernel"));
+
+  const Op& conv = registry.get("conv2d");
+  Params cp = parse_params(conv, "C=64,H=56,W=56,K=64,R=3,S=3,pad=1");
+  Config cgood = conv.default_config(cp);
+  REQUIRE(conv.check(cp, cgood).empty());
+  CHECK_THAT(conv.check(cp, with(with(cgood, "tw", 14), "vec", 4)), Catch::Contains("tw=14 is not a multiple of vec=4"));
+  CHECK_THAT(conv.check(cp, with(with(with(cgood, "tw", 32), "vec", 1), "tk", 2)), Catch::Contains("accumulators"));
+  CHECK_THROWS_WITH(conv.source(Backend::opencl, cp, cgood), Catch::Contains("no opencl kernel"));
+}
+
+TEST_CASE("sources embed the kernel files and carry every define", "[ops]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  Params p = parse_params(gemm, "100x70x33");
+  KernelSource s = gemm.source(Backend::cpu, p, gemm.default_config(p));
+  CHECK(s.backend == Backend::cpu);
+  CHECK(s.file_name == "gemm.c");
+  CHECK(s.text == read_file(KESTREL_SOURCE_DIR "/ops/gemm/gemm.c"));
+  CHECK(define(s, "GEMM_M") == "100");
+  CHECK(define(s, "GEMM_K") == "33");
+  for (const auto& knob : gemm.knobs(p)) {
+    std::string upper;
+    for (char ch : knob.name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    CHECK(define(s, "GEMM_" + upper) != "<missing>");
+  }
+  CHECK(gemm.reference(p).text == read_file(KESTREL_SOURCE_DIR "/ops/gemm/gemm_ref.c"));
+
+  const Op& conv = registry.get("conv2d");
+  Params cp = parse_params(conv, "C=3,H=8,W=9,K=4,R=3,S=3");
+  KernelSource cs = conv.source(Backend::cpu, cp, conv.default_config(cp));
+  CHECK(cs.text == read_file(KESTREL_SOURCE_DIR "/ops/conv2d/conv2d.c"));
+  CHECK(define(cs, "CONV_DILATION") == "1");
+  CHECK(define(cs, "CONV_TK") != "<missing>");
+  CHECK(conv.reference(cp).text == read_file(KESTREL_SOURCE_DIR "/ops/conv2d/conv2d_ref.c"));
+}
+
+TEST_CASE("random configurations either fail check with a reason or give a source", "[ops]") {
+  Registry registry = builtin_ops();
+  std::mt19937_64 rng(42);
+  auto dim = [&](std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(1, hi)(rng); };
+  int valid = 0, invalid = 0;
+  for (int shape = 0; shape < 60; ++shape) {
+    Params gp{{"M", dim(shape % 3 == 0 ? 8 : 3000)}, {"N", dim(shape % 4 == 0 ? 8 : 3000)}, {"K", dim(3000)}};
+    Params cp{{"N", dim(3)}, {"C", dim(300)}, {"H", dim(60)}, {"W", dim(60)}, {"K", dim(300)}, {"R", dim(5)},
+              {"S", dim(5)}, {"stride", dim(3)}, {"pad", dim(3) - 1}, {"dilation", dim(2)}};
+    for (auto [op, params] : {std::pair{&registry.get("gemm"), gp}, std::pair{&registry.get("conv2d"), cp}}) {
+      try {
+        op->validate(params);
+      } catch (const OpError&) {
+        continue;  // e.g. a conv2d filter larger than the input
+      }
+      INFO(op->name() << " " << format_params(params));
+      Config def = op->default_config(params);
+      INFO("default " << format_config(def));
+      REQUIRE(op->check(params, def).empty());
+      auto knobs = op->knobs(params);
+      for (const auto& knob : knobs) REQUIRE(!knob.values.empty());
+      for (int i = 0; i < 50; ++i) {
+        Config config;
+        for (const auto& knob : knobs) {
+          config[knob.name] = knob.values[std::uniform_int_distribution<std::size_t>(0, knob.values.size() - 1)(rng)];
+        }
+        std::string reason = op->check(params, config);
+        if (reason.empty()) {
+          ++valid;
+          KernelSource s = op->source(Backend::cpu, params, config);
+          CHECK(s.defines.size() == params.size() + config.size());
+        } else {
+          ++invalid;
+          CHECK_THROWS_AS(op->source(Backend::cpu, params, config), OpError);
+        }
+      }
+    }
+  }
+  CHECK(valid > 100);
+  CHECK(invalid > 100);
+}

@@ -1,0 +1,248 @@
+// Test harness for op kernels; see kernel_harness.h.
+#include "kernel_harness.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+namespace kestrel::ops::test {
+namespace {
+
+constexpr std::int64_t kGuard = 16;
+constexpr float kSentinel = 1234.5f;
+
+std::atomic<std::int64_t> g_live{0};
+
+void serial_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
+  for (std::int64_t i = 0; i < n; ++i) fn(i, ctx);
+}
+
+// Two threads (the caller and one more) taking indices from a shared counter.
+void threaded_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
+  if (n <= 0) return;
+  std::atomic<std::int64_t> next{0};
+  auto work = [&] {
+    for (std::int64_t i = next++; i < n; i = next++) fn(i, ctx);
+  };
+  std::thread other(work);
+  work();
+  other.join();
+}
+
+void* test_alloc(std::size_t bytes) {
+  void* p = std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64);
+  if (p) ++g_live;
+  return p;
+}
+
+void test_release(void* p) {
+  if (!p) return;
+  --g_live;
+  std::free(p);
+}
+
+std::string run_command(const std::string& command, int& status) {
+  std::string output;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run " + command);
+  char chunk[4096];
+  while (std::size_t got = std::fread(chunk, 1, sizeof chunk, pipe)) output.append(chunk, got);
+  status = ::pclose(pipe);
+  return output;
+}
+
+}  // namespace
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "kestrel_ops_test_XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+Kernel::Kernel(Kernel&& other) noexcept : handle_(other.handle_), entry_(other.entry_) { other.handle_ = nullptr; }
+
+Kernel::~Kernel() {
+  if (handle_) ::dlclose(handle_);
+}
+
+Kernel Kernel::build(const KernelSource& source, const std::filesystem::path& dir, const std::string& name) {
+  auto c_file = dir / (name + ".c");
+  auto so_file = dir / (name + ".so");
+  {
+    FILE* f = std::fopen(c_file.c_str(), "wb");
+    if (!f) throw std::runtime_error("cannot write " + c_file.string());
+    std::fwrite(source.text.data(), 1, source.text.size(), f);
+    std::fclose(f);
+  }
+  std::string command = std::string(KESTREL_TEST_CLANG) +
+                        " -O2 -shared -fPIC -ffreestanding -nostdlib -Wall -Wextra -Werror -march=native -I" +
+                        KESTREL_SOURCE_DIR + "/device_runtime/include";
+  for (const auto& d : source.defines) command += " -D" + d.name + "=" + d.value;
+  command += " -o " + so_file.string() + " " + c_file.string();
+  int status = 0;
+  std::string output = run_command(command, status);
+  if (status != 0) throw std::runtime_error("compile failed: " + command + "\n" + output);
+  void* handle = ::dlopen(so_file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw std::runtime_error(std::string("dlopen failed: ") + ::dlerror());
+  auto* version = static_cast<const std::uint32_t*>(::dlsym(handle, KESTREL_KERNEL_ABI_SYMBOL));
+  auto entry = reinterpret_cast<kestrel_kernel_fn>(::dlsym(handle, KESTREL_KERNEL_ENTRY));
+  if (!version || *version != KESTREL_KERNEL_ABI_VERSION || !entry) {
+    ::dlclose(handle);
+    throw std::runtime_error("module " + so_file.string() + " lacks the kernel ABI symbols");
+  }
+  return Kernel(handle, entry);
+}
+
+std::int32_t Kernel::run(std::vector<kestrel_arg>& args, int threads) const {
+  kestrel_services services{};
+  services.abi_version = KESTREL_KERNEL_ABI_VERSION;
+  services.num_threads = static_cast<std::uint32_t>(threads);
+  services.parallel_for = threads > 1 ? threaded_for : serial_for;
+  services.alloc = test_alloc;
+  services.release = test_release;
+  return entry_(&services, args.data(), static_cast<std::int32_t>(args.size()));
+}
+
+std::int64_t live_allocations() { return g_live.load(); }
+
+void Buffer::Free::operator()(float* p) const { std::free(p); }
+
+Buffer::Buffer(std::int64_t elements)
+    : elements_(elements),
+      data_(static_cast<float*>(
+          std::aligned_alloc(64, static_cast<std::size_t>((elements + kGuard) * 4 + 63) / 64 * 64))) {
+  if (!data_) throw std::bad_alloc();
+  for (std::int64_t i = 0; i < kGuard; ++i) data_[elements_ + i] = kSentinel;
+}
+
+void Buffer::fill_random(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (std::int64_t i = 0; i < elements_; ++i) data_[i] = dist(rng);
+}
+
+void Buffer::fill_nan() {
+  for (std::int64_t i = 0; i < elements_; ++i) data_[i] = std::numeric_limits<float>::quiet_NaN();
+}
+
+bool Buffer::guard_intact() const {
+  for (std::int64_t i = 0; i < kGuard; ++i) {
+    if (data_[elements_ + i] != kSentinel) return false;
+  }
+  return true;
+}
+
+WorkloadChecker::WorkloadChecker(const Op& op, Params params)
+    : op_(op), params_(std::move(params)), tensors_(op.tensors(params_)) {
+  Kernel reference = Kernel::build(op_.reference(params_), dir_.path(), "reference");
+  std::vector<Buffer> buffers;
+  std::vector<kestrel_arg> args;
+  std::uint64_t seed = 1;
+  for (const auto& tensor : tensors_) {
+    buffers.emplace_back(tensor.elements());
+    if (tensor.role == Role::input) {
+      buffers.back().fill_random(seed++);
+    } else {
+      buffers.back().fill_nan();
+    }
+  }
+  for (auto& b : buffers) args.push_back({b.data(), b.elements(), 0.0});
+  REQUIRE(reference.run(args, 1) == 0);
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    if (tensors_[i].role == Role::input) {
+      inputs_.push_back(std::move(buffers[i]));
+    } else {
+      REQUIRE(buffers[i].guard_intact());
+      expected_.emplace_back(buffers[i].data(), buffers[i].data() + buffers[i].elements());
+      for (float v : expected_.back()) REQUIRE(std::isfinite(v));
+    }
+  }
+}
+
+bool WorkloadChecker::check(const Config& config) {
+  INFO(op_.name() << " " << format_params(params_) << " config " << format_config(config));
+  Kernel kernel = Kernel::build(op_.source(Backend::cpu, params_, config), dir_.path(), "k" + std::to_string(count_++));
+  double tol = op_.tolerance(params_);
+  bool ok = true;
+  for (int threads : {1, 2}) {
+    INFO("threads " << threads);
+    std::vector<Buffer> outputs;
+    std::vector<kestrel_arg> args;
+    std::size_t next_input = 0;
+    for (const auto& tensor : tensors_) {
+      if (tensor.role == Role::output) {
+        outputs.emplace_back(tensor.elements());
+        outputs.back().fill_nan();
+      }
+    }
+    std::size_t next_output = 0;
+    for (const auto& tensor : tensors_) {
+      Buffer& b = tensor.role == Role::input ? inputs_[next_input++] : outputs[next_output++];
+      args.push_back({b.data(), b.elements(), 0.0});
+    }
+    std::int64_t live_before = live_allocations();
+    std::int32_t rc = kernel.run(args, threads);
+    CHECK(rc == 0);
+    CHECK(live_allocations() == live_before);  // the kernel releases its scratch
+    ok = ok && rc == 0 && live_allocations() == live_before;
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      CHECK(outputs[o].guard_intact());
+      ok = ok && outputs[o].guard_intact();
+      const auto& want = expected_[o];
+      const float* got = outputs[o].data();
+      std::int64_t bad = 0, first_bad = -1;
+      double max_err = 0;
+      for (std::size_t j = 0; j < want.size(); ++j) {
+        double err = std::fabs(static_cast<double>(got[j]) - want[j]);
+        if (!(err <= tol * (1.0 + std::fabs(static_cast<double>(want[j]))))) {
+          if (first_bad < 0) first_bad = static_cast<std::int64_t>(j);
+          ++bad;
+        }
+        if (!(err <= max_err)) max_err = err;
+      }
+      INFO("max error " << max_err << ", tolerance " << tol << ", " << bad << " bad elements, first at "
+                        << first_bad << " (got "
+                        << (first_bad >= 0 ? got[first_bad] : 0.0f) << ", expected "
+                        << (first_bad >= 0 ? want[static_cast<std::size_t>(first_bad)] : 0.0f) << ")");
+      CHECK(bad == 0);
+      ok = ok && bad == 0;
+    }
+  }
+  return ok;
+}
+
+std::vector<Config> random_configs(const Op& op, const Params& params, int count, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto knobs = op.knobs(params);
+  std::vector<Config> out;
+  for (int i = 0, attempts = 0; i < count && attempts < 100000; ++attempts) {
+    Config config;
+    for (const auto& knob : knobs) {
+      std::uniform_int_distribution<std::size_t> pick(0, knob.values.size() - 1);
+      config[knob.name] = knob.values[pick(rng)];
+    }
+    if (config.count("pack_b")) config["pack_b"] = i % 2;
+    if (config.count("split")) config["split"] = i % 3;
+    if (!op.check(params, config).empty()) continue;
+    out.push_back(config);
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace kestrel::ops::test

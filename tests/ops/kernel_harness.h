@@ -1,0 +1,96 @@
+// Test harness for op kernels: compiles a KernelSource with clang-19 into a shared
+// object, loads it, and runs it on random inputs with a test kestrel_services (serial
+// or two std::threads), comparing against the op's reference kernel.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kestrel/kernel/abi.h"
+#include "kestrel/ops/op.h"
+
+namespace kestrel::ops::test {
+
+// A scratch folder removed on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A loaded kernel module (dlopen handle), closed on destruction.
+class Kernel {
+ public:
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+  Kernel(Kernel&& other) noexcept;
+  Kernel& operator=(Kernel&&) = delete;
+  ~Kernel();
+  // Compiles `source` with clang-19 (-O2, -Wall -Wextra -Werror) into dir/name.so and
+  // loads it. Throws std::runtime_error carrying the compiler output on failure.
+  static Kernel build(const KernelSource& source, const std::filesystem::path& dir, const std::string& name);
+  // Runs the kernel on `args` with `threads` threads (1 = serial parallel_for).
+  std::int32_t run(std::vector<kestrel_arg>& args, int threads) const;
+
+ private:
+  Kernel(void* handle, kestrel_kernel_fn entry) : handle_(handle), entry_(entry) {}
+  void* handle_;
+  kestrel_kernel_fn entry_;
+};
+
+// Scratch allocations not yet released through the test services.
+std::int64_t live_allocations();
+
+// 64-byte aligned float buffer with `guard` extra elements after the data that hold a
+// sentinel, to catch out-of-bounds writes.
+class Buffer {
+ public:
+  explicit Buffer(std::int64_t elements);
+  float* data() { return data_.get(); }
+  const float* data() const { return data_.get(); }
+  std::int64_t elements() const { return elements_; }
+  void fill_random(std::uint64_t seed);  // uniform in [-1, 1]
+  void fill_nan();
+  bool guard_intact() const;
+
+ private:
+  struct Free {
+    void operator()(float* p) const;
+  };
+  std::int64_t elements_;
+  std::unique_ptr<float[], Free> data_;
+};
+
+// Checks one op workload: the reference runs once, then each configuration is compiled
+// and run serially and with two threads, with outputs pre-filled with NaN, and compared
+// within op.tolerance(). Every failure is reported through Catch (INFO + CHECK).
+class WorkloadChecker {
+ public:
+  WorkloadChecker(const Op& op, Params params);
+  // Returns true when the configuration matches the reference in both runs.
+  bool check(const Config& config);
+
+ private:
+  const Op& op_;
+  Params params_;
+  TempDir dir_;
+  std::vector<TensorSpec> tensors_;
+  std::vector<Buffer> inputs_;
+  std::vector<std::vector<float>> expected_;
+  int count_ = 0;
+};
+
+// Up to `count` random valid configurations for `params`, sampled from the knob domains;
+// configuration i has pack_b = i % 2 and split = i % 3 when the op has those knobs.
+std::vector<Config> random_configs(const Op& op, const Params& params, int count, std::uint64_t seed);
+
+}  // namespace kestrel::ops::test

@@ -6,5 +6,7 @@ namespace kestrel::tools {
 
 int run_tracker(int argc, char** argv);
 int run_query(int argc, char** argv);
+int run_ops(int argc, char** argv);
+int run_profile(int argc, char** argv);
 
 }  // namespace kestrel::tools

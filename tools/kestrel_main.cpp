@@ -14,6 +14,8 @@ constexpr const char* kUsage =
     "commands:\n"
     "  tracker   run a tracker: the broker devices register with and clients lease from\n"
     "  query     show a tracker's pool: keys, free/busy/queued, devices and lease holders\n"
+    "  ops       list the built-in ops, their parameters and knob spaces\n"
+    "  profile   compile one kernel configuration and time it on a device\n"
     "  version   print the version and protocol version\n"
     "\n"
     "`kestrel <command> --help` explains each command.\n";
@@ -27,6 +29,8 @@ int main(int argc, char** argv) {
   std::string command = argv[1];
   if (command == "tracker") return kestrel::tools::run_tracker(argc, argv);
   if (command == "query") return kestrel::tools::run_query(argc, argv);
+  if (command == "ops") return kestrel::tools::run_ops(argc, argv);
+  if (command == "profile") return kestrel::tools::run_profile(argc, argv);
   if (command == "version" || command == "--version") {
     std::cout << "kestrel " << kestrel::rpc::software_version() << " (protocol " << kestrel::rpc::protocol_version()
               << ")\n";

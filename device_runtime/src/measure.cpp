@@ -154,10 +154,14 @@ struct BatchRunner::Impl {
       if (cancelled) co_return std::string();
       if (!ok || header.type != static_cast<std::uint32_t>(worker::Record::ready)) {
         bool was_timeout = timed_out;
-        if (ok && header.type == static_cast<std::uint32_t>(worker::Record::fatal)) {
-          std::string message(payload.begin(), payload.end());
+        if (ok && header.type == static_cast<std::uint32_t>(worker::Record::fatal) && payload.size() >= 4) {
+          std::uint32_t code = 0;
+          std::memcpy(&code, payload.data(), 4);
+          std::string message(payload.begin() + 4, payload.end());
+          auto status = code <= static_cast<std::uint32_t>(Status::device_lost) ? static_cast<Status>(code)
+                                                                                 : Status::runtime_error;
           reap();
-          fail_rest(next, Status::runtime_error, "batch could not run: " + message);
+          fail_rest(next, status, "batch could not run: " + message);
           co_return message;
         }
         kill_worker();

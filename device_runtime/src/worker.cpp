@@ -4,6 +4,7 @@
 #include "worker.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -48,9 +49,45 @@ void send(Record type, std::uint32_t index, std::span<const std::uint8_t> payloa
   if (!payload.empty()) write_all(payload.data(), payload.size());
 }
 
-[[noreturn]] void fatal(const std::string& message) {
-  send(Record::fatal, 0, {reinterpret_cast<const std::uint8_t*>(message.data()), message.size()});
+// Ends the batch: payload is the status every remaining candidate gets, then the message.
+[[noreturn]] void fatal(Status status, const std::string& message) {
+  std::vector<std::uint8_t> payload(4 + message.size());
+  auto code = static_cast<std::uint32_t>(status);
+  std::memcpy(payload.data(), &code, 4);
+  std::memcpy(payload.data() + 4, message.data(), message.size());
+  send(Record::fatal, 0, payload);
   std::_Exit(0);
+}
+
+// The ELF machine of this process and of a module, for a useful message when dlopen
+// refuses a module built for another architecture (glibc then says only "No such file").
+std::string elf_machine_name(std::uint16_t machine) {
+  switch (machine) {
+    case 62: return "x86_64";
+    case 183: return "aarch64";
+    case 40: return "arm";
+    case 243: return "riscv";
+    case 3: return "i386";
+    default: return "machine " + std::to_string(machine);
+  }
+}
+
+std::string architecture_mismatch(int fd) {
+  unsigned char header[20] = {};
+  if (::pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) return {};
+  if (header[0] != 0x7f || header[1] != 'E' || header[2] != 'L' || header[3] != 'F') return "it is not an ELF file";
+  std::uint16_t module_machine = static_cast<std::uint16_t>(header[18] | (header[19] << 8));
+  unsigned char self[20] = {};
+  int self_fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (self_fd < 0) return {};
+  ssize_t got = ::pread(self_fd, self, sizeof self, 0);
+  ::close(self_fd);
+  if (got != static_cast<ssize_t>(sizeof self)) return {};
+  std::uint16_t own = static_cast<std::uint16_t>(self[18] | (self[19] << 8));
+  if (own == module_machine && self[4] == header[4]) return {};
+  return "it was built for " + elf_machine_name(module_machine) + (header[4] == 1 ? " (32-bit)" : "") +
+         " but this device is " + elf_machine_name(own) + (self[4] == 1 ? " (32-bit)" : "") +
+         "; compile for the device's target (--target auto)";
 }
 
 double now_seconds() {
@@ -155,7 +192,7 @@ struct Buffer {
   explicit Buffer(std::int64_t n) : elements(n) {
     std::size_t bytes = (static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64;
     data = static_cast<float*>(std::aligned_alloc(64, bytes));
-    if (!data) fatal("out of memory allocating a " + std::to_string(bytes) + "-byte argument");
+    if (!data) fatal(Status::runtime_error, "out of memory allocating a " + std::to_string(bytes) + "-byte argument");
   }
   Buffer(Buffer&& other) noexcept : data(other.data), elements(other.elements) { other.data = nullptr; }
   Buffer& operator=(Buffer&&) = delete;
@@ -201,6 +238,11 @@ void load(Module& module, int fd, const std::string& hash) {
   module.load_ms = (now_seconds() - start) * 1e3;
   if (!module.handle) {
     const char* why = dlerror();
+    std::string mismatch = architecture_mismatch(fd);
+    if (!mismatch.empty()) {
+      module.error = "cannot load module " + hash.substr(0, 12) + ": " + mismatch;
+      return;
+    }
     module.error = std::string("cannot load module ") + hash.substr(0, 12) + ": " + (why ? why : "dlopen failed");
     // dlerror names the memfd path; the hash is the useful name.
     if (auto pos = module.error.find(path + ": "); pos != std::string::npos) module.error.erase(pos, path.size() + 2);
@@ -264,13 +306,13 @@ struct Batch {
   void run_reference() {
     Module reference;
     load(reference, spec.reference_fd, spec.reference_hash);
-    if (!reference.entry) fatal("reference kernel: " + reference.error);
+    if (!reference.entry) fatal(Status::device_load_error, "reference kernel: " + reference.error);
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
       if (spec.args[i].is_output) fill_nan(buffers[i]);
     }
     int32_t rc = reference.entry(&services, args.data(), static_cast<int32_t>(args.size()));
     reclaim_scratch();
-    if (rc != 0) fatal("reference kernel returned " + std::to_string(rc));
+    if (rc != 0) fatal(Status::runtime_error, "reference kernel returned " + std::to_string(rc));
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
       if (!spec.args[i].is_output) continue;
       Buffer copy(buffers[i].elements);
@@ -364,6 +406,17 @@ struct Batch {
       single = std::max(now_seconds() - start, 1e-9);
       double wanted = s.min_repeat_ms * 1e-3 / single;
       number = static_cast<std::uint32_t>(std::clamp(std::ceil(wanted), 1.0, 1e7));
+      // The estimate comes from one call; grow it until a whole round really lasts
+      // min_repeat_ms (a few untimed calibration rounds at most).
+      for (int attempt = 0; attempt < 4 && s.min_repeat_ms > 0; ++attempt) {
+        start = now_seconds();
+        for (std::uint32_t i = 0; i < number; ++i) module.entry(&services, args.data(), static_cast<int32_t>(args.size()));
+        double round = now_seconds() - start;
+        reclaim_scratch();
+        if (round >= s.min_repeat_ms * 1e-3 || number >= 10'000'000) break;
+        double grow = s.min_repeat_ms * 1e-3 / std::max(round, 1e-9) * 1.1;
+        number = static_cast<std::uint32_t>(std::clamp(std::ceil(number * grow), number + 1.0, 1e7));
+      }
     }
     result.number = number;
     for (std::uint32_t round = 0; round < std::max<std::uint32_t>(s.repeat, 1); ++round) {

@@ -15,7 +15,7 @@ enum class Record : std::uint32_t {
   ready = 1,    // inputs and reference output prepared
   started = 2,  // candidate `index` is starting (the parent arms its timeout)
   result = 3,   // candidate `index` finished; payload: encode_result()
-  fatal = 4,    // the batch cannot run (reference failed, out of memory); payload: message
+  fatal = 4,    // the batch cannot run (reference failed, out of memory); payload: u32 status, message
 };
 
 struct RecordHeader {

@@ -131,7 +131,7 @@ TEST_CASE("every bad kernel gets its status and the batch carries on", "[measure
   CHECK_THAT(by_id[10].message, Catch::Contains("not on this device"));
 #ifdef KESTREL_FIXTURE_AARCH64
   CHECK(by_id[11].status == Status::device_load_error);
-  CHECK_THAT(by_id[11].message, Catch::Contains("cannot load module"));
+  CHECK_THAT(by_id[11].message, Catch::Contains("built for aarch64 but this device is x86_64"));
 #endif
 }
 
@@ -154,8 +154,10 @@ TEST_CASE("a deliberately slow kernel measures slower than a good one", "[measur
   double slow = median(out.results[1].round_seconds);
   INFO("fast " << fast * 1e6 << " us, slow " << slow * 1e6 << " us");
   CHECK(slow > 10 * fast);
-  // number grew so that a round of the fast kernel lasts at least min_repeat_ms.
-  CHECK(out.results[0].number * fast >= 0.015);
+  // number grew so that a round of the fast kernel (tens of microseconds per call)
+  // lasts min_repeat_ms (20 ms): hundreds of calls, never just one.
+  CHECK(out.results[0].number >= 50);
+  CHECK(out.results[1].number < out.results[0].number);
 }
 
 TEST_CASE("fixed number, cooldown and cache flush are honoured", "[measure]") {

@@ -1,0 +1,124 @@
+// The measurement client: leases devices of a key through the tracker, uploads each
+// kernel module once per device, sends batches of candidates, and collects the results
+// as they stream back. If a device is lost mid-batch, its unfinished candidates are
+// measured again on another device of the key (a bounded number of times) before they
+// are recorded as "device lost".
+//
+// Coroutine API on the TrackerClient's executor; not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kestrel/rpc/tracker_client.h"
+
+namespace kestrel::host {
+
+// Mirrors session.capnp MeasureStatus; the order is part of the protocol.
+enum class Status : std::uint32_t {
+  ok = 0,
+  instantiation_error = 1,
+  host_compile_error = 2,
+  device_load_error = 3,
+  runtime_error = 4,
+  wrong_answer = 5,
+  build_timeout = 6,
+  run_timeout = 7,
+  device_lost = 8,
+};
+std::string_view to_string(Status status);
+// Parses the names above ("ok", "wrong answer", ...); false if unknown.
+bool parse_status(std::string_view text, Status& out);
+
+struct MeasureOptions {
+  std::uint32_t number = 0;  // calls per round; 0: grow until a round lasts min_repeat_ms
+  std::uint32_t repeat = 3;
+  std::uint32_t min_repeat_ms = 100;
+  std::uint32_t cooldown_ms = 0;
+  bool flush_cache = false;
+  std::uint32_t timeout_ms = 10'000;  // per candidate on the device
+  std::uint32_t threads = 0;          // 0: all cores of the device
+  std::uint64_t seed = 1;
+};
+
+// A compiled module, shared by every candidate and device that uses it.
+struct Module {
+  std::string hash;  // the compiler's content hash (64 hex digits)
+  std::shared_ptr<const std::vector<std::uint8_t>> image;
+};
+
+struct Workload {
+  struct Arg {
+    std::int64_t elements = 0;
+    bool is_output = false;
+  };
+  std::vector<Arg> args;
+  Module reference;  // empty hash: no correctness check
+  double tolerance = 1e-4;
+};
+
+struct Candidate {
+  std::uint64_t id = 0;
+  Module module;
+};
+
+struct Measurement {
+  std::uint64_t id = 0;
+  Status status = Status::ok;
+  std::string message;
+  std::uint32_t number = 0;
+  std::vector<double> round_seconds;  // per-call seconds of every round
+  double max_error = 0;
+  std::string device;                 // name of the device that measured it
+  unsigned attempts = 0;              // devices tried (more than 1 after a device loss)
+};
+
+struct MeasureClientOptions {
+  std::string key;
+  unsigned devices = 1;                          // leases to hold in parallel
+  std::int32_t priority = 0;
+  std::chrono::milliseconds request_timeout{30'000};  // for the first device
+  unsigned retries = 2;                          // re-measurements after a device loss
+  std::chrono::milliseconds reply_slack{30'000};  // beyond the batch's own time limits
+};
+
+class MeasureClient {
+ public:
+  MeasureClient(std::shared_ptr<rpc::TrackerClient> tracker, MeasureClientOptions options);
+  ~MeasureClient() { *alive_ = false; }
+  MeasureClient(const MeasureClient&) = delete;
+  MeasureClient& operator=(const MeasureClient&) = delete;
+
+  // Leases the first device (waiting up to request_timeout; throws RpcError with the
+  // tracker's message when none comes) and asks for the others without waiting.
+  rpc::awaitable<void> open();
+  // Measures every candidate once; results in the order of `candidates`. `on_result`
+  // (optional) is called as each one completes.
+  rpc::awaitable<std::vector<Measurement>> measure(const Workload& workload, const std::vector<Candidate>& candidates,
+                                                   const MeasureOptions& options,
+                                                   std::function<void(const Measurement&)> on_result = {});
+  // Releases every lease.
+  rpc::awaitable<void> close();
+
+  // The devices currently leased (their capabilities pick the compile target).
+  std::vector<rpc::Lease> leases() const;
+
+ private:
+  struct Device;
+  rpc::awaitable<void> collect_grant(rpc::RequestId id, std::shared_ptr<bool> alive);
+  rpc::awaitable<void> ensure_modules(Device& device, const std::vector<const Module*>& modules);
+  rpc::awaitable<void> run_batch(Device& device, const Workload& workload, const std::vector<Candidate>& batch,
+                                 const MeasureOptions& options, std::function<void(Measurement)> on_result);
+
+  std::shared_ptr<rpc::TrackerClient> tracker_;
+  MeasureClientOptions options_;
+  std::vector<std::shared_ptr<Device>> devices_;
+  std::vector<rpc::RequestId> pending_;
+  std::uint64_t next_seq_ = 1;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace kestrel::host

@@ -1,0 +1,358 @@
+// Measurement client: leases, module uploads, batches, redistribution after device loss.
+#include "kestrel/host/measure_client.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+
+#include "kestrel/rpc/log.h"
+#include "kestrel/rpc/session.h"
+
+namespace kestrel::host {
+namespace {
+using namespace std::chrono_literals;
+using rpc::awaitable;
+using rpc::ErrorCode;
+using rpc::RpcError;
+constexpr std::string_view kLog = "measure";
+
+constexpr std::string_view kStatusNames[] = {"ok",           "instantiation error", "host compile error",
+                                             "device load error", "runtime error",  "wrong answer",
+                                             "build timeout", "run timeout",        "device lost"};
+
+awaitable<void> pause(std::chrono::milliseconds d) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, d);
+  co_await timer.async_wait(rpc::use_nothrow);
+}
+
+// Decodes a session payload; throws a protocol error on garbage.
+std::unique_ptr<rpc::SessionPayload> decode(const rpc::Payload& payload) {
+  std::string error;
+  auto message = rpc::SessionPayload::decode(payload, error);
+  if (!message) throw RpcError(ErrorCode::protocol_error, "device sent " + error);
+  return message;
+}
+}  // namespace
+
+std::string_view to_string(Status status) {
+  auto index = static_cast<std::size_t>(status);
+  return index < std::size(kStatusNames) ? kStatusNames[index] : "unknown";
+}
+
+bool parse_status(std::string_view text, Status& out) {
+  for (std::size_t i = 0; i < std::size(kStatusNames); ++i) {
+    if (kStatusNames[i] == text) {
+      out = static_cast<Status>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+struct MeasureClient::Device {
+  rpc::Lease lease;
+  std::set<std::string> modules;  // known to be on the device
+  bool lost = false;
+};
+
+MeasureClient::MeasureClient(std::shared_ptr<rpc::TrackerClient> tracker, MeasureClientOptions options)
+    : tracker_(std::move(tracker)), options_(std::move(options)) {}
+
+std::vector<rpc::Lease> MeasureClient::leases() const {
+  std::vector<rpc::Lease> out;
+  for (const auto& d : devices_) {
+    if (!d->lost) out.push_back(d->lease);
+  }
+  return out;
+}
+
+awaitable<void> MeasureClient::open() {
+  rpc::RequestOptions request{options_.priority, options_.request_timeout};
+  rpc::Lease first = co_await tracker_->request(options_.key, request);
+  devices_.push_back(std::make_shared<Device>(Device{first, {}, false}));
+  log::info(kLog, "leased device '", first.info.name, "' (", first.info.triple, ") for key '", options_.key, "'");
+  // Further devices join whenever the tracker grants them.
+  for (unsigned i = 1; i < options_.devices; ++i) {
+    rpc::RequestId id = tracker_->submit(options_.key, {options_.priority, 0ms});
+    pending_.push_back(id);
+    asio::co_spawn(co_await asio::this_coro::executor, collect_grant(id, alive_), asio::detached);
+  }
+}
+
+awaitable<void> MeasureClient::collect_grant(rpc::RequestId id, std::shared_ptr<bool> alive) {
+  auto tracker = tracker_;
+  try {
+    rpc::Lease lease = co_await tracker->wait_grant(id);
+    if (!*alive) {
+      co_await tracker->release(lease.id);
+      co_return;
+    }
+    std::erase(pending_, id);
+    devices_.push_back(std::make_shared<Device>(Device{lease, {}, false}));
+    log::info(kLog, "leased another device '", lease.info.name, "' for key '", options_.key, "'");
+  } catch (const RpcError&) {
+    // Cancelled by close(), or the tracker went away: nothing to collect.
+  }
+}
+
+awaitable<void> MeasureClient::ensure_modules(Device& device, const std::vector<const Module*>& modules) {
+  std::vector<const Module*> unknown;
+  for (const Module* m : modules) {
+    if (!device.modules.contains(m->hash)) unknown.push_back(m);
+  }
+  if (unknown.empty()) co_return;
+  std::uint64_t seq = next_seq_++;
+  {
+    capnp::MallocMessageBuilder builder;
+    auto query = builder.initRoot<wire::SessionMessage>().initQueryModules();
+    query.setSeq(seq);
+    auto hashes = query.initHashes(static_cast<unsigned>(unknown.size()));
+    for (unsigned i = 0; i < unknown.size(); ++i) hashes.set(i, unknown[i]->hash);
+    tracker_->send(device.lease.id, rpc::encode_session(builder));
+  }
+  std::vector<const Module*> missing;
+  while (true) {
+    auto message = decode(co_await tracker_->receive(device.lease.id, options_.reply_slack));
+    auto root = message->root();
+    if (root.isModulesPresent() && root.getModulesPresent().getSeq() == seq) {
+      auto present = root.getModulesPresent().getPresent();
+      if (present.size() != unknown.size()) throw RpcError(ErrorCode::protocol_error, "device answered a module query badly");
+      for (unsigned i = 0; i < present.size(); ++i) {
+        if (present[i]) {
+          device.modules.insert(unknown[i]->hash);
+        } else {
+          missing.push_back(unknown[i]);
+        }
+      }
+      break;
+    }
+  }
+  // Pipelined uploads: send all, then collect the acknowledgements.
+  std::map<std::uint64_t, const Module*> waiting;
+  for (const Module* m : missing) {
+    std::uint64_t upload_seq = next_seq_++;
+    capnp::MallocMessageBuilder builder;
+    auto upload = builder.initRoot<wire::SessionMessage>().initUploadModule();
+    upload.setSeq(upload_seq);
+    upload.setHash(m->hash);
+    upload.setImage(capnp::Data::Reader(m->image->data(), m->image->size()));
+    tracker_->send(device.lease.id, rpc::encode_session(builder));
+    waiting[upload_seq] = m;
+  }
+  while (!waiting.empty()) {
+    auto message = decode(co_await tracker_->receive(device.lease.id, options_.reply_slack));
+    auto root = message->root();
+    if (root.isModuleStored()) {
+      auto it = waiting.find(root.getModuleStored().getSeq());
+      if (it == waiting.end()) continue;
+      device.modules.insert(it->second->hash);
+      waiting.erase(it);
+    } else if (root.isError() && waiting.contains(root.getError().getSeq())) {
+      // The device refused a module: candidates using it will report it missing.
+      log::warn(kLog, "device '", device.lease.info.name, "' refused a module: ", root.getError().getMessage().cStr());
+      waiting.erase(root.getError().getSeq());
+    }
+  }
+}
+
+awaitable<void> MeasureClient::run_batch(Device& device, const Workload& workload, const std::vector<Candidate>& batch,
+                                         const MeasureOptions& options, std::function<void(Measurement)> on_result) {
+  std::vector<const Module*> modules;
+  if (!workload.reference.hash.empty()) modules.push_back(&workload.reference);
+  for (const auto& c : batch) {
+    if (!c.module.hash.empty()) modules.push_back(&c.module);
+  }
+  co_await ensure_modules(device, modules);
+
+  std::uint64_t seq = next_seq_++;
+  {
+    capnp::MallocMessageBuilder builder;
+    auto request = builder.initRoot<wire::SessionMessage>().initMeasureBatch();
+    request.setSeq(seq);
+    auto args = request.initArgs(static_cast<unsigned>(workload.args.size()));
+    for (unsigned i = 0; i < workload.args.size(); ++i) {
+      args[i].setElements(workload.args[i].elements);
+      args[i].setDtype(wire::DataType::F32);
+      args[i].setIsOutput(workload.args[i].is_output);
+    }
+    request.setReferenceHash(workload.reference.hash);
+    request.setTolerance(workload.tolerance);
+    auto s = request.initSettings();
+    s.setNumber(options.number);
+    s.setRepeat(options.repeat);
+    s.setMinRepeatMs(options.min_repeat_ms);
+    s.setCooldownMs(options.cooldown_ms);
+    s.setFlushCache(options.flush_cache);
+    s.setTimeoutMs(options.timeout_ms);
+    s.setThreads(options.threads);
+    s.setSeed(options.seed);
+    auto list = request.initCandidates(static_cast<unsigned>(batch.size()));
+    for (unsigned i = 0; i < batch.size(); ++i) {
+      list[i].setId(batch[i].id);
+      list[i].setModuleHash(batch[i].module.hash);
+    }
+    tracker_->send(device.lease.id, rpc::encode_session(builder));
+  }
+  // The device needs at most its setup allowance plus every candidate's limit; we wait
+  // for each next message up to the larger of those, plus slack.
+  auto per_message = std::chrono::milliseconds(options.timeout_ms) * 4 + options_.reply_slack + 10s;
+  std::set<std::uint64_t> outstanding;
+  for (const auto& c : batch) outstanding.insert(c.id);
+  while (true) {
+    auto message = decode(co_await tracker_->receive(device.lease.id, per_message));
+    auto root = message->root();
+    if (root.isMeasureResult() && root.getMeasureResult().getSeq() == seq) {
+      auto r = root.getMeasureResult();
+      if (!outstanding.erase(r.getCandidateId())) continue;
+      Measurement m;
+      m.id = r.getCandidateId();
+      m.status = static_cast<Status>(r.getStatus());
+      m.message = r.getMessage();
+      m.number = r.getNumber();
+      for (double s : r.getRoundSeconds()) m.round_seconds.push_back(s);
+      m.max_error = r.getMaxError();
+      m.device = device.lease.info.name;
+      on_result(std::move(m));
+    } else if (root.isBatchDone() && root.getBatchDone().getSeq() == seq) {
+      std::string why = root.getBatchDone().getMessage();
+      for (std::uint64_t id : outstanding) {
+        Measurement m;
+        m.id = id;
+        m.status = Status::runtime_error;
+        m.message = why.empty() ? "device returned no result" : why;
+        m.device = device.lease.info.name;
+        on_result(std::move(m));
+      }
+      co_return;
+    } else if (root.isError() && root.getError().getSeq() == seq) {
+      std::string why = root.getError().getMessage();
+      for (std::uint64_t id : outstanding) {
+        Measurement m;
+        m.id = id;
+        m.status = Status::device_load_error;
+        m.message = why;
+        m.device = device.lease.info.name;
+        on_result(std::move(m));
+      }
+      co_return;
+    }
+  }
+}
+
+awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workload,
+                                                            const std::vector<Candidate>& candidates,
+                                                            const MeasureOptions& options,
+                                                            std::function<void(const Measurement&)> on_result) {
+  std::vector<Measurement> results(candidates.size());
+  std::vector<bool> done(candidates.size(), false);
+  std::vector<unsigned> attempts(candidates.size(), 0);
+  std::map<std::uint64_t, std::size_t> index_of;
+  for (std::size_t i = 0; i < candidates.size(); ++i) index_of[candidates[i].id] = i;
+  std::deque<std::size_t> queue;
+  for (std::size_t i = 0; i < candidates.size(); ++i) queue.push_back(i);
+  std::size_t finished = 0;
+  std::string last_loss;
+
+  auto record = [&](Measurement m) {
+    auto it = index_of.find(m.id);
+    if (it == index_of.end() || done[it->second]) return;
+    m.attempts = attempts[it->second];
+    done[it->second] = true;
+    ++finished;
+    results[it->second] = std::move(m);
+    if (on_result) on_result(results[it->second]);
+  };
+
+  // One worker per leased device pulls chunks from the shared queue.
+  auto worker = [&](std::shared_ptr<Device> device) -> awaitable<void> {
+    while (!device->lost) {
+      if (queue.empty()) co_return;
+      std::size_t live = std::max<std::size_t>(leases().size(), 1);
+      std::size_t chunk = std::clamp<std::size_t>((queue.size() + live - 1) / live, 1, 16);
+      std::vector<std::size_t> taken;
+      std::vector<Candidate> batch;
+      while (!queue.empty() && taken.size() < chunk) {
+        taken.push_back(queue.front());
+        batch.push_back(candidates[queue.front()]);
+        ++attempts[queue.front()];
+        queue.pop_front();
+      }
+      try {
+        co_await run_batch(*device, workload, batch, options, record);
+      } catch (const RpcError& e) {
+        device->lost = true;
+        last_loss = e.what();
+        log::warn(kLog, "device '", device->lease.info.name, "' lost during a batch: ", e.what());
+        for (std::size_t i : taken) {
+          if (done[i]) continue;
+          if (attempts[i] > options_.retries) {
+            Measurement m;
+            m.id = candidates[i].id;
+            m.status = Status::device_lost;
+            m.message = e.what();
+            m.device = device->lease.info.name;
+            record(std::move(m));
+          } else {
+            queue.push_front(i);  // measured again on another device
+          }
+        }
+      }
+    }
+  };
+
+  std::set<Device*> working;
+  std::size_t running = 0;
+  auto executor = co_await asio::this_coro::executor;
+  while (finished < candidates.size()) {
+    // Every live device not yet busy (including ones granted meanwhile) takes work.
+    for (auto& d : devices_) {
+      if (d->lost || working.contains(d.get()) || queue.empty()) continue;
+      working.insert(d.get());
+      ++running;
+      asio::co_spawn(executor, worker(d), [&, raw = d.get()](std::exception_ptr) {
+        working.erase(raw);
+        --running;
+      });
+    }
+    if (running == 0 && !queue.empty() && leases().empty()) {
+      // Every leased device is gone: ask for a replacement before giving up.
+      try {
+        rpc::Lease lease = co_await tracker_->request(options_.key, {options_.priority, options_.request_timeout});
+        devices_.push_back(std::make_shared<Device>(Device{lease, {}, false}));
+        log::info(kLog, "continuing on device '", lease.info.name, "'");
+        continue;
+      } catch (const RpcError& e) {
+        for (std::size_t i : queue) {
+          Measurement m;
+          m.id = candidates[i].id;
+          m.status = Status::device_lost;
+          m.message = (last_loss.empty() ? std::string("no device") : last_loss) + "; no replacement device: " + e.what();
+          record(std::move(m));
+        }
+        queue.clear();
+        break;
+      }
+    }
+    co_await pause(2ms);
+  }
+  while (running > 0) co_await pause(2ms);
+  co_return results;
+}
+
+awaitable<void> MeasureClient::close() {
+  *alive_ = false;
+  for (rpc::RequestId id : pending_) tracker_->cancel(id);
+  pending_.clear();
+  for (auto& d : devices_) {
+    if (d->lost) continue;
+    try {
+      co_await tracker_->release(d->lease.id);
+    } catch (const RpcError& e) {
+      log::debug(kLog, "release of lease ", d->lease.id.value, ": ", e.what());
+    }
+  }
+  devices_.clear();
+}
+
+}  // namespace kestrel::host

@@ -1,0 +1,163 @@
+// Compile targets: parsing and normalising triples, the host's own target, and the
+// target matching a registered device.
+#include "kestrel/host/target.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
+
+namespace kestrel::host {
+namespace {
+
+std::string supported_list() {
+  std::string list = "native";
+  for (const std::string& triple : supported_triples()) list += ", " + triple;
+  return list;
+}
+
+// One of supported_triples() for any spelling LLVM understands of the same target
+// ("x86_64-pc-linux-gnu", "armv7l-unknown-linux-gnueabihf"), or nothing.
+std::optional<std::string> canonical_triple(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  const llvm::Triple triple{llvm::Triple::normalize(llvm::StringRef(text.data(), text.size()))};
+  if (triple.getOS() != llvm::Triple::Linux) return std::nullopt;
+  const auto env = triple.getEnvironment();
+  const bool gnu = env == llvm::Triple::GNU || env == llvm::Triple::UnknownEnvironment;
+  switch (triple.getArch()) {
+    case llvm::Triple::x86_64:
+      if (gnu) return "x86_64-linux-gnu";
+      break;
+    case llvm::Triple::aarch64:
+      if (gnu) return "aarch64-linux-gnu";
+      break;
+    case llvm::Triple::arm:
+    case llvm::Triple::thumb:
+      // Only ARMv7-A class cores with hard float: "arm-linux-gnueabihf" alone also
+      // names ARMv6 boards (Raspberry Pi OS), where NEON code would fault.
+      if (env == llvm::Triple::GNUEABIHF &&
+          (triple.getSubArch() == llvm::Triple::ARMSubArch_v7 ||
+           triple.getSubArch() == llvm::Triple::ARMSubArch_v8))
+        return "armv7a-linux-gnueabihf";
+      break;
+    case llvm::Triple::riscv64:
+      if (gnu) return "riscv64-linux-gnu";
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+bool valid_cpu(std::string_view cpu) {
+  return std::all_of(cpu.begin(), cpu.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.' || c == '+';
+  });
+}
+
+// "+avx2,-fma": comma-separated LLVM features, each with its sign.
+void check_features(std::string_view features) {
+  std::size_t start = 0;
+  while (start <= features.size() && !features.empty()) {
+    std::size_t end = features.find(',', start);
+    if (end == std::string_view::npos) end = features.size();
+    const std::string_view feature = features.substr(start, end - start);
+    if (feature.size() < 2 || (feature[0] != '+' && feature[0] != '-') ||
+        !valid_cpu(feature.substr(1)) || feature.find('+', 1) != std::string_view::npos)
+      throw std::invalid_argument("bad target feature '" + std::string(feature) + "' in '" +
+                                  std::string(features) +
+                                  "': expected comma-separated +name or -name, e.g. +avx2,-fma");
+    start = end + 1;
+  }
+}
+
+std::string host_cpu() {
+  const std::string cpu = llvm::sys::getHostCPUName().str();
+  return cpu == "generic" ? std::string() : cpu;
+}
+
+Target native_target() {
+  const std::string process = llvm::sys::getProcessTriple();
+  const std::optional<std::string> triple = canonical_triple(process);
+  if (!triple)
+    throw std::invalid_argument("this host (" + process +
+                                ") is not a supported target: supported targets are " +
+                                supported_list());
+  return Target{*triple, host_cpu(), ""};
+}
+
+std::string this_hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return {};
+  return name;
+}
+
+std::string this_machine() {
+  struct utsname uts {};
+  if (::uname(&uts) != 0) return {};
+  return uts.machine;
+}
+
+}  // namespace
+
+std::string Target::to_string() const {
+  std::string out = triple;
+  if (!cpu.empty() || !features.empty()) {
+    out += " (";
+    out += cpu;
+    if (!cpu.empty() && !features.empty()) out += ", ";
+    out += features;
+    out += ")";
+  }
+  return out;
+}
+
+const std::vector<std::string>& supported_triples() {
+  static const std::vector<std::string> triples = {
+      "x86_64-linux-gnu", "aarch64-linux-gnu", "armv7a-linux-gnueabihf", "riscv64-linux-gnu"};
+  return triples;
+}
+
+Target parse_target(std::string_view triple, std::string_view cpu, std::string_view features) {
+  if (!valid_cpu(cpu))
+    throw std::invalid_argument("bad target cpu '" + std::string(cpu) +
+                                "': expected a CPU or architecture name such as cortex-a72");
+  check_features(features);
+  Target target;
+  if (triple == "native") {
+    target = native_target();
+  } else if (std::optional<std::string> canonical = canonical_triple(triple)) {
+    target.triple = *canonical;
+  } else {
+    throw std::invalid_argument("unsupported target '" + std::string(triple) +
+                                "': supported targets are " + supported_list());
+  }
+  if (!cpu.empty()) target.cpu = cpu;
+  target.features = features;
+  return target;
+}
+
+Target target_for_device(const rpc::DeviceInfo& device) {
+  const std::optional<std::string> triple = canonical_triple(device.triple);
+  if (!triple)
+    throw std::invalid_argument("device '" + device.name + "' registered target '" +
+                                device.triple + "', which kestrel cannot compile for: supported targets are " +
+                                supported_list());
+  Target target{*triple, "", ""};
+  // The host's CPU name is only right for the host itself; any other board gets the
+  // triple's baseline, which runs on every CPU of that architecture.
+  if (!device.hostname.empty() && device.hostname == this_hostname() &&
+      device.arch == this_machine()) {
+    const std::optional<std::string> native = canonical_triple(llvm::sys::getProcessTriple());
+    if (native == triple) target.cpu = host_cpu();
+  }
+  return target;
+}
+
+}  // namespace kestrel::host

@@ -1,0 +1,70 @@
+// `kestrel ops`: the op library, its workload parameters and knob spaces.
+#include <iostream>
+
+#include "args.h"
+#include "commands.h"
+#include "kestrel/ops/op.h"
+
+namespace kestrel::tools {
+
+int run_ops(int argc, char** argv) {
+  Args args("kestrel ops", "Lists the built-in ops and their workload parameters. With --op and --shape, shows\n"
+                           "the knob space for that workload, its size, and the default configuration.");
+  args.option("op", "NAME", "op to describe");
+  args.option("shape", "SHAPE", "workload, e.g. M=512,N=512,K=512 or 512x512x512");
+  try {
+    if (!args.parse(argc, argv, 2)) {
+      std::cout << args.help();
+      return 0;
+    }
+    ops::Registry registry = ops::builtin_ops();
+    std::vector<const ops::Op*> selected;
+    if (args.has("op")) {
+      selected.push_back(&registry.get(args.get("op")));
+    } else {
+      selected = registry.all();
+    }
+    for (const ops::Op* op : selected) {
+      std::cout << op->name() << ": " << op->description() << "\n  parameters:\n";
+      for (const auto& p : op->params()) {
+        std::cout << "    " << p.name << "  " << p.help;
+        if (p.fallback >= p.min) std::cout << " (default " << p.fallback << ")";
+        std::cout << "\n";
+      }
+      std::cout << "  backends:";
+      for (auto b : op->backends()) std::cout << " " << ops::to_string(b);
+      std::cout << "\n";
+      if (!args.has("shape")) {
+        std::cout << "  (knob space: kestrel ops --op " << op->name() << " --shape ...)\n\n";
+        continue;
+      }
+      ops::Params params = ops::parse_params(*op, args.get("shape"));
+      std::cout << "  workload: " << ops::format_params(params) << ", " << op->flops(params) / 1e9 << " GFLOP\n";
+      std::cout << "  arguments:\n";
+      for (const auto& t : op->tensors(params)) {
+        std::cout << "    " << t.name << "  " << ops::to_string(t.dtype) << "[";
+        for (std::size_t i = 0; i < t.shape.size(); ++i) std::cout << (i ? "," : "") << t.shape[i];
+        std::cout << "]  " << (t.role == ops::Role::output ? "output" : "input") << "\n";
+      }
+      double points = 1;
+      std::cout << "  knobs:\n";
+      for (const auto& k : op->knobs(params)) {
+        points *= static_cast<double>(k.values.size());
+        std::cout << "    " << k.name << " {";
+        for (std::size_t i = 0; i < k.values.size(); ++i) std::cout << (i ? "," : "") << k.values[i];
+        std::cout << "}  " << k.help << "\n";
+      }
+      std::cout << "  space: " << points << " points before constraints\n";
+      std::cout << "  default: " << ops::format_config(op->default_config(params)) << "\n\n";
+    }
+    return 0;
+  } catch (const UsageError& e) {
+    std::cerr << "kestrel ops: " << e.what() << "\n(see kestrel ops --help)\n";
+    return 2;
+  } catch (const ops::OpError& e) {
+    std::cerr << "kestrel ops: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace kestrel::tools

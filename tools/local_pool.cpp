@@ -1,0 +1,86 @@
+// In-process tracker plus kestrel-device children on loopback.
+#include "local_pool.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+#include "kestrel/rpc/log.h"
+#include "kestrel/rpc/tracker.h"
+
+extern char** environ;
+
+namespace kestrel::tools {
+
+std::string device_binary_path() {
+  if (const char* env = std::getenv("KESTREL_DEVICE_BIN")) return env;
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "kestrel-device";
+  return (self.parent_path() / "kestrel-device").string();
+}
+
+struct LocalPool::Impl {
+  asio::io_context io;
+  std::unique_ptr<rpc::Tracker> tracker;
+  std::thread thread;
+  std::vector<pid_t> children;
+};
+
+LocalPool::LocalPool(unsigned devices, std::string key) : impl_(std::make_unique<Impl>()), key_(std::move(key)) {
+  std::string binary = device_binary_path();
+  if (::access(binary.c_str(), X_OK) != 0) {
+    throw std::runtime_error("cannot find the device runtime at " + binary +
+                             " (build it, or set KESTREL_DEVICE_BIN, or pass --tracker HOST:PORT)");
+  }
+  rpc::TrackerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  impl_->tracker = std::make_unique<rpc::Tracker>(impl_->io, options);
+  port_ = impl_->tracker->port();
+  impl_->tracker->start();
+  impl_->thread = std::thread([this] { impl_->io.run(); });
+  std::string tracker = "127.0.0.1:" + std::to_string(port_);
+  std::string level = log::level() <= log::Level::debug ? "debug" : "warn";
+  for (unsigned i = 0; i < devices; ++i) {
+    std::string name = "local-" + std::to_string(::getpid()) + "-" + std::to_string(i);
+    std::vector<std::string> args = {binary, "--tracker", tracker, "--key", key_, "--name", name, "--log-level", level};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    if (::posix_spawn(&pid, binary.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+      throw std::runtime_error("cannot start " + binary);
+    }
+    impl_->children.push_back(pid);
+  }
+  log::info("local", "local pool: tracker on ", tracker, ", ", devices, " device(s) under key '", key_, "'");
+}
+
+LocalPool::~LocalPool() {
+  for (pid_t pid : impl_->children) ::kill(pid, SIGTERM);
+  for (pid_t pid : impl_->children) {
+    int status = 0;
+    for (int i = 0; i < 200; ++i) {  // up to 2 s, then SIGKILL
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+  }
+  asio::post(impl_->io, [this] { impl_->tracker->stop(); });
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace kestrel::tools

@@ -1,0 +1,78 @@
+// Shared measuring options.
+#include "measure_args.h"
+
+#include "kestrel/rpc/log.h"
+
+namespace kestrel::tools {
+
+void add_pool_options(Args& args) {
+  args.option("tracker", "HOST:PORT", "tracker to lease devices from; without it, a local tracker and device are started");
+  args.option("key", "KEY", "device key to lease", "local");
+  args.option("token-file", "FILE", "the tracker's shared token");
+  args.option("wait-ms", "MS", "how long to wait for a free device", "30000");
+  args.option("target", "TARGET", "auto (from the device), native, or a triple: x86_64-linux-gnu, aarch64-linux-gnu, "
+                                   "armv7a-linux-gnueabihf, riscv64-linux-gnu", "auto");
+  args.option("mcpu", "CPU", "CPU to tune the code for, e.g. cortex-a72 (with a triple)");
+  args.option("features", "FEATURES", "extra target features, e.g. +avx2");
+}
+
+PoolChoice pool_choice(const Args& args) {
+  PoolChoice choice;
+  if (args.has("tracker")) choice.tracker = rpc::parse_endpoint(args.get("tracker"));
+  choice.key = args.get("key", "local");
+  if (!choice.tracker && args.has("key") && choice.key != "local") {
+    throw UsageError("--key " + choice.key + " needs --tracker HOST:PORT (without --tracker a local device is used)");
+  }
+  if (args.has("token-file")) choice.token = rpc::Token::from_file(args.get("token-file"));
+  choice.wait = std::chrono::milliseconds(args.get_int("wait-ms", 30'000, 1, 24 * 3'600'000));
+  return choice;
+}
+
+void add_measure_options(Args& args) {
+  args.option("number", "N", "calls per timed round; 0 grows it until a round lasts --min-repeat-ms", "0");
+  args.option("repeat", "N", "timed rounds", "5");
+  args.option("min-repeat-ms", "MS", "minimum length of a round when --number is 0", "100");
+  args.option("cooldown-ms", "MS", "pause between rounds", "0");
+  args.flag("flush-cache", "overwrite the CPU caches before every round");
+  args.option("timeout-ms", "MS", "time limit per candidate on the device", "10000");
+  args.option("threads", "N", "threads the kernel may use; 0 = all cores", "0");
+  args.option("seed", "N", "seed of the random input data", "1");
+}
+
+host::MeasureOptions measure_options(const Args& args) {
+  host::MeasureOptions m;
+  m.number = static_cast<std::uint32_t>(args.get_int("number", 0, 0, 100'000'000));
+  m.repeat = static_cast<std::uint32_t>(args.get_int("repeat", 5, 1, 10'000));
+  m.min_repeat_ms = static_cast<std::uint32_t>(args.get_int("min-repeat-ms", 100, 0, 600'000));
+  m.cooldown_ms = static_cast<std::uint32_t>(args.get_int("cooldown-ms", 0, 0, 600'000));
+  m.flush_cache = args.has("flush-cache");
+  m.timeout_ms = static_cast<std::uint32_t>(args.get_int("timeout-ms", 10'000, 1, 3'600'000));
+  m.threads = static_cast<std::uint32_t>(args.get_int("threads", 0, 0, 1024));
+  m.seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
+  return m;
+}
+
+host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device) {
+  std::string triple = args.get("target", "auto");
+  try {
+    if (triple == "auto") {
+      host::Target target = host::target_for_device(device);
+      if (args.has("mcpu")) target.cpu = args.get("mcpu");
+      if (args.has("features")) target.features = args.get("features");
+      return target;
+    }
+    return host::parse_target(triple, args.get("mcpu"), args.get("features"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void set_log_level(const Args& args, const std::string& fallback) {
+  log::Level level;
+  if (!log::parse_level(args.get("log-level", fallback), level)) {
+    throw UsageError("--log-level must be debug, info, warn, error or off");
+  }
+  log::set_level(level);
+}
+
+}  // namespace kestrel::tools

@@ -16,7 +16,7 @@
 #include "kestrel/ops/op.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/log.h"
-#include "local_pool.h"
+#include "kestrel/host/local_pool.h"
 #include "measure_args.h"
 
 namespace kestrel::tools {
@@ -181,8 +181,8 @@ int run_profile(int argc, char** argv) {
     host::MeasureOptions measure = measure_options(args);
     PoolChoice pool = pool_choice(args);
 
-    std::unique_ptr<LocalPool> local;
-    if (!pool.tracker) local = std::make_unique<LocalPool>(1, pool.key);
+    std::unique_ptr<host::LocalPool> local;
+    if (!pool.tracker) local = std::make_unique<host::LocalPool>(1, pool.key);
     rpc::Endpoint endpoint = pool.tracker ? *pool.tracker : local->endpoint();
 
     host::Measurement result;

@@ -10,7 +10,7 @@
 
 #include "kestrel/rpc/connection.h"
 
-namespace kestrel::tools {
+namespace kestrel::host {
 
 class LocalPool {
  public:
@@ -34,4 +34,4 @@ class LocalPool {
 // kestrel-device next to this executable (or $KESTREL_DEVICE_BIN).
 std::string device_binary_path();
 
-}  // namespace kestrel::tools
+}  // namespace kestrel::host

@@ -1,5 +1,5 @@
 // In-process tracker plus kestrel-device children on loopback.
-#include "local_pool.h"
+#include "kestrel/host/local_pool.h"
 
 #include <signal.h>
 #include <spawn.h>
@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace kestrel::tools {
+namespace kestrel::host {
 
 std::string device_binary_path() {
   if (const char* env = std::getenv("KESTREL_DEVICE_BIN")) return env;
@@ -83,4 +83,4 @@ LocalPool::~LocalPool() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-}  // namespace kestrel::tools
+}  // namespace kestrel::host

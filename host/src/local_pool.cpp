@@ -56,6 +56,7 @@ LocalPool::LocalPool(unsigned devices, std::string key) : impl_(std::make_unique
     argv.push_back(nullptr);
     pid_t pid = -1;
     if (::posix_spawn(&pid, binary.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+      shutdown();  // the destructor will not run: undo what was started
       throw std::runtime_error("cannot start " + binary);
     }
     impl_->children.push_back(pid);
@@ -63,7 +64,9 @@ LocalPool::LocalPool(unsigned devices, std::string key) : impl_(std::make_unique
   log::info("local", "local pool: tracker on ", tracker, ", ", devices, " device(s) under key '", key_, "'");
 }
 
-LocalPool::~LocalPool() {
+LocalPool::~LocalPool() { shutdown(); }
+
+void LocalPool::shutdown() {
   for (pid_t pid : impl_->children) ::kill(pid, SIGTERM);
   for (pid_t pid : impl_->children) {
     int status = 0;
@@ -79,8 +82,11 @@ LocalPool::~LocalPool() {
       ::waitpid(pid, &status, 0);
     }
   }
-  asio::post(impl_->io, [this] { impl_->tracker->stop(); });
-  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->children.clear();
+  if (impl_->thread.joinable()) {
+    asio::post(impl_->io, [this] { impl_->tracker->stop(); });
+    impl_->thread.join();
+  }
 }
 
 }  // namespace kestrel::host

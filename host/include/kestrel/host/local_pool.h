@@ -25,6 +25,8 @@ class LocalPool {
   const std::string& key() const { return key_; }
 
  private:
+  void shutdown();  // stops the children and the tracker; idempotent
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::uint16_t port_ = 0;

@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "kestrel/host/compile_async.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/measure_client.h"
 #include "kestrel/ops/op.h"
@@ -206,14 +207,18 @@ int run_profile(int argc, char** argv) {
               result.status = host::Status::instantiation_error;
               result.message = subject.instantiation_error;
             } else {
-              host::Compiler compiler({1});
-              host::CompileResult kernel = compiler.compile({subject.kernel, target});
+              host::Compiler compiler({2});
+              std::vector<host::CompileRequest> requests(1, host::CompileRequest{subject.kernel, target});
+              if (subject.reference) requests.push_back(host::CompileRequest{*subject.reference, target});
+              // On the compiler's pool: this io thread must keep answering heartbeats.
+              auto compiled = co_await host::compile_async(compiler, std::move(requests));
+              host::CompileResult& kernel = compiled.front();
               compile_ms = kernel.compile_ms;
               host::Workload workload;
               workload.args = subject.args;
               workload.tolerance = subject.tolerance;
               if (subject.reference) {
-                host::CompileResult ref = compiler.compile({*subject.reference, target});
+                host::CompileResult& ref = compiled.back();
                 if (!ref.ok) throw std::runtime_error("the reference kernel does not compile:\n" + ref.diagnostics);
                 workload.reference = {ref.hash, std::make_shared<std::vector<std::uint8_t>>(std::move(ref.shared_object))};
               }

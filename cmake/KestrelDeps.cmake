@@ -25,3 +25,14 @@ else()
 endif()
 
 find_package(nlohmann_json 3 QUIET)
+
+# Tuner: XGBoost's C API (its CMake config needs the xgboost CLI package, so find the
+# header and library directly) and SQLite for the records database.
+find_path(XGBOOST_INCLUDE_DIR xgboost/c_api.h)
+find_library(XGBOOST_LIBRARY xgboost)
+find_package(SQLite3)
+if(XGBOOST_INCLUDE_DIR AND XGBOOST_LIBRARY)
+  add_library(kestrel_xgboost INTERFACE)
+  target_include_directories(kestrel_xgboost SYSTEM INTERFACE ${XGBOOST_INCLUDE_DIR})
+  target_link_libraries(kestrel_xgboost INTERFACE ${XGBOOST_LIBRARY})
+endif()

@@ -10,6 +10,7 @@ packages=(
   capnproto libcapnp-dev                             # wire schema
   libsodium-dev                                      # HMAC-SHA256 handshake, nonces
   nlohmann-json3-dev                                 # --json output of host tools
+  libxgboost-dev libsqlite3-dev                     # cost model, records database
   llvm-19-dev libclang-19-dev liblld-19-dev clang-19 lld-19 zlib1g-dev libzstd-dev libffi-dev libxml2-dev  # in-process kernel compiler (+ what LLVM/LLD's CMake configs find)
   catch2 libbenchmark-dev                            # tests, benchmarks
   iproute2 procps                                    # process/network helpers used by e2e tests

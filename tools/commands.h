@@ -8,5 +8,8 @@ int run_tracker(int argc, char** argv);
 int run_query(int argc, char** argv);
 int run_ops(int argc, char** argv);
 int run_profile(int argc, char** argv);
+int run_tune(int argc, char** argv);
+int run_best(int argc, char** argv);
+int run_records(int argc, char** argv);
 
 }  // namespace kestrel::tools

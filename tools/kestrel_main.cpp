@@ -16,6 +16,9 @@ constexpr const char* kUsage =
     "  query     show a tracker's pool: keys, free/busy/queued, devices and lease holders\n"
     "  ops       list the built-in ops, their parameters and knob spaces\n"
     "  profile   compile one kernel configuration and time it on a device\n"
+    "  tune      tune a workload on a device pool (or this machine) and record every result\n"
+    "  best      print the best recorded configuration per workload and target\n"
+    "  records   export or import records as JSON lines\n"
     "  version   print the version and protocol version\n"
     "\n"
     "`kestrel <command> --help` explains each command.\n";
@@ -31,6 +34,9 @@ int main(int argc, char** argv) {
   if (command == "query") return kestrel::tools::run_query(argc, argv);
   if (command == "ops") return kestrel::tools::run_ops(argc, argv);
   if (command == "profile") return kestrel::tools::run_profile(argc, argv);
+  if (command == "tune") return kestrel::tools::run_tune(argc, argv);
+  if (command == "best") return kestrel::tools::run_best(argc, argv);
+  if (command == "records") return kestrel::tools::run_records(argc, argv);
   if (command == "version" || command == "--version") {
     std::cout << "kestrel " << kestrel::rpc::software_version() << " (protocol " << kestrel::rpc::protocol_version()
               << ")\n";

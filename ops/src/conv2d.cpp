@@ -14,6 +14,10 @@ const std::vector<std::int64_t> kTw = {1, 2, 4, 7, 8, 14, 16, 24, 28, 32, 48, 56
 const std::vector<std::int64_t> kTh = {1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64};
 const std::vector<std::int64_t> kTc = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 constexpr std::int64_t kAccumulatorBudget = 32;
+constexpr double kTypicalCores = 8;  // for the load-balance features
+
+// The share of `padded` that is padding beyond `used` (0 when nothing is padded).
+double waste(double used, double padded) { return padded > 0 ? (padded - used) / padded : 0.0; }
 
 struct Shape {
   std::int64_t n, c, h, w, k, r, s, stride, pad, dilation;
@@ -169,6 +173,71 @@ class Conv2dOp final : public Op {
   double tolerance(const Params& params) const override {
     Shape s = shape_of(params);
     return detail::dot_tolerance(static_cast<double>(s.c * s.r * s.s));
+  }
+
+  // Parameters and knobs, then quantities derived from both. Every name is emitted for
+  // every workload and configuration, in this order; all values are finite and >= 0.
+  std::vector<std::pair<std::string, double>> features(const Params& params, const Config& c) const override {
+    auto out = Op::features(params, c);
+    auto add = [&out](const char* name, double value) { out.emplace_back(std::string("conv2d.") + name, value); };
+    const Shape s = shape_of(params);
+    const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+    const double p = d(std::max<std::int64_t>(s.p(), 1)), q = d(std::max<std::int64_t>(s.q(), 1));
+    const double kk = d(s.k), cc = d(s.c), r = d(s.r), sw = d(s.s), stride = d(s.stride), dil = d(s.dilation);
+    const std::int64_t tk = c.at("tk"), th = c.at("th"), tw = c.at("tw"), tc = c.at("tc"), vec = c.at("vec"),
+                       split = c.at("split");
+    const double tc_eff = std::min(d(tc), cc), th_eff = std::min(d(th), p);
+    const double kb = std::ceil(kk / d(tk)), pb = std::ceil(p / d(th)), qb = std::ceil(q / d(tw)),
+                 cb = std::ceil(cc / d(tc));
+    const double accumulators = d(tk * std::max<std::int64_t>(tw / vec, 1));
+    const double items = split == 0 ? kb : split == 1 ? pb : kb * pb;
+    const double waves = std::ceil(items / kTypicalCores);
+    const double flops = 2.0 * d(s.n) * kk * p * q * cc * r * sw;
+    // Input floats one register tile reads per channel: R rows of its TW columns plus
+    // the filter's reach, in every stride phase.
+    const double tile_row = d(tw) * stride + (sw - 1) * dil;
+    // Input rows one block of TH output rows touches.
+    const double block_rows = (th_eff - 1) * stride + (r - 1) * dil + 1;
+
+    add("P", p);
+    add("Q", q);
+    add("flops", flops);
+    add("reduction", cc * r * sw);
+    // Footprints in bytes: the register tile's weights and input per channel block, and
+    // one work block's input, weights and output.
+    add("tile_weight_bytes", d(tk) * tc_eff * r * sw * 4);
+    add("tile_input_bytes", tc_eff * r * tile_row * 4);
+    add("block_input_bytes", tc_eff * block_rows * (q * stride + (sw - 1) * dil) * 4);
+    add("block_output_bytes", d(tk) * th_eff * q * 4);
+    add("packed_image_bytes", cc * (d(s.h) + 2 * d(s.pad)) * (qb * d(tw) + (sw - 1) * dil) * 4);
+    // Register pressure of the tile.
+    add("accumulators", accumulators);
+    add("accumulator_share", accumulators / d(kAccumulatorBudget));
+    add("vectors_per_row", d(tw / vec));
+    // Padding waste: channels, rows and columns computed on zeros, partial channel blocks.
+    add("waste_tk", waste(kk, kb * d(tk)));
+    add("waste_th", waste(p, pb * d(th)));
+    add("waste_tw", waste(q, qb * d(tw)));
+    add("waste_tc", waste(cc, cb * d(tc)));
+    // Useful share of the lanes computed, and the vector width.
+    add("vector_utilisation", (kk * q) / (kb * d(tk) * qb * d(tw)));
+    add("vector_width_share", d(vec) / 16.0);
+    // Arithmetic intensity: per (c, r, s) step a tile loads TW input floats and TK weights
+    // for TK*TW multiply-adds; per block, flops over the floats the block moves (output
+    // read and written once per channel block).
+    add("micro_intensity", 2.0 * d(tk * tw) / d(tk + tw));
+    const double block_flops = 2.0 * d(tk) * th_eff * q * tc_eff * r * sw;
+    const double block_floats = d(tk) * tc_eff * r * sw + tc_eff * block_rows * (q * stride + (sw - 1) * dil) +
+                                2.0 * d(tk) * th_eff * q;
+    add("block_intensity", block_flops / block_floats);
+    add("output_passes", cb);
+    add("channel_iterations_per_unroll", tc_eff / d(c.at("unroll")));
+    // Parallelism: work items (per image) against a typical core count, and their balance.
+    add("parallel_items", items);
+    add("core_occupancy", std::min(items, kTypicalCores) / kTypicalCores);
+    add("load_balance", items / (waves * kTypicalCores));
+    add("flops_per_item", flops / (d(s.n) * items));
+    return out;
   }
 };
 

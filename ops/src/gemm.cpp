@@ -17,6 +17,10 @@ constexpr std::int64_t kMaxDim = 65536;
 constexpr std::int64_t kAccumulatorBudget = 32;  // vector registers of the widest common ISAs
 constexpr std::int64_t kMaxPackedA = 256 * 1024;  // floats (1 MiB)
 constexpr std::int64_t kMaxPackedB = 4 << 20;     // floats (16 MiB)
+constexpr double kTypicalCores = 8;               // for the load-balance features
+
+// The share of `padded` that is padding beyond `used` (0 when nothing is padded).
+double waste(double used, double padded) { return padded > 0 ? (padded - used) / padded : 0.0; }
 
 class GemmOp final : public Op {
  public:
@@ -158,6 +162,65 @@ class GemmOp final : public Op {
   }
 
   double tolerance(const Params& p) const override { return detail::dot_tolerance(static_cast<double>(p.at("K"))); }
+
+  // Parameters and knobs, then quantities derived from both. Every name is emitted for
+  // every workload and configuration, in this order; all values are finite and >= 0.
+  std::vector<std::pair<std::string, double>> features(const Params& p, const Config& c) const override {
+    auto out = Op::features(p, c);
+    auto add = [&out](const char* name, double value) { out.emplace_back(std::string("gemm.") + name, value); };
+    const double m = static_cast<double>(p.at("M")), n = static_cast<double>(p.at("N")),
+                 k = static_cast<double>(p.at("K"));
+    const std::int64_t mc = c.at("mc"), nc = c.at("nc"), kc = c.at("kc"), mr = c.at("mr"), nr = c.at("nr"),
+                       vec = c.at("vec"), split = c.at("split");
+    const bool pack_b = c.at("pack_b") != 0;
+    // The blocks actually used (a block is never larger than its dimension).
+    const double mc_eff = std::min<double>(static_cast<double>(mc), m);
+    const double nc_eff = std::min<double>(static_cast<double>(nc), n);
+    const double kc_eff = std::min<double>(static_cast<double>(kc), k);
+    const double mb = std::ceil(m / static_cast<double>(mc)), nb = std::ceil(n / static_cast<double>(nc)),
+                 kb = std::ceil(k / static_cast<double>(kc));
+    // Rows and columns the micro-kernel computes, edge tiles padded to full tiles.
+    const double m_computed = std::ceil(m / static_cast<double>(mr)) * static_cast<double>(mr);
+    const double n_computed = std::ceil(n / static_cast<double>(nr)) * static_cast<double>(nr);
+    const double accumulators = static_cast<double>(mr * std::max<std::int64_t>(nr / vec, 1));
+    const double items = split == 0 ? mb : split == 1 ? nb : mb * nb;
+    const double waves = std::ceil(items / kTypicalCores);
+
+    add("flops", 2.0 * m * n * k);
+    // Footprints of the packed blocks and panels in bytes (L2, L3 and L1 respectively).
+    add("packed_a_bytes", mc_eff * kc_eff * 4);
+    add("b_block_bytes", kc_eff * nc_eff * 4);
+    add("packed_b_bytes", pack_b ? kc_eff * nc_eff * 4 : 0.0);
+    add("a_panel_bytes", static_cast<double>(mr) * kc_eff * 4);
+    add("b_panel_bytes", static_cast<double>(nr) * kc_eff * 4);
+    add("c_block_bytes", mc_eff * nc_eff * 4);
+    // Register pressure of the micro-tile.
+    add("accumulators", accumulators);
+    add("accumulator_share", accumulators / static_cast<double>(kAccumulatorBudget));
+    add("vectors_per_row", static_cast<double>(nr / vec));
+    // Padding waste: partially filled cache blocks, and micro-tiles computed on zeros.
+    add("waste_mc", waste(m, mb * static_cast<double>(mc)));
+    add("waste_nc", waste(n, nb * static_cast<double>(nc)));
+    add("waste_kc", waste(k, kb * static_cast<double>(kc)));
+    add("waste_mr", waste(m, m_computed));
+    add("waste_nr", waste(n, n_computed));
+    // Useful share of the vector lanes the micro-kernel computes, and the vector width.
+    add("vector_utilisation", (m * n) / (m_computed * n_computed));
+    add("vector_width_share", static_cast<double>(vec) / 16.0);
+    // Arithmetic intensity: flops per float loaded by the micro-kernel ((2*mr*nr)/(mr+nr))
+    // and per float moved by one cache block (A and B blocks in, C block in and out).
+    add("micro_intensity", 2.0 * static_cast<double>(mr * nr) / static_cast<double>(mr + nr));
+    add("block_intensity",
+        2.0 * mc_eff * nc_eff * kc_eff / (mc_eff * kc_eff + kc_eff * nc_eff + 2.0 * mc_eff * nc_eff));
+    add("k_iterations_per_unroll", kc_eff / static_cast<double>(c.at("unroll")));
+    add("block_count", mb * nb * kb);
+    // Parallelism: work items against a typical core count, and their balance.
+    add("parallel_items", items);
+    add("core_occupancy", std::min(items, kTypicalCores) / kTypicalCores);
+    add("load_balance", items / (waves * kTypicalCores));
+    add("flops_per_item", 2.0 * m * n * k / items);
+    return out;
+  }
 
  private:
   // The largest value of `domain` that is a multiple of `step` and <= target, else the

@@ -38,6 +38,13 @@ std::int64_t TensorSpec::elements() const {
 
 std::int64_t TensorSpec::bytes() const { return elements() * static_cast<std::int64_t>(size_of(dtype)); }
 
+std::vector<std::pair<std::string, double>> Op::features(const Params& params, const Config& config) const {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [name, value] : params) out.emplace_back("param." + name, static_cast<double>(value));
+  for (const auto& [name, value] : config) out.emplace_back("knob." + name, static_cast<double>(value));
+  return out;
+}
+
 void Registry::add(std::unique_ptr<Op> op) { ops_.push_back(std::move(op)); }
 
 const Op* Registry::find(std::string_view name) const {

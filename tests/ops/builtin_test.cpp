@@ -2,6 +2,7 @@
 // of both ops (property-style over random shapes and configurations).
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -204,4 +205,44 @@ TEST_CASE("random configurations either fail check with a reason or give a sourc
   }
   CHECK(valid > 100);
   CHECK(invalid > 100);
+}
+
+TEST_CASE("op features: the same names for every workload, finite values", "[ops]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  const Op& conv = registry.get("conv2d");
+  std::mt19937_64 rng(7);
+  auto random_config = [&](const Op& op, const Params& params) {
+    Config config;
+    for (const auto& knob : op.knobs(params)) {
+      config[knob.name] = knob.values[std::uniform_int_distribution<std::size_t>(0, knob.values.size() - 1)(rng)];
+    }
+    return config;
+  };
+  auto names = [](const std::vector<std::pair<std::string, double>>& features) {
+    std::vector<std::string> out;
+    for (const auto& f : features) out.push_back(f.first);
+    return out;
+  };
+  for (const auto& [op, texts] : std::vector<std::pair<const Op*, std::vector<std::string>>>{
+           {&gemm, {"256x256x256", "7x1000x33", "1x1x1"}},
+           {&conv, {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "N=2,C=3,H=19,W=300,K=5,R=7,S=1,stride=2,dilation=2"}}}) {
+    std::vector<std::string> expected;
+    for (const auto& text : texts) {
+      Params params = parse_params(*op, text);
+      INFO(op->name() << " " << text);
+      for (int i = 0; i < 30; ++i) {
+        Config config = i == 0 ? op->default_config(params) : random_config(*op, params);
+        auto features = op->features(params, config);
+        CHECK(features.size() > params.size() + config.size());
+        if (expected.empty()) expected = names(features);
+        CHECK(names(features) == expected);
+        for (const auto& [name, value] : features) {
+          INFO(name);
+          CHECK(std::isfinite(value));
+          CHECK(value >= 0);
+        }
+      }
+    }
+  }
 }

@@ -102,6 +102,13 @@ class Op {
   virtual KernelSource reference(const Params& params) const = 0;
   // Absolute+relative tolerance for comparing outputs with the reference.
   virtual double tolerance(const Params& params) const = 0;
+
+  // Features of a configuration for the cost model: the workload parameters, the knob
+  // values, and derived quantities the op knows matter (tile footprints in bytes,
+  // padding waste, vector utilisation, arithmetic intensity). The names and their order
+  // depend only on the op, never on the workload, so a model trained on some shapes can
+  // rank configurations of others. The default gives parameters and knobs only.
+  virtual std::vector<std::pair<std::string, double>> features(const Params& params, const Config& config) const;
 };
 
 class Registry {

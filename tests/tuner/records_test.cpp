@@ -1,0 +1,464 @@
+// Tests of the records database: round trips, best(), JSONL export/import, refusing
+// foreign and newer files, and the multi-process properties (a SIGKILLed writer loses
+// nothing it had committed; concurrent writers do not see SQLITE_BUSY).
+#include "kestrel/tuner/records.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using kestrel::tuner::Record;
+using kestrel::tuner::RecordsDb;
+using kestrel::tuner::RecordsError;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A fresh directory under $TMPDIR, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "kestrel-records-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) FAIL("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+Record make_record(const std::string& workload, const std::string& config, double cost, bool ok = true) {
+  Record r;
+  r.op = "gemm";
+  r.workload = workload;
+  r.target = "x86_64-linux-gnu (znver4)";
+  r.device_key = "local/0";
+  r.device = "cpu0";
+  r.device_fingerprint = "x86_64-linux-gnu|AMD EPYC|16";
+  r.config = config;
+  r.status = ok ? "ok" : "wrong answer";
+  r.message = ok ? "" : "max error 3.5 at index 17";
+  r.round_seconds = ok ? std::vector<double>{cost, cost * 1.01, cost * 0.99} : std::vector<double>{};
+  r.cost = ok ? cost : kInf;
+  r.gflops = ok ? 1.0 / cost : 0;
+  r.compile_ms = 12.5;
+  r.tool_version = "0.1.0";
+  r.time_unix_ms = 1700000000000;
+  r.session = "session-a";
+  return r;
+}
+
+// Every field but the id.
+void require_same(const Record& a, const Record& b) {
+  CHECK(a.op == b.op);
+  CHECK(a.workload == b.workload);
+  CHECK(a.target == b.target);
+  CHECK(a.device_key == b.device_key);
+  CHECK(a.device == b.device);
+  CHECK(a.device_fingerprint == b.device_fingerprint);
+  CHECK(a.config == b.config);
+  CHECK(a.status == b.status);
+  CHECK(a.message == b.message);
+  CHECK(a.round_seconds == b.round_seconds);
+  if (std::isinf(a.cost)) {
+    CHECK(std::isinf(b.cost));
+    CHECK(b.cost > 0);
+  } else {
+    CHECK(a.cost == b.cost);
+  }
+  CHECK(a.gflops == b.gflops);
+  CHECK(a.compile_ms == b.compile_ms);
+  CHECK(a.tool_version == b.tool_version);
+  CHECK(a.time_unix_ms == b.time_unix_ms);
+  CHECK(a.session == b.session);
+  CHECK(a.final_measurement == b.final_measurement);
+}
+
+// Runs `sql` on `path` with the SQLite C API, bypassing RecordsDb.
+void raw_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* error = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  std::string message = error != nullptr ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  INFO(message);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+std::string error_of(const std::string& path) {
+  try {
+    RecordsDb db(path);
+  } catch (const RecordsError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Writes all of `value` to `fd`.
+bool write_all(int fd, const void* data, std::size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Reads exactly `size` bytes; false at end of file.
+bool read_all(int fd, void* data, std::size_t size) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    ssize_t n = read(fd, p, size);
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Adds `n` records for `session`, writing each id to `report_fd` (if >= 0) after add()
+// returns. Runs in a forked child: never returns, exits 0 on success.
+[[noreturn]] void child_writer(const std::string& path, const std::string& session, int n, int report_fd) {
+  int code = 0;
+  try {
+    RecordsDb db(path);
+    for (int i = 0; i < n; ++i) {
+      Record r = make_record("M=" + std::to_string(i), "tile=" + std::to_string(i), 1e-3 + i * 1e-6);
+      r.session = session;
+      r.time_unix_ms += i;
+      std::int64_t id = db.add(r);
+      if (report_fd >= 0 && !write_all(report_fd, &id, sizeof id)) {
+        code = 3;
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child writer %s: %s\n", session.c_str(), e.what());
+    code = 2;
+  }
+  _exit(code);
+}
+
+}  // namespace
+
+TEST_CASE("records: add and find round-trip every field", "[records]") {
+  TempDir dir;
+  RecordsDb db(dir.file("records.db"));
+  CHECK(db.count() == 0);
+
+  Record ok = make_record("K=512,M=512,N=512", "tile_m=32,tile_n=64", 1.0 / 3.0);
+  ok.round_seconds = {0.1, 1.0 / 3.0, 0.25, 1e-9, 123.456789012345};
+  ok.message = "quotes \" and\nnewlines and unicode \xc2\xb5s";
+  ok.final_measurement = true;
+  Record failed = make_record("K=512,M=512,N=512", "tile_m=1,tile_n=1", 0, false);
+  failed.time_unix_ms += 1;
+
+  std::int64_t id_ok = db.add(ok);
+  std::int64_t id_failed = db.add(failed);
+  CHECK(id_ok != id_failed);
+  CHECK(db.count() == 2);
+
+  auto found = db.find("gemm", "K=512,M=512,N=512", "x86_64-linux-gnu (znver4)");
+  REQUIRE(found.size() == 2);
+  CHECK(found[0].id == id_ok);
+  CHECK(found[1].id == id_failed);
+  require_same(found[0], ok);
+  require_same(found[1], failed);
+  CHECK(found[0].round_seconds.size() == 5);
+  CHECK(std::isinf(found[1].cost));
+
+  CHECK(db.find("gemm", "K=1,M=1,N=1", "x86_64-linux-gnu (znver4)").empty());
+  CHECK(db.find("conv2d", "K=512,M=512,N=512", "x86_64-linux-gnu (znver4)").empty());
+
+  // Reopening sees the same records.
+  RecordsDb again(dir.file("records.db"));
+  auto reread = again.find("gemm", "K=512,M=512,N=512", "x86_64-linux-gnu (znver4)");
+  REQUIRE(reread.size() == 2);
+  require_same(reread[0], ok);
+}
+
+TEST_CASE("records: best picks the lowest-cost ok record, preferring final ones", "[records]") {
+  TempDir dir;
+  RecordsDb db(dir.file("records.db"));
+  // Workload A: trials only; a failed record must not win despite its default cost.
+  db.add(make_record("A", "c1", 3.0));
+  db.add(make_record("A", "c2", 1.0));
+  db.add(make_record("A", "c3", 2.0));
+  db.add(make_record("A", "c4", 0, false));
+  // Workload B: the trial c2 is cheaper than the final re-measurement, but final wins.
+  db.add(make_record("B", "c1", 5.0));
+  db.add(make_record("B", "c2", 0.5));
+  Record final_b = make_record("B", "c3", 0.9);
+  final_b.final_measurement = true;
+  db.add(final_b);
+  Record final_b2 = make_record("B", "c4", 0.8);
+  final_b2.final_measurement = true;
+  db.add(final_b2);
+  // A failed final re-measurement does not displace ok trials.
+  db.add(make_record("C", "c1", 4.0));
+  Record final_c = make_record("C", "c2", 0, false);
+  final_c.final_measurement = true;
+  db.add(final_c);
+  // Workload D: nothing ok, so no best.
+  db.add(make_record("D", "c1", 0, false));
+
+  auto best = db.best();
+  REQUIRE(best.size() == 3);
+  CHECK(best[0].workload == "A");
+  CHECK(best[0].record.config == "c2");
+  CHECK(best[0].record.cost == 1.0);
+  CHECK(best[0].trials == 4);
+  CHECK(best[0].op == "gemm");
+  CHECK(best[0].target == "x86_64-linux-gnu (znver4)");
+
+  CHECK(best[1].workload == "B");
+  CHECK(best[1].record.config == "c4");
+  CHECK(best[1].record.final_measurement);
+  CHECK(best[1].trials == 4);
+
+  CHECK(best[2].workload == "C");
+  CHECK(best[2].record.config == "c1");
+  CHECK(best[2].trials == 2);
+}
+
+TEST_CASE("records: find_other_workloads excludes the workload and honours the limit", "[records]") {
+  TempDir dir;
+  RecordsDb db(dir.file("records.db"));
+  for (int i = 0; i < 10; ++i) {
+    Record r = make_record(i % 2 == 0 ? "mine" : "other" + std::to_string(i), "c" + std::to_string(i), 1.0 + i);
+    r.time_unix_ms += i;
+    db.add(r);
+  }
+  Record other_target = make_record("elsewhere", "c", 1.0);
+  other_target.target = "aarch64-linux-gnu";
+  db.add(other_target);
+
+  auto others = db.find_other_workloads("gemm", "mine", "x86_64-linux-gnu (znver4)");
+  REQUIRE(others.size() == 5);
+  for (const auto& r : others) {
+    CHECK(r.workload != "mine");
+    CHECK(r.target == "x86_64-linux-gnu (znver4)");
+  }
+  auto limited = db.find_other_workloads("gemm", "mine", "x86_64-linux-gnu (znver4)", 2);
+  CHECK(limited.size() == 2);
+  CHECK(db.find_other_workloads("conv2d", "mine", "x86_64-linux-gnu (znver4)").empty());
+}
+
+TEST_CASE("records: export and import round-trip, re-import adds nothing", "[records]") {
+  TempDir dir;
+  RecordsDb source(dir.file("source.db"));
+  for (int i = 0; i < 20; ++i) {
+    Record r = make_record("W" + std::to_string(i % 3), "c" + std::to_string(i), 1e-3 * (i + 1), i % 4 != 0);
+    r.time_unix_ms += i;
+    r.final_measurement = i % 5 == 0;
+    r.round_seconds.push_back(1.0 / 7.0);
+    source.add(r);
+  }
+  std::stringstream exported;
+  source.export_jsonl(exported);
+  std::string text = exported.str();
+  CHECK(std::count(text.begin(), text.end(), '\n') == 20);
+  CHECK(text.find("\"cost\":null") != std::string::npos);
+
+  RecordsDb copy(dir.file("copy.db"));
+  std::istringstream in(text);
+  CHECK(copy.import_jsonl(in) == 20);
+  CHECK(copy.count() == source.count());
+
+  std::stringstream exported_again;
+  copy.export_jsonl(exported_again);
+  CHECK(exported_again.str() == text);  // ids are 1..20 in both here; fields identical
+
+  for (int w = 0; w < 3; ++w) {
+    std::string workload = "W" + std::to_string(w);
+    auto a = source.find("gemm", workload, "x86_64-linux-gnu (znver4)");
+    auto b = copy.find("gemm", workload, "x86_64-linux-gnu (znver4)");
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) require_same(a[i], b[i]);
+  }
+
+  std::istringstream in_again(text);
+  CHECK(copy.import_jsonl(in_again) == 0);
+  CHECK(copy.count() == 20);
+
+  // Importing into a database that already holds other records merges.
+  Record extra = make_record("W9", "new", 1.0);
+  extra.session = "session-b";
+  copy.add(extra);
+  std::stringstream merged;
+  copy.export_jsonl(merged);
+  std::istringstream merged_in(merged.str());
+  CHECK(source.import_jsonl(merged_in) == 1);
+  CHECK(source.count() == 21);
+}
+
+TEST_CASE("records: a malformed JSONL line is refused with its number", "[records]") {
+  TempDir dir;
+  RecordsDb source(dir.file("source.db"));
+  source.add(make_record("W", "c1", 1.0));
+  std::stringstream exported;
+  source.export_jsonl(exported);
+  std::string good = exported.str();
+
+  RecordsDb db(dir.file("target.db"));
+  SECTION("broken JSON") {
+    std::istringstream in(good + "\n" + good + "{\"op\": \"gemm\",\n");
+    REQUIRE_THROWS_WITH(db.import_jsonl(in), Catch::Contains("line 4") && Catch::Contains("malformed JSON"));
+  }
+  SECTION("missing field") {
+    std::istringstream in(good + "{\"op\": \"gemm\", \"workload\": \"W\"}\n");
+    REQUIRE_THROWS_WITH(db.import_jsonl(in), Catch::Contains("line 2") && Catch::Contains("'target'"));
+  }
+  SECTION("wrong type") {
+    std::string bad = good;
+    bad.replace(bad.find("\"time_unix_ms\":"), 15, "\"time_unix_ms\":\"soon\",\"x\":");
+    std::istringstream in(bad);
+    REQUIRE_THROWS_WITH(db.import_jsonl(in), Catch::Contains("line 1") && Catch::Contains("time_unix_ms"));
+  }
+  CHECK(db.count() == 0);  // nothing from a refused import
+}
+
+TEST_CASE("records: files that are not ours are refused on open", "[records]") {
+  TempDir dir;
+  SECTION("a text file") {
+    std::string path = dir.file("notes.txt");
+    std::ofstream(path) << "these are my notes, not a database\n" << std::string(4096, 'x') << "\n";
+    std::string error = error_of(path);
+    CHECK_THAT(error, Catch::Contains("not a Kestrel records database") && Catch::Contains("notes.txt") &&
+                          Catch::Contains("file is not a database"));
+    std::ifstream check(path);
+    std::string first;
+    std::getline(check, first);
+    CHECK(first == "these are my notes, not a database");  // untouched
+  }
+  SECTION("a newer schema") {
+    std::string path = dir.file("future.db");
+    raw_sql(path,
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "INSERT INTO meta VALUES('schema_version', '99');"
+            "CREATE TABLE records(id INTEGER PRIMARY KEY, blob BLOB);");
+    std::string error = error_of(path);
+    CHECK_THAT(error, Catch::Contains("99") && Catch::Contains("version 1") && Catch::Contains("upgrade Kestrel"));
+  }
+  SECTION("another program's SQLite database") {
+    std::string path = dir.file("other.db");
+    raw_sql(path, "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT);");
+    CHECK_THAT(error_of(path), Catch::Contains("not a Kestrel records database"));
+  }
+  SECTION("a missing directory") {
+    CHECK_THAT(error_of(dir.file("no/such/dir/records.db")),
+               Catch::Contains("does not exist") && Catch::Contains("no/such/dir"));
+  }
+  SECTION("an empty file is a new database") {
+    std::string path = dir.file("empty.db");
+    std::ofstream{path};
+    RecordsDb db(path);
+    CHECK(db.count() == 0);
+  }
+}
+
+TEST_CASE("records: a SIGKILLed writer loses nothing it had committed", "[records][multiprocess]") {
+  TempDir dir;
+  std::string path = dir.file("records.db");
+  { RecordsDb create(path); }
+
+  std::mt19937 rng(std::random_device{}());
+  for (int round = 0; round < 3; ++round) {
+    const int kill_after = std::uniform_int_distribution<int>(5, 300)(rng);
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    std::fflush(nullptr);
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      close(fds[0]);
+      child_writer(path, "killed-" + std::to_string(round), 1000000, fds[1]);
+    }
+    close(fds[1]);
+    std::vector<std::int64_t> reported;
+    std::int64_t id = 0;
+    while (static_cast<int>(reported.size()) < kill_after && read_all(fds[0], &id, sizeof id)) reported.push_back(id);
+    usleep(std::uniform_int_distribution<unsigned>(0, 2000)(rng));
+    kill(child, SIGKILL);  // mid-loop: probably inside add()
+    while (read_all(fds[0], &id, sizeof id)) reported.push_back(id);  // what it wrote before dying
+    close(fds[0]);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    REQUIRE(static_cast<int>(reported.size()) >= kill_after);
+
+    RecordsDb db(path);
+    std::set<std::int64_t> present;
+    for (int i = 0; i < static_cast<int>(reported.size()) + 2; ++i) {
+      for (const auto& r : db.find("gemm", "M=" + std::to_string(i), "x86_64-linux-gnu (znver4)")) {
+        if (r.session == "killed-" + std::to_string(round)) present.insert(r.id);
+      }
+    }
+    for (std::int64_t reported_id : reported) {
+      INFO("round " << round << ", id " << reported_id);
+      CHECK(present.count(reported_id) == 1);
+    }
+    db.add(make_record("after-kill", "c", 1.0));  // still writable
+  }
+  raw_sql(path, "PRAGMA integrity_check;");
+}
+
+TEST_CASE("records: concurrent writers both get through", "[records][multiprocess]") {
+  TempDir dir;
+  std::string path = dir.file("records.db");
+  { RecordsDb create(path); }
+
+  std::fflush(nullptr);
+  std::vector<pid_t> children;
+  for (const char* session : {"writer-1", "writer-2"}) {
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) child_writer(path, session, 200, -1);
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // 2: an error (e.g. SQLITE_BUSY) surfaced in the child
+  }
+  RecordsDb db(path);
+  CHECK(db.count() == 400);
+  std::stringstream exported;
+  db.export_jsonl(exported);
+  std::string text = exported.str();
+  std::size_t first = 0, second = 0;
+  for (std::size_t at = text.find("writer-1"); at != std::string::npos; at = text.find("writer-1", at + 1)) ++first;
+  for (std::size_t at = text.find("writer-2"); at != std::string::npos; at = text.find("writer-2", at + 1)) ++second;
+  CHECK(first == 200);
+  CHECK(second == 200);
+}

@@ -1,0 +1,118 @@
+// `kestrel best` and `kestrel records export|import`: reading the records database.
+#include <unistd.h>
+
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "commands.h"
+#include "kestrel/tuner/records.h"
+
+namespace kestrel::tools {
+
+int run_best(int argc, char** argv) {
+  Args args("kestrel best", "Prints the best configuration recorded for every workload and target.");
+  args.option("db", "FILE", "records database", "kestrel.db");
+  args.option("op", "NAME", "only this op");
+  args.flag("json", "print JSON instead of a table");
+  try {
+    if (!args.parse(argc, argv, 2)) {
+      std::cout << args.help();
+      return 0;
+    }
+    std::string path = args.get("db", "kestrel.db");
+    if (::access(path.c_str(), F_OK) != 0) throw UsageError("no records database at '" + path + "' (run kestrel tune first, or pass --db)");
+    tuner::RecordsDb db(path);
+    std::vector<tuner::Best> best;
+    for (auto& b : db.best()) {
+      if (!args.has("op") || b.op == args.get("op")) best.push_back(std::move(b));
+    }
+    if (args.has("json")) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& b : best) {
+        out.push_back({{"op", b.op}, {"workload", b.workload}, {"target", b.target}, {"config", b.record.config},
+                       {"gflops", b.record.gflops}, {"median_s", b.record.cost}, {"trials", b.trials},
+                       {"device", b.record.device}, {"final", b.record.final_measurement}});
+      }
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    if (best.empty()) {
+      std::cout << "no successful records in " << path << "\n";
+      return 0;
+    }
+    std::cout << std::left << std::setw(8) << "OP" << std::setw(44) << "WORKLOAD" << std::setw(30) << "TARGET"
+              << std::setw(10) << "GFLOP/s" << std::setw(11) << "MEDIAN ms" << std::setw(8) << "TRIALS" << "CONFIG\n";
+    for (const auto& b : best) {
+      std::cout << std::left << std::setw(8) << b.op << std::setw(44) << b.workload << std::setw(30) << b.target
+                << std::setw(10) << std::fixed << std::setprecision(1) << b.record.gflops << std::setw(11)
+                << std::setprecision(3) << b.record.cost * 1e3 << std::setw(8) << b.trials << b.record.config << "\n";
+    }
+    return 0;
+  } catch (const UsageError& e) {
+    std::cerr << "kestrel best: " << e.what() << "\n";
+    return 2;
+  } catch (const tuner::RecordsError& e) {
+    std::cerr << "kestrel best: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+int run_records(int argc, char** argv) {
+  const char* usage =
+      "usage: kestrel records export [--db FILE] [--out FILE]\n"
+      "       kestrel records import [--db FILE] FILE.jsonl\n"
+      "\n"
+      "Writes every record as one JSON object per line, or reads such a file into the\n"
+      "database (records already present are skipped).\n";
+  if (argc < 3 || std::string(argv[2]) == "--help") {
+    std::cout << usage;
+    return argc < 3 ? 2 : 0;
+  }
+  std::string action = argv[2];
+  try {
+    std::string db_path = "kestrel.db", file;
+    for (int i = 3; i < argc; ++i) {
+      std::string a = argv[i];
+      if ((a == "--db" || a == "--out") && i + 1 < argc) {
+        (a == "--db" ? db_path : file) = argv[++i];
+      } else if (a.rfind("--", 0) == 0) {
+        throw UsageError("unknown option '" + a + "'");
+      } else {
+        file = a;
+      }
+    }
+    if (action == "export") {
+      tuner::RecordsDb db(db_path);
+      if (file.empty() || file == "-") {
+        db.export_jsonl(std::cout);
+      } else {
+        std::ofstream out(file);
+        if (!out) throw UsageError("cannot write '" + file + "'");
+        db.export_jsonl(out);
+        std::cerr << "exported " << db.count() << " records to " << file << "\n";
+      }
+      return 0;
+    }
+    if (action == "import") {
+      if (file.empty()) throw UsageError("import needs a FILE.jsonl");
+      std::ifstream in(file);
+      if (!in) throw UsageError("cannot read '" + file + "'");
+      tuner::RecordsDb db(db_path);
+      std::size_t added = db.import_jsonl(in);
+      std::cout << "imported " << added << " records into " << db_path << " (" << db.count() << " in all)\n";
+      return 0;
+    }
+    throw UsageError("unknown action '" + action + "' (export or import)");
+  } catch (const UsageError& e) {
+    std::cerr << "kestrel records: " << e.what() << "\n" << usage;
+    return 2;
+  } catch (const tuner::RecordsError& e) {
+    std::cerr << "kestrel records: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace kestrel::tools

@@ -1,0 +1,624 @@
+// The records database: an SQLite file in WAL mode, one autocommitted INSERT per
+// measurement, so a tuning session killed at any point loses nothing it had added and
+// several sessions can share one file. JSONL export/import moves records between files.
+#include "kestrel/tuner/records.h"
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <filesystem>
+#include <istream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <utility>
+
+namespace kestrel::tuner {
+namespace {
+
+// How long a writer waits for another process's transaction before giving up.
+constexpr int kBusyTimeoutMs = 30000;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records(
+  id                 INTEGER PRIMARY KEY,
+  op                 TEXT    NOT NULL,
+  workload           TEXT    NOT NULL,
+  target             TEXT    NOT NULL,
+  device_key         TEXT    NOT NULL,
+  device             TEXT    NOT NULL,
+  device_fingerprint TEXT    NOT NULL,
+  config             TEXT    NOT NULL,
+  status             TEXT    NOT NULL,
+  message            TEXT    NOT NULL,
+  round_seconds      TEXT    NOT NULL,  -- JSON array of seconds
+  cost               REAL,              -- NULL: +infinity (not ok)
+  gflops             REAL,
+  compile_ms         REAL,
+  tool_version       TEXT    NOT NULL,
+  time_unix_ms       INTEGER NOT NULL,
+  session            TEXT    NOT NULL,
+  final_measurement  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_by_workload ON records(op, workload, target);
+CREATE INDEX IF NOT EXISTS records_by_target ON records(op, target);
+CREATE INDEX IF NOT EXISTS records_by_session ON records(session, time_unix_ms);
+)sql";
+
+constexpr const char* kColumns =
+    "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
+    "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement";
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string in_quotes(const std::string& path) { return "'" + path + "'"; }
+
+std::string advice_for(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return " (another process kept the database locked; retry, or check for a stuck session)";
+    case SQLITE_FULL:
+      return " (the disk is full; free some space)";
+    case SQLITE_IOERR:
+      return " (I/O error; check the disk and the file system)";
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+      return " (check that the file and its directory are writable)";
+    case SQLITE_CORRUPT:
+      return " (the file is damaged; restore it from an export or start a new one)";
+    default:
+      return "";
+  }
+}
+
+// The error of a failed call on `db`, naming the file and the operation.
+[[noreturn]] void fail(sqlite3* db, int rc, const std::string& path, const std::string& what) {
+  std::string message = "records database " + in_quotes(path) + ": " + what + " failed: ";
+  message += db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  if ((rc & 0xff) == SQLITE_NOTADB) {
+    throw RecordsError(in_quotes(path) + " is not a Kestrel records database (file is not a database): "
+                       "use another records path, or move this file away");
+  }
+  throw RecordsError(message + advice_for(rc));
+}
+
+// Owns one connection.
+class Database {
+ public:
+  Database() = default;
+  explicit Database(sqlite3* db) : db_(db) {}
+  ~Database() { sqlite3_close_v2(db_); }
+  Database(Database&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+  Database& operator=(Database&& other) noexcept {
+    std::swap(db_, other.db_);
+    return *this;
+  }
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  sqlite3* get() const { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// Owns one prepared statement; errors name the database file.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& path, const std::string& sql) : db_(db), path_(&path) {
+    int rc = sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &stmt_, nullptr);
+    if (rc != SQLITE_OK) fail(db_, rc, *path_, "preparing a query");
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(Statement&& other) noexcept
+      : db_(other.db_), path_(other.path_), stmt_(std::exchange(other.stmt_, nullptr)) {}
+  Statement& operator=(Statement&&) = delete;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  void bind(int index, const std::string& value) {
+    check(sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT));
+  }
+  void bind(int index, std::int64_t value) { check(sqlite3_bind_int64(stmt_, index, value)); }
+  void bind(int index, double value) { check(sqlite3_bind_double(stmt_, index, value)); }
+  void bind_null(int index) { check(sqlite3_bind_null(stmt_, index)); }
+
+  // Steps once: true while a row is available, false when done.
+  bool step(const char* what) {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    sqlite3_reset(stmt_);
+    fail(db_, rc, *path_, what);
+  }
+  // Makes the statement ready to run again with new bindings.
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+
+  std::string text(int column) const {
+    auto* data = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+    if (data == nullptr) return {};
+    return std::string(data, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
+  }
+  std::int64_t int64(int column) const { return sqlite3_column_int64(stmt_, column); }
+  bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  double real(int column, double if_null) const {
+    return is_null(column) ? if_null : sqlite3_column_double(stmt_, column);
+  }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) fail(db_, rc, *path_, "binding a value");
+  }
+
+  sqlite3* db_;
+  const std::string* path_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back when left without commit().
+class Transaction {
+ public:
+  Transaction(sqlite3* db, const std::string& path) : db_(db), path_(path) {
+    int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) fail(db_, rc, path_, "starting a transaction");
+  }
+  ~Transaction() {
+    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  void commit() {
+    int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) fail(db_, rc, path_, "committing");
+    open_ = false;
+  }
+
+ private:
+  sqlite3* db_;
+  const std::string& path_;
+  bool open_ = true;
+};
+
+std::string round_seconds_json(const std::vector<double>& seconds) {
+  return nlohmann::json(seconds).dump();
+}
+
+std::vector<double> parse_round_seconds(const nlohmann::json& array) {
+  std::vector<double> seconds;
+  seconds.reserve(array.size());
+  for (const auto& value : array) {
+    // Non-finite values are written as null by the JSON library.
+    seconds.push_back(value.is_null() ? kInf : value.get<double>());
+  }
+  return seconds;
+}
+
+// Reads a row selected with kColumns.
+Record read_record(const Statement& row, const std::string& path) {
+  Record r;
+  r.id = row.int64(0);
+  r.op = row.text(1);
+  r.workload = row.text(2);
+  r.target = row.text(3);
+  r.device_key = row.text(4);
+  r.device = row.text(5);
+  r.device_fingerprint = row.text(6);
+  r.config = row.text(7);
+  r.status = row.text(8);
+  r.message = row.text(9);
+  try {
+    r.round_seconds = parse_round_seconds(nlohmann::json::parse(row.text(10)));
+  } catch (const nlohmann::json::exception& e) {
+    throw RecordsError("records database " + in_quotes(path) + ": record " + std::to_string(r.id) +
+                       " has unreadable round_seconds (" + e.what() + ")");
+  }
+  r.cost = row.real(11, kInf);
+  r.gflops = row.real(12, std::numeric_limits<double>::quiet_NaN());
+  r.compile_ms = row.real(13, std::numeric_limits<double>::quiet_NaN());
+  r.tool_version = row.text(14);
+  r.time_unix_ms = row.int64(15);
+  r.session = row.text(16);
+  r.final_measurement = row.int64(17) != 0;
+  return r;
+}
+
+// What a file holds before we touch it.
+enum class Contents { empty, ours, foreign };
+
+struct Classification {
+  Contents contents = Contents::empty;
+  std::int64_t version = 0;  // meta.schema_version when ours
+  bool has_records = false;
+};
+
+Classification classify(sqlite3* db, const std::string& path) {
+  Classification c;
+  bool has_meta = false, has_other = false;
+  Statement tables(db, path, "SELECT name FROM sqlite_master WHERE type = 'table'");
+  while (tables.step("reading the schema")) {
+    std::string name = tables.text(0);
+    if (name == "meta") {
+      has_meta = true;
+    } else if (name == "records") {
+      c.has_records = true;
+    } else if (name.rfind("sqlite_", 0) != 0) {
+      has_other = true;
+    }
+  }
+  if (!has_meta) {
+    c.contents = has_other || c.has_records ? Contents::foreign : Contents::empty;
+    return c;
+  }
+  c.contents = Contents::ours;
+  Statement version(db, path, "SELECT value FROM meta WHERE key = 'schema_version'");
+  if (version.step("reading the schema version")) c.version = version.int64(0);
+  return c;
+}
+
+// Throws unless `c` describes a database this Kestrel can use (or an empty one).
+void require_usable(const Classification& c, const std::string& path) {
+  if (c.contents == Contents::foreign) {
+    throw RecordsError(in_quotes(path) +
+                       " is not a Kestrel records database (an SQLite database with other tables and no "
+                       "Kestrel meta table): use another records path");
+  }
+  if (c.contents != Contents::ours) return;
+  if (c.version > RecordsDb::kSchemaVersion) {
+    throw RecordsError(in_quotes(path) + " was written by a newer Kestrel (records schema version " +
+                       std::to_string(c.version) + "; this Kestrel reads version " +
+                       std::to_string(RecordsDb::kSchemaVersion) + "): upgrade Kestrel to use it");
+  }
+  if (c.version < 1) {
+    throw RecordsError(in_quotes(path) + " is not a usable Kestrel records database (missing or invalid "
+                       "schema_version " + std::to_string(c.version) + "): use another records path");
+  }
+}
+
+void exec(sqlite3* db, const std::string& path, const char* sql, const char* what) {
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) fail(db, rc, path, what);
+}
+
+void bind_record(Statement& s, const Record& r) {
+  s.bind(1, r.op);
+  s.bind(2, r.workload);
+  s.bind(3, r.target);
+  s.bind(4, r.device_key);
+  s.bind(5, r.device);
+  s.bind(6, r.device_fingerprint);
+  s.bind(7, r.config);
+  s.bind(8, r.status);
+  s.bind(9, r.message);
+  s.bind(10, round_seconds_json(r.round_seconds));
+  if (r.cost == kInf || std::isnan(r.cost)) {
+    s.bind_null(11);
+  } else {
+    s.bind(11, r.cost);
+  }
+  s.bind(12, r.gflops);
+  s.bind(13, r.compile_ms);
+  s.bind(14, r.tool_version);
+  s.bind(15, r.time_unix_ms);
+  s.bind(16, r.session);
+  s.bind(17, static_cast<std::int64_t>(r.final_measurement ? 1 : 0));
+}
+
+constexpr const char* kInsert =
+    "INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, "
+    "message, round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, "
+    "final_measurement) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+
+// --- JSONL ---
+
+nlohmann::ordered_json to_json(const Record& r) {
+  nlohmann::ordered_json j;
+  j["id"] = r.id;
+  j["op"] = r.op;
+  j["workload"] = r.workload;
+  j["target"] = r.target;
+  j["device_key"] = r.device_key;
+  j["device"] = r.device;
+  j["device_fingerprint"] = r.device_fingerprint;
+  j["config"] = r.config;
+  j["status"] = r.status;
+  j["message"] = r.message;
+  j["round_seconds"] = r.round_seconds;
+  j["cost"] = std::isfinite(r.cost) ? nlohmann::ordered_json(r.cost) : nlohmann::ordered_json(nullptr);
+  j["gflops"] = r.gflops;            // non-finite: null
+  j["compile_ms"] = r.compile_ms;    // non-finite: null
+  j["tool_version"] = r.tool_version;
+  j["time_unix_ms"] = r.time_unix_ms;
+  j["session"] = r.session;
+  j["final_measurement"] = r.final_measurement;
+  return j;
+}
+
+[[noreturn]] void bad_line(std::size_t line, const std::string& why) {
+  throw RecordsError("records import: line " + std::to_string(line) + ": " + why);
+}
+
+class LineReader {
+ public:
+  LineReader(const nlohmann::json& j, std::size_t line) : j_(j), line_(line) {}
+
+  const nlohmann::json* field(const char* name, bool required) const {
+    auto it = j_.find(name);
+    if (it == j_.end()) {
+      if (required) bad_line(line_, std::string("missing required field '") + name + "'");
+      return nullptr;
+    }
+    return &*it;
+  }
+  std::string string(const char* name, bool required) const {
+    const auto* v = field(name, required);
+    if (v == nullptr) return {};
+    if (!v->is_string()) bad_line(line_, std::string("field '") + name + "' must be a string");
+    return v->get<std::string>();
+  }
+  // A number; null stands for `if_null` (how non-finite values are exported).
+  double number(const char* name, bool required, double if_null) const {
+    const auto* v = field(name, required);
+    if (v == nullptr || v->is_null()) return v == nullptr ? 0.0 : if_null;
+    if (!v->is_number()) bad_line(line_, std::string("field '") + name + "' must be a number or null");
+    return v->get<double>();
+  }
+  std::int64_t integer(const char* name, bool required) const {
+    const auto* v = field(name, required);
+    if (v == nullptr) return 0;
+    if (!v->is_number_integer()) bad_line(line_, std::string("field '") + name + "' must be an integer");
+    return v->get<std::int64_t>();
+  }
+  bool boolean(const char* name, bool required) const {
+    const auto* v = field(name, required);
+    if (v == nullptr) return false;
+    if (!v->is_boolean()) bad_line(line_, std::string("field '") + name + "' must be true or false");
+    return v->get<bool>();
+  }
+  std::vector<double> seconds(const char* name, bool required) const {
+    const auto* v = field(name, required);
+    if (v == nullptr) return {};
+    if (!v->is_array()) bad_line(line_, std::string("field '") + name + "' must be an array of numbers");
+    for (const auto& x : *v) {
+      if (!x.is_number() && !x.is_null()) {
+        bad_line(line_, std::string("field '") + name + "' must be an array of numbers");
+      }
+    }
+    return parse_round_seconds(*v);
+  }
+
+ private:
+  const nlohmann::json& j_;
+  std::size_t line_;
+};
+
+Record from_json_line(const std::string& text, std::size_t line) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    bad_line(line, std::string("malformed JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) bad_line(line, "expected a JSON object");
+  LineReader in(j, line);
+  constexpr bool required = true, optional = false;
+  Record r;
+  r.op = in.string("op", required);
+  r.workload = in.string("workload", required);
+  r.target = in.string("target", required);
+  r.device_key = in.string("device_key", optional);
+  r.device = in.string("device", optional);
+  r.device_fingerprint = in.string("device_fingerprint", optional);
+  r.config = in.string("config", required);
+  r.status = in.string("status", required);
+  r.message = in.string("message", optional);
+  r.round_seconds = in.seconds("round_seconds", required);
+  r.cost = in.number("cost", required, kInf);
+  r.gflops = in.number("gflops", optional, std::numeric_limits<double>::quiet_NaN());
+  r.compile_ms = in.number("compile_ms", optional, std::numeric_limits<double>::quiet_NaN());
+  r.tool_version = in.string("tool_version", optional);
+  r.time_unix_ms = in.integer("time_unix_ms", required);
+  r.session = in.string("session", required);
+  r.final_measurement = in.boolean("final_measurement", optional);
+  return r;
+}
+
+}  // namespace
+
+struct RecordsDb::Impl {
+  Database db;
+  std::optional<Statement> insert;  // prepared once, reused by add()
+};
+
+RecordsDb::RecordsDb(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
+  namespace fs = std::filesystem;
+  bool special = path == ":memory:" || path.rfind("file:", 0) == 0;
+  if (!special) {
+    std::error_code ec;
+    fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ec)) {
+      throw RecordsError("cannot open records database " + in_quotes(path) + ": directory " +
+                         in_quotes(parent.string()) + " does not exist (create it, or use another path)");
+    }
+    if (fs::is_directory(path, ec)) {
+      throw RecordsError("cannot open records database " + in_quotes(path) + ": it is a directory (give a file path)");
+    }
+  }
+
+  sqlite3* raw = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | (special ? SQLITE_OPEN_URI : 0);
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  impl_->db = Database(raw);
+  if (rc != SQLITE_OK) fail(raw, rc, path, "opening");
+  sqlite3* db = impl_->db.get();
+  if (sqlite3_db_readonly(db, "main") == 1) {
+    throw RecordsError("cannot open records database " + in_quotes(path) +
+                       " for writing: check the permissions of the file and its directory");
+  }
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+
+  // Look before writing anything: a foreign or newer file is left untouched.
+  Classification c = classify(db, path);
+  require_usable(c, path);
+
+  // WAL: readers and the one writer do not block each other; a commit is one append to
+  // the log. NORMAL: no fsync per commit; a killed process loses nothing committed (only
+  // a power cut can lose the last commits).
+  {
+    Statement wal(db, path, "PRAGMA journal_mode=WAL");
+    while (wal.step("switching to WAL mode")) {
+    }
+  }
+  exec(db, path, "PRAGMA synchronous=NORMAL", "setting synchronous=NORMAL");
+
+  if (c.contents == Contents::empty || !c.has_records) {
+    Transaction tx(db, path);
+    // Another process may have created the schema (or something else) meanwhile.
+    Classification now = classify(db, path);
+    require_usable(now, path);
+    exec(db, path, kSchema, "creating the schema");
+    if (now.contents == Contents::empty) {
+      std::string sql = "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '" +
+                        std::to_string(kSchemaVersion) + "')";
+      exec(db, path, sql.c_str(), "writing the schema version");
+    }
+    tx.commit();
+  }
+  impl_->insert.emplace(db, path_, kInsert);
+}
+
+RecordsDb::~RecordsDb() = default;
+
+std::int64_t RecordsDb::add(const Record& record) {
+  Statement& insert = *impl_->insert;
+  insert.reset();
+  bind_record(insert, record);
+  insert.step("adding a record");  // autocommit: durable once this returns
+  std::int64_t id = sqlite3_last_insert_rowid(impl_->db.get());
+  insert.reset();
+  return id;
+}
+
+std::vector<Record> RecordsDb::find(const std::string& op, const std::string& workload,
+                                    const std::string& target) const {
+  Statement s(impl_->db.get(), path_,
+              std::string("SELECT ") + kColumns +
+                  " FROM records WHERE op = ?1 AND workload = ?2 AND target = ?3 ORDER BY time_unix_ms, id");
+  s.bind(1, op);
+  s.bind(2, workload);
+  s.bind(3, target);
+  std::vector<Record> out;
+  while (s.step("finding records")) out.push_back(read_record(s, path_));
+  return out;
+}
+
+std::vector<Record> RecordsDb::find_other_workloads(const std::string& op, const std::string& workload,
+                                                    const std::string& target, std::size_t limit) const {
+  // The newest `limit` records, returned oldest first.
+  Statement s(impl_->db.get(), path_,
+              std::string("SELECT * FROM (SELECT ") + kColumns +
+                  " FROM records WHERE op = ?1 AND target = ?2 AND workload <> ?3"
+                  " ORDER BY time_unix_ms DESC, id DESC LIMIT ?4) ORDER BY time_unix_ms, id");
+  s.bind(1, op);
+  s.bind(2, target);
+  s.bind(3, workload);
+  constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  s.bind(4, static_cast<std::int64_t>(limit > kMax ? kMax : limit));
+  std::vector<Record> out;
+  while (s.step("finding records of other workloads")) out.push_back(read_record(s, path_));
+  return out;
+}
+
+std::vector<Best> RecordsDb::best() const {
+  Statement s(impl_->db.get(), path_,
+              std::string("WITH ranked AS (SELECT ") + kColumns +
+                  ", ROW_NUMBER() OVER (PARTITION BY op, workload, target"
+                  "   ORDER BY final_measurement DESC, cost ASC, id ASC) AS position"
+                  " FROM records WHERE status = 'ok' AND cost IS NOT NULL),"
+                  " trials AS (SELECT op, workload, target, COUNT(*) AS n FROM records"
+                  "   GROUP BY op, workload, target)"
+                  " SELECT ranked.*, trials.n FROM ranked JOIN trials USING (op, workload, target)"
+                  " WHERE position = 1 ORDER BY op, workload, target");
+  std::vector<Best> out;
+  while (s.step("selecting the best records")) {
+    Best b;
+    b.record = read_record(s, path_);
+    b.op = b.record.op;
+    b.workload = b.record.workload;
+    b.target = b.record.target;
+    b.trials = static_cast<std::size_t>(s.int64(19));  // after kColumns (18) and position
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::size_t RecordsDb::count() const {
+  Statement s(impl_->db.get(), path_, "SELECT COUNT(*) FROM records");
+  s.step("counting records");
+  return static_cast<std::size_t>(s.int64(0));
+}
+
+void RecordsDb::export_jsonl(std::ostream& out) const {
+  Statement s(impl_->db.get(), path_, std::string("SELECT ") + kColumns + " FROM records ORDER BY id");
+  while (s.step("exporting records")) {
+    // Invalid UTF-8 (e.g. in a compiler message) is replaced rather than failing the export.
+    out << to_json(read_record(s, path_)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+        << '\n';
+    if (!out) throw RecordsError("records export from " + in_quotes(path_) + ": writing the output failed");
+  }
+}
+
+std::size_t RecordsDb::import_jsonl(std::istream& in) {
+  // Parse everything first: a malformed line adds nothing.
+  std::vector<Record> records;
+  std::string text;
+  for (std::size_t line = 1; std::getline(in, text); ++line) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    records.push_back(from_json_line(text, line));
+  }
+  if (in.bad()) throw RecordsError("records import into " + in_quotes(path_) + ": reading the input failed");
+
+  sqlite3* db = impl_->db.get();
+  Transaction tx(db, path_);
+  // Duplicates are judged against the records present before this import, so an export
+  // that itself holds look-alike records still round-trips exactly.
+  Statement max_id(db, path_, "SELECT COALESCE(MAX(id), 0) FROM records");
+  max_id.step("importing records");
+  std::int64_t before = max_id.int64(0);
+  Statement present(db, path_,
+                    "SELECT 1 FROM records WHERE session = ?1 AND time_unix_ms = ?2 AND config = ?3"
+                    " AND op = ?4 AND workload = ?5 AND target = ?6 AND final_measurement = ?7"
+                    " AND id <= ?8 LIMIT 1");
+  Statement& insert = *impl_->insert;
+  std::size_t added = 0;
+  for (const Record& r : records) {
+    present.reset();
+    present.bind(1, r.session);
+    present.bind(2, r.time_unix_ms);
+    present.bind(3, r.config);
+    present.bind(4, r.op);
+    present.bind(5, r.workload);
+    present.bind(6, r.target);
+    present.bind(7, static_cast<std::int64_t>(r.final_measurement ? 1 : 0));
+    present.bind(8, before);
+    if (present.step("importing records")) continue;
+    insert.reset();
+    bind_record(insert, r);
+    insert.step("importing records");
+    insert.reset();
+    ++added;
+  }
+  tx.commit();
+  return added;
+}
+
+}  // namespace kestrel::tuner

@@ -1,0 +1,16 @@
+// Constructors of the individual strategies, one per file; make_strategy() picks one.
+#pragma once
+
+#include <memory>
+
+#include "kestrel/tuner/strategy.h"
+
+namespace kestrel::tuner {
+
+std::unique_ptr<Strategy> make_random_search(const Space& space, const StrategyOptions& options);      // random_search.cpp
+std::unique_ptr<Strategy> make_grid_search(const Space& space, const StrategyOptions& options);        // grid_search.cpp
+std::unique_ptr<Strategy> make_genetic(const Space& space, const StrategyOptions& options);            // genetic.cpp
+std::unique_ptr<Strategy> make_annealing(const Space& space, const StrategyOptions& options);          // annealing.cpp
+std::unique_ptr<Strategy> make_model_annealing(const Space& space, const StrategyOptions& options);    // model_annealing.cpp
+
+}  // namespace kestrel::tuner

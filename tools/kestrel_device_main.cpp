@@ -1,5 +1,8 @@
 // kestrel-device: the runtime started on every board. Wiring only; the logic lives in
 // device_runtime/.
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -47,6 +50,7 @@ int main(int argc, char** argv) {
   args.option("max-backoff-ms", "MS", "cap of the exponential reconnect backoff", "5000");
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "info");
   args.flag("print-info", "print the detected capabilities and exit");
+  args.flag("exit-with-parent", "exit when the process that started this one dies (for embedded pools)");
   args.epilog(
       "When the tracker goes away or restarts, the runtime reconnects with capped exponential\n"
       "backoff (200 ms doubling to --max-backoff-ms) and registers again by itself. It exits\n"
@@ -62,6 +66,13 @@ int main(int argc, char** argv) {
       throw tools::UsageError("--log-level must be debug, info, warn, error or off");
     }
     log::set_level(level);
+    if (args.has("exit-with-parent")) {
+      // The embedded pool of a `kestrel tune` that was killed must not leave its device
+      // runtime reconnecting to a tracker that no longer exists.
+      pid_t parent = ::getppid();
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent || parent == 1) return 0;
+    }
     rpc::DeviceInfo info = device::detect_device_info(args.get("name"));
     if (args.has("print-info")) {
       print_info(info);

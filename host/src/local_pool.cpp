@@ -50,7 +50,8 @@ LocalPool::LocalPool(unsigned devices, std::string key) : impl_(std::make_unique
   std::string level = log::level() <= log::Level::debug ? "debug" : "warn";
   for (unsigned i = 0; i < devices; ++i) {
     std::string name = "local-" + std::to_string(::getpid()) + "-" + std::to_string(i);
-    std::vector<std::string> args = {binary, "--tracker", tracker, "--key", key_, "--name", name, "--log-level", level};
+    std::vector<std::string> args = {binary, "--tracker", tracker, "--key", key_, "--name", name, "--log-level", level,
+                                     "--exit-with-parent"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -1,0 +1,194 @@
+// `kestrel tune` as users run it: the embedded default, resuming after SIGKILL and
+// Ctrl-C, bad input, and `kestrel best` / `kestrel records` on what it recorded.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unistd.h>
+#include <sqlite3.h>
+
+#include "kestrel/tuner/records.h"
+#include "support/kestrel_processes.h"
+
+using namespace kestrel;
+using namespace kestrel::test::e2e;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A small, quick workload: every trial compiles and runs in well under a second.
+std::vector<std::string> tune_args(const std::string& db, int trials) {
+  return {kKestrel, "tune",    "--op",         "gemm", "--shape",   "48x40x32",       "--trials",
+          std::to_string(trials), "--batch", "4",   "--db",     db,         "--repeat",      "2",
+          "--min-repeat-ms", "2", "--final-top", "2", "--final-repeat", "3", "--seed", "7"};
+}
+
+nlohmann::json parse_json(const std::string& output) {
+  auto brace = output.find('{');
+  if (brace == std::string::npos) return nullptr;
+  return nlohmann::json::parse(output.substr(brace), nullptr, false);
+}
+
+// Non-final records, and how many distinct configurations they cover.
+std::pair<std::size_t, std::size_t> trial_records(const std::string& db) {
+  tuner::RecordsDb records(db);
+  std::set<std::string> configs;
+  std::size_t trials = 0;
+  for (const auto& r : records.find("gemm", "K=32,M=48,N=40", records.best().empty() ? "" : records.best()[0].target)) {
+    if (r.final_measurement) continue;
+    ++trials;
+    configs.insert(r.config);
+  }
+  return {trials, configs.size()};
+}
+
+std::size_t record_count(const std::string& db) {
+  if (::access(db.c_str(), F_OK) != 0) return 0;
+  try {
+    return tuner::RecordsDb(db).count();
+  } catch (const tuner::RecordsError&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("kestrel tune on the embedded default tunes, records every trial, and shows the best",
+          "[e2e][tune]") {
+  TempDir dir;
+  std::string db = dir.file("t.db");
+  auto argv = tune_args(db, 12);
+  argv.push_back("--json");
+  std::string output;
+  REQUIRE(test::run_command(argv, output, dir.file("tune.out")) == 0);
+  INFO(output);
+  auto result = parse_json(output);
+  REQUIRE(result.is_object());
+  CHECK(result["trials"] == 12);
+  CHECK(result["this_session"] == 12);
+  CHECK(result["stop_reason"] == "trials");
+  REQUIRE(result["final"].size() == 2);
+  CHECK(result["final"][0]["gflops"].get<double>() > 0);
+  CHECK(result["default_gflops"].get<double>() > 0);
+  CHECK(record_count(db) == 12 + 2);
+
+  std::string best;
+  REQUIRE(test::run_command({kKestrel, "best", "--db", db}, best, dir.file("best.out")) == 0);
+  CHECK_THAT(best, Catch::Contains("K=32,M=48,N=40") && Catch::Contains("x86_64-linux-gnu"));
+
+  // Export, import into another database: the same records.
+  std::string jsonl = dir.file("records.jsonl");
+  REQUIRE(test::run_command({kKestrel, "records", "export", "--db", db, "--out", jsonl}, output, dir.file("e")) == 0);
+  REQUIRE(test::run_command({kKestrel, "records", "import", "--db", dir.file("copy.db"), jsonl}, output,
+                            dir.file("i")) == 0);
+  CHECK_THAT(output, Catch::Contains("imported 14 records"));
+  REQUIRE(test::run_command({kKestrel, "records", "import", "--db", dir.file("copy.db"), jsonl}, output,
+                            dir.file("i2")) == 0);
+  CHECK_THAT(output, Catch::Contains("imported 0 records"));
+}
+
+TEST_CASE("a SIGKILLed tuning run loses no committed record and the rerun re-measures nothing",
+          "[e2e][tune]") {
+  TempDir dir;
+  std::string db = dir.file("resume.db");
+  const int trials = 24;
+  pid_t killed = 0;
+  {
+    Process run(tune_args(db, trials), dir.file("run1.log"));
+    REQUIRE(test::wait_for([&] { return record_count(db) >= 8 || !run.running(); }, 120s));
+    REQUIRE(run.running());
+    killed = run.pid();
+    run.signal(SIGKILL);
+    REQUIRE(run.wait_exit(5s));
+  }
+  std::size_t committed = record_count(db);
+  INFO("records committed before the kill: " << committed);
+  CHECK(committed >= 8);
+  // The embedded device runtime (named after its parent's pid) went with its parent.
+  std::string orphan = "pgrep -f 'kestrel-devic[e].*local-" + std::to_string(killed) + "-' > /dev/null";
+  CHECK(test::wait_for([&] { return std::system(orphan.c_str()) != 0; }, 5s));
+
+  std::string output;
+  auto argv = tune_args(db, trials);
+  argv.push_back("--json");
+  REQUIRE(test::run_command(argv, output, dir.file("run2.out")) == 0);
+  INFO(output);
+  auto result = parse_json(output);
+  REQUIRE(result.is_object());
+  CHECK(result["resumed"].get<std::size_t>() == committed);  // everything committed was found
+  CHECK(result["trials"] == trials);
+  CHECK(result["this_session"].get<std::size_t>() == trials - result["resumed"].get<std::size_t>());
+  auto [records, distinct] = trial_records(db);
+  CHECK(records == static_cast<std::size_t>(trials));  // nothing measured twice
+  CHECK(distinct == static_cast<std::size_t>(trials));
+  CHECK(record_count(db) >= committed);
+}
+
+TEST_CASE("Ctrl-C in the middle of a batch keeps the records and the next run resumes", "[e2e][tune]") {
+  TempDir dir;
+  std::string db = dir.file("interrupt.db");
+  Process run(tune_args(db, 400), dir.file("run.log"));
+  REQUIRE(test::wait_for([&] { return record_count(db) >= 6 || !run.running(); }, 120s));
+  REQUIRE(run.running());
+  run.signal(SIGINT);
+  auto code = run.wait_exit(60s);
+  REQUIRE(code);
+  CHECK(*code == 130);
+  CHECK_THAT(run.log(), Catch::Contains("stopping after the batch in flight"));
+  std::size_t kept = record_count(db);
+  CHECK(kept >= 6);
+
+  std::string output;
+  auto argv = tune_args(db, static_cast<int>(kept) + 4);
+  argv.push_back("--json");
+  REQUIRE(test::run_command(argv, output, dir.file("rerun.out")) == 0);
+  auto result = parse_json(output);
+  REQUIRE(result.is_object());
+  CHECK(result["resumed"].get<std::size_t>() == kept);
+  CHECK(result["this_session"] == 4);
+}
+
+TEST_CASE("kestrel tune rejects bad input with clear errors", "[e2e][tune][bad-input]") {
+  TempDir dir;
+  std::string output;
+  std::string db = dir.file("x.db");
+  CHECK(test::run_command({kKestrel, "tune", "--op", "fft", "--shape", "8", "--db", db}, output, dir.file("o1")) == 2);
+  CHECK_THAT(output, Catch::Contains("unknown op 'fft'"));
+  CHECK(test::run_command({kKestrel, "tune", "--shape", "512xx512", "--db", db}, output, dir.file("o2")) == 2);
+  CHECK_THAT(output, Catch::Contains("not an integer"));
+  CHECK(test::run_command({kKestrel, "tune", "--op", "conv2d", "--shape", "N=1,C=3,H=2,W=2,K=4,R=5,S=5", "--db", db},
+                          output, dir.file("o3")) == 2);
+  CHECK_THAT(output, Catch::Contains("empty output"));
+  CHECK(test::run_command({kKestrel, "tune", "--shape", "64x64x64", "--strategy", "magic", "--db", db}, output,
+                          dir.file("o4")) == 2);
+  CHECK_THAT(output, Catch::Contains("unknown strategy 'magic'"));
+
+  // Not a database.
+  std::ofstream(dir.file("notes.db")) << "these are my notes, not a database\n";
+  CHECK(test::run_command({kKestrel, "tune", "--shape", "64x64x64", "--db", dir.file("notes.db")}, output,
+                          dir.file("o5")) == 2);
+  CHECK_THAT(output, Catch::Contains("not a Kestrel records database"));
+  CHECK(test::read_text(dir.file("notes.db")) == "these are my notes, not a database\n");
+
+  // A database from a newer Kestrel.
+  { tuner::RecordsDb create(dir.file("future.db")); }
+  sqlite3* handle = nullptr;
+  REQUIRE(sqlite3_open(dir.file("future.db").c_str(), &handle) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(handle, "UPDATE meta SET value = '7' WHERE key = 'schema_version'", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  sqlite3_close(handle);
+  CHECK(test::run_command({kKestrel, "tune", "--shape", "64x64x64", "--db", dir.file("future.db")}, output,
+                          dir.file("o6")) == 2);
+  CHECK_THAT(output, Catch::Contains("7"));
+
+  // A key no device serves: a clear message after the wait.
+  TrackerProcess tracker(dir);
+  auto device = start_device(dir, tracker, "cpu", "the-only-one");
+  REQUIRE(test::wait_for([&] { return device_count(query(dir, tracker)) == 1; }));
+  auto start = std::chrono::steady_clock::now();
+  CHECK(test::run_command({kKestrel, "tune", "--tracker", tracker.address(), "--key", "rpi4", "--wait-ms", "700",
+                           "--shape", "64x64x64", "--db", db},
+                          output, dir.file("o7")) == 1);
+  CHECK(std::chrono::steady_clock::now() - start >= 700ms);
+  CHECK_THAT(output, Catch::Contains("no device is registered under key 'rpi4'") && Catch::Contains("cpu"));
+}

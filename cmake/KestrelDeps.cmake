@@ -12,6 +12,20 @@ target_link_libraries(kestrel_asio INTERFACE Threads::Threads)
 
 find_package(CapnProto CONFIG REQUIRED)
 
+# KESTREL_STATIC_RUNTIME: the device runtime carries capnp/kj and libstdc++ itself, so a
+# board needs nothing but its libc (one file to copy).
+option(KESTREL_STATIC_RUNTIME "Link kestrel-device statically except for libc" OFF)
+add_library(kestrel_capnp INTERFACE)
+if(KESTREL_STATIC_RUNTIME)
+  find_library(KESTREL_CAPNP_STATIC NAMES libcapnp.a REQUIRED)
+  find_library(KESTREL_KJ_STATIC NAMES libkj.a REQUIRED)
+  get_target_property(_capnp_includes CapnProto::capnp INTERFACE_INCLUDE_DIRECTORIES)
+  target_include_directories(kestrel_capnp SYSTEM INTERFACE ${_capnp_includes})
+  target_link_libraries(kestrel_capnp INTERFACE ${KESTREL_CAPNP_STATIC} ${KESTREL_KJ_STATIC} Threads::Threads)
+else()
+  target_link_libraries(kestrel_capnp INTERFACE CapnProto::capnp CapnProto::kj)
+endif()
+
 # libsodium: linked statically so the device runtime carries only the few
 # primitives it uses (HMAC-SHA256, random bytes) and needs no extra shared library.
 pkg_check_modules(SODIUM REQUIRED libsodium)

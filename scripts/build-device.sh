@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the device runtime for a board, stripped and linked so that the board needs
+# only its C library: one file to copy.
+#   scripts/build-device.sh aarch64-linux-gnu        # Raspberry Pi (64-bit OS), Jetson, phones
+#   scripts/build-device.sh armv7a-linux-gnueabihf   # Raspberry Pi OS 32-bit
+#   scripts/build-device.sh native                   # this machine
+# Prints the path and size of the result. Needs the cross toolchains from scripts/setup.sh.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+triple="${1:-native}"
+build="${KESTREL_DEVICE_BUILD_DIR:-$root/build-device-$triple}"
+args=(-G Ninja -DCMAKE_BUILD_TYPE=MinSizeRel -DKESTREL_BUILD_HOST=OFF -DKESTREL_BUILD_TESTS=OFF
+      -DKESTREL_BUILD_BENCH=OFF -DKESTREL_STATIC_RUNTIME=ON)
+case "$triple" in
+  native) strip_tool=strip ;;
+  aarch64-linux-gnu) strip_tool=aarch64-linux-gnu-strip
+    args+=(-DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/aarch64-linux-gnu.cmake") ;;
+  armv7a-linux-gnueabihf) strip_tool=arm-linux-gnueabihf-strip
+    args+=(-DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/armv7a-linux-gnueabihf.cmake") ;;
+  *) echo "build-device: unknown target '$triple' (native, aarch64-linux-gnu, armv7a-linux-gnueabihf)" >&2; exit 2 ;;
+esac
+if ! command -v "$strip_tool" > /dev/null; then
+  echo "build-device: $strip_tool not found: run scripts/setup.sh (it installs the cross toolchains)" >&2
+  exit 1
+fi
+mkdir -p "$build"
+cmake -S "$root" "-B$build" "${args[@]}" > "$build/configure.log" 2>&1 || { cat "$build/configure.log" >&2; exit 1; }
+cmake --build "$build" -j "${KESTREL_JOBS:-2}" --target kestrel-device > "$build/build.log" 2>&1 \
+  || { tail -40 "$build/build.log" >&2; exit 1; }
+"$strip_tool" -o "$build/kestrel-device" "$build/tools/kestrel-device"
+size=$(stat -c %s "$build/kestrel-device")
+needed=$(readelf -d "$build/kestrel-device" | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); print $5}' | tr '\n' ' ')
+echo "$build/kestrel-device $size bytes ($((size / 1024)) KiB), needs: ${needed:-nothing}"

@@ -184,10 +184,20 @@ awaitable<void> Connection::write_loop() {
 
 awaitable<tcp::socket> connect_to(std::string host, std::uint16_t port, std::chrono::milliseconds timeout) {
   auto executor = co_await asio::this_coro::executor;
-  tcp::resolver resolver(executor);
-  auto [rec, results] = co_await resolver.async_resolve(host, std::to_string(port), use_nothrow);
-  if (rec) {
-    throw RpcError(ErrorCode::connection_lost, str("cannot resolve tracker host '", host, "': ", rec.message()));
+  // A numeric address needs no resolver (Asio resolves on a helper thread, which some
+  // emulators and minimal boards handle badly).
+  std::vector<tcp::endpoint> results;
+  std::error_code numeric_error;
+  auto address = asio::ip::make_address(host, numeric_error);
+  if (!numeric_error) {
+    results.emplace_back(address, port);
+  } else {
+    tcp::resolver resolver(executor);
+    auto [rec, resolved] = co_await resolver.async_resolve(host, std::to_string(port), use_nothrow);
+    if (rec) {
+      throw RpcError(ErrorCode::connection_lost, str("cannot resolve tracker host '", host, "': ", rec.message()));
+    }
+    for (const auto& entry : resolved) results.push_back(entry.endpoint());
   }
   // Shared with the deadline handler, which may run after this coroutine has returned.
   struct State {

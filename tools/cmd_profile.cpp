@@ -198,7 +198,10 @@ int run_profile(int argc, char** argv) {
           client_options.name = "kestrel profile";
           client_options.token = pool.token;
           auto client = co_await rpc::TrackerClient::connect(endpoint, client_options);
-          host::MeasureClient measurer(client, {pool.key, 1, 0, pool.wait, 2});
+          host::MeasureClientOptions measure_client;
+          measure_client.key = pool.key;
+          measure_client.request_timeout = pool.wait;
+          host::MeasureClient measurer(client, measure_client);
           try {
             co_await measurer.open();
             target = resolve_target(args, measurer.leases().front().info);
@@ -237,7 +240,7 @@ int run_profile(int argc, char** argv) {
             failure = std::current_exception();
           }
           co_await measurer.close();
-          client->close();
+          measurer.tracker()->close();
         },
         [&](std::exception_ptr e) {
           if (e && !failure) failure = e;

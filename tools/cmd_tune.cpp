@@ -217,7 +217,13 @@ int run_tune(int argc, char** argv) {
           client_options.name = "kestrel tune";
           client_options.token = pool.token;
           auto client = co_await rpc::TrackerClient::connect(endpoint, client_options);
-          host::MeasureClient measurer(client, {pool.key, devices, 0, pool.wait, 2});
+          host::MeasureClientOptions measure_client;
+          measure_client.key = pool.key;
+          measure_client.devices = devices;
+          measure_client.request_timeout = pool.wait;
+          // An overnight session outlives a tracker restart: reconnect and lease again.
+          measure_client.reconnect = [endpoint, client_options]() { return rpc::TrackerClient::connect(endpoint, client_options); };
+          host::MeasureClient measurer(client, measure_client);
           try {
             co_await measurer.open();
             host::Target target = resolve_target(args, measurer.leases().front().info);
@@ -231,7 +237,7 @@ int run_tune(int argc, char** argv) {
             failure = std::current_exception();
           }
           co_await measurer.close();
-          client->close();
+          measurer.tracker()->close();
           signals.cancel();
         },
         [&](std::exception_ptr e) {

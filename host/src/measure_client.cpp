@@ -72,11 +72,40 @@ awaitable<void> MeasureClient::open() {
   rpc::Lease first = co_await tracker_->request(options_.key, request);
   devices_.push_back(std::make_shared<Device>(Device{first, {}, false}));
   log::info(kLog, "leased device '", first.info.name, "' (", first.info.triple, ") for key '", options_.key, "'");
+  co_await request_extra_devices();
+}
+
+awaitable<void> MeasureClient::request_extra_devices() {
   // Further devices join whenever the tracker grants them.
-  for (unsigned i = 1; i < options_.devices; ++i) {
+  for (std::size_t i = leases().size(); i < options_.devices; ++i) {
     rpc::RequestId id = tracker_->submit(options_.key, {options_.priority, 0ms});
     pending_.push_back(id);
     asio::co_spawn(co_await asio::this_coro::executor, collect_grant(id, alive_), asio::detached);
+  }
+}
+
+awaitable<void> MeasureClient::reconnect_tracker() {
+  auto deadline = std::chrono::steady_clock::now() + options_.reconnect_timeout;
+  auto backoff = 200ms;
+  std::string last;
+  while (true) {
+    try {
+      tracker_ = co_await options_.reconnect();
+      ++reconnects_;
+      devices_.clear();  // leases do not survive the tracker
+      pending_.clear();
+      log::warn(kLog, "reconnected to the tracker; leasing devices of key '", options_.key, "' again");
+      co_return;
+    } catch (const RpcError& e) {
+      if (rpc::is_permanent(e.code())) throw;
+      last = e.what();
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw RpcError(ErrorCode::connection_lost,
+                     str("tracker unreachable for ", options_.reconnect_timeout.count(), " ms: ", last));
+    }
+    co_await pause(backoff);
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, 5000ms);
   }
 }
 
@@ -316,11 +345,17 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
       });
     }
     if (running == 0 && !queue.empty() && leases().empty()) {
-      // Every leased device is gone: ask for a replacement before giving up.
+      // Every leased device is gone: ask for a replacement before giving up, over a new
+      // tracker connection if the old one died (the tracker restarted).
       try {
+        if (!tracker_->is_connected() && options_.reconnect) {
+          log::warn(kLog, "lost the tracker: ", last_loss, "; reconnecting");
+          co_await reconnect_tracker();
+        }
         rpc::Lease lease = co_await tracker_->request(options_.key, {options_.priority, options_.request_timeout});
         devices_.push_back(std::make_shared<Device>(Device{lease, {}, false}));
         log::info(kLog, "continuing on device '", lease.info.name, "'");
+        if (reconnects_ > 0) co_await request_extra_devices();
         continue;
       } catch (const RpcError& e) {
         for (std::size_t i : queue) {

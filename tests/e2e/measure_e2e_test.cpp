@@ -211,7 +211,11 @@ TEST_CASE("candidates of a device lost mid-batch are measured on another device"
     rpc::ClientOptions client_options;
     client_options.name = "e2e-measure";
     auto client = co_await rpc::TrackerClient::connect(rpc::parse_endpoint(tracker.address()), client_options);
-    host::MeasureClient measurer(client, {"pool", 2, 0, 5000ms, 2});
+    host::MeasureClientOptions pool_options;
+    pool_options.key = "pool";
+    pool_options.devices = 2;
+    pool_options.request_timeout = 5000ms;
+    host::MeasureClient measurer(client, pool_options);
     co_await measurer.open();
     REQUIRE(co_await test::eventually([&] { return measurer.leases().size() == 2; }));
     results = co_await measurer.measure(workload, candidates, options, [&](const host::Measurement& m) {

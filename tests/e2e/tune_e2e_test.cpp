@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 #include <unistd.h>
 #include <sqlite3.h>
 
@@ -191,4 +192,39 @@ TEST_CASE("kestrel tune rejects bad input with clear errors", "[e2e][tune][bad-i
                           output, dir.file("o7")) == 1);
   CHECK(std::chrono::steady_clock::now() - start >= 700ms);
   CHECK_THAT(output, Catch::Contains("no device is registered under key 'rpi4'") && Catch::Contains("cpu"));
+}
+
+TEST_CASE("a tuning session carries on when the tracker restarts in the middle", "[e2e][tune]") {
+  TempDir dir;
+  auto tracker = std::make_unique<TrackerProcess>(dir);
+  const std::uint16_t port = tracker->port;
+  auto device = start_device(dir, *tracker, "cpu", "steady");
+  REQUIRE(test::wait_for([&] { return device_count(query(dir, *tracker)) == 1; }));
+
+  std::string db = dir.file("restart.db");
+  const int trials = 24;
+  auto argv = tune_args(db, trials);
+  for (std::string extra : {"--tracker", tracker->address().c_str(), "--key", "cpu", "--json"}) argv.push_back(extra);
+  Process tune(argv, dir.file("tune.log"));
+  REQUIRE(test::wait_for([&] { return record_count(db) >= 6 || !tune.running(); }, 120s));
+  REQUIRE(tune.running());
+
+  tracker->process->signal(SIGTERM);
+  REQUIRE(tracker->process->wait_exit(5s));
+  tracker.reset();
+  std::this_thread::sleep_for(700ms);  // the session and the device are now retrying
+  tracker = std::make_unique<TrackerProcess>(dir, std::vector<std::string>{}, port, "tracker2.log");
+
+  auto code = tune.wait_exit(180s);
+  INFO(tune.log());
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK_THAT(tune.log(), Catch::Contains("reconnected to the tracker"));
+  auto result = parse_json(tune.log());
+  REQUIRE(result.is_object());
+  CHECK(result["trials"] == trials);
+  auto [records, distinct] = trial_records(db);
+  CHECK(records == static_cast<std::size_t>(trials));
+  CHECK(distinct == static_cast<std::size_t>(trials));
+  CHECK(device->running());  // the same runtime process served before and after
 }

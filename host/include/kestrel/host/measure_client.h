@@ -83,6 +83,11 @@ struct MeasureClientOptions {
   std::chrono::milliseconds request_timeout{30'000};  // for the first device
   unsigned retries = 2;                          // re-measurements after a device loss
   std::chrono::milliseconds reply_slack{30'000};  // beyond the batch's own time limits
+  // When set, a lost tracker connection is re-established with this (capped backoff, up
+  // to reconnect_timeout), the devices are leased again, and unfinished candidates go
+  // back to the queue: a tuning session survives a tracker restart.
+  std::function<rpc::awaitable<std::shared_ptr<rpc::TrackerClient>>()> reconnect;
+  std::chrono::milliseconds reconnect_timeout{120'000};
 };
 
 class MeasureClient {
@@ -105,10 +110,15 @@ class MeasureClient {
 
   // The devices currently leased (their capabilities pick the compile target).
   std::vector<rpc::Lease> leases() const;
+  // The current tracker connection (a new one after a reconnect).
+  std::shared_ptr<rpc::TrackerClient> tracker() const { return tracker_; }
+  unsigned reconnects() const { return reconnects_; }
 
  private:
   struct Device;
   rpc::awaitable<void> collect_grant(rpc::RequestId id, std::shared_ptr<bool> alive);
+  rpc::awaitable<void> request_extra_devices();
+  rpc::awaitable<void> reconnect_tracker();
   rpc::awaitable<void> ensure_modules(Device& device, const std::vector<const Module*>& modules);
   rpc::awaitable<void> run_batch(Device& device, const Workload& workload, const std::vector<Candidate>& batch,
                                  const MeasureOptions& options, std::function<void(Measurement)> on_result);
@@ -119,6 +129,7 @@ class MeasureClient {
   std::vector<rpc::RequestId> pending_;
   std::uint64_t next_seq_ = 1;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  unsigned reconnects_ = 0;
 };
 
 }  // namespace kestrel::host

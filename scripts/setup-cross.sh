@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what cross builds of the device runtime need: the aarch64 and armhf cross
+# compilers, qemu user-mode emulation, and the arm64/armhf builds of Cap'n Proto and
+# libsodium (Debian multiarch). Idempotent. Needs root (or sudo).
+#
+# Multiarch packages must have the same version on every architecture. Debian's security
+# archive can carry a newer libssl3 for amd64 than the main archive has for arm64/armhf
+# (libcapnp depends on libssl3), so libssl is pinned to the version all of them offer.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+
+if command -v aarch64-linux-gnu-g++ > /dev/null && command -v arm-linux-gnueabihf-g++ > /dev/null &&
+   command -v qemu-aarch64-static > /dev/null && [ -f /usr/lib/aarch64-linux-gnu/libcapnp.a ] &&
+   [ -f /usr/lib/arm-linux-gnueabihf/libcapnp.a ] && [ -f /usr/lib/aarch64-linux-gnu/libsodium.a ] &&
+   [ -f /usr/lib/arm-linux-gnueabihf/libsodium.a ]; then
+  echo "setup-cross: all present"
+  exit 0
+fi
+
+for arch in arm64 armhf; do
+  dpkg --print-foreign-architectures | grep -qx "$arch" || $SUDO dpkg --add-architecture "$arch"
+done
+$SUDO apt-get update -qq
+ssl=$(apt-cache policy libssl3:arm64 | awk '/Candidate/ {print $2}')
+if [ -z "$ssl" ] || [ "$ssl" = "(none)" ]; then
+  echo "setup-cross: no libssl3 for arm64 in the package archive" >&2
+  exit 1
+fi
+echo "setup-cross: pinning libssl3 to $ssl on amd64, arm64 and armhf"
+$SUDO apt-get install -y -qq --no-install-recommends --allow-downgrades \
+  "libssl3=$ssl" "libssl-dev=$ssl" "libssl3:arm64=$ssl" "libssl3:armhf=$ssl" \
+  "libssl-dev:arm64=$ssl" "libssl-dev:armhf=$ssl" \
+  crossbuild-essential-arm64 crossbuild-essential-armhf qemu-user-static \
+  libcapnp-dev:arm64 libcapnp-dev:armhf libsodium-dev:arm64 libsodium-dev:armhf
+echo "setup-cross: done"

@@ -5,7 +5,6 @@
 
 #include <csignal>
 #include <cstdio>
-#include <iostream>
 
 #include "args.h"
 #include "kestrel/device_runtime/agent.h"
@@ -18,22 +17,20 @@ using namespace kestrel;
 
 namespace {
 
+// Output with stdio: the runtime carries no iostreams (see rpc/log.h).
+void out(const std::string& text) { std::fputs(text.c_str(), stdout); }
+void err(const std::string& text) { std::fputs(text.c_str(), stderr); }
+
 void print_info(const rpc::DeviceInfo& info) {
-  std::cout << "name:       " << info.name << "\n"
-            << "hostname:   " << info.hostname << "\n"
-            << "os:         " << info.os << "\n"
-            << "arch:       " << info.arch << "\n"
-            << "triple:     " << info.triple << "\n"
-            << "cpu:        " << info.cpu_model << "\n"
-            << "cores:      " << info.cores << "\n"
-            << "memory:     " << (info.memory_bytes >> 20) << " MiB\n";
+  out(str("name:       ", info.name, "\n", "hostname:   ", info.hostname, "\n", "os:         ", info.os, "\n",
+          "arch:       ", info.arch, "\n", "triple:     ", info.triple, "\n", "cpu:        ", info.cpu_model, "\n",
+          "cores:      ", info.cores, "\n", "memory:     ", info.memory_bytes >> 20, " MiB\n"));
   for (const auto& c : info.caches) {
-    std::cout << "cache:      L" << c.level << " " << c.kind << " " << (c.size_bytes >> 10) << " KiB, "
-              << c.line_bytes << " B lines\n";
+    out(str("cache:      L", c.level, " ", c.kind, " ", c.size_bytes >> 10, " KiB, ", c.line_bytes, " B lines\n"));
   }
-  std::cout << "features:  ";
-  for (const auto& f : info.cpu_features) std::cout << " " << f;
-  std::cout << "\nruntime:    " << info.runtime_version << "\n";
+  std::string features = "features:  ";
+  for (const auto& f : info.cpu_features) features += " " + f;
+  out(features + "\nruntime:    " + info.runtime_version + "\n");
 }
 
 }  // namespace
@@ -58,7 +55,7 @@ int main(int argc, char** argv) {
       "SIGINT/SIGTERM stop it cleanly.");
   try {
     if (!args.parse(argc, argv, 1)) {
-      std::cout << args.help();
+      out(args.help());
       return 0;
     }
     log::Level level;
@@ -113,10 +110,10 @@ int main(int argc, char** argv) {
     io.run();
     return status;
   } catch (const tools::UsageError& e) {
-    std::cerr << "kestrel-device: " << e.what() << "\n(see kestrel-device --help)\n";
+    err(str("kestrel-device: ", e.what(), "\n(see kestrel-device --help)\n"));
     return 2;
   } catch (const rpc::RpcError& e) {
-    std::cerr << "kestrel-device: " << e.what() << "\n";
+    err(str("kestrel-device: ", e.what(), "\n"));
     return 2;
   }
 }

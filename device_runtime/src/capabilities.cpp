@@ -5,22 +5,40 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "kestrel/rpc/file.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/rpc/log.h"
 
 namespace kestrel::device {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return {};
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+std::string read_text(const std::string& path) { return kestrel::read_file(path).value_or(""); }
+
+// Splits text into lines / whitespace-separated words without iostreams.
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    std::size_t start = i;
+    while (i < text.size() && text[i] != ' ' && text[i] != '\t') ++i;
+    if (i > start) words.push_back(text.substr(start, i - start));
+  }
+  return words;
 }
 
 std::string trim(std::string s) {
@@ -31,9 +49,7 @@ std::string trim(std::string s) {
 
 // The value of the first "field : value" line of /proc/cpuinfo with this field name.
 std::string cpuinfo_field(const std::string& cpuinfo, std::string_view field) {
-  std::istringstream lines(cpuinfo);
-  std::string line;
-  while (std::getline(lines, line)) {
+  for (const std::string& line : split_lines(cpuinfo)) {
     auto colon = line.find(':');
     if (colon == std::string::npos) continue;
     if (trim(line.substr(0, colon)) == field) return trim(line.substr(colon + 1));
@@ -86,15 +102,11 @@ std::vector<std::string> cpu_features_from_cpuinfo(const std::string& cpuinfo) {
   std::string riscv = cpuinfo_field(cpuinfo, "isa");
   std::vector<std::string> features;
   if (!x86.empty()) {
-    std::istringstream words(x86);
-    std::string word;
-    while (words >> word) {
+    for (const auto& word : split_words(x86)) {
       if (x86_relevant_flags().contains(word)) features.push_back(word);
     }
   } else if (!arm.empty()) {
-    std::istringstream words(arm);
-    std::string word;
-    while (words >> word) features.push_back(word);
+    for (const auto& word : split_words(arm)) features.push_back(word);
   } else if (!riscv.empty()) {
     features.push_back(riscv);
   }
@@ -131,7 +143,7 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
     info.arch = uts.machine;
   }
   info.triple = std::string(build_triple());
-  std::string cpuinfo = read_file("/proc/cpuinfo");
+  std::string cpuinfo = read_text("/proc/cpuinfo");
   info.cpu_model = cpu_model_from_cpuinfo(cpuinfo);
   info.cpu_features = cpu_features_from_cpuinfo(cpuinfo);
   long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -141,14 +153,14 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
   if (pages > 0 && page_size > 0) info.memory_bytes = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
   for (int index = 0; index < 8; ++index) {
     std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    std::string level = trim(read_file(base + "level"));
+    std::string level = trim(read_text(base + "level"));
     if (level.empty()) break;
     rpc::CacheInfo cache;
     cache.level = static_cast<unsigned>(std::stoul(level));
-    std::string type = trim(read_file(base + "type"));
+    std::string type = trim(read_text(base + "type"));
     cache.kind = type == "Data" ? "data" : type == "Instruction" ? "instruction" : "unified";
-    cache.size_bytes = parse_cache_size(read_file(base + "size"));
-    std::string line = trim(read_file(base + "coherency_line_size"));
+    cache.size_bytes = parse_cache_size(read_text(base + "size"));
+    std::string line = trim(read_text(base + "coherency_line_size"));
     cache.line_bytes = line.empty() ? 0 : static_cast<unsigned>(std::stoul(line));
     info.caches.push_back(cache);
   }

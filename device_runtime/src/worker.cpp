@@ -16,12 +16,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "kestrel/kernel/abi.h"
+#include "kestrel/rpc/file.h"
 
 namespace kestrel::device::worker {
 namespace {
@@ -292,9 +292,11 @@ struct Batch {
   static std::size_t flush_bytes() {
     std::size_t largest = 0;
     for (int index = 0; index < 8; ++index) {
-      std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
-      std::string text;
-      if (!(in >> text)) break;
+      auto content = read_file("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+      if (!content) break;
+      std::string text = *content;
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      if (text.empty()) break;
       std::size_t value = std::strtoull(text.c_str(), nullptr, 10);
       if (text.back() == 'K') value <<= 10;
       if (text.back() == 'M') value <<= 20;

@@ -4,10 +4,9 @@
 #include <sodium.h>
 #include <sys/stat.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "kestrel/rpc/errors.h"
+#include "kestrel/rpc/file.h"
 #include "kestrel/rpc/log.h"
 
 namespace kestrel::rpc {
@@ -25,11 +24,9 @@ Token::~Token() {
 }
 
 Token Token::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw RpcError(ErrorCode::bad_request, str("cannot read token file '", path, "'"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string secret = buffer.str();
+  auto content = read_file(path, 64 * 1024);
+  if (!content) throw RpcError(ErrorCode::bad_request, str("cannot read token file '", path, "'"));
+  std::string secret = std::move(*content);
   auto first = secret.find_first_not_of(" \t\r\n");
   auto last = secret.find_last_not_of(" \t\r\n");
   secret = first == std::string::npos ? std::string() : secret.substr(first, last - first + 1);

@@ -204,7 +204,8 @@ TEST_CASE("a tuning session carries on when the tracker restarts in the middle",
   std::string db = dir.file("restart.db");
   const int trials = 24;
   auto argv = tune_args(db, trials);
-  for (std::string extra : {"--tracker", tracker->address().c_str(), "--key", "cpu", "--json"}) argv.push_back(extra);
+  std::vector<std::string> extra = {"--tracker", tracker->address(), "--key", "cpu", "--json"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
   Process tune(argv, dir.file("tune.log"));
   REQUIRE(test::wait_for([&] { return record_count(db) >= 6 || !tune.running(); }, 120s));
   REQUIRE(tune.running());

@@ -20,21 +20,6 @@ constexpr std::string_view kLog = "measure";
 using rpc::use_nothrow;
 }  // namespace
 
-std::string_view to_string(Status status) {
-  switch (status) {
-    case Status::ok: return "ok";
-    case Status::instantiation_error: return "instantiation error";
-    case Status::host_compile_error: return "host compile error";
-    case Status::device_load_error: return "device load error";
-    case Status::runtime_error: return "runtime error";
-    case Status::wrong_answer: return "wrong answer";
-    case Status::build_timeout: return "build timeout";
-    case Status::run_timeout: return "run timeout";
-    case Status::device_lost: return "device lost";
-  }
-  return "?";
-}
-
 std::string describe_signal(int signo) {
   const char* name = sigabbrev_np(signo);
   std::string out = name ? std::string("SIG") + name : "signal " + std::to_string(signo);

@@ -17,10 +17,6 @@ using rpc::ErrorCode;
 using rpc::RpcError;
 constexpr std::string_view kLog = "measure";
 
-constexpr std::string_view kStatusNames[] = {"ok",           "instantiation error", "host compile error",
-                                             "device load error", "runtime error",  "wrong answer",
-                                             "build timeout", "run timeout",        "device lost"};
-
 awaitable<void> pause(std::chrono::milliseconds d) {
   asio::steady_timer timer(co_await asio::this_coro::executor, d);
   co_await timer.async_wait(rpc::use_nothrow);
@@ -34,21 +30,6 @@ std::unique_ptr<rpc::SessionPayload> decode(const rpc::Payload& payload) {
   return message;
 }
 }  // namespace
-
-std::string_view to_string(Status status) {
-  auto index = static_cast<std::size_t>(status);
-  return index < std::size(kStatusNames) ? kStatusNames[index] : "unknown";
-}
-
-bool parse_status(std::string_view text, Status& out) {
-  for (std::size_t i = 0; i < std::size(kStatusNames); ++i) {
-    if (kStatusNames[i] == text) {
-      out = static_cast<Status>(i);
-      return true;
-    }
-  }
-  return false;
-}
 
 struct MeasureClient::Device {
   rpc::Lease lease;

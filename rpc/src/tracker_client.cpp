@@ -297,13 +297,9 @@ awaitable<Payload> TrackerClient::receive(LeaseId lease, std::chrono::millisecon
                                          timeout.count(), " ms"));
 }
 
-awaitable<std::chrono::nanoseconds> TrackerClient::ping(LeaseId lease, std::chrono::milliseconds timeout) {
-  std::uint64_t seq = next_seq_++;
-  capnp::MallocMessageBuilder builder;
-  builder.initRoot<wire::SessionMessage>().initPing().setSeq(seq);
-  auto start = Clock::now();
-  send(lease, encode_session(builder));
-  auto deadline = deadline_after(timeout);
+awaitable<std::unique_ptr<SessionPayload>> TrackerClient::await_reply(
+    LeaseId lease, std::chrono::steady_clock::time_point deadline,
+    const std::function<bool(wire::SessionMessage::Reader)>& matches) {
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     Payload payload = co_await receive(lease, std::max(left, std::chrono::milliseconds(1)));
@@ -311,10 +307,21 @@ awaitable<std::chrono::nanoseconds> TrackerClient::ping(LeaseId lease, std::chro
     auto message = SessionPayload::decode(payload, error);
     if (!message) throw RpcError(ErrorCode::protocol_error, str("device sent ", error));
     auto root = message->root();
-    if (root.isPong() && root.getPong().getSeq() == seq) co_return Clock::now() - start;
+    if (matches(root)) co_return message;
     if (root.isError()) throw RpcError(ErrorCode::bad_request, str("device: ", root.getError().getMessage().cStr()));
     // Anything else is a stale answer to an earlier request: skip it.
   }
+}
+
+awaitable<std::chrono::nanoseconds> TrackerClient::ping(LeaseId lease, std::chrono::milliseconds timeout) {
+  std::uint64_t seq = next_seq_++;
+  capnp::MallocMessageBuilder builder;
+  builder.initRoot<wire::SessionMessage>().initPing().setSeq(seq);
+  auto start = Clock::now();
+  send(lease, encode_session(builder));
+  co_await await_reply(lease, deadline_after(timeout),
+                       [seq](wire::SessionMessage::Reader m) { return m.isPong() && m.getPong().getSeq() == seq; });
+  co_return Clock::now() - start;
 }
 
 awaitable<DeviceInfo> TrackerClient::device_info(LeaseId lease, std::chrono::milliseconds timeout) {
@@ -322,17 +329,10 @@ awaitable<DeviceInfo> TrackerClient::device_info(LeaseId lease, std::chrono::mil
   capnp::MallocMessageBuilder builder;
   builder.initRoot<wire::SessionMessage>().initInfoRequest().setSeq(seq);
   send(lease, encode_session(builder));
-  auto deadline = deadline_after(timeout);
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    Payload payload = co_await receive(lease, std::max(left, std::chrono::milliseconds(1)));
-    std::string error;
-    auto message = SessionPayload::decode(payload, error);
-    if (!message) throw RpcError(ErrorCode::protocol_error, str("device sent ", error));
-    auto root = message->root();
-    if (root.isInfo() && root.getInfo().getSeq() == seq) co_return from_wire(root.getInfo().getInfo());
-    if (root.isError()) throw RpcError(ErrorCode::bad_request, str("device: ", root.getError().getMessage().cStr()));
-  }
+  auto reply = co_await await_reply(
+      lease, deadline_after(timeout),
+      [seq](wire::SessionMessage::Reader m) { return m.isInfo() && m.getInfo().getSeq() == seq; });
+  co_return from_wire(reply->root().getInfo().getInfo());
 }
 
 }  // namespace kestrel::rpc

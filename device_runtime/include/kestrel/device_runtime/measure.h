@@ -18,23 +18,12 @@
 #include <vector>
 
 #include "kestrel/rpc/asio.h"
+#include "kestrel/rpc/measure_status.h"
 
 namespace kestrel::device {
 
-// Mirrors session.capnp MeasureStatus.
-enum class Status : std::uint32_t {
-  ok = 0,
-  instantiation_error = 1,
-  host_compile_error = 2,
-  device_load_error = 3,
-  runtime_error = 4,
-  wrong_answer = 5,
-  build_timeout = 6,
-  run_timeout = 7,
-  device_lost = 8,
-};
-
-std::string_view to_string(Status status);
+using Status = rpc::MeasureStatus;
+using rpc::to_string;
 
 struct ArgSpec {
   std::int64_t elements = 0;  // f32 elements

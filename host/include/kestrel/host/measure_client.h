@@ -13,25 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/rpc/measure_status.h"
 #include "kestrel/rpc/tracker_client.h"
 
 namespace kestrel::host {
 
-// Mirrors session.capnp MeasureStatus; the order is part of the protocol.
-enum class Status : std::uint32_t {
-  ok = 0,
-  instantiation_error = 1,
-  host_compile_error = 2,
-  device_load_error = 3,
-  runtime_error = 4,
-  wrong_answer = 5,
-  build_timeout = 6,
-  run_timeout = 7,
-  device_lost = 8,
-};
-std::string_view to_string(Status status);
-// Parses the names above ("ok", "wrong answer", ...); false if unknown.
-bool parse_status(std::string_view text, Status& out);
+using Status = rpc::MeasureStatus;
+using rpc::parse_status;
+using rpc::to_string;
 
 struct MeasureOptions {
   std::uint32_t number = 0;  // calls per round; 0: grow until a round lasts min_repeat_ms

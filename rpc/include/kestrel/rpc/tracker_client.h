@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -111,6 +112,11 @@ class TrackerClient : public std::enable_shared_from_this<TrackerClient> {
   template <typename Ready>
   awaitable<bool> wait_until(Waitable& w, std::chrono::steady_clock::time_point deadline, Ready ready);
   std::shared_ptr<LeaseState> lease_state(LeaseId lease);
+  // Receives session messages of `lease` until one `matches`; a device error message
+  // throws RpcError(bad_request), other messages are stale and skipped.
+  awaitable<std::unique_ptr<SessionPayload>> await_reply(
+      LeaseId lease, std::chrono::steady_clock::time_point deadline,
+      const std::function<bool(wire::SessionMessage::Reader)>& matches);
 
   std::shared_ptr<Connection> conn_;
   asio::steady_timer watchdog_timer_;

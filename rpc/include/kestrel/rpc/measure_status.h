@@ -1,0 +1,27 @@
+// How a measured candidate ended. One definition for the device runtime and the host;
+// the values are those of session.capnp's MeasureStatus (checked at compile time).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace kestrel::rpc {
+
+enum class MeasureStatus : std::uint32_t {
+  ok = 0,
+  instantiation_error = 1,  // invalid configuration (host side)
+  host_compile_error = 2,   // host side
+  device_load_error = 3,    // module missing, wrong architecture or ABI
+  runtime_error = 4,        // signal or non-zero return in the kernel
+  wrong_answer = 5,         // output differs from the reference beyond the tolerance
+  build_timeout = 6,        // host side
+  run_timeout = 7,          // exceeded its time limit on the device
+  device_lost = 8,          // host side: the device went away
+};
+
+// "ok", "instantiation error", ..., "device lost": the names records and tools use.
+std::string_view to_string(MeasureStatus status);
+// Parses those names; false if unknown.
+bool parse_status(std::string_view text, MeasureStatus& out);
+
+}  // namespace kestrel::rpc

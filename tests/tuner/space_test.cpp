@@ -8,51 +8,16 @@
 #include <set>
 
 #include "kestrel/ops/op.h"
+#include "tuner/toy_op.h"
 #include "kestrel/tuner/space.h"
 
 using namespace kestrel;
+using kestrel::test::ToyOp;
 using kestrel::tuner::Rng;
 using kestrel::tuner::Space;
 
 namespace {
 
-// A test-only op: given knob domains and a constraint, nothing else.
-class ToyOp final : public ops::Op {
- public:
-  ToyOp(std::vector<ops::Knob> knobs, std::function<bool(const ops::Config&)> ok)
-      : knobs_(std::move(knobs)), ok_(std::move(ok)) {}
-
-  std::string_view name() const override { return "toy"; }
-  std::string_view description() const override { return "test-only op"; }
-  std::vector<ops::ParamSpec> params() const override { return {}; }
-  void validate(const ops::Params&) const override {}
-  std::vector<ops::TensorSpec> tensors(const ops::Params&) const override { return {}; }
-  double flops(const ops::Params&) const override { return 1; }
-  std::vector<ops::Knob> knobs(const ops::Params&) const override { return knobs_; }
-  std::string check(const ops::Params&, const ops::Config& config) const override {
-    for (const auto& knob : knobs_) {
-      auto it = config.find(knob.name);
-      if (it == config.end()) return "missing " + knob.name;
-      if (std::find(knob.values.begin(), knob.values.end(), it->second) == knob.values.end()) return "domain";
-    }
-    return ok_(config) ? "" : "constraint";
-  }
-  ops::Config default_config(const ops::Params&) const override {
-    ops::Config out;
-    for (const auto& knob : knobs_) out[knob.name] = knob.values.front();
-    return out;
-  }
-  std::vector<ops::Backend> backends() const override { return {ops::Backend::cpu}; }
-  ops::KernelSource source(ops::Backend, const ops::Params&, const ops::Config&) const override {
-    throw ops::OpError("toy has no kernel");
-  }
-  ops::KernelSource reference(const ops::Params&) const override { throw ops::OpError("toy has no kernel"); }
-  double tolerance(const ops::Params&) const override { return 0; }
-
- private:
-  std::vector<ops::Knob> knobs_;
-  std::function<bool(const ops::Config&)> ok_;
-};
 
 std::vector<ops::Knob> uniform_knobs(int count, int values) {
   std::vector<ops::Knob> out;

@@ -11,9 +11,11 @@
 #include <set>
 
 #include "kestrel/ops/op.h"
+#include "tuner/toy_op.h"
 #include "kestrel/tuner/strategy.h"
 
 using namespace kestrel;
+using kestrel::test::ToyOp;
 using kestrel::tuner::Observation;
 using kestrel::tuner::Rng;
 using kestrel::tuner::Space;
@@ -24,43 +26,6 @@ namespace {
 const std::vector<std::string> kStrategies = {"random", "grid", "ga", "anneal", "sa"};
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// A test-only op: given knob domains and a constraint, nothing else.
-class ToyOp final : public ops::Op {
- public:
-  ToyOp(std::vector<ops::Knob> knobs, std::function<bool(const ops::Config&)> ok)
-      : knobs_(std::move(knobs)), ok_(std::move(ok)) {}
-
-  std::string_view name() const override { return "toy"; }
-  std::string_view description() const override { return "test-only op"; }
-  std::vector<ops::ParamSpec> params() const override { return {}; }
-  void validate(const ops::Params&) const override {}
-  std::vector<ops::TensorSpec> tensors(const ops::Params&) const override { return {}; }
-  double flops(const ops::Params&) const override { return 1; }
-  std::vector<ops::Knob> knobs(const ops::Params&) const override { return knobs_; }
-  std::string check(const ops::Params&, const ops::Config& config) const override {
-    for (const auto& knob : knobs_) {
-      auto it = config.find(knob.name);
-      if (it == config.end()) return "missing " + knob.name;
-      if (std::find(knob.values.begin(), knob.values.end(), it->second) == knob.values.end()) return "domain";
-    }
-    return ok_(config) ? "" : "constraint";
-  }
-  ops::Config default_config(const ops::Params&) const override {
-    ops::Config out;
-    for (const auto& knob : knobs_) out[knob.name] = knob.values.front();
-    return out;
-  }
-  std::vector<ops::Backend> backends() const override { return {ops::Backend::cpu}; }
-  ops::KernelSource source(ops::Backend, const ops::Params&, const ops::Config&) const override {
-    throw ops::OpError("toy has no kernel");
-  }
-  ops::KernelSource reference(const ops::Params&) const override { throw ops::OpError("toy has no kernel"); }
-  double tolerance(const ops::Params&) const override { return 0; }
-
- private:
-  std::vector<ops::Knob> knobs_;
-  std::function<bool(const ops::Config&)> ok_;
-};
 
 // Six knobs of eight values (262144 points); k0 + k1 > 11 and k2 = k3 = 7 are invalid.
 ToyOp synthetic_op() {

@@ -70,6 +70,7 @@
 
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/local_pool.h"
+#include "bench_pool.h"
 #include "kestrel/host/measure_client.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
@@ -90,7 +91,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kLog = "bench";
 constexpr double kTargetMs = 100.0;  // per-candidate overhead target
 constexpr auto kCallLimit = std::chrono::seconds(120);  // one hand-off to the io thread
-constexpr auto kWindDownLimit = std::chrono::seconds(10);
 
 // Iterations (explicit, to bound the run time on 2 cores).
 constexpr benchmark::IterationCount kSingleIterations = 30;
@@ -150,13 +150,7 @@ class ConfigSource {
 
 struct Env {
   ops::Registry registry = ops::builtin_ops();
-  std::unique_ptr<host::LocalPool> pool;
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
-  std::thread io_thread;
-  std::future<void> io_done;
-  std::shared_ptr<rpc::TrackerClient> client;
-  std::unique_ptr<host::MeasureClient> measurer;
+  std::unique_ptr<bench::BenchPool> pool;
   host::Target target;
 
   // The tiny gemm of the overhead benchmarks.
@@ -169,38 +163,9 @@ struct Env {
   host::MeasureOptions options;
   std::uint64_t next_id = 1;
 
-  // Runs `fn` (a coroutine) on the io thread and waits for its result.
-  template <typename T>
-  T on_io(std::function<rpc::awaitable<T>()> fn) {
-    std::future<T> result = asio::co_spawn(io, std::move(fn), asio::use_future);
-    if (result.wait_for(kCallLimit) != std::future_status::ready) {
-      throw std::runtime_error("the io thread did not answer within " +
-                               std::to_string(std::chrono::seconds(kCallLimit).count()) + " s");
-    }
-    return result.get();
-  }
-
   void start() {
-    pool = std::make_unique<host::LocalPool>(1, "bench");
-    guard.emplace(asio::make_work_guard(io));
-    std::packaged_task<void()> run([this] { io.run(); });
-    io_done = run.get_future();
-    io_thread = std::thread(std::move(run));
-
-    rpc::Endpoint endpoint = pool->endpoint();
-    std::string key = pool->key();
-    client = on_io<std::shared_ptr<rpc::TrackerClient>>([endpoint]() -> rpc::awaitable<std::shared_ptr<rpc::TrackerClient>> {
-      rpc::ClientOptions client_options;
-      client_options.name = "kestrel-bench-candidate";
-      co_return co_await rpc::TrackerClient::connect(endpoint, client_options);
-    });
-    host::MeasureClientOptions measure_options;
-    measure_options.key = key;
-    measure_options.devices = 1;
-    measure_options.request_timeout = std::chrono::seconds(30);  // the device child registers first
-    measurer = std::make_unique<host::MeasureClient>(client, measure_options);
-    on_io<void>([this]() -> rpc::awaitable<void> { co_await measurer->open(); });
-    target = host::target_for_device(measurer->leases().front().info);
+    pool = std::make_unique<bench::BenchPool>("kestrel-bench-candidate", kCallLimit);
+    target = pool->target();
 
     const ops::Op& gemm = registry.get("gemm");
     tiny = ops::parse_params(gemm, "M=8,N=8,K=8");
@@ -272,44 +237,11 @@ struct Env {
   }
 
   std::vector<host::Measurement> measure(const std::vector<host::Candidate>& candidates) {
-    return on_io<std::vector<host::Measurement>>([this, &candidates]() -> rpc::awaitable<std::vector<host::Measurement>> {
-      co_return co_await measurer->measure(workload, candidates, options);
-    });
+    return pool->measure(workload, candidates, options);
   }
 
   // Returns false when the teardown was not clean.
-  bool stop() {
-    bool clean = true;
-    if (measurer) {
-      try {
-        on_io<void>([this]() -> rpc::awaitable<void> { co_await measurer->close(); });
-      } catch (const std::exception& e) {
-        log::error(kLog, "closing the measure client: ", e.what());
-        clean = false;
-      }
-    }
-    if (client) {
-      std::promise<void> closed;
-      asio::post(io, [this, &closed] {
-        client->close();
-        closed.set_value();
-      });
-      closed.get_future().wait();
-    }
-    guard.reset();
-    if (io_thread.joinable()) {
-      if (io_done.wait_for(kWindDownLimit) != std::future_status::ready) {
-        log::error(kLog, "the io thread still had work after shutdown; stopping it by force");
-        io.stop();
-        clean = false;
-      }
-      io_thread.join();
-    }
-    measurer.reset();
-    client.reset();
-    pool.reset();
-    return clean;
-  }
+  bool stop() { return pool ? pool->stop() : true; }
 };
 
 Env* g_env = nullptr;

@@ -56,6 +56,7 @@
 #include "kestrel/host/compile_async.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/local_pool.h"
+#include "bench_pool.h"
 #include "kestrel/host/measure_client.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
@@ -86,7 +87,6 @@ constexpr std::uint64_t kLongSeed = 1000;
 // One hand-off to the io thread: a batch of 16 slow kernels (each up to its 10 s device
 // timeout) plus compiles.
 constexpr auto kCallLimit = std::chrono::seconds(600);
-constexpr auto kWindDownLimit = std::chrono::seconds(10);
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -216,57 +216,22 @@ Options parse_options(int argc, char** argv) {
 // ---- the environment: pool, io thread, client, compiler -----------------------------------
 
 struct Env {
-  std::unique_ptr<host::LocalPool> pool;
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
-  std::thread io_thread;
-  std::future<void> io_done;
-  std::shared_ptr<rpc::TrackerClient> client;
-  std::unique_ptr<host::MeasureClient> measurer;
+  std::unique_ptr<bench::BenchPool> pool;
   std::unique_ptr<host::Compiler> compiler;
   host::Target target;
   std::string device_key;
 
-  // Runs `fn` (a coroutine) on the io thread and waits for its result.
-  template <typename T>
-  T on_io(std::function<rpc::awaitable<T>()> fn) {
-    std::future<T> result = asio::co_spawn(io, std::move(fn), asio::use_future);
-    if (result.wait_for(kCallLimit) != std::future_status::ready) {
-      throw std::runtime_error("the io thread did not answer within " +
-                               std::to_string(std::chrono::seconds(kCallLimit).count()) + " s");
-    }
-    return result.get();
-  }
-
   void start() {
-    pool = std::make_unique<host::LocalPool>(1, "bench");
+    pool = std::make_unique<bench::BenchPool>("kestrel-bench-strategies", kCallLimit);
     device_key = pool->key();
-    guard.emplace(asio::make_work_guard(io));
-    std::packaged_task<void()> run([this] { io.run(); });
-    io_done = run.get_future();
-    io_thread = std::thread(std::move(run));
-
-    rpc::Endpoint endpoint = pool->endpoint();
-    client = on_io<std::shared_ptr<rpc::TrackerClient>>(
-        [endpoint]() -> rpc::awaitable<std::shared_ptr<rpc::TrackerClient>> {
-          rpc::ClientOptions client_options;
-          client_options.name = "kestrel-bench-strategies";
-          co_return co_await rpc::TrackerClient::connect(endpoint, client_options);
-        });
-    host::MeasureClientOptions measure_options;
-    measure_options.key = device_key;
-    measure_options.devices = 1;
-    measure_options.request_timeout = std::chrono::seconds(30);  // the device child registers first
-    measurer = std::make_unique<host::MeasureClient>(client, measure_options);
-    on_io<void>([this]() -> rpc::awaitable<void> { co_await measurer->open(); });
-    target = host::target_for_device(measurer->leases().front().info);
+    target = pool->target();
     host::CompilerOptions compiler_options;
     compiler_options.threads = 2;
     compiler = std::make_unique<host::Compiler>(compiler_options);
   }
 
   std::vector<host::CompileResult> compile(const std::vector<host::CompileRequest>& requests) {
-    return on_io<std::vector<host::CompileResult>>(
+    return pool->on_io<std::vector<host::CompileResult>>(
         [this, &requests]() -> rpc::awaitable<std::vector<host::CompileResult>> {
           co_return co_await host::compile_async(*compiler, requests);
         });
@@ -274,51 +239,19 @@ struct Env {
 
   std::vector<host::Measurement> measure(const host::Workload& workload, const std::vector<host::Candidate>& candidates,
                                          const host::MeasureOptions& options) {
-    return on_io<std::vector<host::Measurement>>(
-        [this, &workload, &candidates, &options]() -> rpc::awaitable<std::vector<host::Measurement>> {
-          co_return co_await measurer->measure(workload, candidates, options);
-        });
+    return pool->measure(workload, candidates, options);
   }
 
   std::string fingerprint(const std::string& device) const {
-    for (const auto& lease : measurer->leases()) {
-      if (lease.info.name == device) {
-        return lease.info.triple + "|" + lease.info.cpu_model + "|" + std::to_string(lease.info.cores);
-      }
+    for (const auto& lease : pool->measurer().leases()) {
+      if (lease.info.name == device) return host::device_fingerprint(lease.info);
     }
     return {};
   }
 
   // Returns false when the teardown was not clean.
   bool stop() {
-    bool clean = true;
-    if (measurer) {
-      try {
-        on_io<void>([this]() -> rpc::awaitable<void> { co_await measurer->close(); });
-      } catch (const std::exception& e) {
-        log::error(kLog, "closing the measure client: ", e.what());
-        clean = false;
-      }
-    }
-    if (client) {
-      std::promise<void> closed;
-      asio::post(io, [this, &closed] {
-        client->close();
-        closed.set_value();
-      });
-      closed.get_future().wait();
-    }
-    guard.reset();
-    if (io_thread.joinable()) {
-      if (io_done.wait_for(kWindDownLimit) != std::future_status::ready) {
-        log::error(kLog, "the io thread still had work after shutdown; stopping it by force");
-        io.stop();
-        clean = false;
-      }
-      io_thread.join();
-    }
-    measurer.reset();
-    client.reset();
+    bool clean = pool ? pool->stop() : true;
     compiler.reset();
     pool.reset();
     return clean;

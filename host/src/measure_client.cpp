@@ -31,6 +31,10 @@ std::unique_ptr<rpc::SessionPayload> decode(const rpc::Payload& payload) {
 }
 }  // namespace
 
+std::string device_fingerprint(const rpc::DeviceInfo& device) {
+  return device.triple + "|" + device.cpu_model + "|" + std::to_string(device.cores);
+}
+
 struct MeasureClient::Device {
   rpc::Lease lease;
   std::set<std::string> modules;  // known to be on the device

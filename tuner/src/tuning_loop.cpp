@@ -181,9 +181,7 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
     r.device_key = options_.device_key;
     r.device = device;
     for (const auto& lease : measurer_.leases()) {
-      if (lease.info.name == device) {
-        r.device_fingerprint = lease.info.triple + "|" + lease.info.cpu_model + "|" + std::to_string(lease.info.cores);
-      }
+      if (lease.info.name == device) r.device_fingerprint = host::device_fingerprint(lease.info);
     }
     r.config = config;
     r.status = std::string(host::to_string(status));

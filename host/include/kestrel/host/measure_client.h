@@ -65,6 +65,9 @@ struct Measurement {
   unsigned attempts = 0;              // devices tried (more than 1 after a device loss)
 };
 
+// What identifies a device's hardware in the records: triple, CPU model and cores.
+std::string device_fingerprint(const rpc::DeviceInfo& device);
+
 struct MeasureClientOptions {
   std::string key;
   unsigned devices = 1;                          // leases to hold in parallel

@@ -137,6 +137,7 @@ int run_tune(int argc, char** argv) {
   args.option("db", "FILE", "records database (SQLite); created if missing", "kestrel.db");
   args.option("devices", "N", "devices of the key to lease in parallel", "1");
   args.option("compile-threads", "N", "host compile threads; 0 = one per core", "0");
+  args.option("reconnect-ms", "MS", "how long to keep reconnecting when the tracker goes away", "120000");
   args.option("final-top", "N", "best configurations re-measured at the end", "3");
   args.option("final-repeat", "N", "their timed rounds", "15");
   args.flag("no-transfer", "do not seed the cost model with records of other workloads");
@@ -181,6 +182,7 @@ int run_tune(int argc, char** argv) {
     options.device_key = pool.key;
     unsigned devices = static_cast<unsigned>(args.get_int("devices", 1, 1, 4096));
     unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
+    auto reconnect_window = std::chrono::milliseconds(args.get_int("reconnect-ms", 120'000, 0, 24 * 3'600'000));
     std::string db_path = args.get("db", "kestrel.db");
     tuner::RecordsDb db(db_path);  // fails early on a bad file
 
@@ -221,6 +223,7 @@ int run_tune(int argc, char** argv) {
           measure_client.key = pool.key;
           measure_client.devices = devices;
           measure_client.request_timeout = pool.wait;
+          measure_client.reconnect_timeout = reconnect_window;
           // An overnight session outlives a tracker restart: reconnect and lease again.
           measure_client.reconnect = [endpoint, client_options]() { return rpc::TrackerClient::connect(endpoint, client_options); };
           host::MeasureClient measurer(client, measure_client);

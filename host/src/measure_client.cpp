@@ -334,7 +334,7 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
       // tracker connection if the old one died (the tracker restarted).
       try {
         if (!tracker_->is_connected() && options_.reconnect) {
-          log::warn(kLog, "lost the tracker: ", last_loss, "; reconnecting");
+          log::warn(kLog, "lost the tracker", last_loss.empty() ? std::string() : ": " + last_loss, "; reconnecting");
           co_await reconnect_tracker();
         }
         rpc::Lease lease = co_await tracker_->request(options_.key, {options_.priority, options_.request_timeout});
@@ -343,6 +343,10 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
         if (reconnects_ > 0) co_await request_extra_devices();
         continue;
       } catch (const RpcError& e) {
+        // Without a tracker nothing can be measured, now or in the next batch: that is
+        // the caller's failure, not a result of these candidates (they stay unmeasured
+        // and a rerun measures them).
+        if (!tracker_->is_connected()) throw;
         for (std::size_t i : queue) {
           Measurement m;
           m.id = candidates[i].id;

@@ -229,3 +229,34 @@ TEST_CASE("a tuning session carries on when the tracker restarts in the middle",
   CHECK(distinct == static_cast<std::size_t>(trials));
   CHECK(device->running());  // the same runtime process served before and after
 }
+
+TEST_CASE("a tuning session whose tracker never comes back gives up clearly and keeps its records",
+          "[e2e][tune][bad-input]") {
+  TempDir dir;
+  auto tracker = std::make_unique<TrackerProcess>(dir);
+  auto device = start_device(dir, *tracker, "cpu", "orphaned");
+  REQUIRE(test::wait_for([&] { return device_count(query(dir, *tracker)) == 1; }));
+  std::string db = dir.file("gone.db");
+  auto argv = tune_args(db, 400);
+  std::vector<std::string> extra = {"--tracker", tracker->address(), "--key", "cpu", "--reconnect-ms", "1500"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Process tune(argv, dir.file("tune.log"));
+  REQUIRE(test::wait_for([&] { return record_count(db) >= 4 || !tune.running(); }, 120s));
+  REQUIRE(tune.running());
+  tracker->process->signal(SIGKILL);
+  REQUIRE(tracker->process->wait_exit(5s));
+  std::size_t kept = record_count(db);
+
+  auto code = tune.wait_exit(60s);
+  INFO(tune.log());
+  REQUIRE(code);
+  CHECK(*code == 1);
+  CHECK_THAT(tune.log(), Catch::Contains("tracker unreachable for 1500 ms"));
+  CHECK(record_count(db) >= kept);  // nothing recorded was lost
+  // And nothing was invented: candidates that could not be measured get no record.
+  tuner::RecordsDb records(db);
+  REQUIRE_FALSE(records.best().empty());
+  for (const auto& r : records.find("gemm", "K=32,M=48,N=40", records.best()[0].target)) {
+    CHECK(r.status != "device lost");
+  }
+}

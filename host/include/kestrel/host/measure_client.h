@@ -93,7 +93,9 @@ class MeasureClient {
   // tracker's message when none comes) and asks for the others without waiting.
   rpc::awaitable<void> open();
   // Measures every candidate once; results in the order of `candidates`. `on_result`
-  // (optional) is called as each one completes.
+  // (optional) is called as each one completes. Throws RpcError(connection_lost) when the
+  // tracker is gone and cannot be reached again (within reconnect_timeout, if set);
+  // candidates not measured by then get no result.
   rpc::awaitable<std::vector<Measurement>> measure(const Workload& workload, const std::vector<Candidate>& candidates,
                                                    const MeasureOptions& options,
                                                    std::function<void(const Measurement&)> on_result = {});

@@ -6,31 +6,62 @@
  *   register  GEMM_MR GEMM_NR GEMM_VEC  (micro-tile MR x NR, NR/VEC vectors per row)
  *   GEMM_UNROLL   unroll count of the micro-kernel's k loop
  *   GEMM_ORDER    cache-block loop nest: 0 = jc,pc,ic  1 = ic,pc,jc  2 = jc,ic,pc
+ *   GEMM_PACK_A   1: pack each MC x KC block of A into MR-row panels in scratch;
+ *                 0: broadcast from A in place (only edge panels shorter than MR are copied)
  *   GEMM_PACK_B   1: pack each KC x NC block of B into NR-wide panels in scratch;
  *                 0: read B in place (only edge panels narrower than NR are copied)
  *   GEMM_SPLIT    parallel_for tasks: 0 = one per MC block of rows, 1 = one per NC block
  *                 of columns, 2 = one per (MC, NC) block pair
  *
- * Structure (Goto/BLIS): A blocks are always packed into MR-row panels (k-major, rows
- * padded with zeros), B into NR-column panels; the micro-kernel keeps an MR x NR tile of
- * C in vector registers (vector-extension types) and streams the panels. Edge tiles are
- * computed in full on the zero padding and stored through a masked path, so any shape
- * works with any valid configuration. Every element of C is written (the first k block
- * stores, later ones accumulate). Returns 0, 1 when scratch memory runs out, 2 on bad
- * arguments.
+ * Structure (Goto/BLIS): A blocks are packed into MR-row panels (k-major, rows padded
+ * with zeros), B into NR-column panels; the micro-kernel keeps an MR x NR tile of C in
+ * vector registers (vector-extension variables, which clang keeps in registers where
+ * plain scalar arrays were seen to spill), broadcasts one float of A per row and streams
+ * the panels. The micro-tile must fit the target's register file: MR * NR/VEC
+ * accumulators, NR/VEC vectors of B and one broadcast; a configuration that does not
+ * fit fails to compile with a message (below) rather than running at a fraction of its
+ * speed. Edge tiles are computed in full on the zero
+ * padding and stored through a separate path, so any shape works with any valid
+ * configuration. Every element of C is written (the first k block stores, later ones
+ * accumulate). Returns 0, 1 when scratch memory runs out, 2 on bad arguments.
  */
 #include "kestrel/kernel/abi.h"
 
 #if !defined(GEMM_M) || !defined(GEMM_N) || !defined(GEMM_K) || !defined(GEMM_MC) || !defined(GEMM_NC) || \
     !defined(GEMM_KC) || !defined(GEMM_MR) || !defined(GEMM_NR) || !defined(GEMM_VEC) ||                 \
-    !defined(GEMM_UNROLL) || !defined(GEMM_ORDER) || !defined(GEMM_PACK_B) || !defined(GEMM_SPLIT)
-#error "gemm.c needs GEMM_{M,N,K,MC,NC,KC,MR,NR,VEC,UNROLL,ORDER,PACK_B,SPLIT}"
+    !defined(GEMM_UNROLL) || !defined(GEMM_ORDER) || !defined(GEMM_PACK_A) || !defined(GEMM_PACK_B) ||      \
+    !defined(GEMM_SPLIT)
+#error "gemm.c needs GEMM_{M,N,K,MC,NC,KC,MR,NR,VEC,UNROLL,ORDER,PACK_A,PACK_B,SPLIT}"
 #endif
 #if GEMM_NR % GEMM_VEC != 0 || GEMM_MC % GEMM_MR != 0 || GEMM_NC % GEMM_NR != 0
 #error "gemm.c: NR must be a multiple of VEC, MC of MR, NC of NR"
 #endif
 
 #define NV (GEMM_NR / GEMM_VEC) /* vectors per micro-tile row */
+
+/* The target's vector register file, from the compiler's predefined macros: floats per
+ * register and register count. When VEC is the register width, a micro-tile that does not
+ * fit is refused here (the op's own check only knows the largest register files). Wider
+ * vectors are split by the compiler into several registers and are not checked. */
+#if defined(__AVX512F__)
+#define REG_FLOATS 16
+#define REG_COUNT 32
+#elif defined(__AVX__)
+#define REG_FLOATS 8
+#define REG_COUNT 16
+#elif defined(__x86_64__) || (defined(__ARM_NEON) && !defined(__aarch64__))
+#define REG_FLOATS 4 /* SSE: 16 xmm; ARMv7 NEON: 16 q */
+#define REG_COUNT 16
+#elif defined(__aarch64__)
+#define REG_FLOATS 4 /* 32 NEON q registers */
+#define REG_COUNT 32
+#else
+#define REG_FLOATS 1 /* scalar floating-point registers (e.g. RISC-V without V) */
+#define REG_COUNT 32
+#endif
+#if GEMM_VEC == REG_FLOATS && GEMM_MR * NV + NV + 1 > REG_COUNT
+#error "gemm.c: the micro-tile MR x NR needs more vector registers than this target has (MR*NR/VEC accumulators + NR/VEC vectors of B + 1 broadcast)"
+#endif
 #define MB ((GEMM_M + GEMM_MC - 1) / GEMM_MC)
 #define NB ((GEMM_N + GEMM_NC - 1) / GEMM_NC)
 /* The largest blocks actually used, rounded up to whole panels. */
@@ -53,19 +84,28 @@ typedef float vf __attribute__((vector_size(GEMM_VEC * sizeof(float))));
 #define VSTORE(p, v) __builtin_memcpy((p), &(v), sizeof(vf))
 INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Packs A[ic.., pc..] (mc x kc) into MR-row panels: ap[panel][k][i], zero rows past mc. */
-static void pack_a(float* restrict ap, const float* restrict a, int64_t ic, int64_t pc, int64_t mc, int64_t kc) {
-  for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-    float* panel = ap + ir * kc;
-    for (int64_t i = 0; i < GEMM_MR; ++i) {
-      if (ir + i < mc) {
-        const float* row = a + (ic + ir + i) * GEMM_K + pc;
-        for (int64_t k = 0; k < kc; ++k) panel[k * GEMM_MR + i] = row[k];
-      } else {
-        for (int64_t k = 0; k < kc; ++k) panel[k * GEMM_MR + i] = 0.0f;
-      }
+/* Packs A[row.., pc..] (rows x kc, rows <= MR) into one MR-row panel: panel[k][i], zero
+ * rows past `rows`. */
+INLINE void pack_a_panel(float* restrict panel, const float* restrict a, int64_t row, int64_t rows, int64_t pc,
+                         int64_t kc) {
+  for (int64_t i = 0; i < GEMM_MR; ++i) {
+    if (i < rows) {
+      const float* src = a + (row + i) * GEMM_K + pc;
+      for (int64_t k = 0; k < kc; ++k) panel[k * GEMM_MR + i] = src[k];
+    } else {
+      for (int64_t k = 0; k < kc; ++k) panel[k * GEMM_MR + i] = 0.0f;
     }
   }
+}
+
+/* Packs A[ic.., pc..] (mc x kc) into MR-row panels: ap[panel][k][i] (PACK_A), or only its
+ * last panel when it is shorter than MR (in-place A), at ap. */
+static void pack_a(float* restrict ap, const float* restrict a, int64_t ic, int64_t pc, int64_t mc, int64_t kc) {
+#if GEMM_PACK_A
+  for (int64_t ir = 0; ir < mc; ir += GEMM_MR) pack_a_panel(ap + ir * kc, a, ic + ir, min64(GEMM_MR, mc - ir), pc, kc);
+#else
+  if (mc % GEMM_MR != 0) pack_a_panel(ap, a, ic + mc / GEMM_MR * GEMM_MR, mc % GEMM_MR, pc, kc);
+#endif
 }
 
 /* Packs B[pc.., jc + j0 ..] (kc x width, width <= NR) into one NR-wide panel, zero
@@ -89,9 +129,10 @@ static void pack_b(float* restrict bp, const float* restrict b, int64_t pc, int6
 }
 #endif
 
-/* c[0..mr)[0..nr) (+)= sum over k < kc of ap[k][i] * b[k * ldb + j]. */
-INLINE void micro_kernel(int64_t kc, const float* restrict ap, const float* restrict b, int64_t ldb,
-                         float* restrict c, int64_t mr, int64_t nr, int accumulate) {
+/* c[0..mr)[0..nr) (+)= sum over k < kc of a[i * ars + k * aks] * b[k * ldb + j]: a packed
+ * panel (ars = 1, aks = MR) or A in place (ars = K, aks = 1). */
+INLINE void micro_kernel(int64_t kc, const float* restrict a, int64_t ars, int64_t aks, const float* restrict b,
+                         int64_t ldb, float* restrict c, int64_t mr, int64_t nr, int accumulate) {
   vf acc[GEMM_MR][NV];
   UNROLL_FULL for (int i = 0; i < GEMM_MR; ++i) {
     UNROLL_FULL for (int j = 0; j < NV; ++j) acc[i][j] = (vf){0};
@@ -100,7 +141,7 @@ INLINE void micro_kernel(int64_t kc, const float* restrict ap, const float* rest
     vf bv[NV];
     UNROLL_FULL for (int j = 0; j < NV; ++j) VLOAD(bv[j], b + k * ldb + j * GEMM_VEC);
     UNROLL_FULL for (int i = 0; i < GEMM_MR; ++i) {
-      vf av = (vf){0} + ap[k * GEMM_MR + i];
+      float av = a[i * ars + k * aks]; /* splat by the vector extension: one broadcast load */
       UNROLL_FULL for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
     }
   }
@@ -130,10 +171,30 @@ INLINE void micro_kernel(int64_t kc, const float* restrict ap, const float* rest
   }
 }
 
-/* One cache block: C[ic.., jc..] (+)= packed A block * B block. bp is the packed B block
- * (PACK_B) or an NR-wide edge panel buffer (no PACK_B). */
-static void macro_kernel(const float* restrict ap, float* restrict bp, const float* restrict b, float* restrict c,
-                         int64_t ic, int64_t jc, int64_t pc, int64_t mc, int64_t nc, int64_t kc) {
+/* The micro-kernel down one B panel (kc x NR at b, row stride ldb) for every MR-row panel
+ * of the block's rows: C[ic.., jc + jr..] at crow. */
+INLINE void row_panels(const float* restrict ap, const float* restrict a, const float* restrict b, int64_t ldb,
+                       float* restrict crow, int64_t ic, int64_t pc, int64_t mc, int64_t kc, int64_t nr) {
+#if GEMM_PACK_A
+  (void)a;
+  (void)ic;
+  for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+    micro_kernel(kc, ap + ir * kc, 1, GEMM_MR, b, ldb, crow + ir * GEMM_N, min64(GEMM_MR, mc - ir), nr, pc > 0);
+  }
+#else
+  int64_t full = mc / GEMM_MR * GEMM_MR;
+  for (int64_t ir = 0; ir < full; ir += GEMM_MR) {
+    micro_kernel(kc, a + (ic + ir) * GEMM_K + pc, GEMM_K, 1, b, ldb, crow + ir * GEMM_N, GEMM_MR, nr, pc > 0);
+  }
+  if (full < mc) micro_kernel(kc, ap, 1, GEMM_MR, b, ldb, crow + full * GEMM_N, mc - full, nr, pc > 0);
+#endif
+}
+
+/* One cache block: C[ic.., jc..] (+)= A block * B block. ap is the packed A block (or its
+ * short edge panel), bp the packed B block (PACK_B) or an NR-wide edge panel buffer. */
+static void macro_kernel(const float* restrict ap, float* restrict bp, const float* restrict a,
+                         const float* restrict b, float* restrict c, int64_t ic, int64_t jc, int64_t pc, int64_t mc,
+                         int64_t nc, int64_t kc) {
 #if GEMM_PACK_B
   (void)b;
 #endif
@@ -141,21 +202,13 @@ static void macro_kernel(const float* restrict ap, float* restrict bp, const flo
     int64_t nr = min64(GEMM_NR, nc - jr);
     float* crow = c + ic * GEMM_N + jc + jr;
 #if GEMM_PACK_B
-    const float* panel = bp + jr * kc;
-    for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-      micro_kernel(kc, ap + ir * kc, panel, GEMM_NR, crow + ir * GEMM_N, min64(GEMM_MR, mc - ir), nr, pc > 0);
-    }
+    row_panels(ap, a, bp + jr * kc, GEMM_NR, crow, ic, pc, mc, kc, nr);
 #else
     if (nr == GEMM_NR) {
-      const float* panel = b + pc * GEMM_N + jc + jr;
-      for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-        micro_kernel(kc, ap + ir * kc, panel, GEMM_N, crow + ir * GEMM_N, min64(GEMM_MR, mc - ir), nr, pc > 0);
-      }
+      row_panels(ap, a, b + pc * GEMM_N + jc + jr, GEMM_N, crow, ic, pc, mc, kc, nr);
     } else {
       pack_b_panel(bp, b, pc, jc + jr, nr, kc);
-      for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-        micro_kernel(kc, ap + ir * kc, bp, GEMM_NR, crow + ir * GEMM_N, min64(GEMM_MR, mc - ir), nr, pc > 0);
-      }
+      row_panels(ap, a, bp, GEMM_NR, crow, ic, pc, mc, kc, nr);
     }
 #endif
   }
@@ -171,7 +224,7 @@ typedef struct gemm_ctx {
 
 /* Computes the C blocks [mb0, mb1) x [nb0, nb1) over the whole K range. */
 static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int64_t nb1) {
-  float* ap = (float*)ctx->svc->alloc((size_t)MC_PAD * KC_EFF * sizeof(float));
+  float* ap = (float*)ctx->svc->alloc((size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
   float* bp = (float*)ctx->svc->alloc((size_t)(GEMM_PACK_B ? NC_PAD : GEMM_NR) * KC_EFF * sizeof(float));
   if (!ap || !bp) {
     __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
@@ -193,7 +246,7 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
         PACK_B_BLOCK(pc, jc);
         for (int64_t ic = mb0 * GEMM_MC; ic < mb1 * GEMM_MC && ic < GEMM_M; ic += GEMM_MC) {
           pack_a(ap, a, ic, pc, MC_OF(ic), KC_OF(pc));
-          macro_kernel(ap, bp, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
+          macro_kernel(ap, bp, a, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
         }
       }
     }
@@ -203,7 +256,7 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
         pack_a(ap, a, ic, pc, MC_OF(ic), KC_OF(pc));
         for (int64_t jc = nb0 * GEMM_NC; jc < nb1 * GEMM_NC && jc < GEMM_N; jc += GEMM_NC) {
           PACK_B_BLOCK(pc, jc);
-          macro_kernel(ap, bp, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
+          macro_kernel(ap, bp, a, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
         }
       }
     }
@@ -213,7 +266,7 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
         for (int64_t pc = 0; pc < GEMM_K; pc += GEMM_KC) {
           PACK_B_BLOCK(pc, jc);
           pack_a(ap, a, ic, pc, MC_OF(ic), KC_OF(pc));
-          macro_kernel(ap, bp, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
+          macro_kernel(ap, bp, a, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
         }
       }
     }

@@ -1,4 +1,5 @@
-// The built-in op library: gemm and conv2d.
+// The built-in op library: gemm, conv2d, and the blocked-channel convolution
+// conv2d_nchwc with its layout transform layout_nchwc.
 #include "builtin_ops.h"
 
 namespace kestrel::ops {
@@ -7,6 +8,8 @@ Registry builtin_ops() {
   Registry registry;
   registry.add(make_gemm_op());
   registry.add(make_conv2d_op());
+  registry.add(make_conv2d_nchwc_op());
+  registry.add(make_layout_nchwc_op());
   return registry;
 }
 

@@ -9,5 +9,7 @@ namespace kestrel::ops {
 
 std::unique_ptr<Op> make_gemm_op();
 std::unique_ptr<Op> make_conv2d_op();
+std::unique_ptr<Op> make_conv2d_nchwc_op();
+std::unique_ptr<Op> make_layout_nchwc_op();
 
 }  // namespace kestrel::ops

@@ -2,6 +2,7 @@
 // The op's knob space, constraints and default; the kernel itself is
 // ops/conv2d/conv2d.c, the reference ops/conv2d/conv2d_ref.c.
 #include "builtin_ops.h"
+#include "conv_shape.h"
 #include "knob_util.h"
 
 namespace kestrel::ops {
@@ -19,21 +20,9 @@ constexpr double kTypicalCores = 8;  // for the load-balance features
 // The share of `padded` that is padding beyond `used` (0 when nothing is padded).
 double waste(double used, double padded) { return padded > 0 ? (padded - used) / padded : 0.0; }
 
-struct Shape {
-  std::int64_t n, c, h, w, k, r, s, stride, pad, dilation;
-  // Output rows and columns; < 1 when the dilated filter exceeds the padded input.
-  std::int64_t p() const { return out_size(h, r); }
-  std::int64_t q() const { return out_size(w, s); }
-  std::int64_t out_size(std::int64_t in, std::int64_t filter) const {
-    std::int64_t span = in + 2 * pad - dilation * (filter - 1) - 1;
-    return span < 0 ? 0 : span / stride + 1;
-  }
-};
+using Shape = detail::ConvShape;
 
-Shape shape_of(const Params& p) {
-  return {p.at("N"), p.at("C"), p.at("H"), p.at("W"), p.at("K"), p.at("R"), p.at("S"),
-          p.at("stride"), p.at("pad"), p.at("dilation")};
-}
+Shape shape_of(const Params& p) { return detail::conv_shape(p); }
 
 class Conv2dOp final : public Op {
  public:
@@ -44,49 +33,11 @@ class Conv2dOp final : public Op {
            "zero padding and dilation; vectorised over output columns, register-tiled over output channels";
   }
 
-  std::vector<ParamSpec> params() const override {
-    return {
-        {"N", "batch size (default 1)", 1, 65536, 1},
-        {"C", "input channels", 1, 65536, 0},
-        {"H", "input height", 1, 65536, 0},
-        {"W", "input width", 1, 65536, 0},
-        {"K", "output channels", 1, 65536, 0},
-        {"R", "filter height", 1, 1024, 0},
-        {"S", "filter width", 1, 1024, 0},
-        {"stride", "stride in both dimensions (default 1)", 1, 64, 1},
-        {"pad", "zero padding on each side in both dimensions (default 0)", 0, 1024, 0},
-        {"dilation", "filter dilation in both dimensions (default 1)", 1, 64, 1},
-    };
-  }
+  std::vector<ParamSpec> params() const override { return detail::conv_params(); }
 
   void validate(const Params& p) const override {
-    for (const auto& spec : params()) {
-      auto it = p.find(spec.name);
-      if (it == p.end()) throw OpError("conv2d: missing parameter " + spec.name + " (" + spec.help + ")");
-      if (it->second < spec.min || it->second > spec.max) {
-        throw OpError("conv2d: parameter " + spec.name + "=" + std::to_string(it->second) + " is outside " +
-                      std::to_string(spec.min) + ".." + std::to_string(spec.max));
-      }
-    }
-    auto specs = params();
-    for (const auto& entry : p) {
-      bool known = std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == entry.first; });
-      if (!known) throw OpError("conv2d: unknown parameter " + entry.first);
-    }
-    Shape s = shape_of(p);
-    if (s.p() < 1 || s.q() < 1) {
-      throw OpError("conv2d: empty output: the filter " + std::to_string(s.r) + "x" + std::to_string(s.s) +
-                    " dilated by " + std::to_string(s.dilation) + " spans " +
-                    std::to_string(s.dilation * (s.r - 1) + 1) + "x" + std::to_string(s.dilation * (s.s - 1) + 1) +
-                    ", more than the padded input " + std::to_string(s.h + 2 * s.pad) + "x" +
-                    std::to_string(s.w + 2 * s.pad) + " (P = (H + 2*pad - dilation*(R-1) - 1)/stride + 1 must be >= 1)");
-    }
-    for (const auto& tensor : tensors(p)) {
-      if (tensor.elements() > (std::int64_t{1} << 31)) {
-        throw OpError("conv2d: tensor " + tensor.name + " has " + std::to_string(tensor.elements()) +
-                      " elements, more than the 2^31 supported");
-      }
-    }
+    detail::validate_conv(name(), params(), p);
+    detail::check_tensor_sizes(name(), tensors(p));
   }
 
   std::vector<TensorSpec> tensors(const Params& params) const override {
@@ -98,12 +49,7 @@ class Conv2dOp final : public Op {
     };
   }
 
-  double flops(const Params& params) const override {
-    Shape s = shape_of(params);
-    return 2.0 * static_cast<double>(s.n) * static_cast<double>(s.k) * static_cast<double>(s.p()) *
-           static_cast<double>(s.q()) * static_cast<double>(s.c) * static_cast<double>(s.r) *
-           static_cast<double>(s.s);
-  }
+  double flops(const Params& params) const override { return shape_of(params).flops(); }
 
   std::vector<Knob> knobs(const Params& params) const override {
     Shape s = shape_of(params);

@@ -8,13 +8,19 @@ namespace {
 
 using detail::tiles_for;
 
-const std::vector<std::int64_t> kMc = {8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
-const std::vector<std::int64_t> kNc = {16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096};
+// Cache blocks include multiples of every mr (5, 7, 10, 14 too) and nr (80, 96 too).
+const std::vector<std::int64_t> kMc = {8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 140, 168, 192, 224, 256, 384, 512};
+const std::vector<std::int64_t> kNc = {16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 960, 1024, 1920,
+                                       2048, 4096};
 const std::vector<std::int64_t> kKc = {16, 32, 64, 128, 256, 384, 512, 768, 1024};
-const std::vector<std::int64_t> kMr = {1, 2, 3, 4, 6, 8, 12, 16};
-const std::vector<std::int64_t> kNr = {1, 2, 4, 8, 16, 24, 32, 48, 64};
+const std::vector<std::int64_t> kMr = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16};
+const std::vector<std::int64_t> kNr = {1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96};
 constexpr std::int64_t kMaxDim = 65536;
-constexpr std::int64_t kAccumulatorBudget = 32;  // vector registers of the widest common ISAs
+// Vector registers of the largest common register files (AVX-512: 32 zmm, AArch64: 32 q).
+// The micro-tile's accumulators, its row of B and one broadcast must fit, or it spills on
+// every target; gemm.c also refuses tiles that do not fit the actual target's registers
+// when VEC is the target's register width (e.g. 16 ymm on AVX2 for vec=8).
+constexpr std::int64_t kRegisterBudget = 32;
 constexpr std::int64_t kMaxPackedA = 256 * 1024;  // floats (1 MiB)
 constexpr std::int64_t kMaxPackedB = 4 << 20;     // floats (16 MiB)
 constexpr double kTypicalCores = 8;               // for the load-balance features
@@ -27,8 +33,8 @@ class GemmOp final : public Op {
   std::string_view name() const override { return "gemm"; }
 
   std::string_view description() const override {
-    return "fp32 matrix multiply C[M][N] = A[M][K] * B[K][N], row-major; packed A/B panels and an "
-           "MR x NR register micro-kernel on vector types";
+    return "fp32 matrix multiply C[M][N] = A[M][K] * B[K][N], row-major; packed (or in-place) A/B panels "
+           "and an MR x NR broadcast-FMA register micro-kernel on vector types";
   }
 
   std::vector<ParamSpec> params() const override {
@@ -86,6 +92,7 @@ class GemmOp final : public Op {
         {"unroll", {1, 2, 4, 8}, "unroll count of the micro-kernel's k loop"},
         {"order", {0, 1, 2}, "cache-block loop nest: 0 = jc,pc,ic (B block reused), 1 = ic,pc,jc (A block reused), "
                              "2 = jc,ic,pc (C block finished at once)"},
+        {"pack_a", {0, 1}, "1 = copy each mc x kc block of A into mr-row panels, 0 = broadcast from A in place"},
         {"pack_b", {0, 1}, "1 = copy each kc x nc block of B into contiguous panels, 0 = read B in place"},
         {"split", {0, 1, 2}, "threads take: 0 = row blocks (mc), 1 = column blocks (nc), 2 = both"},
     };
@@ -98,11 +105,10 @@ class GemmOp final : public Op {
     if (nr % vec != 0) return "nr=" + std::to_string(nr) + " is not a multiple of vec=" + std::to_string(vec);
     if (mc % mr != 0) return "mc=" + std::to_string(mc) + " is not a multiple of mr=" + std::to_string(mr);
     if (nc % nr != 0) return "nc=" + std::to_string(nc) + " is not a multiple of nr=" + std::to_string(nr);
-    std::int64_t accumulators = mr * (nr / vec);
-    if (accumulators > kAccumulatorBudget) {
-      return "micro-tile " + std::to_string(mr) + "x" + std::to_string(nr) + " needs " +
-             std::to_string(accumulators) + " vector accumulators (mr*nr/vec), more than " +
-             std::to_string(kAccumulatorBudget);
+    if (std::int64_t registers = micro_tile_registers(mr, nr, vec); registers > kRegisterBudget) {
+      return "micro-tile " + std::to_string(mr) + "x" + std::to_string(nr) + " with vec=" + std::to_string(vec) +
+             " needs " + std::to_string(registers) + " vector registers (mr*nr/vec accumulators + nr/vec for B + 1 "
+             "broadcast), more than the " + std::to_string(kRegisterBudget) + " of the largest register files";
     }
     if (mc * kc > kMaxPackedA) {
       return "packed A block mc*kc=" + std::to_string(mc * kc) + " floats exceeds " + std::to_string(kMaxPackedA);
@@ -116,21 +122,28 @@ class GemmOp final : public Op {
   Config default_config(const Params& p) const override {
     std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
     auto mc_domain = tiles_for(kMc, m), nc_domain = tiles_for(kNc, n);
-    // A 6x16 micro-tile of 8-float vectors (12 accumulators) fits AVX2 and AVX-512 and
-    // two-register NEON; smaller for tiny dimensions.
-    std::int64_t nr = detail::largest_at_most(tiles_for(kNr, n), std::min<std::int64_t>(16, n));
-    std::int64_t vec = nr % 8 == 0 ? 8 : nr % 4 == 0 ? 4 : 1;
+    // A 6x32 micro-tile of 16-float vectors (12 accumulators, 2 vectors of B, 1 broadcast):
+    // full-width FMAs on AVX-512, the widest CPUs Kestrel tunes for (~150 GFLOP/s per core
+    // on 1024^3 where the old 6x16 tile of 8-float vectors reached ~60). Targets with
+    // narrower registers split each vector (AVX2: 30 ymm, so it spills there; the tuner
+    // finds their tiles). Narrower for narrow outputs, shorter for skinny ones.
+    std::int64_t nr = detail::largest_at_most(tiles_for(kNr, n), std::min<std::int64_t>(32, n));
+    std::int64_t vec = nr % 16 == 0 ? 16 : nr % 8 == 0 ? 8 : nr % 4 == 0 ? 4 : 1;
     Config config{{"kc", detail::largest_at_most(tiles_for(kKc, k), 256)},
                   {"vec", vec},
                   {"nr", nr},
                   {"unroll", 4},
                   {"order", 0},
-                  {"pack_b", m >= 16 ? 1 : 0},
+                  // A block used for few columns is not worth copying; B is worth copying
+                  // when many row panels stream it.
+                  {"pack_a", n >= 128 ? 1 : 0},
+                  {"pack_b", m >= 32 ? 1 : 0},
                   {"split", 2}};
-    // The largest mr <= min(6, M) with an mc <= 96 (or any mc) that it divides.
+    // The largest mr <= min(6, M) (4 for skinny M) with an mc <= 96 (or any mc) that it divides.
+    std::int64_t mr_limit = m <= 16 ? std::min<std::int64_t>(4, m) : 6;
     auto mr_domain = tiles_for(kMr, m);
     for (auto mr = mr_domain.rbegin(); mr != mr_domain.rend(); ++mr) {
-      if (*mr > std::min<std::int64_t>(6, m) && *mr != mr_domain.front()) continue;
+      if (*mr > mr_limit && *mr != mr_domain.front()) continue;
       std::int64_t mc = pick_multiple(mc_domain, *mr, 96);
       if (mc > 0) {
         config["mr"] = *mr;
@@ -183,12 +196,13 @@ class GemmOp final : public Op {
     const double m_computed = std::ceil(m / static_cast<double>(mr)) * static_cast<double>(mr);
     const double n_computed = std::ceil(n / static_cast<double>(nr)) * static_cast<double>(nr);
     const double accumulators = static_cast<double>(mr * std::max<std::int64_t>(nr / vec, 1));
+    const bool pack_a = c.at("pack_a") != 0;
     const double items = split == 0 ? mb : split == 1 ? nb : mb * nb;
     const double waves = std::ceil(items / kTypicalCores);
 
     add("flops", 2.0 * m * n * k);
     // Footprints of the packed blocks and panels in bytes (L2, L3 and L1 respectively).
-    add("packed_a_bytes", mc_eff * kc_eff * 4);
+    add("packed_a_bytes", pack_a ? mc_eff * kc_eff * 4 : 0.0);
     add("b_block_bytes", kc_eff * nc_eff * 4);
     add("packed_b_bytes", pack_b ? kc_eff * nc_eff * 4 : 0.0);
     add("a_panel_bytes", static_cast<double>(mr) * kc_eff * 4);
@@ -196,7 +210,8 @@ class GemmOp final : public Op {
     add("c_block_bytes", mc_eff * nc_eff * 4);
     // Register pressure of the micro-tile.
     add("accumulators", accumulators);
-    add("accumulator_share", accumulators / static_cast<double>(kAccumulatorBudget));
+    add("accumulator_share", accumulators / static_cast<double>(kRegisterBudget));
+    add("register_share", static_cast<double>(micro_tile_registers(mr, nr, vec)) / static_cast<double>(kRegisterBudget));
     add("vectors_per_row", static_cast<double>(nr / vec));
     // Padding waste: partially filled cache blocks, and micro-tiles computed on zeros.
     add("waste_mc", waste(m, mb * static_cast<double>(mc)));
@@ -223,6 +238,12 @@ class GemmOp final : public Op {
   }
 
  private:
+  // Vector registers the micro-kernel keeps live: the accumulators, one row of B and the
+  // broadcast of A.
+  static std::int64_t micro_tile_registers(std::int64_t mr, std::int64_t nr, std::int64_t vec) {
+    return mr * (nr / vec) + nr / vec + 1;
+  }
+
   // The largest value of `domain` that is a multiple of `step` and <= target, else the
   // smallest multiple of `step` in it, else 0.
   static std::int64_t pick_multiple(const std::vector<std::int64_t>& domain, std::int64_t step, std::int64_t target) {

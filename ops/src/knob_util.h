@@ -17,6 +17,10 @@ std::string_view gemm_c();
 std::string_view gemm_ref_c();
 std::string_view conv2d_c();
 std::string_view conv2d_ref_c();
+std::string_view conv2d_nchwc_c();
+std::string_view conv2d_nchwc_ref_c();
+std::string_view layout_nchwc_c();
+std::string_view layout_nchwc_ref_c();
 }  // namespace kestrel::embedded
 
 namespace kestrel::ops::detail {

@@ -29,11 +29,13 @@ std::string define(const KernelSource& source, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("builtin registry holds gemm and conv2d", "[ops]") {
+TEST_CASE("builtin registry holds gemm, conv2d, conv2d_nchwc and layout_nchwc", "[ops]") {
   Registry registry = builtin_ops();
-  REQUIRE(registry.all().size() == 2);
+  REQUIRE(registry.all().size() == 4);
   CHECK(registry.find("gemm") != nullptr);
   CHECK(registry.find("conv2d") != nullptr);
+  CHECK(registry.find("conv2d_nchwc") != nullptr);
+  CHECK(registry.find("layout_nchwc") != nullptr);
   CHECK(registry.find("softmax") == nullptr);
   CHECK_THROWS_WITH(registry.get("softmax"), Catch::Contains("gemm, conv2d"));
   for (const Op* op : registry.all()) {
@@ -139,6 +141,51 @@ TEST_CASE("constraint checks give reasons", "[ops]") {
   CHECK_THROWS_WITH(conv.source(Backend::opencl, cp, cgood), Catch::Contains("no opencl kernel"));
 }
 
+TEST_CASE("register budgets reject spilling micro-tiles and admit library-class ones", "[ops]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  Params p = parse_params(gemm, "1024x1024x1024");
+  auto tile = [&](const std::string& text) { return gemm.check(p, parse_config(gemm, p, text)); };
+  // Accumulators + one row of B + one broadcast <= 32 vector registers.
+  CHECK(tile("mr=6,nr=64,vec=16,mc=96,nc=1024").empty());    // 24 + 4 + 1 = 29
+  CHECK(tile("mr=14,nr=32,vec=16,mc=112,nc=1024").empty());  // 28 + 2 + 1 = 31
+  CHECK(tile("mr=4,nr=96,vec=16,mc=96,nc=960").empty());     // 24 + 6 + 1 = 31
+  CHECK(tile("mr=8,nr=48,vec=16,mc=96,nc=960").empty());     // 24 + 3 + 1 = 28
+  CHECK_THAT(tile("mr=7,nr=64,vec=16,mc=56,nc=1024"), Catch::Contains("needs 33 vector registers"));
+  CHECK_THAT(tile("mr=16,nr=32,vec=16,mc=96,nc=1024"), Catch::Contains("needs 35 vector registers"));
+  CHECK_THAT(tile("mr=5,nr=96,vec=16,mc=40,nc=960"), Catch::Contains("accumulators"));
+  {
+    Config c = gemm.default_config(p);
+    c.erase("pack_a");
+    CHECK_THAT(gemm.check(p, c), Catch::Contains("knob pack_a is missing"));
+  }
+
+  const Op& conv = registry.get("conv2d_nchwc");
+  Params cp = parse_params(conv, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1");
+  auto ctile = [&](const std::string& text) { return conv.check(cp, parse_config(conv, cp, text)); };
+  CHECK(ctile("ow=14,ok=2").empty());  // 28 + 2 + 1 = 31
+  CHECK(ctile("ow=28,ok=1").empty());  // 28 + 1 + 1 = 30
+  CHECK_THAT(ctile("ow=7,ok=4"), Catch::Contains("33 vector registers"));
+  CHECK_THAT(ctile("ow=16,ok=2"), Catch::Contains("35 vector registers"));
+  // ok must divide K/block: 128/16 = 8 blocks.
+  CHECK_THROWS_WITH(parse_config(conv, cp, "ok=3"), Catch::Contains("not in its domain"));
+  Params odd = parse_params(conv, "C=3,H=9,W=9,K=48,R=3,S=3");  // 3 blocks
+  CHECK(conv.knobs(odd)[1].values == std::vector<std::int64_t>{1, 3});
+  CHECK_THROWS_WITH(conv.source(Backend::cuda, cp, conv.default_config(cp)), Catch::Contains("no cuda kernel"));
+  CHECK_THROWS_WITH(parse_params(conv, "C=3,H=9,W=9,K=8,R=3,S=3,block=5"), Catch::Contains("not 4, 8 or 16"));
+  CHECK_THROWS_WITH(parse_params(conv, "C=3,H=2,W=2,K=8,R=3,S=3"), Catch::Contains("empty output"));
+  CHECK(conv.tensors(parse_params(conv, "C=20,H=9,W=8,K=40,R=3,S=3,stride=2,pad=1"))[2].shape ==
+        std::vector<std::int64_t>{1, 3, 5, 4, 16});
+
+  const Op& layout = registry.get("layout_nchwc");
+  Params lp = parse_params(layout, "C=35,H=5,W=19,block=8");
+  CHECK(layout.tensors(lp)[1].shape == std::vector<std::int64_t>{1, 5, 5, 19, 8});
+  CHECK(layout.flops(lp) == 0);
+  CHECK(layout.check(lp, layout.default_config(lp)).empty());
+  CHECK_THROWS_WITH(parse_params(layout, "C=3,H=9,W=9,block=12"), Catch::Contains("not 4, 8 or 16"));
+  CHECK_THROWS_WITH(parse_params(layout, "C=3,H=9,W=9,K=2"), Catch::Contains("unknown parameter"));
+}
+
 TEST_CASE("sources embed the kernel files and carry every define", "[ops]") {
   Registry registry = builtin_ops();
   const Op& gemm = registry.get("gemm");
@@ -226,7 +273,10 @@ TEST_CASE("op features: the same names for every workload, finite values", "[ops
   };
   for (const auto& [op, texts] : std::vector<std::pair<const Op*, std::vector<std::string>>>{
            {&gemm, {"256x256x256", "7x1000x33", "1x1x1"}},
-           {&conv, {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "N=2,C=3,H=19,W=300,K=5,R=7,S=1,stride=2,dilation=2"}}}) {
+           {&conv, {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "N=2,C=3,H=19,W=300,K=5,R=7,S=1,stride=2,dilation=2"}},
+           {&registry.get("conv2d_nchwc"), {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3",
+                                             "N=2,C=5,H=9,W=7,K=3,R=1,S=3,block=4,dilation=2"}},
+           {&registry.get("layout_nchwc"), {"C=64,H=56,W=56", "N=3,C=5,H=1,W=1,block=4"}}}) {
     std::vector<std::string> expected;
     for (const auto& text : texts) {
       Params params = parse_params(*op, text);

@@ -1,5 +1,7 @@
-// gemm kernel correctness: the default and ~15 random valid configurations (pack_b both
-// ways, every split) per shape, serial and two-threaded, against the reference.
+// gemm kernel correctness: the default and ~15 random valid configurations (pack_a and
+// pack_b both ways, every split) per shape, serial and two-threaded, against the
+// reference; the library-class micro-tiles on edge shapes; the kernel's register check;
+// and injected bugs that the comparison must catch.
 #include <catch2/catch.hpp>
 
 #include "kernel_harness.h"
@@ -35,15 +37,130 @@ TEST_CASE("gemm multi-block configurations match the reference", "[gemm][kernel]
   Params params = parse_params(gemm, "77x90x100");
   test::WorkloadChecker checker(gemm, params);
   for (int order : {0, 1, 2}) {
-    for (int pack_b : {0, 1}) {
-      for (int split : {0, 1, 2}) {
-        Config c = parse_config(gemm, params, "mc=24,nc=32,kc=32,mr=6,nr=16,vec=8,unroll=2");
-        c["order"] = order;
-        c["pack_b"] = pack_b;
-        c["split"] = split;
-        REQUIRE(gemm.check(params, c).empty());
-        CHECK(checker.check(c));
+    for (int pack_a : {0, 1}) {
+      for (int pack_b : {0, 1}) {
+        for (int split : {0, 1, 2}) {
+          Config c = parse_config(gemm, params, "mc=24,nc=32,kc=32,mr=6,nr=16,vec=8,unroll=2");
+          c["order"] = order;
+          c["pack_a"] = pack_a;
+          c["pack_b"] = pack_b;
+          c["split"] = split;
+          REQUIRE(gemm.check(params, c).empty());
+          CHECK(checker.check(c));
+        }
       }
     }
   }
+}
+
+TEST_CASE("gemm library-class micro-tiles match the reference on edge shapes", "[gemm][kernel]") {
+  // AVX-512-class tiles (up to 31 of 32 registers), with M, N, K not multiples of any
+  // tile or block, A and B packed or read in place.
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  for (const char* shape : {"61x203x77", "29x97x300"}) {
+    Params params = parse_params(gemm, shape);
+    test::WorkloadChecker checker(gemm, params);
+    for (const char* tile : {"mr=6,nr=64,vec=16", "mr=14,nr=32,vec=16", "mr=4,nr=96,vec=16", "mr=8,nr=48,vec=16",
+                             "mr=12,nr=32,vec=16", "mr=7,nr=16,vec=16", "mr=5,nr=80,vec=16", "mr=10,nr=16,vec=8"}) {
+      for (int pack_a : {0, 1}) {
+        for (int pack_b : {0, 1}) {
+          Config c = parse_config(gemm, params, std::string(tile) + ",kc=64,unroll=4");
+          // The smallest cache blocks of at least two micro-tiles.
+          auto block = [&](const char* knob, std::int64_t tile_size) {
+            for (const auto& k : gemm.knobs(params)) {
+              if (k.name != knob) continue;
+              for (auto v : k.values) {
+                if (v % tile_size == 0 && v >= 2 * tile_size) return v;
+              }
+            }
+            return std::int64_t{0};
+          };
+          c["mc"] = block("mc", c["mr"]);
+          c["nc"] = block("nc", c["nr"]);
+          c["pack_a"] = pack_a;
+          c["pack_b"] = pack_b;
+          c["split"] = (pack_a + pack_b) % 3;
+          INFO(format_config(c));
+          REQUIRE(gemm.check(params, c).empty());
+          CHECK(checker.check(c));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm skinny shapes: in-place A and B", "[gemm][kernel]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  for (const char* shape : {"1x515x260", "16x300x513", "50x17x700"}) {
+    Params params = parse_params(gemm, shape);
+    test::WorkloadChecker checker(gemm, params);
+    CHECK(checker.check(gemm.default_config(params)));
+    for (const auto& config : test::random_configs(gemm, params, 8, 11)) CHECK(checker.check(config));
+  }
+}
+
+TEST_CASE("gemm's register check refuses micro-tiles that do not fit the target", "[gemm][kernel]") {
+  // The op's check knows only the largest register files (32); gemm.c checks the target's
+  // own when VEC is its register width. AVX2 (haswell): 16 ymm registers of 8 floats.
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  Params params = parse_params(gemm, "64x64x64");
+  test::TempDir dir;
+  std::string output;
+  auto source = [&](const char* tile) {
+    Config c = parse_config(gemm, params, std::string(tile) + ",nc=64");
+    REQUIRE(gemm.check(params, c).empty());
+    return gemm.source(Backend::cpu, params, c);
+  };
+  // 6x16 of 8 floats: 12 accumulators + 2 + 1 = 15 ymm.
+  CHECK(test::compiles_for(source("mr=6,nr=16,vec=8,mc=48"), "haswell", dir.path(), output));
+  // 6x32 of 8 floats: 24 + 4 + 1 = 29 ymm, fine for AVX-512's 32 but not AVX2's 16.
+  CHECK_FALSE(test::compiles_for(source("mr=6,nr=32,vec=8,mc=48"), "haswell", dir.path(), output));
+  CHECK_THAT(output, Catch::Contains(test::kRegisterRefusal));
+  CHECK(test::compiles_for(source("mr=6,nr=32,vec=8,mc=48"), "skylake-avx512", dir.path(), output));
+  // 14x32 of 16 floats: 28 + 2 + 1 = 31 zmm fits AVX-512; vectors wider than AVX2's
+  // registers are split by the compiler and not checked.
+  CHECK(test::compiles_for(source("mr=14,nr=32,vec=16,mc=56"), "skylake-avx512", dir.path(), output));
+  CHECK(test::compiles_for(source("mr=14,nr=32,vec=16,mc=56"), "haswell", dir.path(), output));
+}
+
+namespace {
+
+// `source` with its first occurrence of `from` replaced by `to` (which must exist).
+KernelSource inject(KernelSource source, const std::string& from, const std::string& to) {
+  auto at = source.text.find(from);
+  REQUIRE(at != std::string::npos);
+  source.text.replace(at, from.size(), to);
+  return source;
+}
+
+}  // namespace
+
+TEST_CASE("gemm checks catch injected bugs", "[gemm][kernel]") {
+  // Each mutation breaks one path that the configurations below exercise; the comparison
+  // with the reference must notice every one, and accept the unmodified kernel.
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  Params params = parse_params(gemm, "37x70x100");  // 37 % 6 != 0, 70 % 32 != 0, K > kc
+  test::WorkloadChecker checker(gemm, params);
+  Config in_place = parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=32,vec=16,pack_a=0,pack_b=0");
+  Config packed = parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=32,vec=16,pack_a=1,pack_b=1");
+  KernelSource a = gemm.source(Backend::cpu, params, in_place), b = gemm.source(Backend::cpu, params, packed);
+  CHECK(checker.matches(a));
+  CHECK(checker.matches(b));
+  // Later k blocks overwrite C instead of accumulating.
+  CHECK_FALSE(checker.matches(inject(b, "nr, pc > 0);\n  }\n#else", "nr, pc > GEMM_KC);\n  }\n#else")));
+  // The short edge panel of in-place A is skipped.
+  CHECK_FALSE(checker.matches(inject(a, "if (full < mc) micro_kernel", "if (0) micro_kernel")));
+  // The broadcast of A reads every other k twice.
+  CHECK_FALSE(checker.matches(inject(b, "av = a[i * ars + k * aks]", "av = a[i * ars + (k & ~1) * aks]")));
+  // Edge tiles narrower than NR store one column too few.
+  CHECK_FALSE(checker.matches(inject(b, "for (int64_t j = 0; j < nr; ++j) p[j] = tile[j];",
+                                     "for (int64_t j = 0; j + 1 < nr; ++j) p[j] = tile[j];")));
+  // Not a bug: padding rows of packed A left unset only change rows that are computed and
+  // never stored, so this mutation must pass (a check that rejects correct kernels is as
+  // wrong as one that accepts broken ones).
+  CHECK(checker.matches(inject(b, "for (int64_t k = 0; k < kc; ++k) panel[k * GEMM_MR + i] = 0.0f;", "")));
 }

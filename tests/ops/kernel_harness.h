@@ -47,6 +47,11 @@ class Kernel {
   kestrel_kernel_fn entry_;
 };
 
+// Compiles `source` to an object for x86-64 with -march=`march` (e.g. "haswell" for AVX2)
+// without running it; false with the compiler's output in `output` when it fails.
+bool compiles_for(const KernelSource& source, const std::string& march, const std::filesystem::path& dir,
+                  std::string& output);
+
 // Scratch allocations not yet released through the test services.
 std::int64_t live_allocations();
 
@@ -70,16 +75,27 @@ class Buffer {
   std::unique_ptr<float[], Free> data_;
 };
 
+// What gemm.c's compile-time register check says when a micro-tile does not fit the
+// registers of the machine it is compiled for.
+inline constexpr const char* kRegisterRefusal = "needs more vector registers than this target has";
+
 // Checks one op workload: the reference runs once, then each configuration is compiled
 // and run serially and with two threads, with outputs pre-filled with NaN, and compared
 // within op.tolerance(). Every failure is reported through Catch (INFO + CHECK).
 class WorkloadChecker {
  public:
   WorkloadChecker(const Op& op, Params params);
-  // Returns true when the configuration matches the reference in both runs.
+  // Returns true when the configuration matches the reference in both runs. A
+  // configuration the kernel refuses to compile for this machine's registers (its message
+  // contains kRegisterRefusal) is reported with WARN and counts as passing.
   bool check(const Config& config);
+  // Whether `source` (e.g. a kernel with an injected bug) matches the reference in both
+  // runs, without reporting mismatches as failures. Throws if it does not compile.
+  bool matches(const KernelSource& source);
 
  private:
+  bool compare(const Kernel& kernel, bool report);
+
   const Op& op_;
   Params params_;
   TempDir dir_;
@@ -90,7 +106,8 @@ class WorkloadChecker {
 };
 
 // Up to `count` random valid configurations for `params`, sampled from the knob domains;
-// configuration i has pack_b = i % 2 and split = i % 3 when the op has those knobs.
+// configuration i cycles pack_b (i), pack_a (i / 2) and split (i) through their domains
+// when the op has those knobs.
 std::vector<Config> random_configs(const Op& op, const Params& params, int count, std::uint64_t seed);
 
 }  // namespace kestrel::ops::test

@@ -124,7 +124,7 @@ class Registry {
   std::vector<std::unique_ptr<Op>> ops_;
 };
 
-// The built-in op library: gemm and conv2d.
+// The built-in op library: gemm, conv2d, conv2d_nchwc and layout_nchwc.
 Registry builtin_ops();
 
 // Parses "M=512,N=256,K=128" (or "512x256x128" in the order of params()) into a

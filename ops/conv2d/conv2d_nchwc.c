@@ -1,0 +1,219 @@
+/* conv2d_nchwc.c: direct 2-D convolution, fp32, blocked-channel layout (NCHWc), for the
+ * CPU backend.
+ *   out[n][k/B][p][q][k%B] = sum_{c,r,s} in[n][c/B][h][x][c%B] * w[k/B][c/B][r][s][c%B][k%B]
+ *   with h = p*STRIDE - PAD + r*DILATION, x = q*STRIDE - PAD + s*DILATION (out of range: 0)
+ *
+ * Channels are split into blocks of B = CONV_BLOCK (input and output); channel lanes past
+ * C in the input and past K in the weights are ignored (they may hold anything finite),
+ * output lanes past K are written as 0. The transform from NCHW is its own op
+ * (layout_nchwc.c), so its cost is measured apart from the convolution's.
+ *
+ * Freestanding C specialised entirely by #defines (see conv2d_nchwc.cpp):
+ *   workload  CONV_N CONV_C CONV_H CONV_W CONV_K CONV_R CONV_S CONV_STRIDE CONV_PAD CONV_DILATION
+ *             CONV_BLOCK (channels per block = floats per vector)
+ *   CONV_OW     output columns per register tile (one broadcast input float each)
+ *   CONV_OK     output-channel blocks per register tile (one weight vector each); divides K/B
+ *   CONV_OH     output rows per work block
+ *   CONV_TC     input-channel blocks per pass (outputs are revisited ceil(C/B / TC) times)
+ *   CONV_UNROLL unroll count of the loop over the B lanes of an input-channel block
+ *   CONV_SPLIT  parallel_for tasks: 0 = one per OK group of channel blocks, 1 = one per OH
+ *               row block, 2 = one per (group, row block)
+ *
+ * The micro-kernel keeps an OW x (OK*B) tile of outputs in OW*OK vector accumulators
+ * (vector-extension variables): per input channel it loads OK weight vectors and
+ * broadcasts OW input floats. Each image is first copied into a zero-padded buffer (rows
+ * and columns of the padding, plus enough columns that tiles past Q compute on zeros),
+ * so the inner loops have no bounds checks; lanes past C are zeroed there. When no padding
+ * is needed (e.g. 1x1 convolutions without pad) the input is read in place. Weights are
+ * always read in place. Returns 0, 1 when scratch memory runs out, 2 on bad arguments.
+ */
+#include "kestrel/kernel/abi.h"
+
+#if !defined(CONV_N) || !defined(CONV_C) || !defined(CONV_H) || !defined(CONV_W) || !defined(CONV_K) ||        \
+    !defined(CONV_R) || !defined(CONV_S) || !defined(CONV_STRIDE) || !defined(CONV_PAD) ||                     \
+    !defined(CONV_DILATION) || !defined(CONV_BLOCK) || !defined(CONV_OW) || !defined(CONV_OK) ||                \
+    !defined(CONV_OH) || !defined(CONV_TC) || !defined(CONV_UNROLL) || !defined(CONV_SPLIT)
+#error "conv2d_nchwc.c needs CONV_{N,C,H,W,K,R,S,STRIDE,PAD,DILATION,BLOCK,OW,OK,OH,TC,UNROLL,SPLIT}"
+#endif
+
+#define B CONV_BLOCK
+#define P ((CONV_H + 2 * CONV_PAD - CONV_DILATION * (CONV_R - 1) - 1) / CONV_STRIDE + 1)
+#define Q ((CONV_W + 2 * CONV_PAD - CONV_DILATION * (CONV_S - 1) - 1) / CONV_STRIDE + 1)
+#if CONV_H + 2 * CONV_PAD < CONV_DILATION * (CONV_R - 1) + 1 || CONV_W + 2 * CONV_PAD < CONV_DILATION * (CONV_S - 1) + 1
+#error "conv2d_nchwc.c: the output is empty (the dilated filter is larger than the padded input)"
+#endif
+#define CB ((CONV_C + B - 1) / B) /* input-channel blocks */
+#define KB ((CONV_K + B - 1) / B) /* output-channel blocks */
+#if KB % CONV_OK != 0
+#error "conv2d_nchwc.c: OK must divide the number of output-channel blocks"
+#endif
+/* Lanes of an input-channel block the reduction visits: all B, or only C when there is
+ * one partial block (e.g. an RGB input). */
+#define LANES (CONV_C < B ? CONV_C : B)
+#define KG (KB / CONV_OK)                                  /* groups of OK blocks */
+#define PB ((P + CONV_OH - 1) / CONV_OH)                   /* row blocks */
+#define QT ((Q + CONV_OW - 1) / CONV_OW * CONV_OW)         /* columns computed */
+#define HP (CONV_H + 2 * CONV_PAD)                         /* rows of the padded copy */
+#define WP_NEEDED ((QT - 1) * CONV_STRIDE + (CONV_S - 1) * CONV_DILATION + 1)
+#define WP (WP_NEEDED > CONV_W + 2 * CONV_PAD ? WP_NEEDED : CONV_W + 2 * CONV_PAD) /* its columns */
+/* The input is read in place when no padding is needed at all: no zero border, no extra
+ * columns for the last tile, no lanes past C that the reduction visits. */
+#define IN_PLACE (CONV_PAD == 0 && WP == CONV_W && (CONV_C % B == 0 || CONV_C < B))
+#define XROW ((int64_t)WP * B)                             /* floats per padded row */
+#define XCB ((int64_t)HP * XROW)                           /* floats per padded channel block */
+#define WRS ((int64_t)B * B)                               /* floats per (r, s) of a weight block */
+#define WKB ((int64_t)CB * CONV_R * CONV_S * WRS)          /* floats per output-channel block */
+
+#define KESTREL_PRAGMA(x) _Pragma(#x)
+#define UNROLL_COUNT(n) KESTREL_PRAGMA(clang loop unroll_count(n))
+#define UNROLL_FULL KESTREL_PRAGMA(clang loop unroll(full))
+#define INLINE static inline __attribute__((always_inline))
+
+typedef float vf __attribute__((vector_size(B * sizeof(float))));
+typedef int32_t vi __attribute__((vector_size(B * sizeof(int32_t))));
+/* Unaligned vector loads and stores (macros: functions taking or returning vectors wider
+ * than the target's registers trip -Wpsabi). */
+#define VLOAD(v, p) __builtin_memcpy(&(v), (p), sizeof(vf))
+#define VSTORE(p, v) __builtin_memcpy((p), &(v), sizeof(vf))
+
+INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+typedef struct conv_ctx {
+  const float* in; /* the current image, [CB][H][W][B] */
+  const float* w;  /* [KB][CB][R][S][B][B] */
+  float* out;      /* the current image, [KB][P][Q][B] */
+  float* xp;       /* padded image, [CB][HP][WP][B] (scratch) */
+  const float* x;  /* what the tiles read: xp, or the input itself (IN_PLACE) */
+} conv_ctx;
+
+#if !IN_PLACE
+/* Copies padded row hp of channel block cb (hp over CB*HP); zeros where there is no input
+ * and in lanes past C. */
+static void pad_row(int64_t t, void* p) {
+  const conv_ctx* ctx = (const conv_ctx*)p;
+  int64_t cb = t / HP, hp = t % HP, h = hp - CONV_PAD;
+  float* dst = ctx->xp + cb * XCB + hp * XROW;
+  int64_t lanes = min64(B, CONV_C - cb * B);
+  for (int64_t x = 0; x < WP; ++x) {
+    int64_t wx = x - CONV_PAD;
+    if (h >= 0 && h < CONV_H && wx >= 0 && wx < CONV_W) {
+      const float* src = ctx->in + ((cb * CONV_H + h) * CONV_W + wx) * B;
+      for (int64_t l = 0; l < B; ++l) dst[x * B + l] = l < lanes ? src[l] : 0.0f;
+    } else {
+      for (int64_t l = 0; l < B; ++l) dst[x * B + l] = 0.0f;
+    }
+  }
+}
+#endif
+
+/* One register tile: output-channel blocks kb0..kb0+OK, row p, columns q0..q0+OW, input
+ * channel blocks cb0..cb0+cn; the first pass stores, later ones accumulate. */
+INLINE void tile(const conv_ctx* ctx, int64_t kb0, int64_t cb0, int64_t cn, int64_t p, int64_t q0) {
+  vf acc[CONV_OW][CONV_OK];
+  UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) {
+    UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) acc[q][j] = (vf){0};
+  }
+  const float* wbase = ctx->w + kb0 * WKB + cb0 * CONV_R * CONV_S * WRS;
+  const float* xbase = ctx->x + cb0 * XCB + p * CONV_STRIDE * XROW + q0 * CONV_STRIDE * B;
+  for (int64_t c = 0; c < cn; ++c) {
+    for (int r = 0; r < CONV_R; ++r) {
+      for (int s = 0; s < CONV_S; ++s) {
+        const float* x = xbase + c * XCB + r * CONV_DILATION * XROW + s * CONV_DILATION * B;
+        const float* wv = wbase + ((c * CONV_R + r) * CONV_S + s) * WRS;
+        UNROLL_COUNT(CONV_UNROLL) for (int l = 0; l < LANES; ++l) {
+          vf wj[CONV_OK];
+          UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) VLOAD(wj[j], wv + j * WKB + l * B);
+          UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) {
+            float xv = x[q * CONV_STRIDE * B + l]; /* splat: one broadcast load */
+            UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) acc[q][j] += xv * wj[j];
+          }
+        }
+      }
+    }
+  }
+  int accumulate = cb0 > 0;
+  UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) {
+    int64_t kb = kb0 + j;
+#if CONV_K % B != 0
+    if (kb == KB - 1) { /* lanes past K hold products of unused weights: zero them */
+      vi keep;
+      UNROLL_FULL for (int l = 0; l < B; ++l) keep[l] = l < CONV_K % B ? -1 : 0;
+      UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) acc[q][j] = (vf)((vi)acc[q][j] & keep);
+    }
+#endif
+    float* o = ctx->out + (kb * P + p) * (int64_t)Q * B + q0 * B;
+    UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) {
+      if (q0 + q < Q) {
+        if (accumulate) {
+          vf old;
+          VLOAD(old, o + q * B);
+          acc[q][j] += old;
+        }
+        VSTORE(o + q * B, acc[q][j]);
+      }
+    }
+  }
+}
+
+/* Groups [g0, g1) of OK output-channel blocks x row blocks [pb0, pb1) of the current image. */
+static void run_blocks(const conv_ctx* ctx, int64_t g0, int64_t g1, int64_t pb0, int64_t pb1) {
+  int64_t p1 = min64(pb1 * CONV_OH, P);
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t cb = 0; cb < CB; cb += CONV_TC) {
+      int64_t cn = min64(CONV_TC, CB - cb);
+      for (int64_t p = pb0 * CONV_OH; p < p1; ++p) {
+        for (int64_t q0 = 0; q0 < Q; q0 += CONV_OW) tile(ctx, g * CONV_OK, cb, cn, p, q0);
+      }
+    }
+  }
+}
+
+static void task(int64_t t, void* p) {
+  const conv_ctx* ctx = (const conv_ctx*)p;
+#if CONV_SPLIT == 0
+  run_blocks(ctx, t, t + 1, 0, PB);
+#elif CONV_SPLIT == 1
+  run_blocks(ctx, 0, KG, t, t + 1);
+#elif CONV_SPLIT == 2
+  run_blocks(ctx, t / PB, t / PB + 1, t % PB, t % PB + 1);
+#else
+#error "conv2d_nchwc.c: CONV_SPLIT must be 0, 1 or 2"
+#endif
+}
+
+KESTREL_KERNEL(svc, args, num_args) {
+  if (num_args != 3 || !args[0].data || !args[1].data || !args[2].data ||
+      args[0].i64 != (int64_t)CONV_N * CB * CONV_H * CONV_W * B ||
+      args[1].i64 != (int64_t)KB * WKB || args[2].i64 != (int64_t)CONV_N * KB * P * Q * B) {
+    return 2;
+  }
+  conv_ctx ctx;
+  ctx.w = (const float*)args[1].data;
+#if IN_PLACE
+  ctx.xp = 0;
+#else
+  ctx.xp = (float*)svc->alloc((size_t)CB * XCB * sizeof(float));
+  if (!ctx.xp) return 1;
+#endif
+  for (int64_t n = 0; n < CONV_N; ++n) {
+    ctx.in = (const float*)args[0].data + n * (int64_t)CB * CONV_H * CONV_W * B;
+    ctx.out = (float*)args[2].data + n * (int64_t)KB * P * Q * B;
+#if IN_PLACE
+    ctx.x = ctx.in;
+#else
+    ctx.x = ctx.xp;
+    svc->parallel_for((int64_t)CB * HP, pad_row, &ctx);
+#endif
+#if CONV_SPLIT == 0
+    svc->parallel_for(KG, task, &ctx);
+#elif CONV_SPLIT == 1
+    svc->parallel_for(PB, task, &ctx);
+#else
+    svc->parallel_for((int64_t)KG * PB, task, &ctx);
+#endif
+  }
+#if !IN_PLACE
+  svc->release(ctx.xp);
+#endif
+  return 0;
+}

@@ -1,0 +1,167 @@
+// conv2d_nchwc and layout_nchwc kernel correctness: the default and random valid
+// configurations per shape against the op's blocked reference (serial and two-threaded);
+// the whole NCHW -> NCHWc -> convolution -> NCHW path against the NCHW conv2d reference;
+// and injected bugs that the comparison must catch.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "kernel_harness.h"
+
+using namespace kestrel::ops;
+
+namespace {
+
+void check_shape(const std::string& shape, std::uint64_t seed, int count = 12) {
+  Registry registry = builtin_ops();
+  const Op& conv = registry.get("conv2d_nchwc");
+  Params params = parse_params(conv, shape);
+  test::WorkloadChecker checker(conv, params);
+  CHECK(checker.check(conv.default_config(params)));
+  auto configs = test::random_configs(conv, params, count, seed);
+  CHECK(configs.size() == static_cast<std::size_t>(count));
+  for (const auto& config : configs) CHECK(checker.check(config));
+}
+
+KernelSource inject(KernelSource source, const std::string& from, const std::string& to) {
+  auto at = source.text.find(from);
+  REQUIRE(at != std::string::npos);
+  source.text.replace(at, from.size(), to);
+  return source;
+}
+
+// Runs a compiled kernel serially on `args`; requires success.
+void run(const test::Kernel& kernel, std::vector<kestrel_arg> args) { REQUIRE(kernel.run(args, 2) == 0); }
+
+}  // namespace
+
+TEST_CASE("conv2d_nchwc matches its reference: 3x3 pad 1, two blocks", "[conv2d_nchwc][kernel]") {
+  check_shape("C=32,H=9,W=11,K=32,R=3,S=3,pad=1", 1);
+}
+TEST_CASE("conv2d_nchwc matches its reference: RGB input, 7x7 stride 2, K not a multiple of the block",
+          "[conv2d_nchwc][kernel]") {
+  check_shape("C=3,H=15,W=13,K=20,R=7,S=7,stride=2,pad=3", 2);
+}
+TEST_CASE("conv2d_nchwc matches its reference: 1x1 stride 2 read in place", "[conv2d_nchwc][kernel]") {
+  check_shape("C=32,H=12,W=12,K=48,R=1,S=1,stride=2", 3);
+}
+TEST_CASE("conv2d_nchwc matches its reference: C not a multiple of the block, dilation 2, batch 2",
+          "[conv2d_nchwc][kernel]") {
+  check_shape("N=2,C=20,H=10,W=9,K=16,R=3,S=3,pad=2,dilation=2", 4);
+}
+TEST_CASE("conv2d_nchwc matches its reference: blocks of 8 and 4", "[conv2d_nchwc][kernel]") {
+  check_shape("C=12,H=8,W=8,K=24,R=3,S=3,pad=1,block=8", 5, 8);
+  check_shape("C=6,H=7,W=10,K=10,R=3,S=2,stride=2,pad=1,block=4", 6, 8);
+}
+TEST_CASE("conv2d_nchwc matches its reference: 7x7 outputs of a deep layer", "[conv2d_nchwc][kernel]") {
+  check_shape("C=64,H=7,W=7,K=64,R=3,S=3,pad=1", 7, 6);
+}
+
+TEST_CASE("layout_nchwc matches its reference", "[layout_nchwc][kernel]") {
+  Registry registry = builtin_ops();
+  const Op& layout = registry.get("layout_nchwc");
+  for (const char* shape : {"C=35,H=5,W=19", "N=2,C=16,H=3,W=16", "C=3,H=4,W=1", "C=10,H=3,W=7,block=4"}) {
+    Params params = parse_params(layout, shape);
+    test::WorkloadChecker checker(layout, params);
+    CHECK(checker.check(layout.default_config(params)));
+    const auto knobs = layout.knobs(params);
+    REQUIRE(knobs[0].name == "tw");
+    for (auto tw : knobs[0].values) {
+      for (std::int64_t split : {0, 1}) CHECK(checker.check({{"tw", tw}, {"split", split}}));
+    }
+  }
+}
+
+TEST_CASE("NCHW input through layout_nchwc and conv2d_nchwc matches the NCHW conv2d reference",
+          "[conv2d_nchwc][kernel]") {
+  // The blocked path end to end: the input transformed by layout_nchwc's kernel, the
+  // weights blocked here, the convolution by conv2d_nchwc's kernels, the output unblocked
+  // here and compared with conv2d's NCHW reference kernel.
+  Registry registry = builtin_ops();
+  const Op& conv = registry.get("conv2d");
+  const Op& blocked = registry.get("conv2d_nchwc");
+  const Op& layout = registry.get("layout_nchwc");
+  for (const char* shape : {"C=19,H=10,W=12,K=21,R=3,S=3,stride=1,pad=1", "C=3,H=13,W=13,K=16,R=5,S=5,stride=2,pad=2"}) {
+    INFO(shape);
+    Params p = parse_params(conv, shape);
+    const std::int64_t c = p["C"], h = p["H"], w = p["W"], k = p["K"], r = p["R"], s = p["S"], b = 16;
+    const std::int64_t cb = (c + b - 1) / b, kb = (k + b - 1) / b;
+    Params bp = p;
+    bp["block"] = b;
+    Params lp{{"N", 1}, {"C", c}, {"H", h}, {"W", w}, {"block", b}};
+    const std::int64_t out_p = conv.tensors(p)[2].shape[2], out_q = conv.tensors(p)[2].shape[3];
+    test::TempDir dir;
+    test::Buffer input(c * h * w), weight(k * c * r * s), expected(k * out_p * out_q);
+    input.fill_random(1);
+    weight.fill_random(2);
+    auto reference = test::Kernel::build(conv.reference(p), dir.path(), "ref");
+    run(reference, {{input.data(), input.elements(), 0}, {weight.data(), weight.elements(), 0},
+                    {expected.data(), expected.elements(), 0}});
+
+    test::Buffer input_b(cb * h * w * b), weight_b(kb * cb * r * s * b * b), output_b(kb * out_p * out_q * b);
+    input_b.fill_nan();
+    auto transform = test::Kernel::build(layout.source(Backend::cpu, lp, layout.default_config(lp)), dir.path(), "lay");
+    run(transform, {{input.data(), input.elements(), 0}, {input_b.data(), input_b.elements(), 0}});
+    weight_b.fill_random(3);  // lanes past C and K hold junk the kernel must ignore
+    for (std::int64_t ko = 0; ko < k; ++ko) {
+      for (std::int64_t ci = 0; ci < c; ++ci) {
+        for (std::int64_t i = 0; i < r * s; ++i) {
+          weight_b.data()[(((ko / b * cb + ci / b) * r * s + i) * b + ci % b) * b + ko % b] =
+              weight.data()[(ko * c + ci) * r * s + i];
+        }
+      }
+    }
+    std::vector<Config> configs = test::random_configs(blocked, bp, 4, 9);
+    configs.push_back(blocked.default_config(bp));
+    for (const auto& config : configs) {
+      INFO(format_config(config));
+      output_b.fill_nan();
+      auto kernel = test::Kernel::build(blocked.source(Backend::cpu, bp, config), dir.path(),
+                                        "conv" + std::to_string(&config - configs.data()));
+      run(kernel, {{input_b.data(), input_b.elements(), 0}, {weight_b.data(), weight_b.elements(), 0},
+                   {output_b.data(), output_b.elements(), 0}});
+      const double tol = conv.tolerance(p);
+      std::int64_t bad = 0;
+      for (std::int64_t ko = 0; ko < kb * b; ++ko) {
+        for (std::int64_t i = 0; i < out_p * out_q; ++i) {
+          const double got = output_b.data()[(ko / b * out_p * out_q + i) * b + ko % b];
+          const double want = ko < k ? expected.data()[ko * out_p * out_q + i] : 0.0;
+          if (!(std::fabs(got - want) <= tol * (1 + std::fabs(want)))) ++bad;
+        }
+      }
+      CHECK(bad == 0);
+      CHECK(output_b.guard_intact());
+    }
+  }
+}
+
+TEST_CASE("conv2d_nchwc and layout_nchwc checks catch injected bugs", "[conv2d_nchwc][kernel]") {
+  Registry registry = builtin_ops();
+  const Op& conv = registry.get("conv2d_nchwc");
+  Params params = parse_params(conv, "C=40,H=9,W=10,K=20,R=3,S=3,pad=1");  // partial C and K blocks
+  test::WorkloadChecker checker(conv, params);
+  Config config = parse_config(conv, params, "ow=4,ok=1,oh=2,tc=1,unroll=4,split=2");
+  KernelSource good = conv.source(Backend::cpu, params, config);
+  CHECK(checker.matches(good));
+  // Output lanes past K keep products of unused weights.
+  CHECK_FALSE(checker.matches(inject(good, "keep[l] = l < CONV_K % B ? -1 : 0;", "keep[l] = -1;")));
+  // The last lane of every input-channel block is skipped.
+  CHECK_FALSE(checker.matches(inject(good, "for (int l = 0; l < LANES; ++l)", "for (int l = 0; l + 1 < LANES; ++l)")));
+  // Later input-channel passes overwrite instead of accumulating.
+  CHECK_FALSE(checker.matches(inject(good, "int accumulate = cb0 > 0;", "int accumulate = 0;")));
+  // A lane past C in the padded copy keeps the input's junk.
+  CHECK_FALSE(checker.matches(inject(good, "l < lanes ? src[l] : 0.0f", "l < lanes + 1 ? src[l] : 0.0f")));
+  // The last, partial column tile is not stored.
+  CHECK_FALSE(checker.matches(inject(good, "if (q0 + q < Q) {", "if (q0 + CONV_OW <= Q) {")));
+
+  const Op& layout = registry.get("layout_nchwc");
+  Params lp = parse_params(layout, "C=20,H=3,W=9");
+  test::WorkloadChecker layout_checker(layout, lp);
+  KernelSource transform = layout.source(Backend::cpu, lp, parse_config(layout, lp, "tw=4,split=1"));
+  CHECK(layout_checker.matches(transform));
+  // Lanes past C copy whatever follows the last channel.
+  CHECK_FALSE(layout_checker.matches(
+      inject(transform, "l < lanes ? src[l * LAYOUT_H * LAYOUT_W + x0] : 0.0f", "src[(l % lanes) * LAYOUT_H * LAYOUT_W + x0]")));
+  // The transposed tiles swap two columns.
+  CHECK_FALSE(layout_checker.matches(inject(transform, "dst[(x0 + x) * B + l] = tile[x][l];",
+                                            "dst[(x0 + x) * B + l] = tile[LAYOUT_TW - 1 - x][l];")));
+}

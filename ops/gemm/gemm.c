@@ -11,7 +11,10 @@
  *   GEMM_PACK_B   1: pack each KC x NC block of B into NR-wide panels in scratch;
  *                 0: read B in place (only edge panels narrower than NR are copied)
  *   GEMM_SPLIT    parallel_for tasks: 0 = one per MC block of rows, 1 = one per NC block
- *                 of columns, 2 = one per (MC, NC) block pair
+ *                 of columns, 2 = one per (MC, NC) block pair (each task packs the B
+ *                 blocks it uses itself); 3 = B shared: per (NC, KC) block of B the
+ *                 threads pack its panels together once, then take one MC block of rows
+ *                 each (the loop nest is jc,pc,ic, whatever GEMM_ORDER says)
  *
  * Structure (Goto/BLIS): A blocks are packed into MR-row panels (k-major, rows padded
  * with zeros), B into NR-column panels; the micro-kernel keeps an MR x NR tile of C in
@@ -123,7 +126,7 @@ INLINE void pack_b_panel(float* restrict bp, const float* restrict b, int64_t pc
   }
 }
 
-#if GEMM_PACK_B
+#if GEMM_PACK_B && GEMM_SPLIT != 3
 static void pack_b(float* restrict bp, const float* restrict b, int64_t pc, int64_t jc, int64_t nc, int64_t kc) {
   for (int64_t jr = 0; jr < nc; jr += GEMM_NR) pack_b_panel(bp + jr * kc, b, pc, jc + jr, min64(GEMM_NR, nc - jr), kc);
 }
@@ -222,6 +225,7 @@ typedef struct gemm_ctx {
   int failed;
 } gemm_ctx;
 
+#if GEMM_SPLIT != 3
 /* Computes the C blocks [mb0, mb1) x [nb0, nb1) over the whole K range. */
 static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int64_t nb1) {
   float* ap = (float*)ctx->svc->alloc((size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
@@ -278,6 +282,67 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
   if (bp) ctx->svc->release(bp);
 }
 
+#endif
+
+#if GEMM_SPLIT == 3
+/* Shared B: per (jc, pc) block, the threads first pack B's panels together, then take the
+ * MC row blocks, each packing its own A block. */
+typedef struct shared_ctx {
+  gemm_ctx* g;
+  float* bp; /* the packed B block, shared (PACK_B) */
+  int64_t jc, pc, nc, kc;
+} shared_ctx;
+
+#if GEMM_PACK_B
+static void pack_b_task(int64_t t, void* p) {
+  const shared_ctx* s = (const shared_ctx*)p;
+  int64_t jr = t * GEMM_NR;
+  pack_b_panel(s->bp + jr * s->kc, s->g->b, s->pc, s->jc + jr, min64(GEMM_NR, s->nc - jr), s->kc);
+}
+#endif
+
+static void row_block_task(int64_t t, void* p) {
+  const shared_ctx* s = (const shared_ctx*)p;
+  gemm_ctx* ctx = s->g;
+  int64_t ic = t * GEMM_MC, mc = min64(GEMM_MC, GEMM_M - ic);
+  float* ap = (float*)ctx->svc->alloc((size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
+  /* Without PACK_B each task needs its own NR-wide edge panel buffer. */
+  float* bp = GEMM_PACK_B ? s->bp : (float*)ctx->svc->alloc((size_t)GEMM_NR * KC_EFF * sizeof(float));
+  if (!ap || !bp) {
+    __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
+  } else {
+    pack_a(ap, ctx->a, ic, s->pc, mc, s->kc);
+    macro_kernel(ap, bp, ctx->a, ctx->b, ctx->c, ic, s->jc, s->pc, mc, s->nc, s->kc);
+  }
+  if (ap) ctx->svc->release(ap);
+  if (!GEMM_PACK_B && bp) ctx->svc->release(bp);
+}
+
+static void run_shared(gemm_ctx* ctx) {
+  shared_ctx s = {ctx, 0, 0, 0, 0, 0};
+#if GEMM_PACK_B
+  s.bp = (float*)ctx->svc->alloc((size_t)NC_PAD * KC_EFF * sizeof(float));
+  if (!s.bp) {
+    ctx->failed = 1;
+    return;
+  }
+#endif
+  for (s.jc = 0; s.jc < GEMM_N; s.jc += GEMM_NC) {
+    s.nc = min64(GEMM_NC, GEMM_N - s.jc);
+    for (s.pc = 0; s.pc < GEMM_K; s.pc += GEMM_KC) {
+      s.kc = min64(GEMM_KC, GEMM_K - s.pc);
+#if GEMM_PACK_B
+      ctx->svc->parallel_for((s.nc + GEMM_NR - 1) / GEMM_NR, pack_b_task, &s);
+#endif
+      ctx->svc->parallel_for(MB, row_block_task, &s);
+    }
+  }
+#if GEMM_PACK_B
+  ctx->svc->release(s.bp);
+#endif
+}
+
+#else
 static void task(int64_t t, void* p) {
   gemm_ctx* ctx = (gemm_ctx*)p;
 #if GEMM_SPLIT == 0
@@ -287,9 +352,10 @@ static void task(int64_t t, void* p) {
 #elif GEMM_SPLIT == 2
   run_blocks(ctx, t / NB, t / NB + 1, t % NB, t % NB + 1);
 #else
-#error "gemm.c: GEMM_SPLIT must be 0, 1 or 2"
+#error "gemm.c: GEMM_SPLIT must be 0, 1, 2 or 3"
 #endif
 }
+#endif
 
 KESTREL_KERNEL(svc, args, num_args) {
   if (num_args != 3 || !args[0].data || !args[1].data || !args[2].data ||
@@ -302,8 +368,10 @@ KESTREL_KERNEL(svc, args, num_args) {
   svc->parallel_for(MB, task, &ctx);
 #elif GEMM_SPLIT == 1
   svc->parallel_for(NB, task, &ctx);
-#else
+#elif GEMM_SPLIT == 2
   svc->parallel_for((int64_t)MB * NB, task, &ctx);
+#else
+  run_shared(&ctx);
 #endif
   return __atomic_load_n(&ctx.failed, __ATOMIC_RELAXED) ? 1 : 0;
 }

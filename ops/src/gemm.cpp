@@ -94,7 +94,9 @@ class GemmOp final : public Op {
                              "2 = jc,ic,pc (C block finished at once)"},
         {"pack_a", {0, 1}, "1 = copy each mc x kc block of A into mr-row panels, 0 = broadcast from A in place"},
         {"pack_b", {0, 1}, "1 = copy each kc x nc block of B into contiguous panels, 0 = read B in place"},
-        {"split", {0, 1, 2}, "threads take: 0 = row blocks (mc), 1 = column blocks (nc), 2 = both"},
+        {"split", {0, 1, 2, 3}, "threads take: 0 = row blocks (mc), 1 = column blocks (nc), 2 = both (each packing "
+                                "its own B blocks), 3 = B shared: each kc x nc block of B packed once by all threads, "
+                                "then row blocks (needs order=0)"},
     };
   }
 
@@ -105,6 +107,10 @@ class GemmOp final : public Op {
     if (nr % vec != 0) return "nr=" + std::to_string(nr) + " is not a multiple of vec=" + std::to_string(vec);
     if (mc % mr != 0) return "mc=" + std::to_string(mc) + " is not a multiple of mr=" + std::to_string(mr);
     if (nc % nr != 0) return "nc=" + std::to_string(nc) + " is not a multiple of nr=" + std::to_string(nr);
+    if (c.at("split") == 3 && c.at("order") != 0) {
+      return "split=3 (shared B) runs the loop nest jc,pc,ic only: it needs order=0, not order=" +
+             std::to_string(c.at("order"));
+    }
     if (std::int64_t registers = micro_tile_registers(mr, nr, vec); registers > kRegisterBudget) {
       return "micro-tile " + std::to_string(mr) + "x" + std::to_string(nr) + " with vec=" + std::to_string(vec) +
              " needs " + std::to_string(registers) + " vector registers (mr*nr/vec accumulators + nr/vec for B + 1 "
@@ -137,14 +143,14 @@ class GemmOp final : public Op {
                   // A block used for few columns is not worth copying; B is worth copying
                   // when many row panels stream it.
                   {"pack_a", n >= 128 ? 1 : 0},
-                  {"pack_b", m >= 32 ? 1 : 0},
-                  {"split", 2}};
-    // The largest mr <= min(6, M) (4 for skinny M) with an mc <= 96 (or any mc) that it divides.
+                  {"pack_b", m >= 32 ? 1 : 0}};
+    // The largest mr <= min(6, M) (4 for skinny M) with an mc <= 48 (or any mc) that it
+    // divides: small row blocks, so that threads share them out evenly.
     std::int64_t mr_limit = m <= 16 ? std::min<std::int64_t>(4, m) : 6;
     auto mr_domain = tiles_for(kMr, m);
     for (auto mr = mr_domain.rbegin(); mr != mr_domain.rend(); ++mr) {
       if (*mr > mr_limit && *mr != mr_domain.front()) continue;
-      std::int64_t mc = pick_multiple(mc_domain, *mr, 96);
+      std::int64_t mc = pick_multiple(mc_domain, *mr, 48);
       if (mc > 0) {
         config["mr"] = *mr;
         config["mc"] = mc;
@@ -152,6 +158,9 @@ class GemmOp final : public Op {
       }
     }
     config["nc"] = pick_multiple(nc_domain, nr, 1024);
+    // Threads share packed B and take row blocks where there are enough of them, else
+    // take column blocks (skinny M).
+    config["split"] = detail::ceil_div(m, config["mc"]) >= 4 ? 3 : 1;
     return config;
   }
 
@@ -197,7 +206,7 @@ class GemmOp final : public Op {
     const double n_computed = std::ceil(n / static_cast<double>(nr)) * static_cast<double>(nr);
     const double accumulators = static_cast<double>(mr * std::max<std::int64_t>(nr / vec, 1));
     const bool pack_a = c.at("pack_a") != 0;
-    const double items = split == 0 ? mb : split == 1 ? nb : mb * nb;
+    const double items = split == 0 || split == 3 ? mb : split == 1 ? nb : mb * nb;
     const double waves = std::ceil(items / kTypicalCores);
 
     add("flops", 2.0 * m * n * k);

@@ -159,6 +159,13 @@ TEST_CASE("register budgets reject spilling micro-tiles and admit library-class 
     c.erase("pack_a");
     CHECK_THAT(gemm.check(p, c), Catch::Contains("knob pack_a is missing"));
   }
+  CHECK_THAT(tile("split=3,order=1"), Catch::Contains("needs order=0"));
+  CHECK(tile("split=3,order=0").empty());
+  // Defaults: shared B and row blocks for a large M, column blocks for a skinny one.
+  CHECK(gemm.default_config(p).at("split") == 3);
+  Params skinny = parse_params(gemm, "16x4096x4096");
+  CHECK(gemm.default_config(skinny).at("split") == 1);
+  CHECK(gemm.default_config(skinny).at("pack_b") == 0);
 
   const Op& conv = registry.get("conv2d_nchwc");
   Params cp = parse_params(conv, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1");

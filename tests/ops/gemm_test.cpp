@@ -39,7 +39,8 @@ TEST_CASE("gemm multi-block configurations match the reference", "[gemm][kernel]
   for (int order : {0, 1, 2}) {
     for (int pack_a : {0, 1}) {
       for (int pack_b : {0, 1}) {
-        for (int split : {0, 1, 2}) {
+        for (int split : {0, 1, 2, 3}) {
+          if (split == 3 && order != 0) continue;  // shared B runs jc,pc,ic only
           Config c = parse_config(gemm, params, "mc=24,nc=32,kc=32,mr=6,nr=16,vec=8,unroll=2");
           c["order"] = order;
           c["pack_a"] = pack_a;
@@ -80,7 +81,7 @@ TEST_CASE("gemm library-class micro-tiles match the reference on edge shapes", "
           c["nc"] = block("nc", c["nr"]);
           c["pack_a"] = pack_a;
           c["pack_b"] = pack_b;
-          c["split"] = (pack_a + pack_b) % 3;
+          c["split"] = pack_a * 2 + pack_b;
           INFO(format_config(c));
           REQUIRE(gemm.check(params, c).empty());
           CHECK(checker.check(c));
@@ -148,8 +149,16 @@ TEST_CASE("gemm checks catch injected bugs", "[gemm][kernel]") {
   Config in_place = parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=32,vec=16,pack_a=0,pack_b=0");
   Config packed = parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=32,vec=16,pack_a=1,pack_b=1");
   KernelSource a = gemm.source(Backend::cpu, params, in_place), b = gemm.source(Backend::cpu, params, packed);
+  Config shared = packed;
+  shared["split"] = 3;
+  shared["mc"] = 24;  // two row blocks sharing each packed B block
+  KernelSource sh = gemm.source(Backend::cpu, params, shared);
   CHECK(checker.matches(a));
   CHECK(checker.matches(b));
+  CHECK(checker.matches(sh));
+  // Shared B: only the first panel of each B block is packed.
+  CHECK_FALSE(checker.matches(inject(sh, "parallel_for((s.nc + GEMM_NR - 1) / GEMM_NR, pack_b_task",
+                                     "parallel_for(1, pack_b_task")));
   // Later k blocks overwrite C instead of accumulating.
   CHECK_FALSE(checker.matches(inject(b, "nr, pc > 0);\n  }\n#else", "nr, pc > GEMM_KC);\n  }\n#else")));
   // The short edge panel of in-place A is skipped.

@@ -38,8 +38,8 @@ class Conv2dNchwcOp final : public Op {
 
   std::vector<ParamSpec> params() const override {
     auto out = detail::conv_params();
-    out.push_back({"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON "
-                            "(default 16)", 1, 64, 16});
+    out.push_back({"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1,
+                   64, 16});
     return out;
   }
 

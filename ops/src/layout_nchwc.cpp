@@ -26,7 +26,7 @@ class LayoutNchwcOp final : public Op {
         {"C", "channels", 1, 65536, 0},
         {"H", "height", 1, 65536, 0},
         {"W", "width", 1, 65536, 0},
-        {"block", "channels per block: 16 for AVX-512, 8 for AVX2, 4 for NEON (default 16)", 1, 64, 16},
+        {"block", "channels per block: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1, 64, 16},
     };
   }
 

@@ -129,27 +129,26 @@ class GemmOp final : public Op {
     std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
     auto mc_domain = tiles_for(kMc, m), nc_domain = tiles_for(kNc, n);
     // A 6x32 micro-tile of 16-float vectors (12 accumulators, 2 vectors of B, 1 broadcast):
-    // full-width FMAs on AVX-512, the widest CPUs Kestrel tunes for (~150 GFLOP/s per core
-    // on 1024^3 where the old 6x16 tile of 8-float vectors reached ~60). Targets with
-    // narrower registers split each vector (AVX2: 30 ymm, so it spills there; the tuner
-    // finds their tiles). Narrower for narrow outputs, shorter for skinny ones.
-    // Skinny M (batch-1 layers): few rows share each row of B, read in place, so wider
-    // and deeper tiles stream it (~2x OpenBLAS on 16x4096x4096 measured).
+    // full-width FMAs on AVX-512, the widest CPUs Kestrel tunes for. Targets with narrower
+    // registers split each vector (AVX2: 30 ymm, so it spills there; the tuner finds their
+    // tiles). Skinny M (batch-1 layers): 4 rows and 64 columns. A is read in place with a
+    // deep kc, B packed (unless M is skinny), threads take column blocks: on this
+    // machine's AVX-512 core that beat the packed-A / shared-B variants on 1024^3 and on
+    // ResNet's im2col shapes, at 1 thread and in CPU time per thread at 2.
     const bool skinny = m <= 16;
     std::int64_t nr = detail::largest_at_most(tiles_for(kNr, n), std::min<std::int64_t>(skinny ? 64 : 32, n));
     std::int64_t vec = nr % 16 == 0 ? 16 : nr % 8 == 0 ? 8 : nr % 4 == 0 ? 4 : 1;
-    Config config{{"kc", detail::largest_at_most(tiles_for(kKc, k), skinny ? 512 : 256)},
+    Config config{{"kc", detail::largest_at_most(tiles_for(kKc, k), 512)},
                   {"vec", vec},
                   {"nr", nr},
                   {"unroll", 4},
                   {"order", 0},
-                  // A block used for few columns is not worth copying; B is worth copying
-                  // when many row panels stream it.
-                  {"pack_a", n >= 128 && !skinny ? 1 : 0},
-                  {"pack_b", m >= 32 ? 1 : 0}};
+                  {"pack_a", 0},
+                  {"pack_b", skinny ? 0 : 1},
+                  {"split", 1}};
     // The largest mr <= min(6, M) (4 for skinny M) with an mc <= 48 (or any mc) that it
-    // divides: small row blocks, so that threads share them out evenly.
-    std::int64_t mr_limit = m <= 16 ? std::min<std::int64_t>(4, m) : 6;
+    // divides.
+    std::int64_t mr_limit = skinny ? std::min<std::int64_t>(4, m) : 6;
     auto mr_domain = tiles_for(kMr, m);
     for (auto mr = mr_domain.rbegin(); mr != mr_domain.rend(); ++mr) {
       if (*mr > mr_limit && *mr != mr_domain.front()) continue;
@@ -160,10 +159,7 @@ class GemmOp final : public Op {
         break;
       }
     }
-    config["nc"] = pick_multiple(nc_domain, nr, 1024);
-    // Threads share packed B and take row blocks where there are enough of them, else
-    // take column blocks (skinny M).
-    config["split"] = detail::ceil_div(m, config["mc"]) >= 4 ? 3 : 1;
+    config["nc"] = balanced_nc(nc_domain, nr, n);
     return config;
   }
 
@@ -254,6 +250,26 @@ class GemmOp final : public Op {
   // broadcast of A.
   static std::int64_t micro_tile_registers(std::int64_t mr, std::int64_t nr, std::int64_t vec) {
     return mr * (nr / vec) + nr / vec + 1;
+  }
+
+  // The largest column block (a multiple of nr, at most 2048) whose blocks two threads
+  // taking them in turn finish within 5% of the best such split; the smallest multiple of
+  // nr in the domain when none is at most 2048.
+  static std::int64_t balanced_nc(const std::vector<std::int64_t>& domain, std::int64_t nr, std::int64_t n) {
+    auto span = [n](std::int64_t nc) {  // dynamic scheduling of the blocks on 2 threads
+      std::int64_t loads[2] = {0, 0};
+      for (std::int64_t jc = 0; jc < n; jc += nc) *(loads[0] <= loads[1] ? &loads[0] : &loads[1]) += std::min(nc, n - jc);
+      return std::max(loads[0], loads[1]);
+    };
+    std::int64_t best_span = 0;
+    for (auto nc : domain) {
+      if (nc % nr == 0 && nc <= 2048 && (best_span == 0 || span(nc) < best_span)) best_span = span(nc);
+    }
+    std::int64_t best = 0;
+    for (auto nc : domain) {
+      if (nc % nr == 0 && nc <= 2048 && span(nc) * 100 <= best_span * 105) best = nc;
+    }
+    return best > 0 ? best : pick_multiple(domain, nr, 0);
   }
 
   // The largest value of `domain` that is a multiple of `step` and <= target, else the

@@ -161,11 +161,15 @@ TEST_CASE("register budgets reject spilling micro-tiles and admit library-class 
   }
   CHECK_THAT(tile("split=3,order=1"), Catch::Contains("needs order=0"));
   CHECK(tile("split=3,order=0").empty());
-  // Defaults: shared B and row blocks for a large M, column blocks for a skinny one.
-  CHECK(gemm.default_config(p).at("split") == 3);
+  // Defaults: column blocks that two threads share out evenly, A in place, B packed
+  // unless M is skinny.
+  CHECK(gemm.default_config(p).at("split") == 1);
+  CHECK(gemm.default_config(p).at("nc") == 512);
+  CHECK(gemm.default_config(p).at("pack_b") == 1);
   Params skinny = parse_params(gemm, "16x4096x4096");
-  CHECK(gemm.default_config(skinny).at("split") == 1);
+  CHECK(gemm.default_config(skinny).at("nc") == 2048);
   CHECK(gemm.default_config(skinny).at("pack_b") == 0);
+  CHECK(gemm.default_config(parse_params(gemm, "64x3136x576")).at("nc") == 768);  // 4+ blocks, even halves
 
   const Op& conv = registry.get("conv2d_nchwc");
   Params cp = parse_params(conv, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1");

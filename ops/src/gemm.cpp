@@ -105,16 +105,16 @@ class GemmOp final : public Op {
     std::int64_t mc = c.at("mc"), nc = c.at("nc"), kc = c.at("kc"), mr = c.at("mr"), nr = c.at("nr"),
                  vec = c.at("vec");
     if (nr % vec != 0) return "nr=" + std::to_string(nr) + " is not a multiple of vec=" + std::to_string(vec);
+    if (std::int64_t registers = micro_tile_registers(mr, nr, vec); registers > kRegisterBudget) {
+      return "micro-tile " + std::to_string(mr) + "x" + std::to_string(nr) + " with vec=" + std::to_string(vec) +
+             " needs " + std::to_string(registers) + " vector registers (mr*nr/vec accumulators + nr/vec for B + 1 "
+             "broadcast), more than the " + std::to_string(kRegisterBudget) + " of the largest register files";
+    }
     if (mc % mr != 0) return "mc=" + std::to_string(mc) + " is not a multiple of mr=" + std::to_string(mr);
     if (nc % nr != 0) return "nc=" + std::to_string(nc) + " is not a multiple of nr=" + std::to_string(nr);
     if (c.at("split") == 3 && c.at("order") != 0) {
       return "split=3 (shared B) runs the loop nest jc,pc,ic only: it needs order=0, not order=" +
              std::to_string(c.at("order"));
-    }
-    if (std::int64_t registers = micro_tile_registers(mr, nr, vec); registers > kRegisterBudget) {
-      return "micro-tile " + std::to_string(mr) + "x" + std::to_string(nr) + " with vec=" + std::to_string(vec) +
-             " needs " + std::to_string(registers) + " vector registers (mr*nr/vec accumulators + nr/vec for B + 1 "
-             "broadcast), more than the " + std::to_string(kRegisterBudget) + " of the largest register files";
     }
     if (mc * kc > kMaxPackedA) {
       return "packed A block mc*kc=" + std::to_string(mc * kc) + " floats exceeds " + std::to_string(kMaxPackedA);

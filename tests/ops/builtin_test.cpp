@@ -122,7 +122,8 @@ TEST_CASE("constraint checks give reasons", "[ops]") {
     return c;
   };
   CHECK_THAT(gemm.check(p, with(with(good, "nr", 8), "vec", 16)), Catch::Contains("not a multiple of vec"));
-  CHECK_THAT(gemm.check(p, with(with(good, "mr", 16), "mc", 24)), Catch::Contains("mc=24 is not a multiple of mr=16"));
+  CHECK_THAT(gemm.check(p, with(with(with(good, "mr", 16), "mc", 24), "nr", 16)),
+             Catch::Contains("mc=24 is not a multiple of mr=16"));
   CHECK_THAT(gemm.check(p, with(with(good, "nr", 64), "vec", 1)), Catch::Contains("accumulators"));
   CHECK_THAT(gemm.check(p, with(good, "order", 7)), Catch::Contains("not in its domain"));
   Config missing = good;

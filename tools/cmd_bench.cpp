@@ -189,6 +189,7 @@ const std::vector<std::string> kLibraryColumns = {"openblas", "onednn", "onednn-
 struct Settings {
   std::uint32_t repeat = 7;
   double min_round_s = 0.05;
+  double settle_s = 0;  // pause after each contender's share of a round
 };
 
 // Warm-up and correctness, then interleaved rounds.
@@ -213,6 +214,9 @@ void time_contenders(std::vector<Contender*> contenders, std::vector<Timing*> ti
       double per_call = (now_seconds() - start) / static_cast<double>(number[i]);
       services.reclaim_scratch();
       timings[i]->rounds.push_back(per_call);
+      // Library threads that spin-wait for more work (OpenBLAS, OpenMP) would otherwise
+      // compete with the next contender.
+      if (settings.settle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(settings.settle_s));
     }
   }
   for (auto* t : timings) {
@@ -317,7 +321,8 @@ std::string read_source_file(const std::string& path) {
 }
 
 ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
-                           const std::vector<tuner::Best>& best, const std::string& explicit_config) {
+                           const std::vector<tuner::Best>& best, const tuner::RecordsDb* db,
+                           const std::string& explicit_config) {
   ConfigChoice choice;
   if (!explicit_config.empty()) {
     choice.config = ops::parse_config(op, params, explicit_config);
@@ -339,7 +344,13 @@ ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const s
       break;
     }
     choice.source = "db";
-    choice.detail = "best of " + std::to_string(b.trials) + " trials, " + fixed(b.record.gflops, 1) +
+    std::size_t trials = b.trials;
+    if (db) {
+      auto records = db->find(b.op, b.workload, b.target);
+      trials = static_cast<std::size_t>(
+          std::count_if(records.begin(), records.end(), [](const tuner::Record& r) { return !r.final_measurement; }));
+    }
+    choice.detail = "best of " + std::to_string(trials) + " trials, " + fixed(b.record.gflops, 1) +
                     " GFLOP/s when tuned";
     return choice;
   }
@@ -529,6 +540,8 @@ int run_bench(int argc, char** argv) {
   args.option("threads", "LIST", "thread counts to compare at", "1,2");
   args.option("repeat", "N", "timed rounds per contender (interleaved; the median is reported)", "7");
   args.option("min-round-ms", "MS", "each contender's share of a round lasts at least this long", "50");
+  args.option("settle-ms", "MS", "pause after each contender in a round, so that library threads spinning for "
+                                "work go idle before the next contender runs", "0");
   args.option("seed", "N", "seed of the random inputs", "1");
   args.flag("list-sets", "list the named workload sets and exit");
   args.flag("json", "print the results as JSON");
@@ -568,6 +581,7 @@ int run_bench(int argc, char** argv) {
     Settings settings;
     settings.repeat = static_cast<std::uint32_t>(args.get_int("repeat", 7, 1, 10'000));
     settings.min_round_s = static_cast<double>(args.get_int("min-round-ms", 50, 0, 600'000)) * 1e-3;
+    settings.settle_s = static_cast<double>(args.get_int("settle-ms", 0, 0, 60'000)) * 1e-3;
     auto seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
     std::string kernel_path = args.get("kernel-source");
     std::string kernel_text = kernel_path.empty() ? "" : read_source_file(kernel_path);
@@ -581,9 +595,10 @@ int run_bench(int argc, char** argv) {
     host::Target target = host::parse_target("native");
     std::string db_path = args.get("db", "kestrel.db");
     std::vector<tuner::Best> best;
+    std::unique_ptr<tuner::RecordsDb> db;
     bool json = args.has("json");
     if (args.has("tune-trials")) {
-      tuner::RecordsDb db(db_path);
+      db = std::make_unique<tuner::RecordsDb>(db_path);
       TuneSessionOptions options;
       options.pool.key = "local";
       options.tune.trials = static_cast<std::size_t>(args.get_int("tune-trials", 0, 1, 100'000'000));
@@ -594,14 +609,15 @@ int run_bench(int argc, char** argv) {
       for (const auto& w : workloads) jobs.push_back({w.label, w.op, w.params});
       if (!json) std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << options.tune.trials
                            << " trials each into " << db_path << "\n";
-      TuneSessionResult tuned = run_tune_session(jobs, db, options);
+      TuneSessionResult tuned = run_tune_session(jobs, *db, options);
       if (tuned.interrupted) {
         std::cerr << "kestrel bench: tuning interrupted; records so far are in " << db_path << "\n";
         return 130;
       }
-      best = db.best();
+      best = db->best();
     } else if (::access(db_path.c_str(), F_OK) == 0) {
-      best = tuner::RecordsDb(db_path).best();
+      db = std::make_unique<tuner::RecordsDb>(db_path);
+      best = db->best();
     } else if (args.has("db")) {
       throw UsageError("no records database at " + db_path);
     }
@@ -623,7 +639,9 @@ int run_bench(int argc, char** argv) {
       for (const auto& m : libraries.missing) std::cout << "note: " << m << "\n";
       std::cout << "method: one process; each round times every contender in turn (rotating who goes first), "
                 << settings.repeat << " rounds of >= " << fixed(settings.min_round_s * 1e3, 0)
-                << " ms each after a warm-up; median per call\n";
+                << " ms each after a warm-up";
+      if (settings.settle_s > 0) std::cout << ", " << fixed(settings.settle_s * 1e3, 0) << " ms pause after each";
+      std::cout << "; median per call\n";
       std::cout << "load average at start: " << load << "\n" << std::flush;
     }
 
@@ -637,7 +655,8 @@ int run_bench(int argc, char** argv) {
         Prepared& w = prepared[i];
         w.workload = workloads[i];
         w.text = ops::describe_workload(*w.workload.op, w.workload.params);
-        w.choice = choose_config(*w.workload.op, w.workload.params, target.to_string(), best, args.get("config"));
+        w.choice = choose_config(*w.workload.op, w.workload.params, target.to_string(), best, db.get(),
+                                 args.get("config"));
         if (!kernel_path.empty()) {
           w.choice.detail = "kernel " + kernel_path + " with the " + w.choice.source + " config";
           w.choice.source = "file";
@@ -672,7 +691,10 @@ int run_bench(int argc, char** argv) {
       out["libraries"] = {{"openblas", libraries.openblas ? nlohmann::json(libraries.openblas_version) : nullptr},
                           {"onednn", libraries.onednn ? nlohmann::json(libraries.onednn_version) : nullptr},
                           {"missing", libraries.missing}};
-      out["settings"] = {{"repeat", settings.repeat}, {"min_round_ms", settings.min_round_s * 1e3}, {"seed", seed}};
+      out["settings"] = {{"repeat", settings.repeat},
+                         {"min_round_ms", settings.min_round_s * 1e3},
+                         {"settle_ms", settings.settle_s * 1e3},
+                         {"seed", seed}};
       nlohmann::json list = nlohmann::json::array();
       for (const auto& row : rows) {
         const Prepared& w = prepared[row.workload];

@@ -67,7 +67,7 @@ TEST_CASE("kestrel bench times the default config against the libraries on 1 and
   CHECK_THAT(result["command"].get<std::string>(), Catch::Contains("kestrel bench --op gemm --shape 64x48x32"));
   REQUIRE(result["results"].size() == 2);
   for (const auto& row : result["results"]) {
-    CHECK(row["workload"] == "K=32,M=48,N=64");
+    CHECK(row["workload"] == "K=32,M=64,N=48");
     CHECK(row["kestrel"]["status"] == "ok");
     CHECK(row["kestrel"]["config_source"] == "default");
     CHECK(row["kestrel"]["gflops"].get<double>() > 0);

@@ -303,6 +303,7 @@ class OneDnnConv final : public Contender {
 std::vector<std::unique_ptr<Contender>> make_contenders(const Problem& problem, const std::vector<const float*>& inputs,
                                                         std::vector<std::string>& notes) {
   std::vector<std::unique_ptr<Contender>> out;
+  (void)problem;
   (void)notes;
   if (inputs.size() != 2) throw std::invalid_argument("make_contenders: expected two inputs");
 #if KESTREL_HAVE_OPENBLAS

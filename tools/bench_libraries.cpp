@@ -249,7 +249,8 @@ class OneDnnConv final : public Contender {
     src_ = adopt(src_user, pd.src_desc());
     wei_ = adopt(wei_user, pd.weights_desc());
     dst_ = pd.dst_desc() == dst_plain ? dst_user_ : memory(pd.dst_desc(), engine_);
-    layouts_ = describe(pd.src_desc()) + "/" + describe(pd.weights_desc()) + "/" + describe(pd.dst_desc());
+    layouts_ = "src " + describe(pd.src_desc()) + ", weights " + describe(pd.weights_desc()) + ", dst " +
+               describe(pd.dst_desc());
   }
   std::string name() const override { return any_ ? "onednn-any" : "onednn"; }
   std::string description() const override {
@@ -276,15 +277,25 @@ class OneDnnConv final : public Contender {
     stream_.wait();
     return converted;
   }
-  // "plain" or "blocked" with the inner block sizes, e.g. "blocked(16)".
+  // oneDNN's own naming of a layout: dimensions as letters (a = N, b = C for data,
+  // a = O, b = I for weights) from the outermost stride in, blocked ones in upper case,
+  // then the inner blocks, e.g. "abcd" (NCHW), "acdb" (NHWC), "aBcd16b" (nChw16c).
   static std::string describe(const memory::desc& md) {
-    const auto& blocking = md.data.format_desc.blocking;
-    if (blocking.inner_nblks == 0) return "plain";
-    std::string out = "blocked(";
+    const auto& d = md.data;
+    if (d.format_kind != dnnl_blocked) return "opaque";
+    const auto& blocking = d.format_desc.blocking;
+    std::vector<int> order(static_cast<std::size_t>(d.ndims));
+    for (int i = 0; i < d.ndims; ++i) order[static_cast<std::size_t>(i)] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int x, int y) { return blocking.strides[x] > blocking.strides[y]; });
+    std::vector<bool> blocked(static_cast<std::size_t>(d.ndims), false);
+    for (int i = 0; i < blocking.inner_nblks; ++i) blocked[static_cast<std::size_t>(blocking.inner_idxs[i])] = true;
+    std::string out;
+    for (int i : order) out += static_cast<char>((blocked[static_cast<std::size_t>(i)] ? 'A' : 'a') + i);
     for (int i = 0; i < blocking.inner_nblks; ++i) {
-      out += (i ? "x" : "") + std::to_string(blocking.inner_blks[i]);
+      out += std::to_string(blocking.inner_blks[i]) + static_cast<char>('a' + blocking.inner_idxs[i]);
     }
-    return out + ")";
+    return out;
   }
 
   bool any_;

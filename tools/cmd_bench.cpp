@@ -189,12 +189,16 @@ const std::vector<std::string> kLibraryColumns = {"openblas", "onednn", "onednn-
 struct Settings {
   std::uint32_t repeat = 7;
   double min_round_s = 0.05;
-  double settle_s = 0;  // pause after each contender's share of a round
+  std::optional<double> settle_s;  // pause after each contender's share of a round; none: auto
+  // OpenBLAS's idle threads spin (yielding) for about 2^28 cycles after a call, OpenMP's
+  // for a while too: on more than one thread, pause long enough for them to go to sleep.
+  double settle_for(unsigned threads) const { return settle_s ? *settle_s : threads > 1 ? 0.15 : 0.0; }
 };
 
 // Warm-up and correctness, then interleaved rounds.
 void time_contenders(std::vector<Contender*> contenders, std::vector<Timing*> timings, double flops,
                      device::KernelServices& services, const Settings& settings) {
+  const double settle = settings.settle_for(services.threads());
   std::vector<std::uint64_t> number(contenders.size(), 1);
   for (std::size_t i = 0; i < contenders.size(); ++i) {
     // A second warm call estimates the per-call time; a round lasts min_round_s.
@@ -216,7 +220,7 @@ void time_contenders(std::vector<Contender*> contenders, std::vector<Timing*> ti
       timings[i]->rounds.push_back(per_call);
       // Library threads that spin-wait for more work (OpenBLAS, OpenMP) would otherwise
       // compete with the next contender.
-      if (settings.settle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(settings.settle_s));
+      if (settle > 0) std::this_thread::sleep_for(std::chrono::duration<double>(settle));
     }
   }
   for (auto* t : timings) {
@@ -541,7 +545,7 @@ int run_bench(int argc, char** argv) {
   args.option("repeat", "N", "timed rounds per contender (interleaved; the median is reported)", "7");
   args.option("min-round-ms", "MS", "each contender's share of a round lasts at least this long", "50");
   args.option("settle-ms", "MS", "pause after each contender in a round, so that library threads spinning for "
-                                "work go idle before the next contender runs", "0");
+                                "work go idle before the next contender runs", "0 on 1 thread, 150 on more");
   args.option("seed", "N", "seed of the random inputs", "1");
   args.flag("list-sets", "list the named workload sets and exit");
   args.flag("json", "print the results as JSON");
@@ -581,7 +585,7 @@ int run_bench(int argc, char** argv) {
     Settings settings;
     settings.repeat = static_cast<std::uint32_t>(args.get_int("repeat", 7, 1, 10'000));
     settings.min_round_s = static_cast<double>(args.get_int("min-round-ms", 50, 0, 600'000)) * 1e-3;
-    settings.settle_s = static_cast<double>(args.get_int("settle-ms", 0, 0, 60'000)) * 1e-3;
+    if (args.has("settle-ms")) settings.settle_s = static_cast<double>(args.get_int("settle-ms", 0, 0, 60'000)) * 1e-3;
     auto seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
     std::string kernel_path = args.get("kernel-source");
     std::string kernel_text = kernel_path.empty() ? "" : read_source_file(kernel_path);
@@ -640,7 +644,12 @@ int run_bench(int argc, char** argv) {
       std::cout << "method: one process; each round times every contender in turn (rotating who goes first), "
                 << settings.repeat << " rounds of >= " << fixed(settings.min_round_s * 1e3, 0)
                 << " ms each after a warm-up";
-      if (settings.settle_s > 0) std::cout << ", " << fixed(settings.settle_s * 1e3, 0) << " ms pause after each";
+      if (settings.settle_s) {
+        if (*settings.settle_s > 0) std::cout << ", " << fixed(*settings.settle_s * 1e3, 0) << " ms pause after each";
+      } else {
+        std::cout << ", on more than 1 thread a " << fixed(settings.settle_for(2) * 1e3, 0)
+                  << " ms pause after each (library threads go idle)";
+      }
       std::cout << "; median per call\n";
       std::cout << "load average at start: " << load << "\n" << std::flush;
     }
@@ -693,7 +702,8 @@ int run_bench(int argc, char** argv) {
                           {"missing", libraries.missing}};
       out["settings"] = {{"repeat", settings.repeat},
                          {"min_round_ms", settings.min_round_s * 1e3},
-                         {"settle_ms", settings.settle_s * 1e3},
+                         {"settle_ms_one_thread", settings.settle_for(1) * 1e3},
+                         {"settle_ms_more_threads", settings.settle_for(2) * 1e3},
                          {"seed", seed}};
       nlohmann::json list = nlohmann::json::array();
       for (const auto& row : rows) {

@@ -433,9 +433,22 @@ std::string cell(const Timing* t) {
   return fixed(t->gflops, 1);
 }
 
+// Kestrel's speed over the library's: the median over rounds of the ratio within each
+// round (the two ran next to each other, so a load change on a shared machine cancels
+// out); the ratio of the medians if the round counts differ. Null without two figures.
+std::optional<double> speed_ratio(const Timing& kestrel, const Timing* lib) {
+  if (!lib || lib->status != "ok" || kestrel.status != "ok" || lib->median_s <= 0 || kestrel.median_s <= 0) {
+    return std::nullopt;
+  }
+  if (lib->rounds.size() != kestrel.rounds.size()) return lib->median_s / kestrel.median_s;
+  std::vector<double> per_round;
+  for (std::size_t i = 0; i < lib->rounds.size(); ++i) per_round.push_back(lib->rounds[i] / kestrel.rounds[i]);
+  return median(per_round);
+}
+
 std::string ratio_cell(const Timing& kestrel, const Timing* lib) {
-  if (!lib || lib->status != "ok" || kestrel.status != "ok" || lib->gflops <= 0) return "-";
-  return fixed(kestrel.gflops / lib->gflops, 2) + "x";
+  auto r = speed_ratio(kestrel, lib);
+  return r ? fixed(*r, 2) + "x" : "-";
 }
 
 void print_table(const std::vector<Prepared>& prepared, const std::vector<Row>& rows, const std::vector<unsigned>& threads,
@@ -444,7 +457,9 @@ void print_table(const std::vector<Prepared>& prepared, const std::vector<Row>& 
   for (const auto& w : prepared) label_width = std::max(label_width, w.workload.label.size() + 2);
   bool have_one_thread = std::find(threads.begin(), threads.end(), 1u) != threads.end();
   for (unsigned t : threads) {
-    std::cout << "\nthreads: " << t << " (GFLOP/s; ratio = Kestrel / library, above 1 means Kestrel is faster)\n";
+    std::cout << "\nthreads: " << t
+              << " (GFLOP/s of the median round; RATIO = Kestrel's speed / the library's, median of the per-round "
+                 "ratios; above 1: Kestrel is faster)\n";
     std::cout << std::left << std::setw(static_cast<int>(label_width)) << "WORKLOAD" << std::right << std::setw(9)
               << "KESTREL";
     for (const auto& c : columns) {
@@ -465,9 +480,9 @@ void print_table(const std::vector<Prepared>& prepared, const std::vector<Row>& 
         auto it = row.libraries.find(c);
         const Timing* lib = it == row.libraries.end() ? nullptr : &it->second;
         std::cout << std::setw(12) << cell(lib) << std::setw(9) << ratio_cell(row.kestrel, lib);
-        if (lib && lib->status == "ok" && row.kestrel.status == "ok" && lib->gflops > 0) {
-          ratios[c].push_back(row.kestrel.gflops / lib->gflops);
-          if (row.kestrel.gflops > lib->gflops) ++wins[c];
+        if (auto r = speed_ratio(row.kestrel, lib)) {
+          ratios[c].push_back(*r);
+          if (*r > 1) ++wins[c];
         }
       }
       if (t != 1 && have_one_thread) {
@@ -711,9 +726,7 @@ int run_bench(int argc, char** argv) {
         nlohmann::json libs = nlohmann::json::object();
         for (const auto& [name, t] : row.libraries) {
           libs[name] = timing_json(t);
-          if (t.status == "ok" && row.kestrel.status == "ok" && t.gflops > 0) {
-            libs[name]["ratio"] = row.kestrel.gflops / t.gflops;
-          }
+          if (auto r = speed_ratio(row.kestrel, &t)) libs[name]["ratio"] = *r;
         }
         nlohmann::json kestrel = timing_json(row.kestrel);
         kestrel["config"] = ops::format_config(w.choice.config);

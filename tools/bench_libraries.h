@@ -83,6 +83,7 @@ struct LibraryStatus {
   std::string openblas_version;  // e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64"
   std::string onednn_version;    // e.g. "oneDNN 2.6.3 (OpenMP)"
   std::vector<std::string> missing;  // e.g. "OpenBLAS not built in (install libopenblas-dev and rebuild)"
+  std::vector<std::string> notices;  // caveats about how a library runs here
 };
 LibraryStatus library_status();
 

@@ -520,8 +520,15 @@ nlohmann::json timing_json(const Timing& t) {
   return j;
 }
 
+// The command as typed, preceded by the environment variables that change how the
+// libraries run (so that the printed line reproduces the figures).
 std::string command_line(int argc, char** argv) {
-  std::string out = "kestrel";
+  std::string out;
+  for (const char* name : {"OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY",
+                           "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
+    if (const char* value = std::getenv(name)) out += std::string(name) + "=" + value + " ";
+  }
+  out += "kestrel";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     bool quote = a.find_first_of(" \t'\"$;&|*?") != std::string::npos;
@@ -656,6 +663,7 @@ int run_bench(int argc, char** argv) {
       std::cout << "libraries: " << (libraries.openblas ? libraries.openblas_version : "no OpenBLAS") << "; "
                 << (libraries.onednn ? libraries.onednn_version : "no oneDNN") << "\n";
       for (const auto& m : libraries.missing) std::cout << "note: " << m << "\n";
+      for (const auto& m : libraries.notices) std::cout << "note: " << m << "\n";
       std::cout << "method: one process; each round times every contender in turn (rotating who goes first), "
                 << settings.repeat << " rounds of >= " << fixed(settings.min_round_s * 1e3, 0)
                 << " ms each after a warm-up";
@@ -714,7 +722,8 @@ int run_bench(int argc, char** argv) {
       out["machine"] = {{"cpu", cpu}, {"cores", cores}, {"target", target.to_string()}, {"load_average", load}};
       out["libraries"] = {{"openblas", libraries.openblas ? nlohmann::json(libraries.openblas_version) : nullptr},
                           {"onednn", libraries.onednn ? nlohmann::json(libraries.onednn_version) : nullptr},
-                          {"missing", libraries.missing}};
+                          {"missing", libraries.missing},
+                          {"notices", libraries.notices}};
       out["settings"] = {{"repeat", settings.repeat},
                          {"min_round_ms", settings.min_round_s * 1e3},
                          {"settle_ms_one_thread", settings.settle_for(1) * 1e3},

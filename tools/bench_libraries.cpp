@@ -353,17 +353,20 @@ LibraryStatus library_status() {
   status.openblas_version = openblas_get_config();
   while (!status.openblas_version.empty() && status.openblas_version.back() == ' ') status.openblas_version.pop_back();
 #if defined(__x86_64__)
-  // DYNAMIC_ARCH builds fall back to older kernels on CPUs they do not know (0.3.21
-  // picks Haswell's AVX2 kernels on AMD Zen 5): say so, the comparison is then unfair.
+  // OPENBLAS_CORETYPE in the environment (or a CPU a DYNAMIC_ARCH build does not know)
+  // can leave OpenBLAS on older kernels than the CPU runs: say so, the comparison is
+  // then not with OpenBLAS at its best.
   std::string core = openblas_get_corename();
   static const char* avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
   bool avx512_core = std::any_of(std::begin(avx512_cores), std::end(avx512_cores),
                                  [&](const char* c) { return core == c; });
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && !avx512_core) {
-    status.notices.push_back("OpenBLAS runs its " + core +
-                             " kernels on this AVX-512 CPU (it does not recognise the CPU); "
-                             "OPENBLAS_CORETYPE=SkylakeX makes it use its AVX-512 kernels");
+    const char* forced = std::getenv("OPENBLAS_CORETYPE");
+    std::string why = forced && *forced ? "OPENBLAS_CORETYPE=" + std::string(forced) + " is set"
+                                        : "it does not recognise the CPU";
+    status.notices.push_back("OpenBLAS runs its " + core + " kernels on this AVX-512 CPU (" + why +
+                             "); OPENBLAS_CORETYPE=SkylakeX makes it use its AVX-512 kernels");
   }
 #endif
 #else

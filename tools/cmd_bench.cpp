@@ -525,7 +525,8 @@ nlohmann::json timing_json(const Timing& t) {
 std::string command_line(int argc, char** argv) {
   std::string out;
   for (const char* name : {"OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY",
-                           "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
+                           "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+                           "OPENBLAS_L2_SIZE"}) {
     if (const char* value = std::getenv(name)) out += std::string(name) + "=" + value + " ";
   }
   out += "kestrel";

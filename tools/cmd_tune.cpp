@@ -1,8 +1,7 @@
-// `kestrel tune`: a tuning session for one workload on a pool of devices (or, without
-// --tracker, on this machine through an embedded tracker and device).
-#include <unistd.h>
-
-#include <csignal>
+// `kestrel tune`: a tuning session for one workload, or for each workload of named sets
+// (--workloads), on a pool of devices (or, without --tracker, on this machine through an
+// embedded tracker and device). The session itself is tune_session.cpp.
+#include <cctype>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,13 +9,12 @@
 
 #include "args.h"
 #include "commands.h"
-#include "kestrel/host/local_pool.h"
+#include "kestrel/ops/workload_sets.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/log.h"
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/strategy.h"
 #include "kestrel/tuner/tuning_loop.h"
-#include "kestrel/ops/workload_sets.h"
 #include "measure_args.h"
 #include "tune_session.h"
 

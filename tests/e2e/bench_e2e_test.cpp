@@ -158,6 +158,22 @@ TEST_CASE("kestrel tune --workloads fills one database that kestrel bench --work
   CHECK(only["results"][0]["kestrel"]["config_source"] == "db");
 }
 
+TEST_CASE("kestrel bench --tune-trials tunes a workload with no record before timing it", "[e2e][bench][tune]") {
+  TempDir dir;
+  std::string db = dir.file("fresh.db");
+  std::string output;
+  int code = run_long(quick({kKestrel, "bench", "--workloads", "smoke", "--only", "gemm-tiny", "--tune-trials", "2",
+                             "--db", db, "--threads", "1", "--json"}),
+                      output, dir.file("bench.out"));
+  INFO(output);
+  REQUIRE(code == 0);
+  auto result = parse_json(output);
+  REQUIRE(result.is_object());
+  REQUIRE(result["results"].size() == 1);
+  CHECK(result["results"][0]["kestrel"]["config_source"] == "db");
+  CHECK_THAT(result["results"][0]["kestrel"]["config_detail"].get<std::string>(), Catch::StartsWith("best of 2 trials"));
+}
+
 TEST_CASE("kestrel bench rejects bad input with a clear message", "[e2e][bench]") {
   TempDir dir;
   std::string output;

@@ -261,9 +261,10 @@ Row bench_workload(Prepared& w, std::size_t index, unsigned threads, device::Ker
     row.libraries[t.name] = t;
   }
 
-  // Correctness: every contender's first run is checked against the reference, which is
-  // the first library's output when the layouts match (checked itself against the op's
-  // reference kernel on small workloads), else the op's reference kernel.
+  // Correctness: every contender's first run is checked against the expected output: the
+  // first library's when the layouts match (the other libraries are checked against it
+  // too, so a harness mistake shows as a library's wrong answer), else the op's
+  // reference kernel's.
   std::optional<std::vector<float>> expected;
   std::string expected_from;
   std::vector<Contender*> timed;
@@ -406,23 +407,21 @@ void prepare(Prepared& w, host::Compiler& compiler, const host::Target& target, 
   // Without a library of the same layout, the op's reference kernel checks Kestrel.
   bench::LibraryStatus libraries = bench::library_status();
   if (w.canonical && (libraries.openblas || libraries.onednn)) return;
-  {
-    host::CompileResult ref = compiler.compile({op.reference(params), target, 2});
-    if (!ref.ok) {
-      w.error = "reference kernel: compile error: " + ref.diagnostics.substr(0, 400);
-      return;
-    }
-    w.reference = std::make_unique<bench::LoadedKernel>(ref.shared_object, std::string(op.name()) + "-ref");
-    std::int32_t rc = w.reference->call(services.table(), w.args);
-    services.reclaim_scratch();
-    if (rc != 0) {
-      w.error = "reference kernel returned " + std::to_string(rc);
-      return;
-    }
-    w.reference_output.emplace(w.buffers[w.output_index].size());
-    std::copy(w.buffers[w.output_index].data(), w.buffers[w.output_index].data() + w.buffers[w.output_index].size(),
-              w.reference_output->data());
+  host::CompileResult ref = compiler.compile({op.reference(params), target, 2});
+  if (!ref.ok) {
+    w.error = "reference kernel: compile error: " + ref.diagnostics.substr(0, 400);
+    return;
   }
+  w.reference = std::make_unique<bench::LoadedKernel>(ref.shared_object, std::string(op.name()) + "-ref");
+  std::int32_t rc = w.reference->call(services.table(), w.args);
+  services.reclaim_scratch();
+  if (rc != 0) {
+    w.error = "reference kernel returned " + std::to_string(rc);
+    return;
+  }
+  w.reference_output.emplace(w.buffers[w.output_index].size());
+  std::copy(w.buffers[w.output_index].data(), w.buffers[w.output_index].data() + w.buffers[w.output_index].size(),
+            w.reference_output->data());
 }
 
 // ---- output ----------------------------------------------------------------------------------
@@ -457,9 +456,12 @@ void print_table(const std::vector<Prepared>& prepared, const std::vector<Row>& 
   for (const auto& w : prepared) label_width = std::max(label_width, w.workload.label.size() + 2);
   bool have_one_thread = std::find(threads.begin(), threads.end(), 1u) != threads.end();
   for (unsigned t : threads) {
-    std::cout << "\nthreads: " << t
-              << " (GFLOP/s of the median round; RATIO = Kestrel's speed / the library's, median of the per-round "
-                 "ratios; above 1: Kestrel is faster)\n";
+    std::cout << "\nthreads: " << t << " (GFLOP/s of the median round";
+    if (!columns.empty()) {
+      std::cout << "; RATIO = Kestrel's speed / the library's, median of the per-round ratios; above 1: Kestrel is "
+                   "faster";
+    }
+    std::cout << ")\n";
     std::cout << std::left << std::setw(static_cast<int>(label_width)) << "WORKLOAD" << std::right << std::setw(9)
               << "KESTREL";
     for (const auto& c : columns) {

@@ -1,8 +1,7 @@
-// `kestrel tune`: a tuning session for one workload on a pool of devices (or, without
-// --tracker, on this machine through an embedded tracker and device).
-#include <unistd.h>
-
-#include <csignal>
+// `kestrel tune`: a tuning session for one workload, or for each workload of named sets
+// (--workloads), on a pool of devices (or, without --tracker, on this machine through an
+// embedded tracker and device). The session itself is tune_session.cpp.
+#include <cctype>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,25 +9,17 @@
 
 #include "args.h"
 #include "commands.h"
-#include "kestrel/host/local_pool.h"
+#include "kestrel/ops/workload_sets.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/log.h"
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/strategy.h"
 #include "kestrel/tuner/tuning_loop.h"
 #include "measure_args.h"
+#include "tune_session.h"
 
 namespace kestrel::tools {
 namespace {
-
-std::string duration_text(std::chrono::steady_clock::duration d) {
-  auto s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
-  std::ostringstream out;
-  if (s >= 3600) out << s / 3600 << "h" << std::setw(2) << std::setfill('0') << (s % 3600) / 60 << "m";
-  else if (s >= 60) out << s / 60 << "m" << std::setw(2) << std::setfill('0') << s % 60 << "s";
-  else out << s << "s";
-  return out.str();
-}
 
 std::chrono::seconds parse_duration(const std::string& text) {
   if (text.empty()) throw UsageError("--time-budget needs a value such as 90s, 15m or 2h");
@@ -48,42 +39,6 @@ std::chrono::seconds parse_duration(const std::string& text) {
     default: return std::chrono::seconds(value);
   }
 }
-
-// Progress: a bar redrawn in place on a terminal, plain log lines otherwise.
-class ProgressView {
- public:
-  explicit ProgressView(bool quiet) : tty_(::isatty(STDERR_FILENO) == 1), quiet_(quiet) {}
-
-  void update(const tuner::TuneProgress& p) {
-    if (quiet_) return;
-    std::ostringstream line;
-    std::size_t width = 24;
-    std::size_t filled = p.total ? std::min(width, p.trials * width / p.total) : 0;
-    line << "[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << p.trials << "/"
-         << p.total << " trials";
-    line << std::fixed << std::setprecision(1) << " | best " << p.best_gflops << " GFLOP/s";
-    if (p.default_gflops > 0 && p.best_gflops > 0) {
-      line << std::setprecision(2) << " (" << p.best_gflops / p.default_gflops << "x default)";
-    }
-    line << " | " << p.failures << " failed | " << duration_text(p.elapsed);
-    if (p.eta) line << " | ETA " << duration_text(*p.eta);
-    if (p.phase == "final") line << " | re-measuring the best";
-    if (tty_) {
-      std::cerr << "\r\033[K" << line.str() << std::flush;
-      if (p.phase == "done") std::cerr << "\n";
-    } else if (p.trials != last_trials_ || p.phase != last_phase_) {
-      std::cerr << "tune: " << line.str() << "\n";
-    }
-    last_trials_ = p.trials;
-    last_phase_ = p.phase;
-  }
-
- private:
-  bool tty_;
-  bool quiet_;
-  std::size_t last_trials_ = static_cast<std::size_t>(-1);
-  std::string last_phase_;
-};
 
 void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
   std::cout << "\n"
@@ -117,15 +72,31 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
   std::cout << "records: " << db_path << " (kestrel best --db " << db_path << ")\n";
 }
 
+nlohmann::json result_json(const tuner::TuneResult& result) {
+  nlohmann::json final = nlohmann::json::array();
+  for (const auto& f : result.final) {
+    final.push_back({{"config", f.config}, {"median_s", f.median_s}, {"gflops", f.gflops}, {"status", f.status}});
+  }
+  return {{"session", result.session},         {"op", result.op},
+          {"workload", result.workload},       {"target", result.target},
+          {"trials", result.trials},           {"this_session", result.this_session},
+          {"resumed", result.resumed},         {"statuses", result.statuses},
+          {"stop_reason", result.stop_reason}, {"default_gflops", result.default_gflops},
+          {"final", final}};
+}
+
 }  // namespace
 
 int run_tune(int argc, char** argv) {
   Args args("kestrel tune",
-            "Tunes one workload: proposes configurations, compiles them for the device's target,\n"
+            "Tunes one workload (or each of a named set in turn): proposes configurations, compiles them for the device's target,\n"
             "measures them on every leased device of the key, records every result, and learns.\n"
             "Without --tracker it starts a tracker and a device on this machine and tunes for it.");
   args.option("op", "NAME", "op to tune (see `kestrel ops`)", "gemm");
-  args.option("shape", "SHAPE", "workload, e.g. M=512,N=512,K=512 or 512x512x512 (required)");
+  args.option("shape", "SHAPE", "workload, e.g. M=512,N=512,K=512 or 512x512x512 (or --workloads)");
+  args.option("workloads", "SETS", "tune every workload of these named sets in turn, e.g. gemm-square,resnet18-conv "
+                                   "(see `kestrel bench --list-sets`); --op then replaces the sets' op");
+  args.option("only", "LABELS", "with --workloads: only these workloads, by label (e.g. 1024,layer2.conv)");
   args.option("strategy", "NAME", "sa (annealing over an XGBoost cost model), anneal (model-free), ga, random, grid",
               "sa");
   args.option("trials", "N", "total configurations to measure for this workload and target, earlier runs included",
@@ -157,10 +128,22 @@ int run_tune(int argc, char** argv) {
       return 0;
     }
     set_log_level(args, "warn");
-    if (!args.has("shape")) throw UsageError("--shape is required, e.g. --shape 512x512x512");
     ops::Registry registry = ops::builtin_ops();
-    const ops::Op& op = registry.get(args.get("op", "gemm"));
-    ops::Params params = ops::parse_params(op, args.get("shape"));
+    bool from_set = args.has("workloads");
+    std::vector<TuneJob> jobs;
+    if (from_set) {
+      if (args.has("shape")) throw UsageError("give either --shape or --workloads, not both");
+      std::string op_override = args.has("op") ? args.get("op") : "";
+      for (auto& w : ops::resolve_workload_sets(registry, args.get("workloads"), args.get("only"), op_override)) {
+        jobs.push_back({w.label, w.op, std::move(w.params)});
+      }
+      if (jobs.empty()) throw UsageError("--workloads " + args.get("workloads") + " selects no workload");
+    } else {
+      if (args.has("only")) throw UsageError("--only selects workloads of a --workloads set");
+      if (!args.has("shape")) throw UsageError("--shape or --workloads is required, e.g. --shape 512x512x512");
+      const ops::Op& op = registry.get(args.get("op", "gemm"));
+      jobs.push_back({"", &op, ops::parse_params(op, args.get("shape"))});
+    }
     tuner::TuneOptions options;
     options.strategy = args.get("strategy", "sa");
     const auto& names = tuner::strategy_names();
@@ -186,85 +169,40 @@ int run_tune(int argc, char** argv) {
     std::string db_path = args.get("db", "kestrel.db");
     tuner::RecordsDb db(db_path);  // fails early on a bad file
 
-    std::unique_ptr<host::LocalPool> local;
-    if (!pool.tracker) local = std::make_unique<host::LocalPool>(1, pool.key);
-    rpc::Endpoint endpoint = pool.tracker ? *pool.tracker : local->endpoint();
-
-    asio::io_context io;
-    tuner::TuningLoop* loop_ptr = nullptr;
-    int interrupts = 0;
-    asio::signal_set signals(io, SIGINT, SIGTERM);
-    std::function<void()> wait_signal = [&] {
-      signals.async_wait([&](std::error_code ec, int signo) {
-        if (ec) return;
-        if (++interrupts > 1 || !loop_ptr) {
-          std::cerr << "\nkestrel tune: interrupted; records so far are in " << db_path << "\n";
-          std::_Exit(130);
-        }
-        std::cerr << "\nkestrel tune: signal " << signo
-                  << ": stopping after the batch in flight (again to quit now); records are kept\n";
-        loop_ptr->request_stop();
-        wait_signal();
-      });
-    };
-    wait_signal();
-
-    tuner::TuneResult result;
-    std::exception_ptr failure;
-    ProgressView view(args.has("quiet") || args.has("json"));
-    asio::co_spawn(
-        io,
-        [&]() -> rpc::awaitable<void> {
-          rpc::ClientOptions client_options;
-          client_options.name = "kestrel tune";
-          client_options.token = pool.token;
-          auto client = co_await rpc::TrackerClient::connect(endpoint, client_options);
-          host::MeasureClientOptions measure_client;
-          measure_client.key = pool.key;
-          measure_client.devices = devices;
-          measure_client.request_timeout = pool.wait;
-          measure_client.reconnect_timeout = reconnect_window;
-          // An overnight session outlives a tracker restart: reconnect and lease again.
-          measure_client.reconnect = [endpoint, client_options]() { return rpc::TrackerClient::connect(endpoint, client_options); };
-          host::MeasureClient measurer(client, measure_client);
-          try {
-            co_await measurer.open();
-            host::Target target = resolve_target(args, measurer.leases().front().info);
-            host::Compiler compiler({compile_threads});
-            tuner::TuningLoop loop(op, params, target, db, compiler, measurer, options);
-            loop_ptr = &loop;
-            result = co_await loop.run([&](const tuner::TuneProgress& p) { view.update(p); });
-            loop_ptr = nullptr;
-          } catch (...) {
-            loop_ptr = nullptr;
-            failure = std::current_exception();
-          }
-          co_await measurer.close();
-          measurer.tracker()->close();
-          signals.cancel();
-        },
-        [&](std::exception_ptr e) {
-          if (e && !failure) failure = e;
-          signals.cancel();
-        });
-    io.run();
-    if (failure) std::rethrow_exception(failure);
+    TuneSessionOptions session_options;
+    session_options.pool = pool;
+    session_options.devices = devices;
+    session_options.compile_threads = compile_threads;
+    session_options.reconnect_window = reconnect_window;
+    session_options.tune = options;
+    session_options.quiet = args.has("quiet") || args.has("json");
+    session_options.target_args = &args;
+    TuneSessionResult session = run_tune_session(jobs, db, session_options);
     if (args.has("json")) {
-      nlohmann::json final = nlohmann::json::array();
-      for (const auto& f : result.final) {
-        final.push_back({{"config", f.config}, {"median_s", f.median_s}, {"gflops", f.gflops}, {"status", f.status}});
+      if (!from_set) {
+        nlohmann::json out = result_json(session.results.front());
+        out["db"] = db_path;
+        std::cout << out.dump(2) << "\n";
+      } else {
+        nlohmann::json list = nlohmann::json::array();
+        for (std::size_t i = 0; i < session.results.size(); ++i) {
+          nlohmann::json one = result_json(session.results[i]);
+          one["label"] = jobs[i].label;
+          list.push_back(std::move(one));
+        }
+        nlohmann::json out = {{"workloads", list}, {"db", db_path}, {"interrupted", session.interrupted}};
+        std::cout << out.dump(2) << "\n";
       }
-      nlohmann::json out = {{"session", result.session},     {"op", result.op},
-                            {"workload", result.workload},   {"target", result.target},
-                            {"trials", result.trials},       {"this_session", result.this_session},
-                            {"resumed", result.resumed},     {"statuses", result.statuses},
-                            {"stop_reason", result.stop_reason}, {"default_gflops", result.default_gflops},
-                            {"final", final},                {"db", db_path}};
-      std::cout << out.dump(2) << "\n";
     } else {
-      print_summary(result, db_path);
+      for (std::size_t i = 0; i < session.results.size(); ++i) {
+        if (from_set) std::cout << "\n== " << jobs[i].label;
+        print_summary(session.results[i], db_path);
+      }
+      if (from_set && session.results.size() < jobs.size()) {
+        std::cout << "\n" << jobs.size() - session.results.size() << " workloads of the set were not tuned (interrupted)\n";
+      }
     }
-    return result.stop_reason == "interrupted" ? 130 : 0;
+    return session.interrupted ? 130 : 0;
   } catch (const UsageError& e) {
     std::cerr << "kestrel tune: " << e.what() << "\n(see kestrel tune --help)\n";
     return 2;

@@ -11,5 +11,6 @@ int run_profile(int argc, char** argv);
 int run_tune(int argc, char** argv);
 int run_best(int argc, char** argv);
 int run_records(int argc, char** argv);
+int run_bench(int argc, char** argv);
 
 }  // namespace kestrel::tools

@@ -19,6 +19,7 @@ constexpr const char* kUsage =
     "  tune      tune a workload on a device pool (or this machine) and record every result\n"
     "  best      print the best recorded configuration per workload and target\n"
     "  records   export or import records as JSON lines\n"
+    "  bench     time the best kernels against OpenBLAS and oneDNN, side by side\n"
     "  version   print the version and protocol version\n"
     "\n"
     "`kestrel <command> --help` explains each command.\n";
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   if (command == "tune") return kestrel::tools::run_tune(argc, argv);
   if (command == "best") return kestrel::tools::run_best(argc, argv);
   if (command == "records") return kestrel::tools::run_records(argc, argv);
+  if (command == "bench") return kestrel::tools::run_bench(argc, argv);
   if (command == "version" || command == "--version") {
     std::cout << "kestrel " << kestrel::rpc::software_version() << " (protocol " << kestrel::rpc::protocol_version()
               << ")\n";

@@ -8,18 +8,15 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cmath>
-#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <mutex>
-#include <set>
 #include <thread>
 
+#include "kestrel/device_runtime/kernel_services.h"
 #include "kestrel/kernel/abi.h"
 #include "kestrel/rpc/file.h"
 
@@ -98,90 +95,9 @@ double now_seconds() {
 
 // ---- kernel services: thread pool and scratch memory -------------------------------
 
-class ThreadPool {
- public:
-  explicit ThreadPool(unsigned threads) {
-    for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
-  }
-  unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
+KernelServices* g_services = nullptr;
 
-  void parallel_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
-    if (n <= 0) return;
-    if (workers_.empty() || n == 1) {
-      for (std::int64_t i = 0; i < n; ++i) fn(i, ctx);
-      return;
-    }
-    {
-      std::lock_guard lock(mutex_);
-      fn_ = fn;
-      ctx_ = ctx;
-      n_ = n;
-      next_.store(0);
-      busy_ = static_cast<int>(workers_.size());
-      ++generation_;
-    }
-    wake_.notify_all();
-    drain();
-    std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return busy_ == 0; });
-  }
-
- private:
-  void drain() {
-    for (std::int64_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) fn_(i, ctx_);
-  }
-  void work() {
-    std::uint64_t seen = 0;
-    while (true) {
-      {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
-      }
-      drain();
-      std::lock_guard lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  std::uint64_t generation_ = 0;
-  int busy_ = 0;
-  void (*fn_)(std::int64_t, void*) = nullptr;
-  void* ctx_ = nullptr;
-  std::int64_t n_ = 0;
-  std::atomic<std::int64_t> next_{0};
-};
-
-ThreadPool* g_pool = nullptr;
-std::mutex g_alloc_mutex;
-std::set<void*> g_live_allocations;
-
-void service_parallel_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) { g_pool->parallel_for(n, fn, ctx); }
-
-void* service_alloc(std::size_t bytes) {
-  void* p = std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64);
-  if (p) {
-    std::lock_guard lock(g_alloc_mutex);
-    g_live_allocations.insert(p);
-  }
-  return p;
-}
-
-void service_release(void* p) {
-  if (!p) return;
-  std::lock_guard lock(g_alloc_mutex);
-  if (g_live_allocations.erase(p)) std::free(p);
-}
-
-// Frees what a kernel allocated and did not release.
-void reclaim_scratch() {
-  std::lock_guard lock(g_alloc_mutex);
-  for (void* p : g_live_allocations) std::free(p);
-  g_live_allocations.clear();
-}
+void reclaim_scratch() { g_services->reclaim_scratch(); }
 
 // ---- data --------------------------------------------------------------------------
 
@@ -280,11 +196,7 @@ struct Batch {
       if (!spec.args[i].is_output) fill_random(buffers.back(), spec.settings.seed + i);
     }
     for (const auto& b : buffers) args.push_back(kestrel_arg{b.data, b.elements, 0.0});
-    services.abi_version = KESTREL_KERNEL_ABI_VERSION;
-    services.num_threads = g_pool->size();
-    services.parallel_for = service_parallel_for;
-    services.alloc = service_alloc;
-    services.release = service_release;
+    services = *g_services->table();
     if (spec.settings.flush_cache) flush.resize(flush_bytes());
     if (spec.reference_fd >= 0) run_reference();
   }
@@ -499,8 +411,8 @@ void run(int fd, const BatchSpec& spec, std::size_t first) {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   unsigned threads = spec.settings.threads ? spec.settings.threads : cores;
-  static ThreadPool pool(std::min(threads, 256u));
-  g_pool = &pool;
+  static KernelServices services(std::min(threads, 256u));
+  g_services = &services;
 
   Batch batch(spec);
   batch.prepare();

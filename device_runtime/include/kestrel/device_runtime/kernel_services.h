@@ -1,0 +1,39 @@
+// The services a CPU kernel receives through the kernel ABI (kestrel_services): a pool of
+// threads behind parallel_for and 64-byte-aligned scratch memory. Used by the device
+// worker and by host tools that run kernels in their own process (`kestrel bench`).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kestrel/kernel/abi.h"
+
+namespace kestrel::device {
+
+class KernelServices {
+ public:
+  // Starts threads - 1 pool threads (the calling thread is the last one). The ABI's
+  // function pointers carry no context, so at most one KernelServices may exist in a
+  // process at a time: a second one throws std::logic_error.
+  explicit KernelServices(unsigned threads);
+  // Stops and joins the pool threads and frees unreleased scratch. Must not run while
+  // a kernel is running.
+  ~KernelServices();
+  KernelServices(const KernelServices&) = delete;
+  KernelServices& operator=(const KernelServices&) = delete;
+
+  // The table to pass to a kernel; valid while this object lives.
+  const kestrel_services* table() const { return &table_; }
+  unsigned threads() const { return table_.num_threads; }
+  // Frees the scratch memory kernels allocated and did not release. Call it between
+  // kernel calls, never during one.
+  void reclaim_scratch();
+
+  struct Pool;  // implementation: the threads and the scratch bookkeeping
+
+ private:
+  std::unique_ptr<Pool> pool_;
+  kestrel_services table_{};
+};
+
+}  // namespace kestrel::device

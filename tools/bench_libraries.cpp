@@ -1,0 +1,391 @@
+// OpenBLAS and oneDNN contenders for `kestrel bench`, each compiled in only when the
+// library was found at configure time (KESTREL_HAVE_OPENBLAS, KESTREL_HAVE_ONEDNN).
+#include "bench_libraries.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#if KESTREL_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#if KESTREL_HAVE_ONEDNN
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace kestrel::tools::bench {
+
+// ---- buffers and problems ------------------------------------------------------------
+
+FloatBuffer::FloatBuffer(std::int64_t elements) : size_(elements) {
+  std::size_t bytes = (static_cast<std::size_t>(std::max<std::int64_t>(elements, 1)) * sizeof(float) + 63) / 64 * 64;
+  data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!data_) throw std::bad_alloc();
+}
+FloatBuffer::FloatBuffer(FloatBuffer&& other) noexcept : data_(other.data_), size_(other.size_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+FloatBuffer& FloatBuffer::operator=(FloatBuffer&& other) noexcept {
+  if (this != &other) {
+    std::free(data_);
+    data_ = other.data_;
+    size_ = other.size_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+FloatBuffer::~FloatBuffer() { std::free(data_); }
+
+void fill_random(FloatBuffer& buffer, std::uint64_t seed) {
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  for (std::int64_t i = 0; i < buffer.size(); ++i) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    buffer.data()[i] = static_cast<float>(static_cast<double>(z >> 40) * (2.0 / 16777216.0) - 1.0);
+  }
+}
+
+std::vector<std::vector<std::int64_t>> Problem::input_shapes() const {
+  if (kind == Kind::gemm) return {{m, k}, {k, n}};
+  return {{batch, c, h, w}, {out_c, c, r, s}};
+}
+
+std::vector<std::int64_t> Problem::output_shape() const {
+  if (kind == Kind::gemm) return {m, n};
+  return {batch, out_c, p(), q()};
+}
+
+std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params) {
+  (void)op;
+  auto has = [&](std::initializer_list<const char*> names) {
+    return std::all_of(names.begin(), names.end(), [&](const char* n) { return params.contains(n); });
+  };
+  Problem p;
+  if (params.size() == 3 && has({"M", "N", "K"})) {
+    p.kind = Problem::Kind::gemm;
+    p.m = params.at("M");
+    p.n = params.at("N");
+    p.k = params.at("K");
+    return p;
+  }
+  if (has({"N", "C", "H", "W", "K", "R", "S"})) {
+    p.kind = Problem::Kind::conv2d;
+    p.batch = params.at("N");
+    p.c = params.at("C");
+    p.h = params.at("H");
+    p.w = params.at("W");
+    p.out_c = params.at("K");
+    p.r = params.at("R");
+    p.s = params.at("S");
+    auto get = [&](const char* name, std::int64_t fallback) {
+      auto it = params.find(name);
+      return it == params.end() ? fallback : it->second;
+    };
+    p.stride = get("stride", 1);
+    p.pad = get("pad", 0);
+    p.dilation = get("dilation", 1);
+    // Parameters the libraries do not know (groups, a fused activation...) would change
+    // the computation: compare only when every parameter is understood.
+    for (const auto& [name, value] : params) {
+      static const char* known[] = {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "dilation"};
+      if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return name == k; })) {
+        return std::nullopt;
+      }
+    }
+    if (p.p() < 1 || p.q() < 1) return std::nullopt;
+    return p;
+  }
+  return std::nullopt;
+}
+
+bool canonical_layout(const ops::Op& op, const ops::Params& params, const Problem& problem) {
+  auto tensors = op.tensors(params);
+  auto inputs = problem.input_shapes();
+  if (tensors.size() != inputs.size() + 1) return false;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (tensors[i].role != ops::Role::input || tensors[i].dtype != ops::DType::f32 || tensors[i].shape != inputs[i]) {
+      return false;
+    }
+  }
+  const auto& out = tensors.back();
+  return out.role == ops::Role::output && out.dtype == ops::DType::f32 && out.shape == problem.output_shape();
+}
+
+namespace {
+
+// ---- OpenBLAS --------------------------------------------------------------------------
+
+#if KESTREL_HAVE_OPENBLAS
+
+class OpenBlasGemm final : public Contender {
+ public:
+  OpenBlasGemm(const Problem& p, const float* a, const float* b) : p_(p), a_(a), b_(b), c_(p.m * p.n) {}
+  std::string name() const override { return "openblas"; }
+  std::string description() const override { return "cblas_sgemm, row-major, no transposes"; }
+  void run() override {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(p_.m), static_cast<blasint>(p_.n),
+                static_cast<blasint>(p_.k), 1.0f, a_, static_cast<blasint>(p_.k), b_, static_cast<blasint>(p_.n), 0.0f,
+                c_.data(), static_cast<blasint>(p_.n));
+  }
+  std::span<const float> output() override { return c_.view(); }
+
+ private:
+  Problem p_;
+  const float *a_, *b_;
+  FloatBuffer c_;
+};
+
+// Convolution the way a gemm-only library does it: im2col of the input into
+// [C*R*S][P*Q] columns (single-threaded), then weights[K][C*R*S] times the columns.
+class OpenBlasIm2col final : public Contender {
+ public:
+  OpenBlasIm2col(const Problem& p, const float* in, const float* weights)
+      : p_(p), in_(in), weights_(weights), cols_(p.c * p.r * p.s * p.p() * p.q()),
+        out_(p.batch * p.out_c * p.p() * p.q()) {}
+  std::string name() const override { return "openblas"; }
+  std::string description() const override { return "im2col (1 thread) + cblas_sgemm"; }
+  void run() override {
+    const std::int64_t pq = p_.p() * p_.q(), crs = p_.c * p_.r * p_.s;
+    for (std::int64_t n = 0; n < p_.batch; ++n) {
+      const float* image = in_ + n * p_.c * p_.h * p_.w;
+      float* col = cols_.data();
+      for (std::int64_t c = 0; c < p_.c; ++c) {
+        for (std::int64_t r = 0; r < p_.r; ++r) {
+          for (std::int64_t s = 0; s < p_.s; ++s) {
+            for (std::int64_t y = 0; y < p_.p(); ++y) {
+              std::int64_t iy = y * p_.stride - p_.pad + r * p_.dilation;
+              for (std::int64_t x = 0; x < p_.q(); ++x) {
+                std::int64_t ix = x * p_.stride - p_.pad + s * p_.dilation;
+                *col++ = (iy >= 0 && iy < p_.h && ix >= 0 && ix < p_.w) ? image[(c * p_.h + iy) * p_.w + ix] : 0.0f;
+              }
+            }
+          }
+        }
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(p_.out_c), static_cast<blasint>(pq),
+                  static_cast<blasint>(crs), 1.0f, weights_, static_cast<blasint>(crs), cols_.data(),
+                  static_cast<blasint>(pq), 0.0f, out_.data() + n * p_.out_c * pq, static_cast<blasint>(pq));
+    }
+  }
+  std::span<const float> output() override { return out_.view(); }
+
+ private:
+  Problem p_;
+  const float *in_, *weights_;
+  FloatBuffer cols_, out_;
+};
+
+#endif
+
+// ---- oneDNN ----------------------------------------------------------------------------
+
+#if KESTREL_HAVE_ONEDNN
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+class OneDnnMatmul final : public Contender {
+ public:
+  OneDnnMatmul(const Problem& p, const float* a, const float* b)
+      : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), c_(p.m * p.n) {
+    memory::desc a_md({p.m, p.k}, memory::data_type::f32, tag::ab);
+    memory::desc b_md({p.k, p.n}, memory::data_type::f32, tag::ab);
+    memory::desc c_md({p.m, p.n}, memory::data_type::f32, tag::ab);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
+    impl_ = pd.impl_info_str();
+    primitive_ = dnnl::matmul(pd);
+    a_ = memory(a_md, engine_, const_cast<float*>(a));
+    b_ = memory(b_md, engine_, const_cast<float*>(b));
+    c_mem_ = memory(c_md, engine_, c_.data());
+  }
+  std::string name() const override { return "onednn"; }
+  std::string description() const override { return "matmul primitive, plain row-major (" + impl_ + ")"; }
+  void run() override {
+    primitive_.execute(stream_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_mem_}});
+    stream_.wait();
+  }
+  std::span<const float> output() override { return c_.view(); }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  FloatBuffer c_;
+  dnnl::primitive primitive_;
+  memory a_, b_, c_mem_;
+  std::string impl_;
+};
+
+// Convolution on plain NCHW/OIHW tensors, or (any_layout) on the layouts oneDNN picks
+// for the shape: the input and weights are reordered into them once, before timing,
+// and the output is reordered back to NCHW only to check it; run() is the convolution
+// alone.
+class OneDnnConv final : public Contender {
+ public:
+  OneDnnConv(const Problem& p, const float* in, const float* weights, bool any_layout)
+      : any_(any_layout), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_),
+        out_(p.batch * p.out_c * p.p() * p.q()) {
+    memory::desc src_plain({p.batch, p.c, p.h, p.w}, memory::data_type::f32, tag::nchw);
+    memory::desc wei_plain({p.out_c, p.c, p.r, p.s}, memory::data_type::f32, tag::oihw);
+    memory::desc dst_plain({p.batch, p.out_c, p.p(), p.q()}, memory::data_type::f32, tag::nchw);
+    auto pick = [&](const memory::desc& plain) {
+      return any_ ? memory::desc(plain.dims(), memory::data_type::f32, tag::any) : plain;
+    };
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                         pick(src_plain), pick(wei_plain), pick(dst_plain), {p.stride, p.stride},
+                                         {p.dilation - 1, p.dilation - 1}, {p.pad, p.pad}, {p.pad, p.pad});
+    dnnl::convolution_forward::primitive_desc pd(desc, engine_);
+    impl_ = pd.impl_info_str();
+    primitive_ = dnnl::convolution_forward(pd);
+    memory src_user(src_plain, engine_, const_cast<float*>(in));
+    memory wei_user(wei_plain, engine_, const_cast<float*>(weights));
+    dst_user_ = memory(dst_plain, engine_, out_.data());
+    src_ = adopt(src_user, pd.src_desc());
+    wei_ = adopt(wei_user, pd.weights_desc());
+    dst_ = pd.dst_desc() == dst_plain ? dst_user_ : memory(pd.dst_desc(), engine_);
+    layouts_ = "src " + describe(pd.src_desc()) + ", weights " + describe(pd.weights_desc()) + ", dst " +
+               describe(pd.dst_desc());
+  }
+  std::string name() const override { return any_ ? "onednn-any" : "onednn"; }
+  std::string description() const override {
+    return std::string(any_ ? "convolution primitive on oneDNN's chosen layouts" : "convolution primitive on NCHW") +
+           ", reorders excluded (" + impl_ + ", " + layouts_ + ")";
+  }
+  void run() override {
+    primitive_.execute(stream_, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}});
+    stream_.wait();
+  }
+  std::span<const float> output() override {
+    if (dst_ != dst_user_) {
+      dnnl::reorder(dst_, dst_user_).execute(stream_, dst_, dst_user_);
+      stream_.wait();
+    }
+    return out_.view();
+  }
+
+ private:
+  memory adopt(memory& user, const memory::desc& wanted) {
+    if (user.get_desc() == wanted) return user;
+    memory converted(wanted, engine_);
+    dnnl::reorder(user, converted).execute(stream_, user, converted);
+    stream_.wait();
+    return converted;
+  }
+  // oneDNN's own naming of a layout: dimensions as letters (a = N, b = C for data,
+  // a = O, b = I for weights) from the outermost stride in, blocked ones in upper case,
+  // then the inner blocks, e.g. "abcd" (NCHW), "acdb" (NHWC), "aBcd16b" (nChw16c).
+  static std::string describe(const memory::desc& md) {
+    const auto& d = md.data;
+    if (d.format_kind != dnnl_blocked) return "opaque";
+    const auto& blocking = d.format_desc.blocking;
+    std::vector<int> order(static_cast<std::size_t>(d.ndims));
+    for (int i = 0; i < d.ndims; ++i) order[static_cast<std::size_t>(i)] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int x, int y) { return blocking.strides[x] > blocking.strides[y]; });
+    std::vector<bool> blocked(static_cast<std::size_t>(d.ndims), false);
+    for (int i = 0; i < blocking.inner_nblks; ++i) blocked[static_cast<std::size_t>(blocking.inner_idxs[i])] = true;
+    std::string out;
+    for (int i : order) out += static_cast<char>((blocked[static_cast<std::size_t>(i)] ? 'A' : 'a') + i);
+    for (int i = 0; i < blocking.inner_nblks; ++i) {
+      out += std::to_string(blocking.inner_blks[i]) + static_cast<char>('a' + blocking.inner_idxs[i]);
+    }
+    return out;
+  }
+
+  bool any_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  FloatBuffer out_;
+  dnnl::primitive primitive_;
+  memory src_, wei_, dst_, dst_user_;
+  std::string impl_, layouts_;
+};
+
+#endif
+
+}  // namespace
+
+std::vector<std::unique_ptr<Contender>> make_contenders(const Problem& problem, const std::vector<const float*>& inputs,
+                                                        std::vector<std::string>& notes) {
+  std::vector<std::unique_ptr<Contender>> out;
+  (void)problem;
+  (void)notes;
+  if (inputs.size() != 2) throw std::invalid_argument("make_contenders: expected two inputs");
+#if KESTREL_HAVE_OPENBLAS
+  if (problem.kind == Problem::Kind::gemm) out.push_back(std::make_unique<OpenBlasGemm>(problem, inputs[0], inputs[1]));
+  else out.push_back(std::make_unique<OpenBlasIm2col>(problem, inputs[0], inputs[1]));
+#endif
+#if KESTREL_HAVE_ONEDNN
+  try {
+    if (problem.kind == Problem::Kind::gemm) {
+      out.push_back(std::make_unique<OneDnnMatmul>(problem, inputs[0], inputs[1]));
+    } else {
+      out.push_back(std::make_unique<OneDnnConv>(problem, inputs[0], inputs[1], false));
+      out.push_back(std::make_unique<OneDnnConv>(problem, inputs[0], inputs[1], true));
+    }
+  } catch (const dnnl::error& e) {
+    notes.push_back(std::string("oneDNN cannot run this workload: ") + e.what());
+  }
+#endif
+  return out;
+}
+
+void set_library_threads(unsigned threads) {
+  (void)threads;
+#if KESTREL_HAVE_OPENBLAS
+  openblas_set_num_threads(static_cast<int>(threads));
+#endif
+#if KESTREL_HAVE_ONEDNN
+  omp_set_num_threads(static_cast<int>(threads));
+#endif
+}
+
+LibraryStatus library_status() {
+  LibraryStatus status;
+#if KESTREL_HAVE_OPENBLAS
+  status.openblas = true;
+  status.openblas_version = openblas_get_config();
+  while (!status.openblas_version.empty() && status.openblas_version.back() == ' ') status.openblas_version.pop_back();
+#if defined(__x86_64__)
+  // OPENBLAS_CORETYPE in the environment (or a CPU a DYNAMIC_ARCH build does not know)
+  // can leave OpenBLAS on older kernels than the CPU runs: say so, the comparison is
+  // then not with OpenBLAS at its best.
+  std::string core = openblas_get_corename();
+  static const char* avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+  bool avx512_core = std::any_of(std::begin(avx512_cores), std::end(avx512_cores),
+                                 [&](const char* c) { return core == c; });
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && !avx512_core) {
+    const char* forced = std::getenv("OPENBLAS_CORETYPE");
+    std::string why = forced && *forced ? "OPENBLAS_CORETYPE=" + std::string(forced) + " is set"
+                                        : "it does not recognise the CPU";
+    status.notices.push_back("OpenBLAS runs its " + core + " kernels on this AVX-512 CPU (" + why +
+                             "); OPENBLAS_CORETYPE=SkylakeX makes it use its AVX-512 kernels");
+  }
+#endif
+#else
+  status.missing.push_back("OpenBLAS not built in (install libopenblas-dev and rebuild)");
+#endif
+#if KESTREL_HAVE_ONEDNN
+  status.onednn = true;
+  const dnnl_version_t* v = dnnl_version();
+  status.onednn_version = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                          std::to_string(v->patch);
+  if (v->hash && *v->hash) status.onednn_version += " (git " + std::string(v->hash).substr(0, 10) + ")";
+  if (v->cpu_runtime == DNNL_RUNTIME_OMP) status.onednn_version += ", OpenMP threading";
+  else if (v->cpu_runtime == DNNL_RUNTIME_SEQ) status.onednn_version += ", sequential";
+  else if (v->cpu_runtime == DNNL_RUNTIME_TBB) status.onednn_version += ", TBB threading";
+  else if (v->cpu_runtime == DNNL_RUNTIME_THREADPOOL) status.onednn_version += ", threadpool";
+#else
+  status.missing.push_back("oneDNN not built in (install libdnnl-dev and rebuild)");
+#endif
+  return status;
+}
+
+}  // namespace kestrel::tools::bench

@@ -1,0 +1,90 @@
+// The vendor libraries `kestrel bench` compares Kestrel's kernels with: OpenBLAS
+// (cblas_sgemm; conv2d as im2col + sgemm) and oneDNN (matmul; convolution on plain NCHW
+// and on the layout oneDNN picks). Both are optional build dependencies: without them
+// the contenders are absent and library_status() says what to install.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kestrel/ops/op.h"
+
+namespace kestrel::tools::bench {
+
+// 64-byte-aligned fp32 storage (what the kernel ABI promises kernels).
+class FloatBuffer {
+ public:
+  FloatBuffer() = default;
+  explicit FloatBuffer(std::int64_t elements);
+  FloatBuffer(FloatBuffer&& other) noexcept;
+  FloatBuffer& operator=(FloatBuffer&& other) noexcept;
+  ~FloatBuffer();
+  float* data() const { return data_; }
+  std::int64_t size() const { return size_; }
+  std::span<const float> view() const { return {data_, static_cast<std::size_t>(size_)}; }
+
+ private:
+  float* data_ = nullptr;
+  std::int64_t size_ = 0;
+};
+
+// Deterministic values in [-1, 1) from a seed (splitmix64), as the device worker fills inputs.
+void fill_random(FloatBuffer& buffer, std::uint64_t seed);
+
+// What a workload computes, in the libraries' terms. Found from the op's parameter names,
+// so any op with gemm's (M, N, K) or conv2d's parameters is compared.
+struct Problem {
+  enum class Kind { gemm, conv2d } kind = Kind::gemm;
+  std::int64_t m = 0, n = 0, k = 0;                               // gemm: C[m][n] = A[m][k] B[k][n]
+  std::int64_t batch = 1, c = 0, h = 0, w = 0, out_c = 0, r = 0, s = 0, stride = 1, pad = 0, dilation = 1;  // conv
+  std::int64_t p() const { return (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1; }
+  std::int64_t q() const { return (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1; }
+  // The canonical tensors: gemm A[m][k], B[k][n] -> C[m][n]; conv input NCHW, weights
+  // KCRS (OIHW) -> output NKPQ.
+  std::vector<std::vector<std::int64_t>> input_shapes() const;
+  std::vector<std::int64_t> output_shape() const;
+};
+
+// Null when the op's parameters are neither gemm's nor conv2d's.
+std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params);
+
+// True when the op's tensors are exactly the canonical ones (same order and shapes), so
+// the libraries can read Kestrel's inputs and their outputs check Kestrel's.
+bool canonical_layout(const ops::Op& op, const ops::Params& params, const Problem& problem);
+
+// One library's implementation of a problem, ready to run on the inputs it was given.
+class Contender {
+ public:
+  virtual ~Contender() = default;
+  virtual std::string name() const = 0;         // "openblas", "onednn", "onednn-any"
+  virtual std::string description() const = 0;  // what exactly is timed
+  virtual void run() = 0;
+  // The last run's output in the canonical layout (converting it if the library keeps
+  // another one; the conversion is not part of run()).
+  virtual std::span<const float> output() = 0;
+};
+
+// The contenders for a problem, built for `threads` threads (call set_library_threads
+// first). `inputs` are the canonical inputs and must outlive the contenders. `notes`
+// gets one line per library that is built in but cannot run this problem.
+std::vector<std::unique_ptr<Contender>> make_contenders(const Problem& problem,
+                                                        const std::vector<const float*>& inputs,
+                                                        std::vector<std::string>& notes);
+
+// Sets the thread count of every library built in (OpenBLAS, and OpenMP behind oneDNN).
+void set_library_threads(unsigned threads);
+
+struct LibraryStatus {
+  bool openblas = false, onednn = false;
+  std::string openblas_version;  // e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64"
+  std::string onednn_version;    // e.g. "oneDNN 2.6.3 (OpenMP)"
+  std::vector<std::string> missing;  // e.g. "OpenBLAS not built in (install libopenblas-dev and rebuild)"
+  std::vector<std::string> notices;  // caveats about how a library runs here
+};
+LibraryStatus library_status();
+
+}  // namespace kestrel::tools::bench

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "gpu_probe.h"
 #include "kestrel/rpc/file.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/rpc/log.h"
@@ -166,6 +167,7 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
   }
   info.runtime_version = std::string(rpc::software_version());
   info.abi_version = 0;
+  detect_gpus(info);
   return info;
 }
 

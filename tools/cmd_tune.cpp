@@ -159,8 +159,9 @@ int run_tune(int argc, char** argv) {
     set_log_level(args, "warn");
     if (!args.has("shape")) throw UsageError("--shape is required, e.g. --shape 512x512x512");
     ops::Registry registry = ops::builtin_ops();
-    const ops::Op& op = registry.get(args.get("op", "gemm"));
-    ops::Params params = ops::parse_params(op, args.get("shape"));
+    const std::string op_name = args.get("op", "gemm");
+    const ops::Op& base_op = registry.get(op_name);
+    ops::Params params = ops::parse_params(base_op, args.get("shape"));
     tuner::TuneOptions options;
     options.strategy = args.get("strategy", "sa");
     const auto& names = tuner::strategy_names();
@@ -229,7 +230,10 @@ int run_tune(int argc, char** argv) {
           host::MeasureClient measurer(client, measure_client);
           try {
             co_await measurer.open();
-            host::Target target = resolve_target(args, measurer.leases().front().info);
+            host::Target target =
+                resolve_target(args, measurer.leases().front().info, op_backends(registry, op_name));
+            // The op's variant for the target's backend (GPU kernels have their own knobs).
+            const ops::Op& op = registry.get(op_name, target.backend);  // OpError when it has none
             host::Compiler compiler({compile_threads});
             tuner::TuningLoop loop(op, params, target, db, compiler, measurer, options);
             loop_ptr = &loop;

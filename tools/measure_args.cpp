@@ -1,6 +1,8 @@
 // Shared measuring options.
 #include "measure_args.h"
 
+#include <algorithm>
+
 #include "kestrel/rpc/log.h"
 
 namespace kestrel::tools {
@@ -10,8 +12,11 @@ void add_pool_options(Args& args) {
   args.option("key", "KEY", "device key to lease", "local");
   args.option("token-file", "FILE", "the tracker's shared token");
   args.option("wait-ms", "MS", "how long to wait for a free device", "30000");
-  args.option("target", "TARGET", "auto (from the device), native, or a triple: x86_64-linux-gnu, aarch64-linux-gnu, "
-                                   "armv7a-linux-gnueabihf, riscv64-linux-gnu", "auto");
+  args.option("target", "TARGET",
+              "auto (from the device: its CUDA GPU when it has one and the op a CUDA kernel, else its CPU), native, "
+              "a triple (x86_64-linux-gnu, aarch64-linux-gnu, armv7a-linux-gnueabihf, riscv64-linux-gnu), "
+              "cuda (the device GPU's sm_XX), cuda:sm_XX (cubin), cuda:compute_XX (PTX), or opencl; "
+              "#N picks the device's Nth GPU (opencl#1)", "auto");
   args.option("mcpu", "CPU", "CPU to tune the code for, e.g. cortex-a72 (with a triple)");
   args.option("features", "FEATURES", "extra target features, e.g. +avx2");
 }
@@ -52,9 +57,21 @@ host::MeasureOptions measure_options(const Args& args) {
   return m;
 }
 
-host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device) {
+host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device, const std::vector<ops::Backend>& backends) {
   std::string triple = args.get("target", "auto");
+  auto supports = [&](ops::Backend b) { return std::find(backends.begin(), backends.end(), b) != backends.end(); };
   try {
+    if (triple == "auto" && supports(ops::Backend::cuda)) {
+      for (const rpc::GpuInfo& gpu : device.gpus) {
+        if (gpu.backend == "cuda") return host::gpu_target_for_device("cuda", device);
+      }
+    }
+    if (host::is_gpu_target_spec(triple)) {
+      host::Target target = host::gpu_target_for_device(triple, device);
+      if (args.has("mcpu")) target.cpu = args.get("mcpu");  // of the reference kernel
+      if (args.has("features")) target.features = args.get("features");
+      return target;
+    }
     if (triple == "auto") {
       host::Target target = host::target_for_device(device);
       if (args.has("mcpu")) target.cpu = args.get("mcpu");
@@ -65,6 +82,14 @@ host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+}
+
+std::vector<ops::Backend> op_backends(const ops::Registry& registry, std::string_view name) {
+  std::vector<ops::Backend> out;
+  for (const ops::Op* op : registry.variants(name)) {
+    for (ops::Backend b : op->backends()) out.push_back(b);
+  }
+  return out;
 }
 
 void set_log_level(const Args& args, const std::string& fallback) {

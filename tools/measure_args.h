@@ -26,8 +26,14 @@ PoolChoice pool_choice(const Args& args);
 void add_measure_options(Args& args);
 host::MeasureOptions measure_options(const Args& args);
 
-// --target auto (from the device's capabilities), native, or a triple; --mcpu/--features.
-host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device);
+// --target auto (from the device's capabilities), native, a triple, or a GPU target
+// (cuda, cuda:sm_XX, opencl); --mcpu/--features. `backends`: those the op has kernels
+// for (auto picks CUDA only when the op has a CUDA kernel and the device a CUDA GPU).
+host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device,
+                            const std::vector<ops::Backend>& backends = {ops::Backend::cpu});
+
+// The backends of every variant of an op.
+std::vector<ops::Backend> op_backends(const ops::Registry& registry, std::string_view name);
 
 void set_log_level(const Args& args, const std::string& fallback);
 

@@ -85,7 +85,7 @@ struct KernelSource {
   std::string file_name;  // e.g. "gemm.c", for diagnostics
   std::string text;
   std::vector<Define> defines;
-  Launch launch;          // GPU backends only
+  Launch launch = {};     // GPU backends only
 };
 
 class Op {

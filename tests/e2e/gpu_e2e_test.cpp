@@ -93,7 +93,7 @@ TEST_CASE("opencl: kestrel tune tunes a small gemm on the device's OpenCL driver
   CHECK_THAT(best, Catch::Contains("K=32,M=48,N=40") && Catch::Contains("opencl"));
 }
 
-TEST_CASE("opencl: a configuration beyond the device's work-group limit is rejected before compiling",
+TEST_CASE("opencl: a launch is checked against the device's registered work-group limit",
           "[e2e][gpu][opencl]") {
   Pool pool;
   // 32 x 32 = 1024 work-items: within every knob constraint; rejected only where the

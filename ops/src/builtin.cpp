@@ -8,6 +8,7 @@ Registry builtin_ops() {
   registry.add(make_gemm_op());
   registry.add(make_conv2d_op());
   registry.add(make_gemm_gpu_op());
+  registry.add(make_conv2d_gpu_op());
   return registry;
 }
 

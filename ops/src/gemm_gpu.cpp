@@ -14,9 +14,9 @@ using detail::tiles_for;
 
 const std::vector<std::int64_t> kBm = {8, 16, 32, 64, 128};
 const std::vector<std::int64_t> kBn = {8, 16, 32, 64, 128};
-const std::vector<std::int64_t> kBk = {4, 8, 16, 32};
+const std::vector<std::int64_t> kBk = {4, 8, 16, 32, 64};
 const std::vector<std::int64_t> kTm = {1, 2, 4, 8};
-const std::vector<std::int64_t> kTn = {1, 2, 4, 8};
+const std::vector<std::int64_t> kTn = {1, 2, 4, 8, 16};
 constexpr std::int64_t kMaxAccumulators = 64;  // registers per thread for the C tile
 
 class GemmGpuOp final : public Op {
@@ -43,7 +43,7 @@ class GemmGpuOp final : public Op {
         {"bn", tiles_for(kBn, n), "columns of C per block / work-group"},
         {"bk", tiles_for(kBk, k), "depth of the A and B tiles staged per step (with stage=1)"},
         {"tm", kTm, "rows of the thread tile (accumulators per thread: tm*tn)"},
-        {"tn", kTn, "columns of the thread tile; multiple of vec"},
+        {"tn", kTn, "columns of the thread tile; multiple of vec (tm*tn <= 64)"},
         {"stage", {0, 1}, "1 = stage A and B tiles in shared/local memory, 0 = read global memory directly"},
         {"vec", {1, 2, 4}, "floats per vector load (float2/float4)"},
         {"unroll", {1, 2, 4, 8}, "unroll count of the inner k loop"},

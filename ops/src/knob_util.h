@@ -19,6 +19,8 @@ std::string_view conv2d_c();
 std::string_view conv2d_ref_c();
 std::string_view gemm_cu();
 std::string_view gemm_cl();
+std::string_view conv2d_cu();
+std::string_view conv2d_cl();
 }  // namespace kestrel::embedded
 
 namespace kestrel::ops::detail {

@@ -245,3 +245,48 @@ TEST_CASE("cuda: PTX candidates are loaded by the driver, checked against the CP
   CHECK(out.results[3].status == Status::device_compile_error);
 }
 #endif
+
+TEST_CASE("opencl: the GPU conv2d kernels match the reference for every knob family", "[gpu][opencl][conv2d]") {
+  log::set_level(log::Level::warn);
+  ops::Registry registry = ops::builtin_ops();
+  const ops::Op& op = registry.get("conv2d", ops::Backend::opencl);
+  ops::test::TempDir dir;
+  // Padding, stride, dilation and ragged tiles.
+  int n = 0;
+  for (std::string shape : {"N=2,C=5,H=9,W=11,K=6,R=3,S=3,pad=1", "C=4,H=12,W=10,K=9,R=3,S=2,stride=2,pad=2,dilation=2"}) {
+    ops::Params params = ops::parse_params(op, shape);
+    Modules m;
+    BatchSpec spec;
+    for (const auto& t : op.tensors(params)) spec.args.push_back({t.elements(), t.role == ops::Role::output});
+    std::string name = "conv2d_ref_" + std::to_string(n++);
+    ops::test::Kernel::build(op.reference(params), dir.path(), name);
+    spec.reference_hash = m.put(read_bytes(dir.path() / (name + ".so")));
+    spec.reference_fd = m.store.fd(spec.reference_hash);
+    spec.tolerance = op.tolerance(params);
+    spec.settings.repeat = 1;
+    spec.settings.number = 1;
+    spec.settings.timeout_ms = 30'000;
+    const std::vector<std::string> configs = {
+        "",                                                  // the default
+        "stage=0,bq=8,bk=4,tq=1,tk=1,unroll=1",              // weights from global memory
+        "stage=0,bq=8,bk=8,tq=4,tk=2,unroll=4",              // bigger thread tile
+        "stage=1,bq=8,bk=4,tq=2,tk=4,cc=1,unroll=1",         // one channel staged per step
+        "stage=1,bq=8,bk=8,tq=2,tk=2,cc=4,unroll=2",         // chunks not dividing C
+    };
+    std::vector<std::string> labels;
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      ops::Config config = ops::parse_config(op, params, configs[i]);
+      INFO(shape << " [" << configs[i] << "]");
+      REQUIRE(op.check(params, config).empty());
+      spec.candidates.push_back(m.candidate(i, m.put(op_module(op.source(ops::Backend::opencl, params, config)))));
+      labels.push_back(ops::format_config(config));
+    }
+    Outcome out = run_batch(spec);
+    REQUIRE(out.done);
+    CHECK(out.done->empty());
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      INFO(shape << " [" << labels[i] << "]: " << out.results[i].message);
+      CHECK(out.results[i].status == Status::ok);
+    }
+  }
+}

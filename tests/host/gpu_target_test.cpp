@@ -148,6 +148,13 @@ TEST_CASE("CUDA kernels compile in-process with NVRTC to cubin and PTX", "[host]
     std::string code(module.code.begin(), module.code.end());
     CHECK_THAT(code, Catch::Contains(".target sm_90") && Catch::Contains(".entry gemm"));
   }
+  const ops::Op& conv = registry.get("conv2d", ops::Backend::cuda);
+  ops::Params cp = ops::parse_params(conv, "C=16,H=14,W=14,K=32,R=3,S=3,pad=1");
+  for (const std::string& text : {std::string(""), std::string("stage=0,tq=4,tk=8,bq=16,bk=32,unroll=4")}) {
+    host::CompileResult r = compiler.compile({conv.source(ops::Backend::cuda, cp, ops::parse_config(conv, cp, text)), sm90});
+    INFO(text << ": " << r.diagnostics);
+    CHECK(r.ok);
+  }
   // A CUDA compile error is a host compile error with NVRTC's log.
   ops::KernelSource broken = op.source(ops::Backend::cuda, p, op.default_config(p));
   broken.text += "\nthis is not CUDA;\n";

@@ -1,4 +1,4 @@
-// The GPU variant of gemm: registry lookup by backend, knob constraints, launch
+// The GPU variants of gemm and conv2d: registry lookup by backend, knob constraints, launch
 // geometry and defines. (Its kernels are run against the reference on an OpenCL device
 // in tests/device_runtime/gpu_measure_test.cpp.)
 #include <catch2/catch.hpp>
@@ -31,8 +31,8 @@ TEST_CASE("gemm has a CPU op and a GPU variant, found by backend", "[ops][gpu]")
   CHECK(registry.all().size() == 2);  // primary ops only
   REQUIRE(registry.variants("gemm").size() == 2);
   CHECK(registry.variants("gemm")[0] == &cpu);
-  CHECK(registry.find("conv2d", Backend::cuda) == nullptr);
-  CHECK_THROWS_WITH(registry.get("conv2d", Backend::opencl), Catch::Contains("no opencl kernel") && Catch::Contains("cpu"));
+  CHECK(registry.find("conv2d", Backend::cuda) != &registry.get("conv2d"));
+  CHECK(registry.find("nope", Backend::cuda) == nullptr);
   CHECK_THROWS_AS(cpu.source(Backend::opencl, parse_params(cpu, "8x8x8"), cpu.default_config(parse_params(cpu, "8x8x8"))),
                   OpError);
 }
@@ -111,5 +111,36 @@ TEST_CASE("GPU gemm: the default is valid and features are stable for any worklo
     }
     if (names.empty()) names = these;
     CHECK(these == names);
+  }
+}
+
+TEST_CASE("GPU conv2d: launch geometry, staged weights and constraints", "[ops][gpu]") {
+  Registry registry = builtin_ops();
+  const Op& op = registry.get("conv2d", Backend::cuda);
+  const Op& cpu = registry.get("conv2d");
+  CHECK(&op != &cpu);
+  Params p = parse_params(op, "N=2,C=8,H=14,W=14,K=24,R=3,S=3,pad=1,stride=2");  // P = Q = 7
+  CHECK(op.flops(p) == cpu.flops(p));
+  CHECK(op.reference(p).text == cpu.reference(p).text);
+  Config c = parse_config(op, p, "bq=8,bk=8,tq=2,tk=4,cc=4,stage=1,unroll=2");
+  REQUIRE(op.check(p, c).empty());
+  KernelSource s = op.source(Backend::opencl, p, c);
+  CHECK(s.file_name == "conv2d.cl");
+  CHECK(s.launch.entry == "conv2d");
+  CHECK(s.launch.grid == std::array<std::int64_t, 3>{1 * 2 * 7, 3, 1});  // column blocks x N x P, K / bk
+  CHECK(s.launch.block == std::array<std::int64_t, 3>{4, 2, 1});
+  CHECK(s.launch.shared_bytes == 8 * 4 * 9 * 4);
+  CHECK(define(s, "CONV_STRIDE") == "2");
+  CHECK(define(s, "CONV_CC") == "4");
+  CHECK_THAT(op.check(p, parse_config(op, p, "bq=8,tq=4,bk=8,tk=8")), Catch::Equals(""));
+  CHECK_THAT(op.check(p, parse_config(op, p, "bk=4,tk=8")), Catch::Contains("not a multiple of tk"));
+  // 7x7 filters with 64 staged channels overflow shared memory; the default never does.
+  Params big = parse_params(op, "C=64,H=56,W=56,K=64,R=7,S=7,pad=3");
+  CHECK_THAT(op.check(big, parse_config(op, big, "bk=64,cc=16,stage=1")), Catch::Contains("shared memory"));
+  for (std::string shape : {"C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3", "C=1,H=1,W=1,K=1,R=1,S=1",
+                            "C=512,H=7,W=7,K=512,R=3,S=3,pad=1"}) {
+    Params q = parse_params(op, shape);
+    INFO(shape << ": " << format_config(op.default_config(q)));
+    CHECK(op.check(q, op.default_config(q)).empty());
   }
 }

@@ -15,6 +15,14 @@ find_package(CapnProto CONFIG REQUIRED)
 # KESTREL_STATIC_RUNTIME: the device runtime carries capnp/kj and libstdc++ itself, so a
 # board needs nothing but its libc (one file to copy).
 option(KESTREL_STATIC_RUNTIME "Link kestrel-device statically except for libc" OFF)
+# KESTREL_FULLY_STATIC: libc too, for boards whose C library is not glibc (Android's
+# bionic): the runtime needs nothing at all. Kernel modules still load (they carry their
+# own memcpy/memset, see kernel/abi.h); host names are resolved without NSS, so give the
+# tracker as a numeric address there.
+option(KESTREL_FULLY_STATIC "Link kestrel-device fully statically (libc included)" OFF)
+if(KESTREL_FULLY_STATIC)
+  set(KESTREL_STATIC_RUNTIME ON CACHE BOOL "" FORCE)
+endif()
 add_library(kestrel_capnp INTERFACE)
 if(KESTREL_STATIC_RUNTIME)
   find_library(KESTREL_CAPNP_STATIC NAMES libcapnp.a REQUIRED)

@@ -4,13 +4,21 @@
 #   scripts/build-device.sh aarch64-linux-gnu        # Raspberry Pi (64-bit OS), Jetson, phones
 #   scripts/build-device.sh armv7a-linux-gnueabihf   # Raspberry Pi OS 32-bit
 #   scripts/build-device.sh native                   # this machine
+#   scripts/build-device.sh aarch64-linux-gnu --static   # no libc needed either: Android
 # Prints the path and size of the result. Needs the cross toolchains from scripts/setup.sh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 triple="${1:-native}"
-build="${KESTREL_DEVICE_BUILD_DIR:-$root/build-device-$triple}"
+static="${2:-}"
+suffix=""
 args=(-G Ninja -DCMAKE_BUILD_TYPE=MinSizeRel -DKESTREL_BUILD_HOST=OFF -DKESTREL_BUILD_TESTS=OFF
       -DKESTREL_BUILD_BENCH=OFF -DKESTREL_STATIC_RUNTIME=ON)
+case "$static" in
+  "") ;;
+  --static) suffix="-static"; args+=(-DKESTREL_FULLY_STATIC=ON) ;;
+  *) echo "build-device: unknown option '$static' (--static links the C library in too)" >&2; exit 2 ;;
+esac
+build="${KESTREL_DEVICE_BUILD_DIR:-$root/build-device-$triple$suffix}"
 case "$triple" in
   native) strip_tool=strip ;;
   aarch64-linux-gnu) strip_tool=aarch64-linux-gnu-strip

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Sets up, builds (warnings as errors) and runs the whole test suite: unit tests,
-# multi-process tests with the real binaries, and the layering check.
+# multi-process tests with the real binaries, the layering check, and the boards tests,
+# for which it also installs the cross toolchains and qemu and cross-builds the device
+# runtime for aarch64 (also fully static) and armv7 (emulated boards). KESTREL_NO_CROSS=1 leaves those out
+# (the emulated-board test then reports itself skipped).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
+if [ "${KESTREL_NO_CROSS:-0}" != "1" ]; then
+  "$root/scripts/setup-cross.sh"
+  "$root/scripts/build-device.sh" aarch64-linux-gnu
+  "$root/scripts/build-device.sh" aarch64-linux-gnu --static
+  "$root/scripts/build-device.sh" armv7a-linux-gnueabihf
+fi
 "$root/scripts/build.sh" -DKESTREL_WERROR=ON
 build="${KESTREL_BUILD_DIR:-$root/build}"
 ctest --test-dir "$build" -j 2 --output-on-failure --timeout 300

@@ -59,6 +59,36 @@ typedef int32_t (*kestrel_kernel_fn)(const kestrel_services* services, const kes
   __attribute__((visibility("default"))) int32_t kestrel_kernel(                              \
       const kestrel_services* svc, const kestrel_arg* args, int32_t num_args)
 
+/* Compilers emit calls to memcpy, memmove and memset even in freestanding code (struct
+ * copies, zeroing loops, large __builtin_memcpy). A kernel module carries its own copies,
+ * hidden, so that it needs no symbol from the process that loads it: it runs in a runtime
+ * linked fully statically (no C library to bind to, as on Android) as in a dynamic one.
+ * Only freestanding C kernels get them (never the runtime, which includes this header
+ * too); weak, so a kernel may bring better ones. */
+#if !defined(__cplusplus) && defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0 && !defined(KESTREL_KERNEL_NO_MEM_FUNCTIONS)
+__attribute__((weak, visibility("hidden"))) void* memcpy(void* restrict dst, const void* restrict src, size_t n) {
+  unsigned char* d = (unsigned char*)dst;
+  const unsigned char* s = (const unsigned char*)src;
+  for (size_t i = 0; i < n; ++i) d[i] = s[i];
+  return dst;
+}
+__attribute__((weak, visibility("hidden"))) void* memmove(void* dst, const void* src, size_t n) {
+  unsigned char* d = (unsigned char*)dst;
+  const unsigned char* s = (const unsigned char*)src;
+  if (d < s) {
+    for (size_t i = 0; i < n; ++i) d[i] = s[i];
+  } else {
+    for (size_t i = n; i > 0; --i) d[i - 1] = s[i - 1];
+  }
+  return dst;
+}
+__attribute__((weak, visibility("hidden"))) void* memset(void* dst, int value, size_t n) {
+  unsigned char* d = (unsigned char*)dst;
+  for (size_t i = 0; i < n; ++i) d[i] = (unsigned char)value;
+  return dst;
+}
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -97,7 +97,8 @@ GpuBuild build_gpu_module(const ops::KernelSource& source, const Target& target)
   const std::string name = source.file_name.empty() ? "kernel" : source.file_name;
   if (source.backend != target.backend) {
     out.diagnostics = "kestrel: " + name + " is a " + std::string(ops::to_string(source.backend)) +
-                      " kernel but the target is " + target.to_string() + "\n";
+                      " kernel but the target is " + target.to_string() +
+                      (target.is_gpu() ? std::string() : ", a CPU target, which takes CPU kernels only") + "\n";
     return out;
   }
   std::string why;

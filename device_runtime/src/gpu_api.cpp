@@ -50,6 +50,8 @@ OpenClLoad load_opencl_once() {
             bind(library, a.CreateProgramWithSource, {"clCreateProgramWithSource"}, missing) &&
             bind(library, a.BuildProgram, {"clBuildProgram"}, missing) &&
             bind(library, a.GetProgramBuildInfo, {"clGetProgramBuildInfo"}, missing) &&
+            bind(library, a.CreateProgramWithBinary, {"clCreateProgramWithBinary"}, missing) &&
+            bind(library, a.GetProgramInfo, {"clGetProgramInfo"}, missing) &&
             bind(library, a.CreateKernel, {"clCreateKernel"}, missing) &&
             bind(library, a.SetKernelArg, {"clSetKernelArg"}, missing) &&
             bind(library, a.EnqueueNDRangeKernel, {"clEnqueueNDRangeKernel"}, missing) &&

@@ -47,6 +47,8 @@ constexpr cl_uint CL_DRIVER_VERSION = 0x102D;
 constexpr cl_uint CL_DEVICE_OPENCL_C_VERSION = 0x103D;
 constexpr cl_bitfield CL_QUEUE_PROFILING_ENABLE = 1 << 1;
 constexpr cl_bitfield CL_MEM_READ_WRITE = 1 << 0;
+constexpr cl_uint CL_PROGRAM_BINARY_SIZES = 0x1165;
+constexpr cl_uint CL_PROGRAM_BINARIES = 0x1166;
 constexpr cl_uint CL_PROGRAM_BUILD_LOG = 0x1183;
 constexpr cl_uint CL_PROFILING_COMMAND_START = 0x1282;
 constexpr cl_uint CL_PROFILING_COMMAND_END = 0x1283;
@@ -71,6 +73,9 @@ struct OpenCl {
   cl_int (*BuildProgram)(cl_program, cl_uint, const cl_device_id*, const char*, void (*)(cl_program, void*),
                          void*) = nullptr;
   cl_int (*GetProgramBuildInfo)(cl_program, cl_device_id, cl_uint, std::size_t, void*, std::size_t*) = nullptr;
+  cl_program (*CreateProgramWithBinary)(cl_context, cl_uint, const cl_device_id*, const std::size_t*,
+                                        const unsigned char**, cl_int*, cl_int*) = nullptr;
+  cl_int (*GetProgramInfo)(cl_program, cl_uint, std::size_t, void*, std::size_t*) = nullptr;
   cl_kernel (*CreateKernel)(cl_program, const char*, cl_int*) = nullptr;
   cl_int (*SetKernelArg)(cl_kernel, cl_uint, std::size_t, const void*) = nullptr;
   cl_int (*EnqueueNDRangeKernel)(cl_command_queue, cl_kernel, cl_uint, const std::size_t*, const std::size_t*,

@@ -1,13 +1,62 @@
-// The OpenCL session: context, profiling queue, buffers, a program cache by module hash.
+// The OpenCL session: context, profiling queue, buffers, and programs cached by module
+// hash: in memory for the worker's batch, and as driver binaries on disk across batches
+// (see program_cache_dir()).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <utility>
+
+#include "kestrel/rpc/file.h"
 
 #include "gpu_session.h"
 #include "opencl_devices.h"
 
 namespace kestrel::device::gpu {
 namespace {
+
+// Creates `path` and its parents (mode 0700); true when it exists afterwards.
+bool make_dirs(const std::string& path) {
+  for (std::size_t at = 1; at <= path.size(); ++at) {
+    if (at == path.size() || path[at] == '/') {
+      std::string prefix = path.substr(0, at);
+      if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) return false;
+    }
+  }
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// FNV-1a, to name a device's binaries (device name + driver version) in the cache.
+std::string fingerprint(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 15; i >= 0; --i) out += kDigits[(h >> (4 * i)) & 15];
+  return out;
+}
+
+bool write_atomically(const std::string& path, const std::vector<unsigned char>& bytes) {
+  std::string temp = path + ".tmp" + std::to_string(::getpid());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  bool ok = ::close(fd) == 0 && done == bytes.size() && ::rename(temp.c_str(), path.c_str()) == 0;
+  if (!ok) ::unlink(temp.c_str());
+  return ok;
+}
 
 class OpenClSession final : public Session {
  public:
@@ -64,6 +113,8 @@ class OpenClSession final : public Session {
     cl_program program = nullptr;
     if (auto hit = programs_.find(hash); hit != programs_.end()) {
       program = hit->second;
+    } else if ((program = load_cached(module, hash)) != nullptr) {
+      programs_.emplace(hash, program);
     } else {
       const char* text = reinterpret_cast<const char*>(module.code.data());
       std::size_t length = module.code.size();
@@ -80,6 +131,7 @@ class OpenClSession final : public Session {
         return Status::device_compile_error;
       }
       programs_.emplace(hash, program);
+      store_cached(program, hash);
     }
     cl_int rc = CL_SUCCESS;
     kernel_ = cl_.CreateKernel(program, module.entry.c_str(), &rc);
@@ -170,6 +222,69 @@ class OpenClSession final : public Session {
     return rc == CL_SUCCESS ? cl_.Finish(queue_) : rc;
   }
 
+  // The on-disk program cache: $KESTREL_OPENCL_CACHE ("off" disables it), else
+  // $XDG_CACHE_HOME/kestrel/opencl, else ~/.cache/kestrel/opencl. Empty when unusable:
+  // the cache is an optimisation and never an error.
+  static std::string program_cache_dir() {
+    std::string dir;
+    if (const char* env = std::getenv("KESTREL_OPENCL_CACHE"); env && *env) {
+      if (std::string(env) == "off") return {};
+      dir = env;
+    } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+      dir = std::string(xdg) + "/kestrel/opencl";
+    } else if (const char* home = std::getenv("HOME"); home && *home) {
+      dir = std::string(home) + "/.cache/kestrel/opencl";
+    } else {
+      return {};
+    }
+    return make_dirs(dir) ? dir : std::string();
+  }
+
+  // <dir>/<module hash>-<device fingerprint>.bin, or empty without a cache.
+  std::string cache_path(const std::string& hash) {
+    if (!cache_dir_) cache_dir_ = program_cache_dir();
+    if (cache_dir_->empty() || !rpc_valid_hash(hash)) return {};
+    return *cache_dir_ + "/" + hash + "-" + fingerprint(info_.name + "|" + info_.vendor + "|" + info_.driver) + ".bin";
+  }
+
+  static bool rpc_valid_hash(const std::string& hash) {
+    return !hash.empty() && hash.size() <= 128 &&
+           std::all_of(hash.begin(), hash.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  }
+
+  // A program from a cached driver binary, built; null when absent or refused (a stale
+  // or corrupt file is removed and the source is built instead).
+  cl_program load_cached(const rpc::GpuModule& module, const std::string& hash) {
+    std::string path = cache_path(hash);
+    if (path.empty()) return nullptr;
+    std::optional<std::string> bytes = kestrel::read_file(path, std::size_t(256) << 20);
+    if (!bytes || bytes->empty()) return nullptr;
+    const auto* binary = reinterpret_cast<const unsigned char*>(bytes->data());
+    std::size_t length = bytes->size();
+    cl_int status = CL_SUCCESS, rc = CL_SUCCESS;
+    cl_program program = cl_.CreateProgramWithBinary(context_, 1, &device_.device, &length, &binary, &status, &rc);
+    if (program && rc == CL_SUCCESS && status == CL_SUCCESS &&
+        cl_.BuildProgram(program, 1, &device_.device, module.build_options.c_str(), nullptr, nullptr) == CL_SUCCESS) {
+      return program;
+    }
+    if (program) cl_.ReleaseProgram(program);
+    ::unlink(path.c_str());
+    return nullptr;
+  }
+
+  void store_cached(cl_program program, const std::string& hash) {
+    std::string path = cache_path(hash);
+    if (path.empty()) return;
+    std::size_t size = 0;
+    if (cl_.GetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) != CL_SUCCESS || size == 0) {
+      return;
+    }
+    std::vector<unsigned char> binary(size);
+    unsigned char* pointer = binary.data();
+    if (cl_.GetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof pointer, &pointer, nullptr) != CL_SUCCESS) return;
+    write_atomically(path, binary);
+  }
+
   Status fail(const std::string& what, cl_int rc, std::string& message) {
     message = what + ": " + cl_error_name(rc);
     return Status::runtime_error;
@@ -197,6 +312,7 @@ class OpenClSession final : public Session {
   rpc::GpuModule module_;
   cl_mem flush_ = nullptr;
   std::uint32_t flush_value_ = 0;
+  std::optional<std::string> cache_dir_;  // resolved on first use
 };
 
 }  // namespace

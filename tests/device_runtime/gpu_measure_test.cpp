@@ -6,6 +6,8 @@
 // with libclang-cpp (the reference kernels are compiled by a clang-19 subprocess).
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -31,20 +33,24 @@ std::vector<std::uint8_t> read_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-std::string fake_hash(int n) {
-  std::string hex = "0123456789abcdef";
-  std::string h(64, 'a');
-  h[63] = hex[n % 16];
-  h[62] = hex[(n / 16) % 16];
-  return h;
+// 64 hex digits derived from the content (four FNV-1a passes with different seeds): like
+// the host's hashes, equal modules get equal names, so the on-disk program cache is safe.
+std::string content_hash(const std::vector<std::uint8_t>& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (std::uint64_t seed = 0; seed < 4; ++seed) {
+    std::uint64_t h = 1469598103934665603ull ^ (seed * 0x9E3779B97F4A7C15ull);
+    for (std::uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
+    for (int i = 15; i >= 0; --i) out += kDigits[(h >> (4 * i)) & 15];
+  }
+  return out;
 }
 
-// A store with numbered modules, and candidates for them.
+// A store of modules named by their content, and candidates for them.
 struct Modules {
   ModuleStore store;
-  int next = 1;
   std::string put(const std::vector<std::uint8_t>& image) {
-    std::string hash = fake_hash(next++);
+    std::string hash = content_hash(image);
     REQUIRE(store.put(hash, image).empty());
     return hash;
   }
@@ -289,4 +295,44 @@ TEST_CASE("opencl: the GPU conv2d kernels match the reference for every knob fam
       CHECK(out.results[i].status == Status::ok);
     }
   }
+}
+
+TEST_CASE("opencl: built programs are cached on disk by module hash across batches", "[gpu][opencl]") {
+  log::set_level(log::Level::warn);
+  ops::test::TempDir dir;
+  const std::string cache = (dir.path() / "cl-cache").string();
+  ::setenv("KESTREL_OPENCL_CACHE", cache.c_str(), 1);
+  Modules m;
+  BatchSpec spec = add_batch(m);
+  std::string good = m.put(opencl_module(kAdd, "add", (kAddN + 63) / 64, 64));
+  spec.candidates = {m.candidate(1, good)};
+  Outcome first = run_batch(spec);
+  INFO(first.results[1].message);
+  REQUIRE(first.results[1].status == Status::ok);
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(cache)) files.push_back(entry.path());
+  REQUIRE(files.size() == 1);
+  CHECK_THAT(files[0].filename().string(), Catch::StartsWith(good + "-") && Catch::EndsWith(".bin"));
+
+  // Proof that a later batch (a new worker) uses the binary: a module under the same
+  // hash whose source no longer compiles still runs, as the cached program.
+  Modules again;
+  BatchSpec spec2 = add_batch(again);
+  REQUIRE(again.store.put(good, opencl_module("this does not compile", "add", (kAddN + 63) / 64, 64)).empty());
+  spec2.candidates = {again.candidate(1, good)};
+  Outcome second = run_batch(spec2);
+  INFO(second.results[1].message);
+  CHECK(second.results[1].status == Status::ok);
+
+  // A corrupt cache entry is dropped and the source is built again.
+  std::ofstream(files[0], std::ios::binary | std::ios::trunc) << "garbage";
+  Modules third;
+  BatchSpec spec3 = add_batch(third);
+  REQUIRE(third.store.put(good, opencl_module(kAdd, "add", (kAddN + 63) / 64, 64)).empty());
+  spec3.candidates = {third.candidate(1, good)};
+  Outcome rebuilt = run_batch(spec3);
+  INFO(rebuilt.results[1].message);
+  CHECK(rebuilt.results[1].status == Status::ok);
+  CHECK(std::filesystem::file_size(files[0]) > 7);
+  ::unsetenv("KESTREL_OPENCL_CACHE");
 }

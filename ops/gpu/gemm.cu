@@ -27,18 +27,19 @@
 
 // Copies VEC floats to `dst`, zero beyond `available`; one vector load when aligned.
 __device__ __forceinline__ void load_chunk(const float* __restrict__ src, int available, float* dst) {
-  if (available >= VEC) {
-    if (VEC == 4 && (reinterpret_cast<unsigned long long>(src) & 15) == 0) {
-      float4 v = *reinterpret_cast<const float4*>(src);
-      dst[0] = v.x; dst[1] = v.y; dst[2] = v.z; dst[3] = v.w;
-      return;
-    }
-    if (VEC == 2 && (reinterpret_cast<unsigned long long>(src) & 7) == 0) {
-      float2 v = *reinterpret_cast<const float2*>(src);
-      dst[0] = v.x; dst[1] = v.y;
-      return;
-    }
+#if VEC == 4
+  if (available >= 4 && (reinterpret_cast<unsigned long long>(src) & 15) == 0) {
+    const float4 v = *reinterpret_cast<const float4*>(src);
+    dst[0] = v.x; dst[1] = v.y; dst[2] = v.z; dst[3] = v.w;
+    return;
   }
+#elif VEC == 2
+  if (available >= 2 && (reinterpret_cast<unsigned long long>(src) & 7) == 0) {
+    const float2 v = *reinterpret_cast<const float2*>(src);
+    dst[0] = v.x; dst[1] = v.y;
+    return;
+  }
+#endif
 #pragma unroll
   for (int v = 0; v < VEC; ++v) dst[v] = v < available ? src[v] : 0.0f;
 }

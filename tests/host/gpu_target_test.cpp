@@ -128,7 +128,8 @@ TEST_CASE("CUDA kernels compile in-process with NVRTC to cubin and PTX", "[host]
   host::Compiler compiler({1});
   host::Target sm90 = host::gpu_target_for_device("cuda", gpu_server());
   host::Target ptx = host::gpu_target_for_device("cuda:compute_90", gpu_server());
-  const std::vector<std::string> configs = {"", "stage=0,vec=1,tm=1,tn=1", "stage=1,vec=4,tm=8,tn=8,bm=64,bn=64,bk=16,unroll=8"};
+  const std::vector<std::string> configs = {"", "stage=0,vec=1,tm=1,tn=1", "stage=0,vec=2,tm=2,tn=2,unroll=2",
+                                            "stage=1,vec=4,tm=8,tn=8,bm=64,bn=64,bk=16,unroll=8"};
 #if KESTREL_HAVE_NVRTC
   for (const std::string& text : configs) {
     ops::Config c = ops::parse_config(op, p, text);

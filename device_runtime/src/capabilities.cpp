@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <set>
 
-#include "gpu_probe.h"
 #include "kestrel/rpc/file.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/rpc/log.h"

@@ -2,7 +2,7 @@
 // driver and the OpenCL ICD loader, lists their devices and reports them over a pipe.
 // The runtime itself never initialises CUDA or OpenCL (contexts must not exist before
 // the workers are forked, and a driver's threads do not survive a fork).
-#include "gpu_probe.h"
+#include "kestrel/device_runtime/capabilities.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -216,9 +216,7 @@ int run_profile(int argc, char** argv) {
           host::MeasureClient measurer(client, measure_client);
           try {
             co_await measurer.open();
-            target = resolve_target(args, measurer.leases().front().info,
-                                    args.has("op") ? op_backends(registry, args.get("op"))
-                                                   : std::vector<ops::Backend>{ops::Backend::cpu});
+            target = resolve_target(args, measurer.leases().front().info);
             if (args.has("op")) {
               subject = subject_from_op(registry, args, target);
             } else if (target.is_gpu()) {

@@ -230,8 +230,7 @@ int run_tune(int argc, char** argv) {
           host::MeasureClient measurer(client, measure_client);
           try {
             co_await measurer.open();
-            host::Target target =
-                resolve_target(args, measurer.leases().front().info, op_backends(registry, op_name));
+            host::Target target = resolve_target(args, measurer.leases().front().info);
             // The op's variant for the target's backend (GPU kernels have their own knobs).
             const ops::Op& op = registry.get(op_name, target.backend);  // OpError when it has none
             host::Compiler compiler({compile_threads});

@@ -1,8 +1,6 @@
 // Shared measuring options.
 #include "measure_args.h"
 
-#include <algorithm>
-
 #include "kestrel/rpc/log.h"
 
 namespace kestrel::tools {
@@ -13,10 +11,10 @@ void add_pool_options(Args& args) {
   args.option("token-file", "FILE", "the tracker's shared token");
   args.option("wait-ms", "MS", "how long to wait for a free device", "30000");
   args.option("target", "TARGET",
-              "auto (from the device: its CUDA GPU when it has one and the op a CUDA kernel, else its CPU), native, "
-              "a triple (x86_64-linux-gnu, aarch64-linux-gnu, armv7a-linux-gnueabihf, riscv64-linux-gnu), "
-              "cuda (the device GPU's sm_XX), cuda:sm_XX (cubin), cuda:compute_XX (PTX), or opencl; "
-              "#N picks the device's Nth GPU (opencl#1)", "auto");
+              "auto (the device's CPU, from its registered triple), native, a triple (x86_64-linux-gnu, "
+              "aarch64-linux-gnu, armv7a-linux-gnueabihf, riscv64-linux-gnu), cuda (the sm_XX of the device's "
+              "CUDA GPU), cuda:sm_XX (cubin), cuda:compute_XX (PTX), or opencl; #N picks the device's Nth GPU "
+              "(opencl#1)", "auto");
   args.option("mcpu", "CPU", "CPU to tune the code for, e.g. cortex-a72 (with a triple)");
   args.option("features", "FEATURES", "extra target features, e.g. +avx2");
 }
@@ -57,15 +55,9 @@ host::MeasureOptions measure_options(const Args& args) {
   return m;
 }
 
-host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device, const std::vector<ops::Backend>& backends) {
+host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device) {
   std::string triple = args.get("target", "auto");
-  auto supports = [&](ops::Backend b) { return std::find(backends.begin(), backends.end(), b) != backends.end(); };
   try {
-    if (triple == "auto" && supports(ops::Backend::cuda)) {
-      for (const rpc::GpuInfo& gpu : device.gpus) {
-        if (gpu.backend == "cuda") return host::gpu_target_for_device("cuda", device);
-      }
-    }
     if (host::is_gpu_target_spec(triple)) {
       host::Target target = host::gpu_target_for_device(triple, device);
       if (args.has("mcpu")) target.cpu = args.get("mcpu");  // of the reference kernel
@@ -82,14 +74,6 @@ host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device, con
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-}
-
-std::vector<ops::Backend> op_backends(const ops::Registry& registry, std::string_view name) {
-  std::vector<ops::Backend> out;
-  for (const ops::Op* op : registry.variants(name)) {
-    for (ops::Backend b : op->backends()) out.push_back(b);
-  }
-  return out;
 }
 
 void set_log_level(const Args& args, const std::string& fallback) {

@@ -26,14 +26,10 @@ PoolChoice pool_choice(const Args& args);
 void add_measure_options(Args& args);
 host::MeasureOptions measure_options(const Args& args);
 
-// --target auto (from the device's capabilities), native, a triple, or a GPU target
-// (cuda, cuda:sm_XX, opencl); --mcpu/--features. `backends`: those the op has kernels
-// for (auto picks CUDA only when the op has a CUDA kernel and the device a CUDA GPU).
-host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device,
-                            const std::vector<ops::Backend>& backends = {ops::Backend::cpu});
-
-// The backends of every variant of an op.
-std::vector<ops::Backend> op_backends(const ops::Registry& registry, std::string_view name);
+// --target auto (the device's CPU, from its registered triple), native, a triple, or a
+// GPU target of the device (cuda: its GPU's sm_XX; cuda:sm_XX; opencl); --mcpu/--features
+// (for GPU targets they apply to the reference kernel's CPU target).
+host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device);
 
 void set_log_level(const Args& args, const std::string& fallback);
 

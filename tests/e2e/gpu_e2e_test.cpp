@@ -129,10 +129,11 @@ TEST_CASE("no-cuda: --target cuda on a device without a CUDA GPU says why", "[e2
   CHECK_THAT(output, Catch::Contains("cannot run target cuda") && Catch::Contains("no CUDA"));
 }
 
-TEST_CASE("cuda: --target auto picks the device's GPU and kestrel tune tunes gemm with CUDA", "[e2e][gpu][cuda]") {
+TEST_CASE("cuda: --target cuda takes the sm_XX of the device's GPU and kestrel tune tunes gemm with CUDA",
+          "[e2e][gpu][cuda]") {
   Pool pool;
   std::string output;
-  int code = test::run_command(tune_args(pool, "auto", pool.dir.file("t.db")), output, pool.dir.file("tune.out"));
+  int code = test::run_command(tune_args(pool, "cuda", pool.dir.file("t.db")), output, pool.dir.file("tune.out"));
   INFO(output);
   REQUIRE(code == 0);
   auto result = parse_json(output);
@@ -144,4 +145,21 @@ TEST_CASE("cuda: --target auto picks the device's GPU and kestrel tune tunes gem
   }
   CHECK(result["statuses"]["ok"].get<int>() >= 5);
   CHECK(result["final"][0]["gflops"].get<double>() > 0);
+  std::string gpu_arch;
+  for (const auto& gpu : pool.info["gpus"]) {
+    if (gpu["backend"] == "cuda" && gpu["index"] == 0) gpu_arch = gpu["version"].get<std::string>();
+  }
+  CHECK(result["target"] == "cuda " + gpu_arch);
+
+  // PTX for the same GPU: JIT-compiled by the driver.
+  std::string ptx_arch = "compute_" + gpu_arch.substr(3);
+  code = test::run_command({kKestrel, "profile", "--tracker", pool.tracker.address(), "--key", "gpu", "--target",
+                            "cuda:" + ptx_arch, "--op", "conv2d", "--shape", "C=16,H=14,W=14,K=32,R=3,S=3,pad=1",
+                            "--repeat", "2", "--json"},
+                           output, pool.dir.file("profile.out"));
+  INFO(output);
+  CHECK(code == 0);
+  auto profile = parse_json(output);
+  REQUIRE(profile.is_object());
+  CHECK(profile["status"] == "ok");
 }

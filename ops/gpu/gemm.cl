@@ -30,8 +30,8 @@
 #define KS_PRAGMA(x) _Pragma(#x)
 #define KS_UNROLL(n) KS_PRAGMA(unroll n)
 
-// Copies VEC floats from global memory to `dst`, zero beyond `limit` elements of the row.
-inline void load_chunk(__global const float* src, int available, float* dst) {
+// Copies VEC floats from global memory to `dst`, zero from the `available`th on.
+void load_chunk(__global const float* src, int available, float* dst) {
 #if VEC > 1
   if (available >= VEC) {
     KS_CAT(vstore, VEC)(KS_CAT(vload, VEC)(0, src), 0, dst);

@@ -4,6 +4,7 @@
 // the CUDA tests run where a GPU exists and are skipped (exit 77) elsewhere.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "support/kestrel_processes.h"
@@ -20,12 +21,16 @@ nlohmann::json parse_json(const std::string& output) {
 }
 
 // A device registered on a fresh tracker, and its entry in `kestrel query --json`.
+// The device's OpenCL program cache lives in the test's folder: every run builds its
+// programs as a fresh device does (PoCL keeps a cache of its own).
 struct Pool {
   TempDir dir;
   TrackerProcess tracker{dir};
-  std::unique_ptr<test::Process> device = start_device(dir, tracker, "gpu", "gpu-0");
+  std::unique_ptr<test::Process> device;
   nlohmann::json info;
   Pool() {
+    ::setenv("KESTREL_OPENCL_CACHE", dir.file("opencl-cache").c_str(), 1);
+    device = start_device(dir, tracker, "gpu", "gpu-0");
     nlohmann::json summary;
     REQUIRE(test::wait_for([&] {
       summary = query(dir, tracker);
@@ -35,9 +40,22 @@ struct Pool {
   }
 };
 
+// Runs a command to completion within `limit`: the OpenCL driver compiles every new
+// program on the device (about a second each on PoCL on a loaded 2-core machine).
+int run_slow_command(std::vector<std::string> argv, std::string& output, const std::string& scratch_file,
+                     std::chrono::seconds limit = std::chrono::seconds(150)) {
+  std::remove(scratch_file.c_str());
+  test::Process p(std::move(argv), scratch_file);
+  auto code = p.wait_exit(limit);
+  output = p.log();
+  INFO(output);
+  REQUIRE(code);
+  return *code;
+}
+
 std::vector<std::string> tune_args(const Pool& pool, const std::string& target, const std::string& db) {
   return {kKestrel, "tune", "--tracker", pool.tracker.address(), "--key", "gpu", "--target", target,
-          "--op", "gemm", "--shape", "48x40x32", "--trials", "10", "--batch", "5", "--db", db,
+          "--op", "gemm", "--shape", "48x40x32", "--trials", "8", "--batch", "4", "--db", db,
           "--repeat", "2", "--min-repeat-ms", "2", "--final-top", "2", "--final-repeat", "2", "--json"};
 }
 
@@ -66,13 +84,13 @@ TEST_CASE("opencl: kestrel tune tunes a small gemm on the device's OpenCL driver
   Pool pool;
   std::string db = pool.dir.file("t.db");
   std::string output;
-  int code = test::run_command(tune_args(pool, "opencl", db), output, pool.dir.file("tune.out"));
+  int code = run_slow_command(tune_args(pool, "opencl", db), output, pool.dir.file("tune.out"));
   INFO(output);
   REQUIRE(code == 0);
   auto result = parse_json(output);
   REQUIRE(result.is_object());
   CHECK(result["target"] == "opencl");
-  CHECK(result["trials"] == 10);
+  CHECK(result["trials"] == 8);
   CHECK(result["stop_reason"] == "trials");
   // Every configuration of the space either runs correctly or is rejected before
   // compiling; none is a wrong answer or a driver failure.
@@ -80,7 +98,7 @@ TEST_CASE("opencl: kestrel tune tunes a small gemm on the device's OpenCL driver
     INFO(status);
     CHECK((status == "ok" || status == "instantiation error"));
   }
-  CHECK(result["statuses"]["ok"].get<int>() >= 5);
+  CHECK(result["statuses"]["ok"].get<int>() >= 4);
   REQUIRE(result["final"].size() == 2);
   CHECK(result["final"][0]["status"] == "ok");
   CHECK(result["final"][0]["gflops"].get<double>() > 0);
@@ -99,7 +117,7 @@ TEST_CASE("opencl: a launch is checked against the device's registered work-grou
   // 32 x 32 = 1024 work-items: within every knob constraint; rejected only where the
   // device's registered limit is lower. Where it is not, it must run correctly.
   std::string output;
-  int code = test::run_command({kKestrel, "profile", "--tracker", pool.tracker.address(), "--key", "gpu", "--target",
+  int code = run_slow_command({kKestrel, "profile", "--tracker", pool.tracker.address(), "--key", "gpu", "--target",
                                 "opencl", "--op", "gemm", "--shape", "64x64x16", "--config",
                                 "bm=32,bn=32,tm=1,tn=1,vec=1,stage=1,bk=4", "--repeat", "1", "--min-repeat-ms", "1",
                                 "--json"},
@@ -133,7 +151,7 @@ TEST_CASE("cuda: --target cuda takes the sm_XX of the device's GPU and kestrel t
           "[e2e][gpu][cuda]") {
   Pool pool;
   std::string output;
-  int code = test::run_command(tune_args(pool, "cuda", pool.dir.file("t.db")), output, pool.dir.file("tune.out"));
+  int code = run_slow_command(tune_args(pool, "cuda", pool.dir.file("t.db")), output, pool.dir.file("tune.out"));
   INFO(output);
   REQUIRE(code == 0);
   auto result = parse_json(output);
@@ -143,7 +161,7 @@ TEST_CASE("cuda: --target cuda takes the sm_XX of the device's GPU and kestrel t
     INFO(status);
     CHECK((status == "ok" || status == "instantiation error"));
   }
-  CHECK(result["statuses"]["ok"].get<int>() >= 5);
+  CHECK(result["statuses"]["ok"].get<int>() >= 4);
   CHECK(result["final"][0]["gflops"].get<double>() > 0);
   std::string gpu_arch;
   for (const auto& gpu : pool.info["gpus"]) {
@@ -153,7 +171,7 @@ TEST_CASE("cuda: --target cuda takes the sm_XX of the device's GPU and kestrel t
 
   // PTX for the same GPU: JIT-compiled by the driver.
   std::string ptx_arch = "compute_" + gpu_arch.substr(3);
-  code = test::run_command({kKestrel, "profile", "--tracker", pool.tracker.address(), "--key", "gpu", "--target",
+  code = run_slow_command({kKestrel, "profile", "--tracker", pool.tracker.address(), "--key", "gpu", "--target",
                             "cuda:" + ptx_arch, "--op", "conv2d", "--shape", "C=16,H=14,W=14,K=32,R=3,S=3,pad=1",
                             "--repeat", "2", "--json"},
                            output, pool.dir.file("profile.out"));

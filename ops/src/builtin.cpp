@@ -1,4 +1,4 @@
-// The built-in op library: gemm and conv2d.
+// The built-in op library: gemm and conv2d, and their GPU variants.
 #include "builtin_ops.h"
 
 namespace kestrel::ops {
@@ -7,6 +7,8 @@ Registry builtin_ops() {
   Registry registry;
   registry.add(make_gemm_op());
   registry.add(make_conv2d_op());
+  registry.add(make_gemm_gpu_op());
+  registry.add(make_conv2d_gpu_op());
   return registry;
 }
 

@@ -9,5 +9,8 @@ namespace kestrel::ops {
 
 std::unique_ptr<Op> make_gemm_op();
 std::unique_ptr<Op> make_conv2d_op();
+// GPU variants (CUDA and OpenCL kernels, their own knob spaces).
+std::unique_ptr<Op> make_gemm_gpu_op();
+std::unique_ptr<Op> make_conv2d_gpu_op();
 
 }  // namespace kestrel::ops

@@ -17,6 +17,10 @@ std::string_view gemm_c();
 std::string_view gemm_ref_c();
 std::string_view conv2d_c();
 std::string_view conv2d_ref_c();
+std::string_view gemm_cu();
+std::string_view gemm_cl();
+std::string_view conv2d_cu();
+std::string_view conv2d_cl();
 }  // namespace kestrel::embedded
 
 namespace kestrel::ops::detail {

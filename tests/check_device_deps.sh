@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails if the device runtime binary depends on, or contains, the host's heavy
-# libraries (LLVM, Clang, LLD, SQLite, XGBoost).
+# libraries (LLVM, Clang, LLD, SQLite, XGBoost), or links a GPU runtime (libOpenCL,
+# libcuda, NVRTC): those are loaded with dlopen, so one binary runs with or without a GPU.
 set -euo pipefail
 binary="$1"
 [ -x "$binary" ] || { echo "no such binary: $binary"; exit 1; }
@@ -8,6 +9,10 @@ needed=$(readelf -d "$binary" | awk '/NEEDED/ {print $5}')
 echo "kestrel-device needs: $(echo $needed | tr -d '[]')"
 if echo "$needed" | grep -Ei 'llvm|clang|lld|sqlite|xgboost'; then
   echo "FAIL: kestrel-device links a host-only library"
+  exit 1
+fi
+if echo "$needed" | grep -Ei 'opencl|libcuda|nvrtc|cudart'; then
+  echo "FAIL: kestrel-device links a GPU runtime (it must dlopen it)"
   exit 1
 fi
 if nm -C "$binary" 2>/dev/null | grep -Eq ' (T|W) (llvm::|clang::|sqlite3_|XGBoost)'; then

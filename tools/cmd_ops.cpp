@@ -9,8 +9,10 @@ namespace kestrel::tools {
 
 int run_ops(int argc, char** argv) {
   Args args("kestrel ops", "Lists the built-in ops and their workload parameters. With --op and --shape, shows\n"
-                           "the knob space for that workload, its size, and the default configuration.");
+                           "the knob space for that workload, its size, and the default configuration. GPU\n"
+                           "kernels (cuda, opencl) are variants of an op with knobs of their own.");
   args.option("op", "NAME", "op to describe");
+  args.option("backend", "BACKEND", "cpu, cuda or opencl: only the variant with that backend's kernel");
   args.option("shape", "SHAPE", "workload, e.g. M=512,N=512,K=512 or 512x512x512");
   try {
     if (!args.parse(argc, argv, 2)) {
@@ -19,10 +21,24 @@ int run_ops(int argc, char** argv) {
     }
     ops::Registry registry = ops::builtin_ops();
     std::vector<const ops::Op*> selected;
+    std::vector<std::string> names;
     if (args.has("op")) {
-      selected.push_back(&registry.get(args.get("op")));
+      names.push_back(std::string(registry.get(args.get("op")).name()));
     } else {
-      selected = registry.all();
+      for (const ops::Op* op : registry.all()) names.emplace_back(op->name());
+    }
+    for (const std::string& name : names) {
+      if (args.has("backend")) {
+        const std::string backend = args.get("backend");
+        if (backend != "cpu" && backend != "cuda" && backend != "opencl") {
+          throw UsageError("--backend must be cpu, cuda or opencl");
+        }
+        selected.push_back(&registry.get(name, backend == "cpu"    ? ops::Backend::cpu
+                                               : backend == "cuda" ? ops::Backend::cuda
+                                                                   : ops::Backend::opencl));
+      } else {
+        for (const ops::Op* op : registry.variants(name)) selected.push_back(op);
+      }
     }
     for (const ops::Op* op : selected) {
       std::cout << op->name() << ": " << op->description() << "\n  parameters:\n";

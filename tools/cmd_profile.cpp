@@ -59,8 +59,9 @@ struct Subject {
   std::string instantiation_error;
 };
 
-Subject subject_from_op(const ops::Registry& registry, const Args& args) {
-  const ops::Op& op = registry.get(args.get("op"));
+// The op's variant for `backend` (GPU kernels have knobs of their own).
+Subject subject_from_op(const ops::Registry& registry, const Args& args, const host::Target& target) {
+  const ops::Op& op = registry.get(args.get("op"), target.backend);
   if (!args.has("shape")) throw UsageError("--shape is required with --op (see `kestrel ops --op " + args.get("op") + "`)");
   ops::Params params = ops::parse_params(op, args.get("shape"));
   ops::Config config = ops::parse_config(op, params, args.get("config"));
@@ -70,7 +71,10 @@ Subject subject_from_op(const ops::Registry& registry, const Args& args) {
   s.tolerance = op.tolerance(params);
   for (const auto& t : op.tensors(params)) s.args.push_back({t.elements(), t.role == ops::Role::output});
   s.instantiation_error = op.check(params, config);
-  if (s.instantiation_error.empty()) s.kernel = op.source(ops::Backend::cpu, params, config);
+  if (s.instantiation_error.empty()) {
+    s.kernel = op.source(target.backend, params, config);
+    s.instantiation_error = host::check_launch(s.kernel, target);
+  }
   s.reference = op.reference(params);
   return s;
 }
@@ -178,7 +182,15 @@ int run_profile(int argc, char** argv) {
     set_log_level(args, "warn");
     if (args.has("op") == args.has("kernel")) throw UsageError("give either --op NAME or --kernel FILE");
     ops::Registry registry = ops::builtin_ops();
-    Subject subject = args.has("op") ? subject_from_op(registry, args) : subject_from_file(args);
+    // An op's subject depends on the target (its backend's variant), known once a device
+    // is leased; the workload is checked now so that a bad --shape fails fast.
+    Subject subject;
+    if (args.has("op")) {
+      if (!args.has("shape")) throw UsageError("--shape is required with --op (see `kestrel ops --op " + args.get("op") + "`)");
+      ops::parse_params(registry.get(args.get("op")), args.get("shape"));
+    } else {
+      subject = subject_from_file(args);
+    }
     host::MeasureOptions measure = measure_options(args);
     PoolChoice pool = pool_choice(args);
 
@@ -205,6 +217,11 @@ int run_profile(int argc, char** argv) {
           try {
             co_await measurer.open();
             target = resolve_target(args, measurer.leases().front().info);
+            if (args.has("op")) {
+              subject = subject_from_op(registry, args, target);
+            } else if (target.is_gpu()) {
+              throw UsageError("--kernel files are CPU C kernels; use --op for " + target.to_string() + " kernels");
+            }
             result.device = measurer.leases().front().info.name;
             if (!subject.instantiation_error.empty()) {
               result.status = host::Status::instantiation_error;
@@ -212,7 +229,7 @@ int run_profile(int argc, char** argv) {
             } else {
               host::Compiler compiler({2});
               std::vector<host::CompileRequest> requests(1, host::CompileRequest{subject.kernel, target});
-              if (subject.reference) requests.push_back(host::CompileRequest{*subject.reference, target});
+              if (subject.reference) requests.push_back(host::CompileRequest{*subject.reference, target.reference_target()});
               // On the compiler's pool: this io thread must keep answering heartbeats.
               auto compiled = co_await host::compile_async(compiler, std::move(requests));
               host::CompileResult& kernel = compiled.front();

@@ -46,6 +46,24 @@ void print_table(std::ostream& out, const std::vector<std::vector<std::string>>&
   }
 }
 
+nlohmann::json gpus_json(const rpc::DeviceInfo& info) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : info.gpus) {
+    gpus.push_back({{"backend", g.backend},
+                    {"index", g.index},
+                    {"name", g.name},
+                    {"vendor", g.vendor},
+                    {"version", g.version},
+                    {"driver", g.driver},
+                    {"memory_bytes", g.memory_bytes},
+                    {"compute_units", g.compute_units},
+                    {"max_threads_per_group", g.max_threads_per_group},
+                    {"max_shared_bytes", g.max_shared_bytes},
+                    {"l2_bytes", g.l2_bytes}});
+  }
+  return gpus;
+}
+
 nlohmann::json to_json(const rpc::DeviceInfo& info) {
   nlohmann::json caches = nlohmann::json::array();
   for (const auto& c : info.caches) {
@@ -55,7 +73,7 @@ nlohmann::json to_json(const rpc::DeviceInfo& info) {
           {"arch", info.arch},           {"triple", info.triple},       {"cpu_model", info.cpu_model},
           {"cores", info.cores},         {"caches", caches},            {"memory_bytes", info.memory_bytes},
           {"cpu_features", info.cpu_features}, {"runtime_version", info.runtime_version},
-          {"abi_version", info.abi_version}};
+          {"abi_version", info.abi_version}, {"gpus", gpus_json(info)}, {"gpu_notes", info.gpu_notes}};
 }
 
 nlohmann::json to_json(const rpc::TrackerSummary& s, const std::string& address) {
@@ -99,6 +117,19 @@ void print_summary(const rpc::TrackerSummary& s, const std::string& address) {
                        d.busy ? d.lease_holder : "-"});
   }
   print_table(std::cout, devices);
+  std::vector<std::vector<std::string>> gpus = {
+      {"DEVICE", "BACKEND", "#", "GPU", "VERSION", "UNITS", "MAX GROUP", "SHARED", "MEMORY"}};
+  for (const auto& d : s.devices) {
+    for (const auto& g : d.info.gpus) {
+      gpus.push_back({d.info.name, g.backend, std::to_string(g.index), g.name, g.version,
+                      std::to_string(g.compute_units), std::to_string(g.max_threads_per_group),
+                      human_bytes(g.max_shared_bytes), human_bytes(g.memory_bytes)});
+    }
+  }
+  if (gpus.size() > 1) {
+    std::cout << "\n";
+    print_table(std::cout, gpus);
+  }
 }
 
 }  // namespace

@@ -177,6 +177,7 @@ int run_tune(int argc, char** argv) {
     session_options.tune = options;
     session_options.quiet = args.has("quiet") || args.has("json");
     session_options.target_args = &args;
+    session_options.registry = &registry;
     TuneSessionResult session = run_tune_session(jobs, db, session_options);
     if (args.has("json")) {
       if (!from_set) {

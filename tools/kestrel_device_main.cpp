@@ -31,6 +31,12 @@ void print_info(const rpc::DeviceInfo& info) {
   std::string features = "features:  ";
   for (const auto& f : info.cpu_features) features += " " + f;
   out(features + "\nruntime:    " + info.runtime_version + "\n");
+  for (const auto& g : info.gpus) {
+    out(str("gpu:        ", g.backend, " ", g.index, ": ", g.name, " (", g.version, "), ", g.compute_units, " units, ",
+            g.memory_bytes >> 20, " MiB, max group ", g.max_threads_per_group, ", shared ", g.max_shared_bytes >> 10,
+            " KiB; ", g.driver, "\n"));
+  }
+  for (const auto& note : info.gpu_notes) out("gpu:        " + note + "\n");
 }
 
 }  // namespace

@@ -10,8 +10,11 @@ void add_pool_options(Args& args) {
   args.option("key", "KEY", "device key to lease", "local");
   args.option("token-file", "FILE", "the tracker's shared token");
   args.option("wait-ms", "MS", "how long to wait for a free device", "30000");
-  args.option("target", "TARGET", "auto (from the device), native, or a triple: x86_64-linux-gnu, aarch64-linux-gnu, "
-                                   "armv7a-linux-gnueabihf, riscv64-linux-gnu", "auto");
+  args.option("target", "TARGET",
+              "auto (the device's CPU, from its registered triple), native, a triple (x86_64-linux-gnu, "
+              "aarch64-linux-gnu, armv7a-linux-gnueabihf, riscv64-linux-gnu), cuda (the sm_XX of the device's "
+              "CUDA GPU), cuda:sm_XX (cubin), cuda:compute_XX (PTX), or opencl; #N picks the device's Nth GPU "
+              "(opencl#1)", "auto");
   args.option("mcpu", "CPU", "CPU to tune the code for, e.g. cortex-a72 (with a triple)");
   args.option("features", "FEATURES", "extra target features, e.g. +avx2");
 }
@@ -55,6 +58,12 @@ host::MeasureOptions measure_options(const Args& args) {
 host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device) {
   std::string triple = args.get("target", "auto");
   try {
+    if (host::is_gpu_target_spec(triple)) {
+      host::Target target = host::gpu_target_for_device(triple, device);
+      if (args.has("mcpu")) target.cpu = args.get("mcpu");  // of the reference kernel
+      if (args.has("features")) target.features = args.get("features");
+      return target;
+    }
     if (triple == "auto") {
       host::Target target = host::target_for_device(device);
       if (args.has("mcpu")) target.cpu = args.get("mcpu");

@@ -26,7 +26,9 @@ PoolChoice pool_choice(const Args& args);
 void add_measure_options(Args& args);
 host::MeasureOptions measure_options(const Args& args);
 
-// --target auto (from the device's capabilities), native, or a triple; --mcpu/--features.
+// --target auto (the device's CPU, from its registered triple), native, a triple, or a
+// GPU target of the device (cuda: its GPU's sm_XX; cuda:sm_XX; opencl); --mcpu/--features
+// (for GPU targets they apply to the reference kernel's CPU target).
 host::Target resolve_target(const Args& args, const rpc::DeviceInfo& device);
 
 void set_log_level(const Args& args, const std::string& fallback);

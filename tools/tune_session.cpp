@@ -124,7 +124,9 @@ TuneSessionResult run_tune_session(const std::vector<TuneJob>& jobs, tuner::Reco
                        (job.label.empty() ? std::string(job.op->name()) : job.label) + ") ";
             }
             ProgressView view(options.quiet, prefix);
-            tuner::TuningLoop loop(*job.op, job.params, target, db, compiler, measurer, options.tune);
+            // OpError when the op has no kernel for the target's backend.
+            const ops::Op& op = options.registry ? options.registry->get(job.op->name(), target.backend) : *job.op;
+            tuner::TuningLoop loop(op, job.params, target, db, compiler, measurer, options.tune);
             loop_ptr = &loop;
             tuner::TuneResult result = co_await loop.run([&](const tuner::TuneProgress& p) { view.update(p); });
             loop_ptr = nullptr;

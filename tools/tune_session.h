@@ -33,6 +33,9 @@ struct TuneSessionOptions {
   bool quiet = false;  // no progress output on stderr
   // Picks the compile target from the leased device (see resolve_target).
   const Args* target_args = nullptr;
+  // Where each job's op is looked up again for the target's backend (a GPU target tunes
+  // the op's GPU variant, with its own knobs); null: the jobs' ops as given.
+  const ops::Registry* registry = nullptr;
   std::string program = "kestrel tune";  // prefix of messages on stderr
 };
 

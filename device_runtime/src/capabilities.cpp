@@ -166,6 +166,7 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
   }
   info.runtime_version = std::string(rpc::software_version());
   info.abi_version = 0;
+  detect_gpus(info);
   return info;
 }
 

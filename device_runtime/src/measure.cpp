@@ -143,7 +143,7 @@ struct BatchRunner::Impl {
           std::uint32_t code = 0;
           std::memcpy(&code, payload.data(), 4);
           std::string message(payload.begin() + 4, payload.end());
-          auto status = code <= static_cast<std::uint32_t>(Status::device_lost) ? static_cast<Status>(code)
+          auto status = code <= static_cast<std::uint32_t>(Status::last) ? static_cast<Status>(code)
                                                                                  : Status::runtime_error;
           reap();
           fail_rest(next, status, "batch could not run: " + message);

@@ -14,11 +14,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
+#include "gpu_session.h"
 #include "kestrel/device_runtime/kernel_services.h"
 #include "kestrel/kernel/abi.h"
 #include "kestrel/rpc/file.h"
+#include "kestrel/rpc/gpu_module.h"
 
 namespace kestrel::device::worker {
 namespace {
@@ -187,6 +193,13 @@ struct Batch {
   std::vector<kestrel_arg> args;
   kestrel_services services{};
   std::vector<std::uint8_t> flush;
+  // GPU sessions by (backend, device index), opened on the first candidate that needs
+  // one (contexts are created here in the worker, never in the runtime before a fork).
+  struct GpuSlot {
+    std::unique_ptr<gpu::Session> session;
+    std::string error;
+  };
+  std::map<std::pair<rpc::GpuBackend, std::uint32_t>, GpuSlot> gpu_sessions;
 
   explicit Batch(const BatchSpec& s) : spec(s) {}
 
@@ -282,7 +295,103 @@ struct Batch {
     for (std::size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<std::uint8_t>(flush[i] + 1);
   }
 
+  // The whole module image behind an fd, or nothing when it is not a GPU module.
+  static std::optional<std::vector<std::uint8_t>> gpu_image(int fd) {
+    if (fd < 0) return std::nullopt;
+    char magic[sizeof rpc::kGpuModuleMagic] = {};
+    if (::pread(fd, magic, sizeof magic, 0) != static_cast<ssize_t>(sizeof magic) ||
+        std::memcmp(magic, rpc::kGpuModuleMagic, sizeof magic) != 0)
+      return std::nullopt;
+    std::vector<std::uint8_t> image;
+    std::uint8_t chunk[65536];
+    for (off_t at = 0;;) {
+      ssize_t n = ::pread(fd, chunk, sizeof chunk, at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      image.insert(image.end(), chunk, chunk + n);
+      at += n;
+    }
+    return image;
+  }
+
+  gpu::Session* gpu_session(rpc::GpuBackend backend, std::uint32_t index, std::string& error) {
+    auto [slot, fresh] = gpu_sessions.try_emplace({backend, index});
+    if (fresh) {
+      slot->second.session = backend == rpc::GpuBackend::cuda ? gpu::open_cuda(index, slot->second.error)
+                                                              : gpu::open_opencl(index, slot->second.error);
+      if (slot->second.session) {
+        std::vector<gpu::HostArg> host_args;
+        for (std::size_t i = 0; i < spec.args.size(); ++i) {
+          host_args.push_back({buffers[i].data, buffers[i].elements, spec.args[i].is_output});
+        }
+        if (slot->second.session->upload(host_args, slot->second.error) != Status::ok) slot->second.session.reset();
+      }
+    }
+    error = slot->second.error;
+    return slot->second.session.get();
+  }
+
+  // A CUDA or OpenCL candidate: same method as on the CPU, timed with device events.
+  Result measure_gpu(const CandidateSpec& candidate, const std::vector<std::uint8_t>& image) {
+    Result result;
+    result.id = candidate.id;
+    const std::string name = candidate.module_hash.substr(0, 12);
+    rpc::GpuModule module;
+    std::string error;
+    if (!rpc::decode_gpu_module(image, module, error)) {
+      result.status = Status::device_load_error;
+      result.message = "module " + name + ": " + error;
+      return result;
+    }
+    double start = now_seconds();
+    gpu::Session* session = gpu_session(module.backend, module.device_index, error);
+    if (!session) {
+      result.status = Status::device_load_error;
+      result.message = "cannot use " + std::string(rpc::to_string(module.backend)) + " device " +
+                       std::to_string(module.device_index) + ": " + error;
+      return result;
+    }
+    result.status = session->load(module, candidate.module_hash, result.message);
+    result.load_ms = (now_seconds() - start) * 1e3;
+    if (result.status != Status::ok) return result;
+    clear_outputs();
+    if ((result.status = session->run_once(result.message)) != Status::ok) return result;
+    if (!expected.empty()) {
+      std::string mismatch = check(result.max_error);
+      if (!mismatch.empty()) {
+        result.status = Status::wrong_answer;
+        result.message = mismatch;
+        return result;
+      }
+    }
+    const Settings& s = spec.settings;
+    std::uint32_t number = s.number;
+    double seconds = 0;
+    if (number == 0) {
+      if ((result.status = session->time_round(1, false, seconds, result.message)) != Status::ok) return result;
+      number = static_cast<std::uint32_t>(std::clamp(std::ceil(s.min_repeat_ms * 1e-3 / std::max(seconds, 1e-9)), 1.0, 1e7));
+      for (int attempt = 0; attempt < 4 && s.min_repeat_ms > 0; ++attempt) {
+        if ((result.status = session->time_round(number, false, seconds, result.message)) != Status::ok) return result;
+        double round = seconds * number;
+        if (round >= s.min_repeat_ms * 1e-3 || number >= 10'000'000) break;
+        double grow = s.min_repeat_ms * 1e-3 / std::max(round, 1e-9) * 1.1;
+        number = static_cast<std::uint32_t>(std::clamp(std::ceil(number * grow), number + 1.0, 1e7));
+      }
+    }
+    result.number = number;
+    for (std::uint32_t round = 0; round < std::max<std::uint32_t>(s.repeat, 1); ++round) {
+      if (round > 0 && s.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(s.cooldown_ms));
+      if ((result.status = session->time_round(number, s.flush_cache, seconds, result.message)) != Status::ok) {
+        result.round_seconds.clear();
+        return result;
+      }
+      result.round_seconds.push_back(seconds);
+    }
+    return result;
+  }
+
   Result measure(const CandidateSpec& candidate) {
+    if (auto image = gpu_image(candidate.module_fd)) return measure_gpu(candidate, *image);
     Result result;
     result.id = candidate.id;
     Module module;
@@ -386,7 +495,7 @@ bool decode_result(std::span<const std::uint8_t> payload, Result& r) {
   };
   std::uint32_t status = 0, rounds = 0, message = 0;
   if (!get(&r.id, 8) || !get(&status, 4) || !get(&r.number, 4) || !get(&r.max_error, 8) || !get(&r.load_ms, 8) ||
-      !get(&rounds, 4) || status > static_cast<std::uint32_t>(Status::device_lost) || rounds > 1'000'000) {
+      !get(&rounds, 4) || status > static_cast<std::uint32_t>(Status::last) || rounds > 1'000'000) {
     return false;
   }
   r.status = static_cast<Status>(status);

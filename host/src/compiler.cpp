@@ -16,6 +16,7 @@
 
 #include "abi_header.h"
 #include "frontend.h"
+#include "gpu_compile.h"
 #include "linker.h"
 
 namespace kestrel::host {
@@ -152,9 +153,11 @@ struct Compiler::Impl {
     result.hash = key;
     const std::string name = detail::source_name(request.source);
     try {
-      if (request.source.backend != ops::Backend::cpu) {
-        result.diagnostics = "kestrel: " + name + " is a " + std::string(ops::to_string(request.source.backend)) +
-                             " kernel; the host compiler builds CPU kernels only\n";
+      if (request.source.backend != ops::Backend::cpu || request.target.is_gpu()) {
+        detail::GpuBuild gpu = detail::build_gpu_module(request.source, request.target);
+        result.ok = gpu.ok;
+        result.diagnostics = std::move(gpu.diagnostics);
+        result.shared_object = std::move(gpu.image);
       } else if (request.opt_level < 0 || request.opt_level > 3) {
         result.diagnostics = "kestrel: optimisation level " + std::to_string(request.opt_level) +
                              " for " + name + " is not one of 0, 1, 2, 3\n";
@@ -228,6 +231,21 @@ std::string Compiler::hash_of(const CompileRequest& request) {
   hasher.field(request.target.triple);
   hasher.field(request.target.cpu);
   hasher.field(request.target.features);
+  if (request.target.is_gpu() || request.source.backend != ops::Backend::cpu) {
+    // GPU modules: the backend, the architecture, the device and the launch are part of
+    // the module (the hash names the module on the device).
+    hasher.field(ops::to_string(request.target.backend));
+    hasher.field(request.target.gpu_arch);
+    hasher.field(std::to_string(request.target.gpu_index));
+    hasher.field(detail::nvrtc_version());
+    const ops::Launch& launch = request.source.launch;
+    hasher.field(launch.entry);
+    for (int d = 0; d < 3; ++d) {
+      hasher.field(std::to_string(launch.grid[d]));
+      hasher.field(std::to_string(launch.block[d]));
+    }
+    hasher.field(std::to_string(launch.shared_bytes));
+  }
   hasher.field(std::to_string(request.opt_level));
   hasher.field(ops::to_string(request.source.backend));
   // The file name reaches the object (its STT_FILE symbol) and the diagnostics.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <stdexcept>
 
@@ -89,7 +90,10 @@ Target native_target() {
     throw std::invalid_argument("this host (" + process +
                                 ") is not a supported target: supported targets are " +
                                 supported_list());
-  return Target{*triple, host_cpu(), ""};
+  Target target;
+  target.triple = *triple;
+  target.cpu = host_cpu();
+  return target;
 }
 
 std::string this_hostname() {
@@ -106,7 +110,15 @@ std::string this_machine() {
 
 }  // namespace
 
+Target Target::reference_target() const { return Target{ops::Backend::cpu, triple, cpu, features, "", 0, 0, 0}; }
+
 std::string Target::to_string() const {
+  if (backend != ops::Backend::cpu) {
+    std::string out(ops::to_string(backend));
+    if (!gpu_arch.empty()) out += " " + gpu_arch;
+    if (gpu_index != 0) out += " #" + std::to_string(gpu_index);
+    return out;
+  }
   std::string out = triple;
   if (!cpu.empty() || !features.empty()) {
     out += " (";
@@ -149,7 +161,8 @@ Target target_for_device(const rpc::DeviceInfo& device) {
     throw std::invalid_argument("device '" + device.name + "' registered target '" +
                                 device.triple + "', which kestrel cannot compile for: supported targets are " +
                                 supported_list());
-  Target target{*triple, "", ""};
+  Target target;
+  target.triple = *triple;
   // The host's CPU name is only right for the host itself; any other board gets the
   // triple's baseline, which runs on every CPU of that architecture.
   if (!device.hostname.empty() && device.hostname == this_hostname() &&
@@ -158,6 +171,85 @@ Target target_for_device(const rpc::DeviceInfo& device) {
     if (native == triple) target.cpu = host_cpu();
   }
   return target;
+}
+
+}  // namespace kestrel::host
+
+namespace kestrel::host {
+
+bool is_gpu_target_spec(std::string_view spec) {
+  auto starts = [&](std::string_view prefix) {
+    return spec.substr(0, prefix.size()) == prefix &&
+           (spec.size() == prefix.size() || spec[prefix.size()] == ':' || spec[prefix.size()] == '#');
+  };
+  return starts("cuda") || starts("opencl");
+}
+
+Target gpu_target_for_device(std::string_view spec, const rpc::DeviceInfo& device) {
+  if (!is_gpu_target_spec(spec))
+    throw std::invalid_argument("'" + std::string(spec) + "' is not a GPU target (cuda, cuda:sm_XX, opencl)");
+  std::string text(spec);
+  unsigned index = 0;
+  if (auto hash = text.find('#'); hash != std::string::npos) {
+    const std::string number = text.substr(hash + 1);
+    if (number.empty() || number.size() > 3 || !std::all_of(number.begin(), number.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+      throw std::invalid_argument("bad GPU index in target '" + text + "': expected e.g. opencl#1");
+    index = static_cast<unsigned>(std::stoul(number));
+    text = text.substr(0, hash);
+  }
+  const bool cuda = text.rfind("cuda", 0) == 0;
+  std::string arch = text.size() > (cuda ? 4u : 6u) ? text.substr(cuda ? 5 : 7) : std::string();
+  if (!cuda && !arch.empty())
+    throw std::invalid_argument("target '" + std::string(spec) + "': opencl takes no architecture");
+  Target target = target_for_device(device);
+  target.backend = cuda ? ops::Backend::cuda : ops::Backend::opencl;
+  target.gpu_index = index;
+  const std::string backend(ops::to_string(target.backend));
+  const rpc::GpuInfo* gpu = nullptr;
+  unsigned count = 0;
+  for (const rpc::GpuInfo& g : device.gpus) {
+    if (g.backend != backend) continue;
+    ++count;
+    if (g.index == index) gpu = &g;
+  }
+  if (!gpu) {
+    std::string why;
+    if (count > 0) {
+      why = "it has " + std::to_string(count) + " " + backend + " device(s), numbered from 0";
+    } else {
+      why = "it registered no " + backend + " device";
+      for (const std::string& note : device.gpu_notes) {
+        if (note.find(cuda ? "CUDA" : "OpenCL") != std::string::npos) why += ": " + note;
+      }
+    }
+    throw std::invalid_argument("device '" + device.name + "' cannot run target " + std::string(spec) + ": " + why);
+  }
+  if (cuda) {
+    if (arch.empty()) arch = gpu->version;  // "sm_90"
+    const bool sm = arch.rfind("sm_", 0) == 0, compute = arch.rfind("compute_", 0) == 0;
+    const std::string digits = arch.substr(sm ? 3 : compute ? 8 : 0);
+    if ((!sm && !compute) || digits.size() < 2 || digits.size() > 4 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == 'a' || c == 'f'; }))
+      throw std::invalid_argument("bad CUDA architecture '" + arch + "': expected sm_XX (cubin) or compute_XX (PTX), e.g. sm_90");
+    target.gpu_arch = arch;
+  }
+  target.max_threads = gpu->max_threads_per_group;
+  target.max_shared_bytes = static_cast<std::int64_t>(gpu->max_shared_bytes);
+  return target;
+}
+
+std::string check_launch(const ops::KernelSource& source, const Target& target) {
+  if (!target.is_gpu()) return {};
+  const ops::Launch& launch = source.launch;
+  if (target.max_threads > 0 && launch.threads() > target.max_threads) {
+    return "launch of " + std::to_string(launch.threads()) + " threads per group exceeds the device's limit of " +
+           std::to_string(target.max_threads);
+  }
+  if (target.max_shared_bytes > 0 && launch.shared_bytes > target.max_shared_bytes) {
+    return "kernel needs " + std::to_string(launch.shared_bytes) +
+           " bytes of shared/local memory per group, more than the device's " + std::to_string(target.max_shared_bytes);
+  }
+  return {};
 }
 
 }  // namespace kestrel::host

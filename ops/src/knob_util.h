@@ -21,6 +21,10 @@ std::string_view conv2d_nchwc_c();
 std::string_view conv2d_nchwc_ref_c();
 std::string_view layout_nchwc_c();
 std::string_view layout_nchwc_ref_c();
+std::string_view gemm_cu();
+std::string_view gemm_cl();
+std::string_view conv2d_cu();
+std::string_view conv2d_cl();
 }  // namespace kestrel::embedded
 
 namespace kestrel::ops::detail {

@@ -45,13 +45,52 @@ std::vector<std::pair<std::string, double>> Op::features(const Params& params, c
   return out;
 }
 
-void Registry::add(std::unique_ptr<Op> op) { ops_.push_back(std::move(op)); }
+void Registry::add(std::unique_ptr<Op> op) {
+  for (const Op* other : variants(op->name())) {
+    for (Backend mine : op->backends()) {
+      for (Backend theirs : other->backends()) {
+        if (mine == theirs) {
+          throw OpError("op " + std::string(op->name()) + " already has a " + std::string(to_string(mine)) + " kernel");
+        }
+      }
+    }
+  }
+  ops_.push_back(std::move(op));
+}
 
 const Op* Registry::find(std::string_view name) const {
   for (const auto& op : ops_) {
     if (op->name() == name) return op.get();
   }
   return nullptr;
+}
+
+const Op* Registry::find(std::string_view name, Backend backend) const {
+  for (const Op* op : variants(name)) {
+    for (Backend b : op->backends()) {
+      if (b == backend) return op;
+    }
+  }
+  return nullptr;
+}
+
+const Op& Registry::get(std::string_view name, Backend backend) const {
+  const Op& primary = get(name);
+  if (const Op* op = find(name, backend)) return *op;
+  std::string have;
+  for (const Op* op : variants(name)) {
+    for (Backend b : op->backends()) have += (have.empty() ? "" : ", ") + std::string(to_string(b));
+  }
+  throw OpError(std::string(primary.name()) + " has no " + std::string(to_string(backend)) + " kernel (backends: " +
+                have + ")");
+}
+
+std::vector<const Op*> Registry::variants(std::string_view name) const {
+  std::vector<const Op*> out;
+  for (const auto& op : ops_) {
+    if (op->name() == name) out.push_back(op.get());
+  }
+  return out;
 }
 
 const Op& Registry::get(std::string_view name) const {
@@ -63,7 +102,9 @@ const Op& Registry::get(std::string_view name) const {
 
 std::vector<const Op*> Registry::all() const {
   std::vector<const Op*> out;
-  for (const auto& op : ops_) out.push_back(op.get());
+  for (const auto& op : ops_) {
+    if (find(op->name()) == op.get()) out.push_back(op.get());
+  }
   return out;
 }
 

@@ -53,6 +53,32 @@ struct ModuleStored {
   hash @1 :Text;
 }
 
+# A CUDA or OpenCL kernel module: the uploaded image is the 8 bytes "KGPUMOD1"
+# followed by this struct as a Cap'n Proto flat array. Its launch geometry travels
+# with it, so one candidate = one module whatever the backend.
+enum GpuBackend {
+  cuda @0;
+  opencl @1;
+}
+
+enum GpuCodeKind {
+  openclSource @0;           # OpenCL C, compiled by the device's driver
+  ptx @1;                    # PTX text, JIT-compiled by the CUDA driver
+  cubin @2;                  # CUDA binary for one sm_XX
+}
+
+struct GpuModule {
+  backend @0 :GpuBackend;
+  codeKind @1 :GpuCodeKind;
+  code @2 :Data;
+  entry @3 :Text;            # kernel function name
+  grid @4 :List(UInt32);     # blocks / work-groups per dimension (x, y, z)
+  block @5 :List(UInt32);    # threads / work-items per group (x, y, z)
+  sharedBytes @6 :UInt32;    # dynamic shared memory per block (CUDA)
+  buildOptions @7 :Text;     # OpenCL program build options
+  deviceIndex @8 :UInt32;    # which of the runtime's devices of this backend
+}
+
 # ---- measurement -----------------------------------------------------------------
 
 enum MeasureStatus {
@@ -65,6 +91,7 @@ enum MeasureStatus {
   buildTimeout @6;           # host side
   runTimeout @7;             # the candidate exceeded its time limit
   deviceLost @8;             # host side: the device went away
+  deviceCompileError @9;     # the device's driver refused the kernel (OpenCL build, CUDA module load)
 }
 
 enum DataType {
@@ -82,7 +109,7 @@ struct MeasureSettings {
   repeat @1 :UInt32;         # timed rounds
   minRepeatMs @2 :UInt32;
   cooldownMs @3 :UInt32;     # pause between rounds
-  flushCache @4 :Bool;       # overwrite the caches before each round
+  flushCache @4 :Bool;       # overwrite the caches (CPU caches, or the GPU's L2) before each round
   timeoutMs @5 :UInt32;      # per candidate, warm-up and check included
   threads @6 :UInt32;        # parallel_for threads; 0: all cores
   seed @7 :UInt64;           # input data seed

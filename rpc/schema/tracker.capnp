@@ -91,6 +91,23 @@ struct DeviceInfo {
   cpuFeatures @9 :List(Text);
   runtimeVersion @10 :Text;
   abiVersion @11 :UInt32;    # kernel ABI the runtime implements (0 until kernels exist)
+  gpus @12 :List(GpuInfo);   # CUDA and OpenCL devices the runtime found
+  gpuNotes @13 :List(Text);  # why a backend found nothing, e.g. "no CUDA driver (...)"
+}
+
+# One CUDA or OpenCL device of a registered device runtime.
+struct GpuInfo {
+  backend @0 :Text;          # "cuda" or "opencl"
+  index @1 :UInt32;          # position among the runtime's devices of that backend
+  name @2 :Text;
+  vendor @3 :Text;
+  version @4 :Text;          # CUDA: compute capability "sm_90"; OpenCL: "OpenCL C 1.2"
+  driver @5 :Text;           # driver / platform version
+  memoryBytes @6 :UInt64;
+  computeUnits @7 :UInt32;   # multiprocessors or compute units
+  maxThreadsPerGroup @8 :UInt32;   # threads per block / work-items per work-group
+  maxSharedBytes @9 :UInt64;       # shared memory per block / local memory per work-group
+  l2Bytes @10 :UInt64;       # 0 when unknown
 }
 
 struct Register {

@@ -23,6 +23,23 @@ void to_wire(const DeviceInfo& info, wire::DeviceInfo::Builder out) {
   for (unsigned i = 0; i < info.cpu_features.size(); ++i) features.set(i, info.cpu_features[i]);
   out.setRuntimeVersion(info.runtime_version);
   out.setAbiVersion(info.abi_version);
+  auto gpus = out.initGpus(static_cast<unsigned>(info.gpus.size()));
+  for (unsigned i = 0; i < info.gpus.size(); ++i) {
+    const GpuInfo& g = info.gpus[i];
+    gpus[i].setBackend(g.backend);
+    gpus[i].setIndex(g.index);
+    gpus[i].setName(g.name);
+    gpus[i].setVendor(g.vendor);
+    gpus[i].setVersion(g.version);
+    gpus[i].setDriver(g.driver);
+    gpus[i].setMemoryBytes(g.memory_bytes);
+    gpus[i].setComputeUnits(g.compute_units);
+    gpus[i].setMaxThreadsPerGroup(g.max_threads_per_group);
+    gpus[i].setMaxSharedBytes(g.max_shared_bytes);
+    gpus[i].setL2Bytes(g.l2_bytes);
+  }
+  auto notes = out.initGpuNotes(static_cast<unsigned>(info.gpu_notes.size()));
+  for (unsigned i = 0; i < info.gpu_notes.size(); ++i) notes.set(i, info.gpu_notes[i]);
 }
 
 DeviceInfo from_wire(wire::DeviceInfo::Reader in) {
@@ -41,6 +58,12 @@ DeviceInfo from_wire(wire::DeviceInfo::Reader in) {
   for (auto f : in.getCpuFeatures()) info.cpu_features.emplace_back(f.cStr());
   info.runtime_version = in.getRuntimeVersion().cStr();
   info.abi_version = in.getAbiVersion();
+  for (auto g : in.getGpus()) {
+    info.gpus.push_back({g.getBackend().cStr(), g.getIndex(), g.getName().cStr(), g.getVendor().cStr(),
+                         g.getVersion().cStr(), g.getDriver().cStr(), g.getMemoryBytes(), g.getComputeUnits(),
+                         g.getMaxThreadsPerGroup(), g.getMaxSharedBytes(), g.getL2Bytes()});
+  }
+  for (auto n : in.getGpuNotes()) info.gpu_notes.emplace_back(n.cStr());
   return info;
 }
 

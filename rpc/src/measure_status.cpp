@@ -9,12 +9,15 @@ namespace kestrel::rpc {
 namespace {
 constexpr std::string_view kNames[] = {"ok",           "instantiation error", "host compile error",
                                        "device load error", "runtime error",  "wrong answer",
-                                       "build timeout", "run timeout",        "device lost"};
+                                       "build timeout", "run timeout",        "device lost",
+                                       "device compile error"};
 static_assert(static_cast<unsigned>(wire::MeasureStatus::DEVICE_LOST) ==
               static_cast<unsigned>(MeasureStatus::device_lost));
 static_assert(static_cast<unsigned>(wire::MeasureStatus::WRONG_ANSWER) ==
               static_cast<unsigned>(MeasureStatus::wrong_answer));
-static_assert(std::size(kNames) == static_cast<std::size_t>(MeasureStatus::device_lost) + 1);
+static_assert(static_cast<unsigned>(wire::MeasureStatus::DEVICE_COMPILE_ERROR) ==
+              static_cast<unsigned>(MeasureStatus::device_compile_error));
+static_assert(std::size(kNames) == static_cast<std::size_t>(MeasureStatus::last) + 1);
 }  // namespace
 
 std::string_view to_string(MeasureStatus status) {

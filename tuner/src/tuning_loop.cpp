@@ -219,10 +219,17 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
         record(configs[i], host::Status::instantiation_error, invalid, {}, "", 0, final_measurement);
         continue;
       }
-      requests.push_back({op_.source(ops::Backend::cpu, params_, config), target_});
+      ops::KernelSource source = op_.source(target_.backend, params_, config);
+      // A launch beyond the device's limits (threads, shared memory) is never compiled.
+      if (std::string over = host::check_launch(source, target_); !over.empty()) {
+        record(configs[i], host::Status::instantiation_error, over, {}, "", 0, final_measurement);
+        continue;
+      }
+      requests.push_back({std::move(source), target_});
       request_of.push_back(i);
     }
-    requests.push_back({op_.reference(params_), target_});
+    // The reference is a CPU kernel, for the device's CPU, whatever the target.
+    requests.push_back({op_.reference(params_), target_.reference_target()});
     auto compiled = co_await host::compile_async(compiler_, requests);
     const host::CompileResult& reference = compiled.back();
     if (!reference.ok) throw std::runtime_error("the reference kernel does not compile:\n" + reference.diagnostics);

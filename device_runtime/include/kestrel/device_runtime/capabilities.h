@@ -2,6 +2,7 @@
 // Registered with the tracker so the host can pick the right compile target.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "kestrel/rpc/device_info.h"
@@ -15,6 +16,16 @@ std::string_view build_triple();
 // instance in the pool; empty means "<hostname>-<pid>". Never fails: fields that
 // cannot be read stay empty or zero.
 rpc::DeviceInfo detect_device_info(const std::string& name);
+
+// Appends the CUDA and OpenCL devices found to info.gpus and, for a backend that found
+// none, the reason to info.gpu_notes ("no CUDA driver (...)", "no OpenCL platform").
+// The drivers are loaded in a child process (killed after `timeout`), never in this one:
+// a GPU context must not exist before the runtime forks its workers. Never fails.
+// detect_device_info() calls it.
+void detect_gpus(rpc::DeviceInfo& info, std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000));
+
+// Parses the GPU probe child's report into info.gpus / info.gpu_notes (for tests).
+void parse_gpu_probe(const std::string& text, rpc::DeviceInfo& info);
 
 // Parsing helpers, exposed for tests on recorded /proc and /sys contents.
 std::string cpu_model_from_cpuinfo(const std::string& cpuinfo);

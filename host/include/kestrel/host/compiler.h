@@ -1,5 +1,6 @@
 // The host-side compiler: C kernel source + #defines -> object for the target ->
-// shared object, in memory, with Clang and LLD 19 linked into the process. Thread-safe;
+// shared object, in memory, with Clang and LLD 19 linked into the process. GPU targets:
+// CUDA C -> cubin/PTX with NVRTC (when built with it), OpenCL C shipped as source. Thread-safe;
 // a pool of compile threads; a content-addressed cache of results.
 #pragma once
 
@@ -23,7 +24,9 @@ struct CompileRequest {
 
 struct CompileResult {
   bool ok = false;
-  std::vector<std::uint8_t> shared_object;  // ELF .so exporting the kernel ABI entry
+  // ELF .so exporting the kernel ABI entry; for a CUDA or OpenCL target, a GPU module
+  // image (rpc/gpu_module.h: cubin, PTX or OpenCL source plus the launch geometry).
+  std::vector<std::uint8_t> shared_object;
   std::string diagnostics;                  // compiler/linker messages (warnings too)
   std::string hash;                         // hex SHA-256 of everything that determines the output
   double compile_ms = 0;                    // 0 for cache hits

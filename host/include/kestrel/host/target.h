@@ -1,20 +1,38 @@
 // Compile targets: a triple plus an optional CPU and feature string, e.g.
-// aarch64-linux-gnu with -mcpu=cortex-a72 for a Raspberry Pi 4.
+// aarch64-linux-gnu with -mcpu=cortex-a72 for a Raspberry Pi 4; or one GPU of a device:
+// CUDA with an sm_XX (cubin) or compute_XX (PTX) architecture, or OpenCL (source
+// shipped to the device's driver).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kestrel/ops/op.h"
 #include "kestrel/rpc/device_info.h"
 
 namespace kestrel::host {
 
 struct Target {
+  ops::Backend backend = ops::Backend::cpu;
+  // CPU targets: the triple compiled for. GPU targets: the device's CPU triple, which
+  // the reference kernel (always a CPU kernel) is compiled for.
   std::string triple;    // one of supported_triples()
   std::string cpu;       // -mcpu / -march value; empty: the triple's generic baseline
   std::string features;  // extra LLVM features, e.g. "+avx512f"; usually empty
-  std::string to_string() const;  // "aarch64-linux-gnu" or "aarch64-linux-gnu (cortex-a72)"
+  std::string gpu_arch;  // CUDA: "sm_90" (cubin) or "compute_90" (PTX); empty otherwise
+  unsigned gpu_index = 0;  // which of the device's GPUs of this backend
+  // The GPU's limits as registered (0: unknown); see check_launch().
+  std::int64_t max_threads = 0;
+  std::int64_t max_shared_bytes = 0;
+
+  bool is_gpu() const { return backend != ops::Backend::cpu; }
+  // The CPU target of the reference kernel: the triple, cpu and features alone.
+  Target reference_target() const;
+  // "aarch64-linux-gnu", "aarch64-linux-gnu (cortex-a72)", "cuda sm_90", "opencl",
+  // "opencl:1" (the device's second OpenCL device).
+  std::string to_string() const;
 };
 
 // The CPU triples Kestrel can compile for.
@@ -28,5 +46,18 @@ Target parse_target(std::string_view triple, std::string_view cpu = "", std::str
 // device is this very host). Throws std::invalid_argument if the device's triple is not
 // supported.
 Target target_for_device(const rpc::DeviceInfo& device);
+
+// A GPU target on a registered device: "cuda" (the arch of the device's GPU), "cuda:sm_80",
+// "cuda:compute_90" (PTX), "opencl", with an optional "#N" suffix choosing the device's
+// Nth GPU of that backend ("opencl#1"). Throws std::invalid_argument saying what the
+// device has (and why it has nothing, from its GPU notes) when the spec does not fit.
+// The reference kernel's CPU target comes from target_for_device().
+Target gpu_target_for_device(std::string_view spec, const rpc::DeviceInfo& device);
+// True for the specs gpu_target_for_device() accepts (by their backend prefix).
+bool is_gpu_target_spec(std::string_view spec);
+
+// Empty when `source`'s launch fits the target's GPU limits; otherwise why not (an
+// instantiation error: rejected before compiling). CPU targets: always empty.
+std::string check_launch(const ops::KernelSource& source, const Target& target);
 
 }  // namespace kestrel::host

@@ -6,6 +6,7 @@
 // Ops are plain objects built by main and passed down (no static registration).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -66,6 +67,17 @@ struct Define {
   std::string value;
 };
 
+// How a GPU kernel is launched, computed by the op from the workload and the knobs:
+// `grid` blocks (CUDA) or work-groups (OpenCL) of `block` threads / work-items each
+// (the OpenCL global size is grid * block), per dimension x, y, z.
+struct Launch {
+  std::string entry;                     // kernel function name
+  std::array<std::int64_t, 3> grid{1, 1, 1};
+  std::array<std::int64_t, 3> block{1, 1, 1};
+  std::int64_t shared_bytes = 0;         // shared / local memory the kernel declares per block
+  std::int64_t threads() const { return block[0] * block[1] * block[2]; }
+};
+
 // A kernel source ready to compile: the file's text plus the #defines that specialise
 // it to one workload and configuration.
 struct KernelSource {
@@ -73,6 +85,7 @@ struct KernelSource {
   std::string file_name;  // e.g. "gemm.c", for diagnostics
   std::string text;
   std::vector<Define> defines;
+  Launch launch = {};     // GPU backends only
 };
 
 class Op {
@@ -111,20 +124,34 @@ class Op {
   virtual std::vector<std::pair<std::string, double>> features(const Params& params, const Config& config) const;
 };
 
+// Ops by name. An op may have backend variants: a second op added under a name already
+// present (e.g. the GPU gemm, whose knobs differ from the CPU one's) is a variant of the
+// first for its own backends, found with find(name, backend); the first one added is
+// the name's primary op, which find(name) and all() return.
 class Registry {
  public:
+  // Throws OpError when a variant claims a backend that the name already has.
   void add(std::unique_ptr<Op> op);
   // Null when unknown.
   const Op* find(std::string_view name) const;
+  // The op of that name with a kernel for `backend`; null when there is none.
+  const Op* find(std::string_view name, Backend backend) const;
   // Throws OpError listing the known ops.
   const Op& get(std::string_view name) const;
+  // Throws OpError naming the backends the op does have.
+  const Op& get(std::string_view name, Backend backend) const;
+  // The primary op of every name.
   std::vector<const Op*> all() const;
+  // Every op of a name, primary first.
+  std::vector<const Op*> variants(std::string_view name) const;
 
  private:
   std::vector<std::unique_ptr<Op>> ops_;
 };
 
-// The built-in op library: gemm, conv2d, conv2d_nchwc and layout_nchwc.
+// The built-in op library: gemm, conv2d, the blocked-channel convolution conv2d_nchwc
+// with its layout transform layout_nchwc (CPU), and the GPU variants of gemm and conv2d
+// (CUDA and OpenCL).
 Registry builtin_ops();
 
 // Parses "M=512,N=256,K=128" (or "512x256x128" in the order of params()) into a

@@ -18,6 +18,21 @@ struct CacheInfo {
   unsigned line_bytes = 0;
 };
 
+// A CUDA or OpenCL device found by the device runtime (tracker.capnp's GpuInfo).
+struct GpuInfo {
+  std::string backend;  // "cuda" or "opencl"
+  unsigned index = 0;   // among the runtime's devices of that backend
+  std::string name;
+  std::string vendor;
+  std::string version;  // CUDA: "sm_90"; OpenCL: "OpenCL C 1.2"
+  std::string driver;
+  std::uint64_t memory_bytes = 0;
+  unsigned compute_units = 0;
+  unsigned max_threads_per_group = 0;
+  std::uint64_t max_shared_bytes = 0;
+  std::uint64_t l2_bytes = 0;
+};
+
 struct DeviceInfo {
   std::string name;
   std::string hostname;
@@ -31,6 +46,8 @@ struct DeviceInfo {
   std::vector<std::string> cpu_features;
   std::string runtime_version;
   unsigned abi_version = 0;
+  std::vector<GpuInfo> gpus;
+  std::vector<std::string> gpu_notes;  // why a backend found nothing
 };
 
 void to_wire(const DeviceInfo& info, wire::DeviceInfo::Builder out);

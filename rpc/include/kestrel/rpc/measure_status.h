@@ -17,6 +17,8 @@ enum class MeasureStatus : std::uint32_t {
   build_timeout = 6,        // host side
   run_timeout = 7,          // exceeded its time limit on the device
   device_lost = 8,          // host side: the device went away
+  device_compile_error = 9, // the device's driver refused the kernel (OpenCL build log, CUDA JIT)
+  last = device_compile_error,
 };
 
 // "ok", "instantiation error", ..., "device lost": the names records and tools use.

@@ -1,0 +1,109 @@
+// conv2d for OpenCL C 1.2: direct convolution, fp32 NCHW, with stride, zero padding
+// and dilation. out[N][K][P][Q] = input[N][C][H][W] * weight[K][C][R][S].
+//
+// A work-group computes CONV_BK output channels x CONV_BQ output columns of one output
+// row (n, p), with (BQ/TQ) x (BK/TK) work-items; each work-item accumulates TK channels
+// x TQ columns in registers (channels ty + i*(BK/TK), columns tx + j*(BQ/TQ), so that
+// neighbouring work-items read neighbouring inputs). With CONV_STAGE the weights of the
+// block's channels for CONV_CC input channels at a time are first copied into local
+// memory; without it they are read from global memory. CONV_UNROLL unrolls the filter
+// column loop. Work-groups: x = column blocks of every (n, p) row, y = channel blocks.
+//
+// Defines: CONV_{N,C,H,W,K,R,S,STRIDE,PAD,DILATION}, CONV_{BQ,BK,TQ,TK,CC,STAGE,UNROLL}.
+
+#define P ((CONV_H + 2 * CONV_PAD - CONV_DILATION * (CONV_R - 1) - 1) / CONV_STRIDE + 1)
+#define Q ((CONV_W + 2 * CONV_PAD - CONV_DILATION * (CONV_S - 1) - 1) / CONV_STRIDE + 1)
+#define BQ CONV_BQ
+#define BK CONV_BK
+#define TQ CONV_TQ
+#define TK CONV_TK
+#define CC CONV_CC
+#define TX (BQ / TQ)
+#define TY (BK / TK)
+#define THREADS (TX * TY)
+#define RS (CONV_R * CONV_S)
+#define Q_BLOCKS ((Q + BQ - 1) / BQ)
+
+#define KS_PRAGMA(x) _Pragma(#x)
+#define KS_UNROLL(n) KS_PRAGMA(unroll n)
+
+__kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
+void conv2d(__global const float* restrict in, __global const float* restrict w, __global float* restrict out) {
+  const int tx = get_local_id(0), ty = get_local_id(1);
+  const int row = get_group_id(0) / Q_BLOCKS;  // n * P + p
+  const int q0 = (get_group_id(0) % Q_BLOCKS) * BQ;
+  const int k0 = get_group_id(1) * BK;
+  const int n = row / P, p = row % P;
+  float acc[TK][TQ];
+  for (int i = 0; i < TK; ++i)
+    for (int j = 0; j < TQ; ++j) acc[i][j] = 0.0f;
+  int x0[TQ];  // input column of filter column 0 for each of the thread's output columns
+  bool valid_q[TQ];
+  for (int j = 0; j < TQ; ++j) {
+    const int q = q0 + tx + j * TX;
+    valid_q[j] = q < Q;
+    x0[j] = q * CONV_STRIDE - CONV_PAD;
+  }
+
+#if CONV_STAGE
+  __local float ws[BK][CC * RS];
+  const int lid = ty * TX + tx;
+  for (int c0 = 0; c0 < CONV_C; c0 += CC) {
+    for (int idx = lid; idx < BK * CC * RS; idx += THREADS) {
+      const int kk = idx / (CC * RS), rest = idx % (CC * RS);
+      const int gk = k0 + kk, gc = c0 + rest / RS;
+      ws[kk][rest] = gk < CONV_K && gc < CONV_C ? w[((size_t)gk * CONV_C + gc) * RS + rest % RS] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int cc = 0; cc < CC && c0 + cc < CONV_C; ++cc) {
+      __global const float* plane = in + ((size_t)n * CONV_C + c0 + cc) * CONV_H * CONV_W;
+      for (int r = 0; r < CONV_R; ++r) {
+        const int h = p * CONV_STRIDE - CONV_PAD + r * CONV_DILATION;
+        if (h < 0 || h >= CONV_H) continue;
+        KS_UNROLL(CONV_UNROLL)
+        for (int s = 0; s < CONV_S; ++s) {
+          float a[TQ];
+          for (int j = 0; j < TQ; ++j) {
+            const int x = x0[j] + s * CONV_DILATION;
+            a[j] = valid_q[j] && x >= 0 && x < CONV_W ? plane[h * CONV_W + x] : 0.0f;
+          }
+          for (int i = 0; i < TK; ++i) {
+            const float wv = ws[ty + i * TY][(cc * CONV_R + r) * CONV_S + s];
+            for (int j = 0; j < TQ; ++j) acc[i][j] = mad(wv, a[j], acc[i][j]);
+          }
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#else
+  for (int c = 0; c < CONV_C; ++c) {
+    __global const float* plane = in + ((size_t)n * CONV_C + c) * CONV_H * CONV_W;
+    for (int r = 0; r < CONV_R; ++r) {
+      const int h = p * CONV_STRIDE - CONV_PAD + r * CONV_DILATION;
+      if (h < 0 || h >= CONV_H) continue;
+      KS_UNROLL(CONV_UNROLL)
+      for (int s = 0; s < CONV_S; ++s) {
+        float a[TQ];
+        for (int j = 0; j < TQ; ++j) {
+          const int x = x0[j] + s * CONV_DILATION;
+          a[j] = valid_q[j] && x >= 0 && x < CONV_W ? plane[h * CONV_W + x] : 0.0f;
+        }
+        for (int i = 0; i < TK; ++i) {
+          const int k = k0 + ty + i * TY;
+          const float wv = k < CONV_K ? w[(((size_t)k * CONV_C + c) * CONV_R + r) * CONV_S + s] : 0.0f;
+          for (int j = 0; j < TQ; ++j) acc[i][j] = mad(wv, a[j], acc[i][j]);
+        }
+      }
+    }
+  }
+#endif
+
+  for (int i = 0; i < TK; ++i) {
+    const int k = k0 + ty + i * TY;
+    if (k >= CONV_K) continue;
+    for (int j = 0; j < TQ; ++j) {
+      if (valid_q[j]) out[(((size_t)n * CONV_K + k) * P + p) * Q + q0 + tx + j * TX] = acc[i][j];
+    }
+  }
+}

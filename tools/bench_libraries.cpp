@@ -92,9 +92,11 @@ std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params)
     p.pad = get("pad", 0);
     p.dilation = get("dilation", 1);
     // Parameters the libraries do not know (groups, a fused activation...) would change
-    // the computation: compare only when every parameter is understood.
+    // the computation: compare only when every parameter is understood. `block` (the
+    // channel block of conv2d_nchwc) changes only the layout; the libraries then run the
+    // same convolution on inputs of their own (see canonical_layout).
     for (const auto& [name, value] : params) {
-      static const char* known[] = {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "dilation"};
+      static const char* known[] = {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "dilation", "block"};
       if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return name == k; })) {
         return std::nullopt;
       }

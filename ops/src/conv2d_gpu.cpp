@@ -25,23 +25,15 @@ std::int64_t out_size(const Params& p, const char* in, const char* filter) {
   return span < 0 ? 0 : span / p.at("stride") + 1;
 }
 
-class Conv2dGpuOp final : public Op {
+class Conv2dGpuOp final : public detail::GpuVariant {
  public:
-  Conv2dGpuOp() : cpu_(make_conv2d_op()) {}
+  Conv2dGpuOp() : GpuVariant(make_conv2d_op()) {}
 
-  std::string_view name() const override { return "conv2d"; }
   std::string_view description() const override {
     return "fp32 NCHW direct convolution with stride, zero padding and dilation, for CUDA and OpenCL: blocks of "
            "bq output columns x bk output channels of one output row, tq x tk thread tiles, optional weights staged "
            "in shared/local memory cc input channels at a time";
   }
-  std::vector<ParamSpec> params() const override { return cpu_->params(); }
-  void validate(const Params& p) const override { cpu_->validate(p); }
-  std::vector<TensorSpec> tensors(const Params& p) const override { return cpu_->tensors(p); }
-  double flops(const Params& p) const override { return cpu_->flops(p); }
-  KernelSource reference(const Params& p) const override { return cpu_->reference(p); }
-  double tolerance(const Params& p) const override { return cpu_->tolerance(p); }
-  std::vector<Backend> backends() const override { return {Backend::cuda, Backend::opencl}; }
 
   std::vector<Knob> knobs(const Params& p) const override {
     return {
@@ -132,8 +124,6 @@ class Conv2dGpuOp final : public Op {
   static std::int64_t blocks_x(const Params& p, const Config& c) {
     return ceil_div(out_size(p, "W", "S"), c.at("bq")) * p.at("N") * out_size(p, "H", "R");
   }
-
-  std::unique_ptr<Op> cpu_;
 };
 
 }  // namespace

@@ -19,22 +19,14 @@ const std::vector<std::int64_t> kTm = {1, 2, 4, 8};
 const std::vector<std::int64_t> kTn = {1, 2, 4, 8, 16};
 constexpr std::int64_t kMaxAccumulators = 64;  // registers per thread for the C tile
 
-class GemmGpuOp final : public Op {
+class GemmGpuOp final : public detail::GpuVariant {
  public:
-  GemmGpuOp() : cpu_(make_gemm_op()) {}
+  GemmGpuOp() : GpuVariant(make_gemm_op()) {}
 
-  std::string_view name() const override { return "gemm"; }
   std::string_view description() const override {
     return "fp32 matrix multiply C[M][N] = A[M][K] * B[K][N], row-major, for CUDA and OpenCL: block tiles of "
            "bm x bn, thread tiles of tm x tn, optional shared/local memory staging of bk-deep tiles";
   }
-  std::vector<ParamSpec> params() const override { return cpu_->params(); }
-  void validate(const Params& p) const override { cpu_->validate(p); }
-  std::vector<TensorSpec> tensors(const Params& p) const override { return cpu_->tensors(p); }
-  double flops(const Params& p) const override { return cpu_->flops(p); }
-  KernelSource reference(const Params& p) const override { return cpu_->reference(p); }
-  double tolerance(const Params& p) const override { return cpu_->tolerance(p); }
-  std::vector<Backend> backends() const override { return {Backend::cuda, Backend::opencl}; }
 
   std::vector<Knob> knobs(const Params& p) const override {
     std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
@@ -124,8 +116,6 @@ class GemmGpuOp final : public Op {
   static std::int64_t shared_bytes(const Config& c) {
     return c.at("stage") == 1 ? (c.at("bm") + c.at("bn")) * c.at("bk") * 4 : 0;
   }
-
-  std::unique_ptr<Op> cpu_;
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <memory>
@@ -19,7 +21,22 @@
 #include "kestrel/rpc/log.h"
 #include "kestrel/rpc/tracker_client.h"
 
+#ifndef KESTREL_DEVICE_BIN_PATH
+#define KESTREL_DEVICE_BIN_PATH ""
+#endif
+
 namespace kestrel::bench {
+
+// Points LocalPool at the kestrel-device that CMake built, unless the caller chose one
+// or one sits next to this executable.
+inline void locate_device_binary() {
+  if (std::getenv("KESTREL_DEVICE_BIN")) return;
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec && std::filesystem::exists(self.parent_path() / "kestrel-device", ec)) return;
+  std::string built = KESTREL_DEVICE_BIN_PATH;
+  if (!built.empty()) ::setenv("KESTREL_DEVICE_BIN", built.c_str(), 0);
+}
 
 class BenchPool {
  public:

@@ -79,10 +79,6 @@
 #include "kestrel/rpc/log.h"
 #include "kestrel/rpc/tracker_client.h"
 
-#ifndef KESTREL_DEVICE_BIN_PATH
-#define KESTREL_DEVICE_BIN_PATH ""
-#endif
-
 namespace {
 
 using namespace kestrel;
@@ -425,21 +421,10 @@ void register_benchmarks() {
   }
 }
 
-// Points LocalPool at the kestrel-device that CMake built, unless the caller chose one
-// or one sits next to this executable.
-void locate_device_binary() {
-  if (std::getenv("KESTREL_DEVICE_BIN")) return;
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec && std::filesystem::exists(self.parent_path() / "kestrel-device", ec)) return;
-  std::string built = KESTREL_DEVICE_BIN_PATH;
-  if (!built.empty()) ::setenv("KESTREL_DEVICE_BIN", built.c_str(), 0);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  locate_device_binary();
+  bench::locate_device_binary();
   log::set_level(log::Level::warn);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

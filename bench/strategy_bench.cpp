@@ -70,10 +70,6 @@
 #include "kestrel/tuner/strategy.h"
 #include "kestrel/tuner/tuning_loop.h"
 
-#ifndef KESTREL_DEVICE_BIN_PATH
-#define KESTREL_DEVICE_BIN_PATH ""
-#endif
-
 namespace {
 
 using namespace kestrel;
@@ -654,17 +650,6 @@ bool bench_workload(Env& env, tuner::RecordsDb& db, const Options& options, cons
   return std::isfinite(best_cost);
 }
 
-// Points LocalPool at the kestrel-device that CMake built, unless the caller chose one
-// or one sits next to this executable.
-void locate_device_binary() {
-  if (std::getenv("KESTREL_DEVICE_BIN")) return;
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec && std::filesystem::exists(self.parent_path() / "kestrel-device", ec)) return;
-  std::string built = KESTREL_DEVICE_BIN_PATH;
-  if (!built.empty()) ::setenv("KESTREL_DEVICE_BIN", built.c_str(), 0);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -675,7 +660,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kestrel-bench-strategies: %s\n", e.what());
     return 2;
   }
-  locate_device_binary();
+  bench::locate_device_binary();
   log::set_level(log::Level::warn);
 
   const Clock::time_point t0 = Clock::now();

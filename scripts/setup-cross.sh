@@ -7,9 +7,7 @@
 # archive can carry a newer libssl3 for amd64 than the main archive has for arm64/armhf
 # (libcapnp depends on libssl3), so libssl is pinned to the version all of them offer.
 set -euo pipefail
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
+source "$(dirname "$0")/apt-retry.sh"
 
 if command -v aarch64-linux-gnu-g++ > /dev/null && command -v arm-linux-gnueabihf-g++ > /dev/null &&
    command -v qemu-aarch64-static > /dev/null && [ -f /usr/lib/aarch64-linux-gnu/libcapnp.a ] &&
@@ -22,14 +20,31 @@ fi
 for arch in arm64 armhf; do
   dpkg --print-foreign-architectures | grep -qx "$arch" || $SUDO dpkg --add-architecture "$arch"
 done
-$SUDO apt-get update -qq
-ssl=$(apt-cache policy libssl3:arm64 | awk '/Candidate/ {print $2}')
+apt_update
+
+# True when every one of the given package:arch names is offered at version $1.
+offered_everywhere() {
+  local version="$1" pkg
+  shift
+  for pkg in "$@"; do
+    apt-cache madison "$pkg" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
+      grep -qxF "$version" || return 1
+  done
+}
+
+# Prefer the libssl3 the host already has (no downgrade) when the foreign archives offer
+# it too; otherwise the version the arm64 archive offers.
+ssl=$(dpkg-query -W -f='${Version}' libssl3 2>/dev/null || true)
+if [ -z "$ssl" ] || ! offered_everywhere "$ssl" libssl3:arm64 libssl3:armhf libssl-dev:amd64 \
+                                               libssl-dev:arm64 libssl-dev:armhf; then
+  ssl=$(apt-cache policy libssl3:arm64 | awk '/Candidate/ {print $2}')
+fi
 if [ -z "$ssl" ] || [ "$ssl" = "(none)" ]; then
   echo "setup-cross: no libssl3 for arm64 in the package archive" >&2
   exit 1
 fi
-echo "setup-cross: pinning libssl3 to $ssl on amd64, arm64 and armhf"
-$SUDO apt-get install -y -qq --no-install-recommends --allow-downgrades \
+echo "setup-cross: libssl3 at $ssl on amd64, arm64 and armhf (installed on the host: $(dpkg-query -W -f='${Version}' libssl3 2>/dev/null || echo none))"
+apt_install --allow-downgrades \
   "libssl3=$ssl" "libssl-dev=$ssl" "libssl3:arm64=$ssl" "libssl3:armhf=$ssl" \
   "libssl-dev:arm64=$ssl" "libssl-dev:armhf=$ssl" \
   crossbuild-essential-arm64 crossbuild-essential-armhf qemu-user-static \

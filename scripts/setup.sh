@@ -10,6 +10,7 @@ packages=(
   capnproto libcapnp-dev                             # wire schema
   libsodium-dev                                      # HMAC-SHA256 handshake, nonces
   nlohmann-json3-dev                                 # --json output of host tools
+  libcli11-dev                                       # command-line parsing of both binaries
   libxgboost-dev libsqlite3-dev                     # cost model, records database
   llvm-19-dev libclang-19-dev liblld-19-dev clang-19 lld-19 zlib1g-dev libzstd-dev libffi-dev libxml2-dev  # in-process kernel compiler (+ what LLVM/LLD's CMake configs find)
   catch2 libbenchmark-dev                            # tests, benchmarks
@@ -30,10 +31,8 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+source "$(dirname "$0")/apt-retry.sh"
 echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+apt_update
+apt_install "${missing[@]}"
 echo "setup: done"

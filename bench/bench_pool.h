@@ -18,7 +18,7 @@
 #include "kestrel/host/local_pool.h"
 #include "kestrel/host/measure_client.h"
 #include "kestrel/host/target.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/tracker_client.h"
 
 #ifndef KESTREL_DEVICE_BIN_PATH
@@ -78,7 +78,7 @@ class BenchPool {
   }
 
   std::vector<host::Measurement> measure(const host::Workload& workload, const std::vector<host::Candidate>& candidates,
-                                         const host::MeasureOptions& options) {
+                                         const rpc::MeasureSettings& options) {
     return on_io<std::vector<host::Measurement>>(
         [this, &workload, &candidates, &options]() -> rpc::awaitable<std::vector<host::Measurement>> {
           co_return co_await measurer_->measure(workload, candidates, options);

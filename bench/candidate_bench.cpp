@@ -76,7 +76,7 @@
 #include "kestrel/ops/op.h"
 #include "kestrel/rpc/asio.h"
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/tracker_client.h"
 
 namespace {
@@ -156,7 +156,7 @@ struct Env {
   std::unique_ptr<host::Compiler> compiler;  // one thread: compile() on the caller
   std::unique_ptr<host::Compiler> compiler2;  // two threads: compile_all()
   host::Workload workload;
-  host::MeasureOptions options;
+  rpc::MeasureSettings options;
   std::uint64_t next_id = 1;
 
   void start() {

@@ -63,7 +63,7 @@
 #include "kestrel/rpc/asio.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/tracker_client.h"
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/space.h"
@@ -234,7 +234,7 @@ struct Env {
   }
 
   std::vector<host::Measurement> measure(const host::Workload& workload, const std::vector<host::Candidate>& candidates,
-                                         const host::MeasureOptions& options) {
+                                         const rpc::MeasureSettings& options) {
     return pool->measure(workload, candidates, options);
   }
 
@@ -393,7 +393,7 @@ class Oracle {
     r.cost = status == host::Status::ok ? median(rounds) : kInf;
     r.gflops = gflops(r.cost);
     r.compile_ms = compile_ms;
-    r.tool_version = std::string(rpc::software_version());
+    r.tool_version = std::string(software_version());
     r.time_unix_ms = now_unix_ms();
     r.session = session_;
     db_.add(r);
@@ -412,7 +412,7 @@ class Oracle {
   std::string workload_name_, target_name_, session_;
   double flops_ = 0;
   host::Workload workload_;
-  host::MeasureOptions options_;
+  rpc::MeasureSettings options_;
   std::map<std::string, Cost> cache_;
   std::size_t resumed_ = 0, measured_now_ = 0, failures_now_ = 0, last_new_ = 0;
 };

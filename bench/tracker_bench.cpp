@@ -54,7 +54,7 @@
 #include "kestrel/device_runtime/agent.h"
 #include "kestrel/device_runtime/capabilities.h"
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/tracker.h"
 #include "kestrel/rpc/tracker_client.h"
 

@@ -16,7 +16,7 @@
 #include "kestrel/host/measure_client.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/host/local_pool.h"
 #include "measure_args.h"
 
@@ -191,7 +191,7 @@ int run_profile(int argc, char** argv) {
     } else {
       subject = subject_from_file(args);
     }
-    host::MeasureOptions measure = measure_options(args);
+    rpc::MeasureSettings measure = measure_options(args);
     PoolChoice pool = pool_choice(args);
 
     std::unique_ptr<host::LocalPool> local;

@@ -7,7 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/tracker_client.h"
 
 namespace kestrel::tools {

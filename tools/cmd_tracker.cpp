@@ -6,7 +6,7 @@
 #include "args.h"
 #include "commands.h"
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/tracker.h"
 
 namespace kestrel::tools {

@@ -11,7 +11,7 @@
 #include "commands.h"
 #include "kestrel/ops/workload_sets.h"
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/strategy.h"
 #include "kestrel/tuner/tuning_loop.h"

@@ -11,7 +11,7 @@
 #include "kestrel/device_runtime/capabilities.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 
 using namespace kestrel;
 
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
         status = 1;
       }
     });
-    log::info("device", "kestrel-device ", rpc::software_version(), " '", info.name, "' (", info.triple, ", ",
+    log::info("device", "kestrel-device ", software_version(), " '", info.name, "' (", info.triple, ", ",
               info.cores, " cores) serving key '", options.key, "' via ", options.tracker.to_string());
     io.run();
     return status;

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   if (command == "records") return kestrel::tools::run_records(argc, argv);
   if (command == "bench") return kestrel::tools::run_bench(argc, argv);
   if (command == "version" || command == "--version") {
-    std::cout << "kestrel " << kestrel::rpc::software_version() << " (protocol " << kestrel::rpc::protocol_version()
+    std::cout << "kestrel " << kestrel::software_version() << " (protocol " << kestrel::rpc::protocol_version()
               << ")\n";
     return 0;
   }

@@ -1,7 +1,7 @@
 // Shared measuring options.
 #include "measure_args.h"
 
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 
 namespace kestrel::tools {
 
@@ -42,8 +42,8 @@ void add_measure_options(Args& args) {
   args.option("seed", "N", "seed of the random input data", "1");
 }
 
-host::MeasureOptions measure_options(const Args& args) {
-  host::MeasureOptions m;
+rpc::MeasureSettings measure_options(const Args& args) {
+  rpc::MeasureSettings m;
   m.number = static_cast<std::uint32_t>(args.get_int("number", 0, 0, 100'000'000));
   m.repeat = static_cast<std::uint32_t>(args.get_int("repeat", 5, 1, 10'000));
   m.min_repeat_ms = static_cast<std::uint32_t>(args.get_int("min-repeat-ms", 100, 0, 600'000));

@@ -24,7 +24,7 @@ void add_pool_options(Args& args);
 PoolChoice pool_choice(const Args& args);
 
 void add_measure_options(Args& args);
-host::MeasureOptions measure_options(const Args& args);
+rpc::MeasureSettings measure_options(const Args& args);
 
 // --target auto (the device's CPU, from its registered triple), native, a triple, or a
 // GPU target of the device (cuda: its GPU's sm_XX; cuda:sm_XX; opencl); --mcpu/--features

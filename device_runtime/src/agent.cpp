@@ -11,7 +11,7 @@
 #include "kestrel/device_runtime/module_store.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
 #include "kestrel/rpc/session.h"
 
@@ -87,7 +87,7 @@ struct DeviceAgent::Impl {
     conn = rpc::Connection::create(std::move(socket), options.connection);
     rpc::PeerHandshakeOptions hs;
     hs.role = wire::Role::DEVICE;
-    hs.name = str("kestrel-device ", rpc::software_version(), " ", info.name);
+    hs.name = str("kestrel-device ", software_version(), " ", info.name);
     hs.token = options.token ? &*options.token : nullptr;
     hs.timeout = options.connect_timeout;
     rpc::Welcomed welcomed = co_await rpc::perform_handshake(conn, hs);
@@ -145,7 +145,7 @@ struct DeviceAgent::Impl {
     switch (root.which()) {
       case wire::Frame::REGISTERED:
         stats.registered = true;
-        stats.device_id = rpc::DeviceId(root.getRegistered().getDeviceId());
+        stats.device_id = DeviceId(root.getRegistered().getDeviceId());
         ++stats.registrations;
         backoff = options.initial_backoff;
         log::info(kLog, "registered with ", options.tracker.to_string(), " as device ", stats.device_id.value,
@@ -169,7 +169,7 @@ struct DeviceAgent::Impl {
         break;
       }
       case wire::Frame::RELAY:
-        on_session(rpc::LeaseId(root.getRelay().getLeaseId()), root.getRelay().getPayload());
+        on_session(LeaseId(root.getRelay().getLeaseId()), root.getRelay().getPayload());
         break;
       case wire::Frame::FAILURE: {
         RpcError error = rpc::to_error(root.getFailure());
@@ -182,11 +182,11 @@ struct DeviceAgent::Impl {
     }
   }
 
-  void reply(rpc::LeaseId lease, capnp::MallocMessageBuilder& message) {
+  void reply(LeaseId lease, capnp::MallocMessageBuilder& message) {
     conn->send(rpc::relay_frame(lease, rpc::encode_session(message)));
   }
 
-  void on_session(rpc::LeaseId lease, capnp::Data::Reader data) {
+  void on_session(LeaseId lease, capnp::Data::Reader data) {
     std::string error;
     auto payload = rpc::SessionPayload::decode({data.begin(), data.size()}, error);
     capnp::MallocMessageBuilder builder;
@@ -249,7 +249,7 @@ struct DeviceAgent::Impl {
       default: {
         auto err = out.initError();
         err.setMessage(str("session message kind ", static_cast<unsigned>(message.which()),
-                           " is not supported by this runtime (", rpc::software_version(), ")"));
+                           " is not supported by this runtime (", software_version(), ")"));
         break;
       }
     }
@@ -289,7 +289,7 @@ struct DeviceAgent::Impl {
     return spec;
   }
 
-  void start_next(rpc::LeaseId lease) {
+  void start_next(LeaseId lease) {
     auto it = work.find(lease.value);
     if (it == work.end() || it->second.waiting.empty()) return;
     auto [seq, spec] = std::move(it->second.waiting.front());

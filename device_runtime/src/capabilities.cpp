@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <set>
 
-#include "kestrel/rpc/file.h"
+#include "kestrel/base/file.h"
 #include "kestrel/rpc/handshake.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 
 namespace kestrel::device {
 namespace {
@@ -164,7 +164,7 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
     cache.line_bytes = line.empty() ? 0 : static_cast<unsigned>(std::stoul(line));
     info.caches.push_back(cache);
   }
-  info.runtime_version = std::string(rpc::software_version());
+  info.runtime_version = std::string(software_version());
   info.abi_version = 0;
   detect_gpus(info);
   return info;

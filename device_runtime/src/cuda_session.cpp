@@ -58,7 +58,7 @@ class CudaSession final : public Session {
     return Status::ok;
   }
 
-  Status load(const rpc::GpuModule& module, const std::string& hash, std::string& message) override {
+  Status load(const kernel::GpuModule& module, const std::string& hash, std::string& message) override {
     if (module_) {
       cu_.ModuleUnload(module_);
       module_ = nullptr;
@@ -66,7 +66,7 @@ class CudaSession final : public Session {
     (void)hash;  // a module is loaded once per candidate; the driver caches PTX JIT results
     spec_ = module;
     std::vector<std::uint8_t> image = module.code;
-    if (module.code_kind == rpc::GpuCodeKind::ptx) image.push_back(0);  // PTX is loaded as a C string
+    if (module.code_kind == kernel::GpuCodeKind::ptx) image.push_back(0);  // PTX is loaded as a C string
     char log[8192] = {};
     int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void* values[] = {log, reinterpret_cast<void*>(static_cast<std::uintptr_t>(sizeof log - 1))};
@@ -160,7 +160,7 @@ class CudaSession final : public Session {
   std::vector<void*> params_;
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
-  rpc::GpuModule spec_;
+  kernel::GpuModule spec_;
   CUdeviceptr flush_ = 0;
   unsigned flush_value_ = 0;
 };

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/rpc/gpu_module.h"
-#include "kestrel/rpc/measure_status.h"
+#include "kestrel/kernel/gpu_module.h"
+#include "kestrel/kernel/status.h"
 
 namespace kestrel::device::gpu {
 
-using Status = rpc::MeasureStatus;
+using Status = kernel::Status;
 
 // A host argument of the batch; the session keeps a device copy of each.
 struct HostArg {
@@ -31,7 +31,7 @@ class Session {
   virtual Status upload(const std::vector<HostArg>& args, std::string& message) = 0;
   // Builds (OpenCL) or loads (CUDA) the module and finds its entry point; replaces the
   // previous one. device_compile_error carries the driver's build log.
-  virtual Status load(const rpc::GpuModule& module, const std::string& hash, std::string& message) = 0;
+  virtual Status load(const kernel::GpuModule& module, const std::string& hash, std::string& message) = 0;
   // Outputs set to NaN, one launch, outputs copied back into the HostArgs.
   virtual Status run_once(std::string& message) = 0;
   // `number` back-to-back launches; `seconds` is the per-launch device time. With

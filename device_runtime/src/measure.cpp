@@ -11,7 +11,7 @@
 #include <cstring>
 #include <optional>
 
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "worker.h"
 
 namespace kestrel::device {

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 
 namespace kestrel::device {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <utility>
 
-#include "kestrel/rpc/file.h"
+#include "kestrel/base/file.h"
 
 #include "gpu_session.h"
 #include "opencl_devices.h"
@@ -104,7 +104,7 @@ class OpenClSession final : public Session {
     return Status::ok;
   }
 
-  Status load(const rpc::GpuModule& module, const std::string& hash, std::string& message) override {
+  Status load(const kernel::GpuModule& module, const std::string& hash, std::string& message) override {
     if (kernel_) {
       cl_.ReleaseKernel(kernel_);
       kernel_ = nullptr;
@@ -254,7 +254,7 @@ class OpenClSession final : public Session {
 
   // A program from a cached driver binary, built; null when absent or refused (a stale
   // or corrupt file is removed and the source is built instead).
-  cl_program load_cached(const rpc::GpuModule& module, const std::string& hash) {
+  cl_program load_cached(const kernel::GpuModule& module, const std::string& hash) {
     std::string path = cache_path(hash);
     if (path.empty()) return nullptr;
     std::optional<std::string> bytes = kestrel::read_file(path, std::size_t(256) << 20);
@@ -309,7 +309,7 @@ class OpenClSession final : public Session {
   std::vector<cl_mem> buffers_;
   std::map<std::string, cl_program> programs_;  // built programs by module hash
   cl_kernel kernel_ = nullptr;
-  rpc::GpuModule module_;
+  kernel::GpuModule module_;
   cl_mem flush_ = nullptr;
   std::uint32_t flush_value_ = 0;
   std::optional<std::string> cache_dir_;  // resolved on first use

@@ -23,8 +23,8 @@
 #include "gpu_session.h"
 #include "kestrel/device_runtime/kernel_services.h"
 #include "kestrel/kernel/abi.h"
-#include "kestrel/rpc/file.h"
-#include "kestrel/rpc/gpu_module.h"
+#include "kestrel/base/file.h"
+#include "kestrel/kernel/gpu_module.h"
 
 namespace kestrel::device::worker {
 namespace {
@@ -199,7 +199,7 @@ struct Batch {
     std::unique_ptr<gpu::Session> session;
     std::string error;
   };
-  std::map<std::pair<rpc::GpuBackend, std::uint32_t>, GpuSlot> gpu_sessions;
+  std::map<std::pair<kernel::GpuBackend, std::uint32_t>, GpuSlot> gpu_sessions;
 
   explicit Batch(const BatchSpec& s) : spec(s) {}
 
@@ -298,9 +298,9 @@ struct Batch {
   // The whole module image behind an fd, or nothing when it is not a GPU module.
   static std::optional<std::vector<std::uint8_t>> gpu_image(int fd) {
     if (fd < 0) return std::nullopt;
-    char magic[sizeof rpc::kGpuModuleMagic] = {};
+    char magic[sizeof kernel::kGpuModuleMagic] = {};
     if (::pread(fd, magic, sizeof magic, 0) != static_cast<ssize_t>(sizeof magic) ||
-        std::memcmp(magic, rpc::kGpuModuleMagic, sizeof magic) != 0)
+        std::memcmp(magic, kernel::kGpuModuleMagic, sizeof magic) != 0)
       return std::nullopt;
     std::vector<std::uint8_t> image;
     std::uint8_t chunk[65536];
@@ -314,10 +314,10 @@ struct Batch {
     return image;
   }
 
-  gpu::Session* gpu_session(rpc::GpuBackend backend, std::uint32_t index, std::string& error) {
+  gpu::Session* gpu_session(kernel::GpuBackend backend, std::uint32_t index, std::string& error) {
     auto [slot, fresh] = gpu_sessions.try_emplace({backend, index});
     if (fresh) {
-      slot->second.session = backend == rpc::GpuBackend::cuda ? gpu::open_cuda(index, slot->second.error)
+      slot->second.session = backend == kernel::GpuBackend::cuda ? gpu::open_cuda(index, slot->second.error)
                                                               : gpu::open_opencl(index, slot->second.error);
       if (slot->second.session) {
         std::vector<gpu::HostArg> host_args;
@@ -336,9 +336,9 @@ struct Batch {
     Result result;
     result.id = candidate.id;
     const std::string name = candidate.module_hash.substr(0, 12);
-    rpc::GpuModule module;
+    kernel::GpuModule module;
     std::string error;
-    if (!rpc::decode_gpu_module(image, module, error)) {
+    if (!kernel::decode_gpu_module(image, module, error)) {
       result.status = Status::device_load_error;
       result.message = "module " + name + ": " + error;
       return result;
@@ -347,7 +347,7 @@ struct Batch {
     gpu::Session* session = gpu_session(module.backend, module.device_index, error);
     if (!session) {
       result.status = Status::device_load_error;
-      result.message = "cannot use " + std::string(rpc::to_string(module.backend)) + " device " +
+      result.message = "cannot use " + std::string(kernel::to_string(module.backend)) + " device " +
                        std::to_string(module.device_index) + ": " + error;
       return result;
     }

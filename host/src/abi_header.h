@@ -1,4 +1,4 @@
-// The text of device_runtime/include/kestrel/kernel/abi.h, embedded at build time
+// The text of kernel/include/kestrel/kernel/abi.h, embedded at build time
 // (gen/abi_header.cpp) so kernels compile without the header on disk.
 #pragma once
 

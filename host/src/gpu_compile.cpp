@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include "kestrel/rpc/gpu_module.h"
+#include "kestrel/kernel/gpu_module.h"
 
 #if KESTREL_HAVE_NVRTC
 #include <nvrtc.h>
@@ -106,7 +106,7 @@ GpuBuild build_gpu_module(const ops::KernelSource& source, const Target& target)
     out.diagnostics = "kestrel: " + name + ": " + why + "\n";
     return out;
   }
-  rpc::GpuModule module;
+  kernel::GpuModule module;
   module.entry = source.launch.entry;
   for (int d = 0; d < 3; ++d) {
     module.grid[d] = static_cast<std::uint32_t>(source.launch.grid[d]);
@@ -114,15 +114,15 @@ GpuBuild build_gpu_module(const ops::KernelSource& source, const Target& target)
   }
   module.device_index = target.gpu_index;
   if (target.backend == ops::Backend::opencl) {
-    module.backend = rpc::GpuBackend::opencl;
-    module.code_kind = rpc::GpuCodeKind::opencl_source;
+    module.backend = kernel::GpuBackend::opencl;
+    module.code_kind = kernel::GpuCodeKind::opencl_source;
     const std::string text = with_defines(source);
     module.code.assign(text.begin(), text.end());
     out.ok = true;
   } else {
-    module.backend = rpc::GpuBackend::cuda;
+    module.backend = kernel::GpuBackend::cuda;
 #if KESTREL_HAVE_NVRTC
-    module.code_kind = target.gpu_arch.rfind("sm_", 0) == 0 ? rpc::GpuCodeKind::cubin : rpc::GpuCodeKind::ptx;
+    module.code_kind = target.gpu_arch.rfind("sm_", 0) == 0 ? kernel::GpuCodeKind::cubin : kernel::GpuCodeKind::ptx;
     GpuBuild built = nvrtc_compile(source, target.gpu_arch, module.code);
     out.diagnostics = std::move(built.diagnostics);
     out.ok = built.ok;
@@ -131,7 +131,7 @@ GpuBuild build_gpu_module(const ops::KernelSource& source, const Target& target)
                       "it cannot compile CUDA kernels\n";
 #endif
   }
-  if (out.ok) out.image = rpc::encode_gpu_module(module);
+  if (out.ok) out.image = kernel::encode_gpu_module(module);
   return out;
 }
 

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/tracker.h"
 
 extern char** environ;

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/session.h"
 
 namespace kestrel::host {
@@ -63,7 +63,7 @@ awaitable<void> MeasureClient::open() {
 awaitable<void> MeasureClient::request_extra_devices() {
   // Further devices join whenever the tracker grants them.
   for (std::size_t i = leases().size(); i < options_.devices; ++i) {
-    rpc::RequestId id = tracker_->submit(options_.key, {options_.priority, 0ms});
+    RequestId id = tracker_->submit(options_.key, {options_.priority, 0ms});
     pending_.push_back(id);
     asio::co_spawn(co_await asio::this_coro::executor, collect_grant(id, alive_), asio::detached);
   }
@@ -94,7 +94,7 @@ awaitable<void> MeasureClient::reconnect_tracker() {
   }
 }
 
-awaitable<void> MeasureClient::collect_grant(rpc::RequestId id, std::shared_ptr<bool> alive) {
+awaitable<void> MeasureClient::collect_grant(RequestId id, std::shared_ptr<bool> alive) {
   auto tracker = tracker_;
   try {
     rpc::Lease lease = co_await tracker->wait_grant(id);
@@ -171,7 +171,7 @@ awaitable<void> MeasureClient::ensure_modules(Device& device, const std::vector<
 }
 
 awaitable<void> MeasureClient::run_batch(Device& device, const Workload& workload, const std::vector<Candidate>& batch,
-                                         const MeasureOptions& options, std::function<void(Measurement)> on_result) {
+                                         const rpc::MeasureSettings& options, std::function<void(Measurement)> on_result) {
   std::vector<const Module*> modules;
   if (!workload.reference.hash.empty()) modules.push_back(&workload.reference);
   for (const auto& c : batch) {
@@ -256,7 +256,7 @@ awaitable<void> MeasureClient::run_batch(Device& device, const Workload& workloa
 
 awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workload,
                                                             const std::vector<Candidate>& candidates,
-                                                            const MeasureOptions& options,
+                                                            const rpc::MeasureSettings& options,
                                                             std::function<void(const Measurement&)> on_result) {
   std::vector<Measurement> results(candidates.size());
   std::vector<bool> done(candidates.size(), false);
@@ -366,7 +366,7 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
 
 awaitable<void> MeasureClient::close() {
   *alive_ = false;
-  for (rpc::RequestId id : pending_) tracker_->cancel(id);
+  for (RequestId id : pending_) tracker_->cancel(id);
   pending_.clear();
   for (auto& d : devices_) {
     if (d->lost) continue;

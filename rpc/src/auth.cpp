@@ -6,8 +6,8 @@
 
 
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/file.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/file.h"
+#include "kestrel/base/log.h"
 
 namespace kestrel::rpc {
 namespace {

@@ -4,7 +4,7 @@
 #include <charconv>
 
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 
 namespace kestrel::rpc {
 

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 
 namespace kestrel::rpc {
 

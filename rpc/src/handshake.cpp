@@ -2,17 +2,12 @@
 #include "kestrel/rpc/handshake.h"
 
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
-
-#ifndef KESTREL_VERSION
-#define KESTREL_VERSION "0.0.0"
-#endif
 
 namespace kestrel::rpc {
 
 std::uint32_t protocol_version() { return wire::PROTOCOL_VERSION; }
-std::string_view software_version() { return KESTREL_VERSION; }
 
 namespace {
 

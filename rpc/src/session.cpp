@@ -5,9 +5,20 @@
 
 #include <cstring>
 
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
+#include "kestrel/kernel/status.h"
 
 namespace kestrel::rpc {
+namespace {
+// The wire's MeasureStatus carries kernel::Status by value.
+using kernel::Status;
+static_assert(static_cast<unsigned>(wire::MeasureStatus::OK) == static_cast<unsigned>(Status::ok));
+static_assert(static_cast<unsigned>(wire::MeasureStatus::WRONG_ANSWER) == static_cast<unsigned>(Status::wrong_answer));
+static_assert(static_cast<unsigned>(wire::MeasureStatus::DEVICE_LOST) == static_cast<unsigned>(Status::device_lost));
+static_assert(static_cast<unsigned>(wire::MeasureStatus::DEVICE_COMPILE_ERROR) ==
+              static_cast<unsigned>(Status::device_compile_error));
+static_assert(Status::last == Status::device_compile_error, "a new status needs its wire value");
+}  // namespace
 
 Payload encode_session(capnp::MessageBuilder& message) {
   kj::Array<capnp::word> words = capnp::messageToFlatArray(message);

@@ -11,7 +11,7 @@
 #include "kestrel/rpc/device_info.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
 #include "kestrel/rpc/request_queue.h"
 

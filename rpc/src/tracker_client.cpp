@@ -4,7 +4,7 @@
 #include <kj/exception.h>
 
 #include "kestrel/rpc/handshake.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
 
 namespace kestrel::rpc {

@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/tuner/records.h"
 #include "support/kestrel_processes.h"
 #include "support/netns.h"

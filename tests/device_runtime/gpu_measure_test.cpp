@@ -16,8 +16,8 @@
 #include "kestrel/device_runtime/measure.h"
 #include "kestrel/device_runtime/module_store.h"
 #include "kestrel/ops/op.h"
-#include "kestrel/rpc/gpu_module.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/kernel/gpu_module.h"
+#include "kestrel/base/log.h"
 #include "ops/kernel_harness.h"
 #include "support/async.h"
 
@@ -59,14 +59,14 @@ struct Modules {
 
 std::vector<std::uint8_t> opencl_module(const std::string& source, const std::string& entry, std::uint32_t groups,
                                         std::uint32_t group_size) {
-  rpc::GpuModule module;
-  module.backend = rpc::GpuBackend::opencl;
-  module.code_kind = rpc::GpuCodeKind::opencl_source;
+  kernel::GpuModule module;
+  module.backend = kernel::GpuBackend::opencl;
+  module.code_kind = kernel::GpuCodeKind::opencl_source;
   module.code.assign(source.begin(), source.end());
   module.entry = entry;
   module.grid = {groups, 1, 1};
   module.block = {group_size, 1, 1};
-  return rpc::encode_gpu_module(module);
+  return kernel::encode_gpu_module(module);
 }
 
 // An op's kernel as a GPU module, the way the host packages it.
@@ -74,16 +74,16 @@ std::vector<std::uint8_t> op_module(const ops::KernelSource& source) {
   std::string text;
   for (const auto& d : source.defines) text += "#define " + d.name + " " + d.value + "\n";
   text += source.text;
-  rpc::GpuModule module;
-  module.backend = source.backend == ops::Backend::cuda ? rpc::GpuBackend::cuda : rpc::GpuBackend::opencl;
-  module.code_kind = rpc::GpuCodeKind::opencl_source;
+  kernel::GpuModule module;
+  module.backend = source.backend == ops::Backend::cuda ? kernel::GpuBackend::cuda : kernel::GpuBackend::opencl;
+  module.code_kind = kernel::GpuCodeKind::opencl_source;
   module.code.assign(text.begin(), text.end());
   module.entry = source.launch.entry;
   for (int d = 0; d < 3; ++d) {
     module.grid[d] = static_cast<std::uint32_t>(source.launch.grid[d]);
     module.block[d] = static_cast<std::uint32_t>(source.launch.block[d]);
   }
-  return rpc::encode_gpu_module(module);
+  return kernel::encode_gpu_module(module);
 }
 
 struct Outcome {
@@ -225,20 +225,20 @@ TEST_CASE("cuda: PTX candidates are loaded by the driver, checked against the CP
   log::set_level(log::Level::warn);
   Modules m;
   BatchSpec spec = add_batch(m);
-  rpc::GpuModule module;
-  module.backend = rpc::GpuBackend::cuda;
-  module.code_kind = rpc::GpuCodeKind::ptx;
+  kernel::GpuModule module;
+  module.backend = kernel::GpuBackend::cuda;
+  module.code_kind = kernel::GpuCodeKind::ptx;
   module.code = read_bytes(KESTREL_FIXTURE_ADD_PTX);
   module.entry = "add";
   module.grid = {(kAddN + 127) / 128, 1, 1};
   module.block = {128, 1, 1};
-  std::string good = m.put(rpc::encode_gpu_module(module));
-  rpc::GpuModule short_grid = module;
+  std::string good = m.put(kernel::encode_gpu_module(module));
+  kernel::GpuModule short_grid = module;
   short_grid.grid = {2, 1, 1};
-  std::string partial = m.put(rpc::encode_gpu_module(short_grid));
-  rpc::GpuModule garbage = module;
+  std::string partial = m.put(kernel::encode_gpu_module(short_grid));
+  kernel::GpuModule garbage = module;
   garbage.code = std::vector<std::uint8_t>{'n', 'o', 't', ' ', 'p', 't', 'x'};
-  std::string broken = m.put(rpc::encode_gpu_module(garbage));
+  std::string broken = m.put(kernel::encode_gpu_module(garbage));
   spec.candidates = {m.candidate(1, good), m.candidate(2, partial), m.candidate(3, broken)};
   spec.settings.flush_cache = true;
   Outcome out = run_batch(spec);

@@ -9,7 +9,7 @@
 
 #include "kestrel/device_runtime/measure.h"
 #include "kestrel/device_runtime/module_store.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "support/async.h"
 
 using namespace kestrel;

@@ -9,7 +9,7 @@
 
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/measure_client.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "support/async.h"
 #include "support/kestrel_processes.h"
 
@@ -199,7 +199,7 @@ TEST_CASE("candidates of a device lost mid-batch are measured on another device"
   host::Module slow = load("slow_add");
   std::vector<host::Candidate> candidates;
   for (std::uint64_t id = 1; id <= 8; ++id) candidates.push_back({id, slow});
-  host::MeasureOptions options;
+  rpc::MeasureSettings options;
   options.number = 1;
   options.repeat = 3;
   options.threads = 1;

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/tracker_client.h"
 #include "support/async.h"
 #include "support/process.h"
@@ -153,7 +153,7 @@ TEST_CASE("priorities are honoured under contention across processes", "[e2e]") 
     for (auto& [name, priority] : waiting) {
       auto c = co_await connect(name);
       clients.push_back(c);
-      rpc::RequestId id = c->submit("k", {priority, 0ms});
+      kestrel::RequestId id = c->submit("k", {priority, 0ms});
       // The summary is answered after the request on the same connection is queued.
       co_await c->summary();
       asio::co_spawn(io, [&, c, id, who = name]() -> rpc::awaitable<void> {

@@ -7,7 +7,7 @@
 
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/target.h"
-#include "kestrel/rpc/gpu_module.h"
+#include "kestrel/kernel/gpu_module.h"
 
 using namespace kestrel;
 
@@ -98,10 +98,10 @@ TEST_CASE("OpenCL kernels become GPU modules carrying source, defines and launch
   host::CompileResult r = compiler.compile({op.source(ops::Backend::opencl, p, c), target});
   INFO(r.diagnostics);
   REQUIRE(r.ok);
-  rpc::GpuModule module;
+  kernel::GpuModule module;
   std::string error;
-  REQUIRE(rpc::decode_gpu_module(r.shared_object, module, error));
-  CHECK(module.backend == rpc::GpuBackend::opencl);
+  REQUIRE(kernel::decode_gpu_module(r.shared_object, module, error));
+  CHECK(module.backend == kernel::GpuBackend::opencl);
   CHECK(module.device_index == 1);
   CHECK(module.entry == "gemm");
   std::string text(module.code.begin(), module.code.end());
@@ -137,15 +137,15 @@ TEST_CASE("CUDA kernels compile in-process with NVRTC to cubin and PTX", "[host]
     host::CompileResult cubin = compiler.compile({op.source(ops::Backend::cuda, p, c), sm90});
     INFO(text << ": " << cubin.diagnostics);
     REQUIRE(cubin.ok);
-    rpc::GpuModule module;
+    kernel::GpuModule module;
     std::string error;
-    REQUIRE(rpc::decode_gpu_module(cubin.shared_object, module, error));
-    CHECK(module.code_kind == rpc::GpuCodeKind::cubin);
+    REQUIRE(kernel::decode_gpu_module(cubin.shared_object, module, error));
+    CHECK(module.code_kind == kernel::GpuCodeKind::cubin);
     CHECK(host::elf_machine(module.code) == "machine 190");  // EM_CUDA
     host::CompileResult text_ptx = compiler.compile({op.source(ops::Backend::cuda, p, c), ptx});
     REQUIRE(text_ptx.ok);
-    REQUIRE(rpc::decode_gpu_module(text_ptx.shared_object, module, error));
-    CHECK(module.code_kind == rpc::GpuCodeKind::ptx);
+    REQUIRE(kernel::decode_gpu_module(text_ptx.shared_object, module, error));
+    CHECK(module.code_kind == kernel::GpuCodeKind::ptx);
     std::string code(module.code.begin(), module.code.end());
     CHECK_THAT(code, Catch::Contains(".target sm_90") && Catch::Contains(".entry gemm"));
   }

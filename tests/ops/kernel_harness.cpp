@@ -92,7 +92,7 @@ Kernel Kernel::build(const KernelSource& source, const std::filesystem::path& di
   }
   std::string command = std::string(KESTREL_TEST_CLANG) +
                         " -O2 -shared -fPIC -ffreestanding -nostdlib -Wall -Wextra -Werror -march=native -I" +
-                        KESTREL_SOURCE_DIR + "/device_runtime/include";
+                        KESTREL_SOURCE_DIR + "/kernel/include";
   for (const auto& d : source.defines) command += " -D" + d.name + "=" + d.value;
   command += " -o " + so_file.string() + " " + c_file.string();
   int status = 0;
@@ -119,7 +119,7 @@ bool compiles_for(const KernelSource& source, const std::string& march, const st
     std::fclose(f);
   }
   std::string command = std::string(KESTREL_TEST_CLANG) + " -O2 -ffreestanding -Wall -Wextra -Werror -march=" + march +
-                        " -I" + KESTREL_SOURCE_DIR + "/device_runtime/include -c -o " + (dir / "compile_only.o").string();
+                        " -I" + KESTREL_SOURCE_DIR + "/kernel/include -c -o " + (dir / "compile_only.o").string();
   for (const auto& d : source.defines) command += " -D" + d.name + "=" + d.value;
   command += " " + c_file.string();
   int status = 0;

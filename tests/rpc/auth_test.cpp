@@ -9,6 +9,7 @@
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/errors.h"
 
+using namespace kestrel;
 using namespace kestrel::rpc;
 namespace wire = kestrel::wire;
 

@@ -7,6 +7,7 @@
 #include "kestrel/rpc/framing.h"
 #include "kestrel/rpc/messages.h"
 
+using namespace kestrel;
 using namespace kestrel::rpc;
 namespace wire = kestrel::wire;
 

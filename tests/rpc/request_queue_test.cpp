@@ -6,6 +6,7 @@
 
 #include "kestrel/rpc/request_queue.h"
 
+using namespace kestrel;
 using namespace kestrel::rpc;
 
 namespace {

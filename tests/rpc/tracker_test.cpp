@@ -4,7 +4,7 @@
 
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
 #include "support/async.h"
 #include "support/pool.h"

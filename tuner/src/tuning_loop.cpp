@@ -12,7 +12,7 @@
 
 #include "kestrel/host/compile_async.h"
 #include "kestrel/rpc/handshake.h"
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 #include "kestrel/tuner/features.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/strategy.h"
@@ -190,7 +190,7 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
     r.cost = status == host::Status::ok ? median(rounds) : std::numeric_limits<double>::infinity();
     r.gflops = std::isfinite(r.cost) && r.cost > 0 ? flops / r.cost / 1e9 : 0;
     r.compile_ms = compile_ms;
-    r.tool_version = std::string(rpc::software_version());
+    r.tool_version = std::string(software_version());
     r.time_unix_ms = now_unix_ms();
     r.session = result.session;
     r.final_measurement = final_measurement;
@@ -204,7 +204,7 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
   };
 
   // Compiles and measures a list of configurations; records each result as it arrives.
-  auto evaluate = [&](const std::vector<std::uint64_t>& indices, const host::MeasureOptions& measure,
+  auto evaluate = [&](const std::vector<std::uint64_t>& indices, const rpc::MeasureSettings& measure,
                       bool final_measurement) -> rpc::awaitable<std::vector<Observation>> {
     std::vector<Observation> observations(indices.size());
     std::vector<std::string> configs(indices.size());
@@ -341,7 +341,7 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
   }
   if (!top.empty() && !stop_.load()) {
     report("final");
-    host::MeasureOptions final_measure = options_.measure;
+    rpc::MeasureSettings final_measure = options_.measure;
     final_measure.repeat = std::max(final_measure.repeat, options_.final_repeat);
     auto observed = co_await evaluate(top, final_measure, true);
     for (const auto& o : observed) {

@@ -12,7 +12,7 @@
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/device_info.h"
-#include "kestrel/rpc/ids.h"
+#include "kestrel/base/ids.h"
 
 namespace kestrel::device {
 
@@ -30,7 +30,7 @@ struct AgentStats {
   std::uint64_t registrations = 0;  // successful registrations since start
   std::uint64_t sessions = 0;       // leases served
   bool registered = false;          // registered right now
-  rpc::DeviceId device_id;          // as assigned by the tracker at the last registration
+  DeviceId device_id;          // as assigned by the tracker at the last registration
 };
 
 class DeviceAgent {

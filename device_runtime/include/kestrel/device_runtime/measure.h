@@ -18,28 +18,21 @@
 #include <vector>
 
 #include "kestrel/rpc/asio.h"
-#include "kestrel/rpc/measure_status.h"
+#include "kestrel/kernel/status.h"
+#include "kestrel/rpc/measure.h"
 
 namespace kestrel::device {
 
-using Status = rpc::MeasureStatus;
-using rpc::to_string;
+using Status = kernel::Status;
+using kernel::to_string;
 
 struct ArgSpec {
   std::int64_t elements = 0;  // f32 elements
   bool is_output = false;
 };
 
-struct Settings {
-  std::uint32_t number = 0;  // 0: automatic
-  std::uint32_t repeat = 3;
-  std::uint32_t min_repeat_ms = 50;
-  std::uint32_t cooldown_ms = 0;
-  bool flush_cache = false;
-  std::uint32_t timeout_ms = 10'000;
-  std::uint32_t threads = 0;  // 0: all cores
-  std::uint64_t seed = 1;
-};
+using Settings = rpc::MeasureSettings;
+
 
 struct CandidateSpec {
   std::uint64_t id = 0;

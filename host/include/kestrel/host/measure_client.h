@@ -13,25 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/rpc/measure_status.h"
+#include "kestrel/kernel/status.h"
+#include "kestrel/rpc/measure.h"
 #include "kestrel/rpc/tracker_client.h"
 
 namespace kestrel::host {
 
-using Status = rpc::MeasureStatus;
-using rpc::parse_status;
-using rpc::to_string;
+using Status = kernel::Status;
+using kernel::parse_status;
+using kernel::to_string;
 
-struct MeasureOptions {
-  std::uint32_t number = 0;  // calls per round; 0: grow until a round lasts min_repeat_ms
-  std::uint32_t repeat = 3;
-  std::uint32_t min_repeat_ms = 100;
-  std::uint32_t cooldown_ms = 0;
-  bool flush_cache = false;
-  std::uint32_t timeout_ms = 10'000;  // per candidate on the device
-  std::uint32_t threads = 0;          // 0: all cores of the device
-  std::uint64_t seed = 1;
-};
 
 // A compiled module, shared by every candidate and device that uses it.
 struct Module {
@@ -97,7 +88,7 @@ class MeasureClient {
   // tracker is gone and cannot be reached again (within reconnect_timeout, if set);
   // candidates not measured by then get no result.
   rpc::awaitable<std::vector<Measurement>> measure(const Workload& workload, const std::vector<Candidate>& candidates,
-                                                   const MeasureOptions& options,
+                                                   const rpc::MeasureSettings& options,
                                                    std::function<void(const Measurement&)> on_result = {});
   // Releases every lease.
   rpc::awaitable<void> close();
@@ -110,17 +101,17 @@ class MeasureClient {
 
  private:
   struct Device;
-  rpc::awaitable<void> collect_grant(rpc::RequestId id, std::shared_ptr<bool> alive);
+  rpc::awaitable<void> collect_grant(RequestId id, std::shared_ptr<bool> alive);
   rpc::awaitable<void> request_extra_devices();
   rpc::awaitable<void> reconnect_tracker();
   rpc::awaitable<void> ensure_modules(Device& device, const std::vector<const Module*>& modules);
   rpc::awaitable<void> run_batch(Device& device, const Workload& workload, const std::vector<Candidate>& batch,
-                                 const MeasureOptions& options, std::function<void(Measurement)> on_result);
+                                 const rpc::MeasureSettings& options, std::function<void(Measurement)> on_result);
 
   std::shared_ptr<rpc::TrackerClient> tracker_;
   MeasureClientOptions options_;
   std::vector<std::shared_ptr<Device>> devices_;
-  std::vector<rpc::RequestId> pending_;
+  std::vector<RequestId> pending_;
   std::uint64_t next_seq_ = 1;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   unsigned reconnects_ = 0;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/rpc/ids.h"
+#include "kestrel/base/ids.h"
 #include "kestrel/wire/tracker.capnp.h"
 
 namespace kestrel::rpc {

@@ -9,14 +9,13 @@
 
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/connection.h"
-#include "kestrel/rpc/ids.h"
+#include "kestrel/base/ids.h"
+#include "kestrel/base/version.h"
 
 namespace kestrel::rpc {
 
 // The protocol version this build speaks (tracker.capnp `protocolVersion`).
 std::uint32_t protocol_version();
-// This build's software version, e.g. "0.1.0".
-std::string_view software_version();
 
 struct TrackerHandshakeOptions {
   const Token* token = nullptr;  // null: no authentication

@@ -6,7 +6,7 @@
 
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/framing.h"
-#include "kestrel/rpc/ids.h"
+#include "kestrel/base/ids.h"
 
 namespace kestrel::rpc {
 

@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kestrel/rpc/ids.h"
+#include "kestrel/base/ids.h"
 
 namespace kestrel::rpc {
 

@@ -19,7 +19,7 @@
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/device_info.h"
 #include "kestrel/rpc/errors.h"
-#include "kestrel/rpc/ids.h"
+#include "kestrel/base/ids.h"
 #include "kestrel/rpc/session.h"
 
 namespace kestrel::rpc {

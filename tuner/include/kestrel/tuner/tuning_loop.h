@@ -30,7 +30,7 @@ struct TuneOptions {
   std::chrono::seconds time_budget{0};       // 0: none
   std::size_t early_stopping = 0;            // stop after this many trials without improvement; 0: off
   std::size_t batch_size = 16;
-  host::MeasureOptions measure;
+  rpc::MeasureSettings measure;
   std::size_t final_top = 3;                 // configurations re-measured at the end
   std::uint32_t final_repeat = 15;           // their repeats
   bool transfer = true;                      // seed the model with other workloads' records

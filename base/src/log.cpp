@@ -1,5 +1,5 @@
 // Process-wide stderr logger.
-#include "kestrel/rpc/log.h"
+#include "kestrel/base/log.h"
 
 #include <atomic>
 #include <chrono>

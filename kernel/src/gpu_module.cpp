@@ -1,5 +1,5 @@
 // GPU module images: magic + GpuModule flat array.
-#include "kestrel/rpc/gpu_module.h"
+#include "kestrel/kernel/gpu_module.h"
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -7,20 +7,20 @@
 
 #include <cstring>
 
-#include "kestrel/wire/session.capnp.h"
+#include "kestrel/kernel/format/gpu_module.capnp.h"
 
-namespace kestrel::rpc {
+namespace kestrel::kernel {
 
 std::string_view to_string(GpuBackend backend) { return backend == GpuBackend::cuda ? "cuda" : "opencl"; }
 
 std::vector<std::uint8_t> encode_gpu_module(const GpuModule& module) {
   capnp::MallocMessageBuilder message;
-  auto out = message.initRoot<wire::GpuModule>();
-  out.setBackend(module.backend == GpuBackend::cuda ? wire::GpuBackend::CUDA : wire::GpuBackend::OPENCL);
+  auto out = message.initRoot<format::GpuModule>();
+  out.setBackend(module.backend == GpuBackend::cuda ? format::GpuBackend::CUDA : format::GpuBackend::OPENCL);
   switch (module.code_kind) {
-    case GpuCodeKind::opencl_source: out.setCodeKind(wire::GpuCodeKind::OPENCL_SOURCE); break;
-    case GpuCodeKind::ptx: out.setCodeKind(wire::GpuCodeKind::PTX); break;
-    case GpuCodeKind::cubin: out.setCodeKind(wire::GpuCodeKind::CUBIN); break;
+    case GpuCodeKind::opencl_source: out.setCodeKind(format::GpuCodeKind::OPENCL_SOURCE); break;
+    case GpuCodeKind::ptx: out.setCodeKind(format::GpuCodeKind::PTX); break;
+    case GpuCodeKind::cubin: out.setCodeKind(format::GpuCodeKind::CUBIN); break;
   }
   out.setCode(kj::arrayPtr(module.code.data(), module.code.size()));
   out.setEntry(module.entry);
@@ -61,12 +61,12 @@ bool decode_gpu_module(std::span<const std::uint8_t> image, GpuModule& out, std:
     capnp::ReaderOptions options;
     options.traversalLimitInWords = words.size() * 4 + 64;
     capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()), options);
-    auto in = reader.getRoot<wire::GpuModule>();
-    out.backend = in.getBackend() == wire::GpuBackend::CUDA ? GpuBackend::cuda : GpuBackend::opencl;
+    auto in = reader.getRoot<format::GpuModule>();
+    out.backend = in.getBackend() == format::GpuBackend::CUDA ? GpuBackend::cuda : GpuBackend::opencl;
     switch (in.getCodeKind()) {
-      case wire::GpuCodeKind::OPENCL_SOURCE: out.code_kind = GpuCodeKind::opencl_source; break;
-      case wire::GpuCodeKind::PTX: out.code_kind = GpuCodeKind::ptx; break;
-      case wire::GpuCodeKind::CUBIN: out.code_kind = GpuCodeKind::cubin; break;
+      case format::GpuCodeKind::OPENCL_SOURCE: out.code_kind = GpuCodeKind::opencl_source; break;
+      case format::GpuCodeKind::PTX: out.code_kind = GpuCodeKind::ptx; break;
+      case format::GpuCodeKind::CUBIN: out.code_kind = GpuCodeKind::cubin; break;
       default: error = "GPU module has an unknown code kind"; return false;
     }
     auto code = in.getCode();
@@ -105,4 +105,4 @@ bool decode_gpu_module(std::span<const std::uint8_t> image, GpuModule& out, std:
   return true;
 }
 
-}  // namespace kestrel::rpc
+}  // namespace kestrel::kernel

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace kestrel::rpc {
+namespace kestrel::kernel {
 
 enum class GpuBackend : std::uint8_t { cuda, opencl };
 enum class GpuCodeKind : std::uint8_t { opencl_source, ptx, cubin };
@@ -38,4 +38,4 @@ bool decode_gpu_module(std::span<const std::uint8_t> image, GpuModule& out, std:
 
 std::string_view to_string(GpuBackend backend);
 
-}  // namespace kestrel::rpc
+}  // namespace kestrel::kernel

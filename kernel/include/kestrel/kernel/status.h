@@ -1,13 +1,14 @@
-// How a measured candidate ended. One definition for the device runtime and the host;
-// the values are those of session.capnp's MeasureStatus (checked at compile time).
+// How a measured candidate ended. One definition for the device runtime, the host, the
+// records and the wire (rpc checks at compile time that session.capnp's MeasureStatus
+// has the same values).
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
-namespace kestrel::rpc {
+namespace kestrel::kernel {
 
-enum class MeasureStatus : std::uint32_t {
+enum class Status : std::uint32_t {
   ok = 0,
   instantiation_error = 1,  // invalid configuration (host side)
   host_compile_error = 2,   // host side
@@ -22,8 +23,8 @@ enum class MeasureStatus : std::uint32_t {
 };
 
 // "ok", "instantiation error", ..., "device lost": the names records and tools use.
-std::string_view to_string(MeasureStatus status);
+std::string_view to_string(Status status);
 // Parses those names; false if unknown.
-bool parse_status(std::string_view text, MeasureStatus& out);
+bool parse_status(std::string_view text, Status& out);
 
-}  // namespace kestrel::rpc
+}  // namespace kestrel::kernel

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace kestrel::rpc {
+namespace kestrel {
 
 template <typename Tag>
 struct Id {
@@ -23,11 +23,11 @@ using LeaseId = Id<struct LeaseIdTag>;
 using ConnectionId = Id<struct ConnectionIdTag>;
 using RequestId = Id<struct RequestIdTag>;
 
-}  // namespace kestrel::rpc
+}  // namespace kestrel
 
 template <typename Tag>
-struct std::hash<kestrel::rpc::Id<Tag>> {
-  std::size_t operator()(kestrel::rpc::Id<Tag> id) const noexcept {
+struct std::hash<kestrel::Id<Tag>> {
+  std::size_t operator()(kestrel::Id<Tag> id) const noexcept {
     return std::hash<std::uint64_t>{}(id.value);
   }
 };

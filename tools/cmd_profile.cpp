@@ -53,7 +53,7 @@ struct Subject {
   std::string label;
   ops::KernelSource kernel;
   std::optional<ops::KernelSource> reference;
-  std::vector<host::Workload::Arg> args;
+  std::vector<rpc::TensorArg> args;
   double flops = 0;
   double tolerance = 1e-4;
   std::string instantiation_error;

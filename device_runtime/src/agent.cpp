@@ -1,19 +1,17 @@
-// Device agent: connect, register, serve, reconnect.
+// Device agent: connect, register, heartbeats, reconnect; session traffic goes to the
+// SessionServer (session_server.cpp).
 #include "kestrel/device_runtime/agent.h"
 
 #include <kj/exception.h>
 
-#include <deque>
-#include <map>
 #include <random>
 
-#include "kestrel/device_runtime/measure.h"
-#include "kestrel/device_runtime/module_store.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
 #include "kestrel/rpc/session.h"
+#include "kestrel/device_runtime/session_server.h"
 
 namespace kestrel::device {
 namespace {
@@ -43,13 +41,10 @@ struct DeviceAgent::Impl {
   std::shared_ptr<rpc::Connection> conn;
   bool stopping = false;
   Clock::time_point last_seen;
-  ModuleStore modules;
-  // The batch running for each lease (one at a time; later ones wait in order).
-  struct LeaseWork {
-    std::shared_ptr<BatchRunner> running;
-    std::deque<std::pair<std::uint64_t, BatchSpec>> waiting;
-  };
-  std::map<std::uint64_t, LeaseWork> work;
+  // Answers the session traffic of every lease; outlives connections (modules stay).
+  SessionServer sessions{executor, info, [this](LeaseId lease, const rpc::Payload& payload) {
+                           if (conn && conn->is_open()) conn->send(rpc::relay_frame(lease, payload));
+                         }};
   std::minstd_rand jitter{std::random_device{}()};
 
   awaitable<void> run() {
@@ -67,7 +62,7 @@ struct DeviceAgent::Impl {
         why = e.what();
       }
       stats.registered = false;
-      end_all_work();  // leases do not survive a lost connection
+      sessions.end_all();  // leases do not survive a lost connection
       if (stopping) break;
       // Capped exponential backoff with +-20% jitter, so a restarted tracker is not
       // hit by every board at the same instant.
@@ -163,14 +158,16 @@ struct DeviceAgent::Impl {
         break;
       case wire::Frame::LEASE_ENDED: {
         auto ended = root.getLeaseEnded();
-        end_work(ended.getLeaseId());
+        sessions.end_lease(LeaseId(ended.getLeaseId()));
         log::info(kLog, "lease ", ended.getLeaseId(), " ended",
                   ended.getReleased() ? std::string(" (released)") : str(": ", ended.getFailure().getMessage().cStr()));
         break;
       }
-      case wire::Frame::RELAY:
-        on_session(LeaseId(root.getRelay().getLeaseId()), root.getRelay().getPayload());
+      case wire::Frame::RELAY: {
+        auto payload = root.getRelay().getPayload();
+        sessions.handle(LeaseId(root.getRelay().getLeaseId()), {payload.begin(), payload.size()});
         break;
+      }
       case wire::Frame::FAILURE: {
         RpcError error = rpc::to_error(root.getFailure());
         conn->close();
@@ -182,173 +179,9 @@ struct DeviceAgent::Impl {
     }
   }
 
-  void reply(LeaseId lease, capnp::MallocMessageBuilder& message) {
-    conn->send(rpc::relay_frame(lease, rpc::encode_session(message)));
-  }
-
-  void on_session(LeaseId lease, capnp::Data::Reader data) {
-    std::string error;
-    auto payload = rpc::SessionPayload::decode({data.begin(), data.size()}, error);
-    capnp::MallocMessageBuilder builder;
-    auto out = builder.initRoot<wire::SessionMessage>();
-    if (!payload) {
-      log::warn(kLog, "lease ", lease.value, ": bad session message: ", error);
-      out.initError().setMessage(str("bad session message: ", error));
-      reply(lease, builder);
-      return;
-    }
-    auto message = payload->root();
-    switch (message.which()) {
-      case wire::SessionMessage::PING:
-        out.initPong().setSeq(message.getPing().getSeq());
-        break;
-      case wire::SessionMessage::INFO_REQUEST: {
-        auto answer = out.initInfo();
-        answer.setSeq(message.getInfoRequest().getSeq());
-        rpc::to_wire(info, answer.initInfo());
-        break;
-      }
-      case wire::SessionMessage::QUERY_MODULES: {
-        auto query = message.getQueryModules();
-        auto answer = out.initModulesPresent();
-        answer.setSeq(query.getSeq());
-        auto present = answer.initPresent(query.getHashes().size());
-        for (unsigned i = 0; i < query.getHashes().size(); ++i) present.set(i, modules.contains(query.getHashes()[i]));
-        break;
-      }
-      case wire::SessionMessage::UPLOAD_MODULE: {
-        auto upload = message.getUploadModule();
-        auto image = upload.getImage();
-        std::string store_error = modules.put(upload.getHash(), {image.begin(), image.size()});
-        if (store_error.empty()) {
-          auto stored = out.initModuleStored();
-          stored.setSeq(upload.getSeq());
-          stored.setHash(upload.getHash());
-        } else {
-          auto err = out.initError();
-          err.setSeq(upload.getSeq());
-          err.setMessage(store_error);
-        }
-        break;
-      }
-      case wire::SessionMessage::MEASURE_BATCH: {
-        auto batch = message.getMeasureBatch();
-        std::string spec_error;
-        BatchSpec spec = to_spec(batch, spec_error);
-        if (!spec_error.empty()) {
-          auto err = out.initError();
-          err.setSeq(batch.getSeq());
-          err.setMessage(spec_error);
-          break;
-        }
-        auto& lease_work = work[lease.value];
-        lease_work.waiting.emplace_back(batch.getSeq(), std::move(spec));
-        if (!lease_work.running) start_next(lease);
-        return;  // results are streamed back as each candidate finishes
-      }
-      default: {
-        auto err = out.initError();
-        err.setMessage(str("session message kind ", static_cast<unsigned>(message.which()),
-                           " is not supported by this runtime (", software_version(), ")"));
-        break;
-      }
-    }
-    reply(lease, builder);
-  }
-
-  BatchSpec to_spec(wire::MeasureBatch::Reader batch, std::string& error) {
-    BatchSpec spec;
-    for (auto arg : batch.getArgs()) {
-      if (arg.getElements() <= 0 || arg.getElements() > (std::int64_t(1) << 34)) {
-        error = str("argument of ", arg.getElements(), " elements is out of range");
-        return spec;
-      }
-      spec.args.push_back({arg.getElements(), arg.getIsOutput()});
-    }
-    if (batch.getArgs().size() > 64) error = "more than 64 kernel arguments";
-    std::string reference = batch.getReferenceHash();
-    if (!reference.empty()) {
-      spec.reference_hash = reference;
-      spec.reference_fd = modules.fd(reference);
-      if (spec.reference_fd < 0) error = str("reference module ", reference.substr(0, 12), " is not on this device");
-    }
-    spec.tolerance = batch.getTolerance();
-    auto s = batch.getSettings();
-    spec.settings.number = s.getNumber();
-    spec.settings.repeat = std::clamp<std::uint32_t>(s.getRepeat(), 1, 10'000);
-    spec.settings.min_repeat_ms = s.getMinRepeatMs();
-    spec.settings.cooldown_ms = s.getCooldownMs();
-    spec.settings.flush_cache = s.getFlushCache();
-    spec.settings.timeout_ms = s.getTimeoutMs() ? s.getTimeoutMs() : 10'000;
-    spec.settings.threads = s.getThreads();
-    spec.settings.seed = s.getSeed();
-    for (auto c : batch.getCandidates()) {
-      std::string hash = c.getModuleHash();
-      spec.candidates.push_back({c.getId(), hash, modules.fd(hash)});
-    }
-    return spec;
-  }
-
-  void start_next(LeaseId lease) {
-    auto it = work.find(lease.value);
-    if (it == work.end() || it->second.waiting.empty()) return;
-    auto [seq, spec] = std::move(it->second.waiting.front());
-    it->second.waiting.pop_front();
-    log::info(kLog, "lease ", lease.value, ": measuring ", spec.candidates.size(), " candidate(s)");
-    auto target = conn;
-    it->second.running = BatchRunner::start(
-        executor, std::move(spec),
-        [this, lease, seq = seq, target](const Result& r) {
-          if (target != conn || !target->is_open()) return;
-          capnp::MallocMessageBuilder builder;
-          auto out = builder.initRoot<wire::SessionMessage>().initMeasureResult();
-          out.setSeq(seq);
-          out.setCandidateId(r.id);
-          out.setStatus(static_cast<wire::MeasureStatus>(r.status));
-          out.setMessage(r.message);
-          out.setNumber(r.number);
-          auto rounds = out.initRoundSeconds(static_cast<unsigned>(r.round_seconds.size()));
-          for (unsigned i = 0; i < r.round_seconds.size(); ++i) rounds.set(i, r.round_seconds[i]);
-          out.setMaxError(r.max_error);
-          out.setLoadMs(r.load_ms);
-          reply(lease, builder);
-        },
-        [this, lease, seq = seq, target](const std::string& message) {
-          if (target == conn && target->is_open()) {
-            capnp::MallocMessageBuilder builder;
-            auto done = builder.initRoot<wire::SessionMessage>().initBatchDone();
-            done.setSeq(seq);
-            done.setMessage(message);
-            reply(lease, builder);
-          }
-          auto w = work.find(lease.value);
-          if (w == work.end()) return;
-          w->second.running.reset();
-          if (w->second.waiting.empty()) {
-            work.erase(w);
-          } else {
-            start_next(lease);
-          }
-        });
-  }
-
-  void end_work(std::uint64_t lease) {
-    auto it = work.find(lease);
-    if (it == work.end()) return;
-    if (it->second.running) it->second.running->cancel();
-    work.erase(it);
-  }
-
-  void end_all_work() {
-    for (auto& [lease, w] : work) {
-      if (w.running) w.running->cancel();
-    }
-    work.clear();
-  }
-
   void stop() {
     stopping = true;
-    end_all_work();
+    sessions.end_all();
     backoff_timer.cancel();
     watchdog_timer.cancel();
     if (conn) conn->close();

@@ -112,9 +112,9 @@ struct BatchRunner::Impl {
   }
 
   void fail_rest(std::size_t from, Status status, const std::string& message) {
-    for (std::size_t i = from; i < spec.candidates.size(); ++i) {
-      Result r;
-      r.id = spec.candidates[i].id;
+    for (std::size_t i = from; i < spec.request.candidates.size(); ++i) {
+      rpc::CandidateResult r;
+      r.id = spec.request.candidates[i].id;
       r.status = status;
       r.message = message;
       on_result(r);
@@ -122,11 +122,11 @@ struct BatchRunner::Impl {
   }
 
   rpc::awaitable<std::string> run() {
-    const auto timeout = std::chrono::milliseconds(std::max<std::uint32_t>(spec.settings.timeout_ms, 1));
+    const auto timeout = std::chrono::milliseconds(std::max<std::uint32_t>(spec.request.settings.timeout_ms, 1));
     // Preparing inputs and running the reference may take longer than one candidate.
     const auto setup_timeout = timeout * 4 + std::chrono::seconds(10);
     std::size_t next = 0;
-    while (next < spec.candidates.size() && !cancelled) {
+    while (next < spec.request.candidates.size() && !cancelled) {
       std::string error;
       if (!fork_worker(next, error)) {
         fail_rest(next, Status::runtime_error, "cannot start a worker: " + error);
@@ -170,8 +170,10 @@ struct BatchRunner::Impl {
           arm(timeout);
         } else if (type == worker::Record::result) {
           deadline.cancel();
-          Result result;
-          if (!worker::decode_result(payload, result)) {
+          rpc::CandidateResult result;
+          std::string bad;
+          if (!rpc::decode_result(payload, result, bad)) {
+            log::warn(kLog, "worker sent a bad result: ", bad);
             kill_worker();
             break;
           }
@@ -188,8 +190,8 @@ struct BatchRunner::Impl {
       std::string how = reap();
       if (running) {
         // The worker died (or was killed) inside this candidate.
-        Result r;
-        r.id = spec.candidates[*running].id;
+        rpc::CandidateResult r;
+        r.id = spec.request.candidates[*running].id;
         if (was_timeout) {
           r.status = Status::run_timeout;
           r.message = "exceeded the " + std::to_string(timeout.count()) + " ms limit; worker killed";
@@ -200,7 +202,7 @@ struct BatchRunner::Impl {
         log::info(kLog, "candidate ", r.id, ": ", r.message);
         on_result(r);
         next = *running + 1;
-      } else if (next < spec.candidates.size()) {
+      } else if (next < spec.request.candidates.size()) {
         // Died between candidates: nothing to blame; try the rest in a fresh worker once.
         fail_rest(next, Status::runtime_error, "worker ended between candidates: " + how);
         co_return "worker ended unexpectedly";
@@ -211,7 +213,9 @@ struct BatchRunner::Impl {
 };
 
 BatchRunner::BatchRunner(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result, DoneFn on_done)
-    : impl_(std::make_unique<Impl>(executor, std::move(spec), std::move(on_result), std::move(on_done))) {}
+    : impl_(std::make_unique<Impl>(executor, std::move(spec), std::move(on_result), std::move(on_done))) {
+  impl_->spec.module_fds.resize(impl_->spec.request.candidates.size(), -1);
+}
 
 BatchRunner::~BatchRunner() {
   if (impl_ && impl_->child > 0) {

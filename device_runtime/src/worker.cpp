@@ -29,6 +29,9 @@
 namespace kestrel::device::worker {
 namespace {
 
+using Result = rpc::CandidateResult;
+using Settings = rpc::MeasureSettings;
+
 // ---- records to the parent ------------------------------------------------------
 
 int g_out_fd = -1;
@@ -187,7 +190,8 @@ void load(Module& module, int fd, const std::string& hash) {
 // ---- one batch -------------------------------------------------------------------
 
 struct Batch {
-  const BatchSpec& spec;
+  const rpc::BatchRequest& spec;  // the request; the fds are below
+  int reference_fd = -1;
   std::vector<Buffer> buffers;
   std::vector<Buffer> expected;  // reference outputs, parallel to output args
   std::vector<kestrel_arg> args;
@@ -201,7 +205,7 @@ struct Batch {
   };
   std::map<std::pair<kernel::GpuBackend, std::uint32_t>, GpuSlot> gpu_sessions;
 
-  explicit Batch(const BatchSpec& s) : spec(s) {}
+  explicit Batch(const BatchSpec& s) : spec(s.request), reference_fd(s.reference_fd) {}
 
   void prepare() {
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
@@ -211,7 +215,7 @@ struct Batch {
     for (const auto& b : buffers) args.push_back(kestrel_arg{b.data, b.elements, 0.0});
     services = *g_services->table();
     if (spec.settings.flush_cache) flush.resize(flush_bytes());
-    if (spec.reference_fd >= 0) run_reference();
+    if (reference_fd >= 0) run_reference();
   }
 
   static std::size_t flush_bytes() {
@@ -232,7 +236,7 @@ struct Batch {
 
   void run_reference() {
     Module reference;
-    load(reference, spec.reference_fd, spec.reference_hash);
+    load(reference, reference_fd, spec.reference_hash);
     if (!reference.entry) fatal(Status::device_load_error, "reference kernel: " + reference.error);
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
       if (spec.args[i].is_output) fill_nan(buffers[i]);
@@ -332,7 +336,7 @@ struct Batch {
   }
 
   // A CUDA or OpenCL candidate: same method as on the CPU, timed with device events.
-  Result measure_gpu(const CandidateSpec& candidate, const std::vector<std::uint8_t>& image) {
+  Result measure_gpu(const rpc::CandidateRequest& candidate, const std::vector<std::uint8_t>& image) {
     Result result;
     result.id = candidate.id;
     const std::string name = candidate.module_hash.substr(0, 12);
@@ -390,12 +394,12 @@ struct Batch {
     return result;
   }
 
-  Result measure(const CandidateSpec& candidate) {
-    if (auto image = gpu_image(candidate.module_fd)) return measure_gpu(candidate, *image);
+  Result measure(const rpc::CandidateRequest& candidate, int module_fd) {
+    if (auto image = gpu_image(module_fd)) return measure_gpu(candidate, *image);
     Result result;
     result.id = candidate.id;
     Module module;
-    load(module, candidate.module_fd, candidate.module_hash);
+    load(module, module_fd, candidate.module_hash);
     result.load_ms = module.load_ms;
     if (!module.entry) {
       result.status = Status::device_load_error;
@@ -464,47 +468,6 @@ struct Batch {
 
 }  // namespace
 
-std::vector<std::uint8_t> encode_result(const Result& r) {
-  std::vector<std::uint8_t> out;
-  auto put = [&](const void* p, std::size_t n) {
-    const auto* b = static_cast<const std::uint8_t*>(p);
-    out.insert(out.end(), b, b + n);
-  };
-  std::uint32_t status = static_cast<std::uint32_t>(r.status);
-  std::uint32_t rounds = static_cast<std::uint32_t>(r.round_seconds.size());
-  std::uint32_t message = static_cast<std::uint32_t>(r.message.size());
-  put(&r.id, 8);
-  put(&status, 4);
-  put(&r.number, 4);
-  put(&r.max_error, 8);
-  put(&r.load_ms, 8);
-  put(&rounds, 4);
-  put(r.round_seconds.data(), rounds * 8);
-  put(&message, 4);
-  put(r.message.data(), message);
-  return out;
-}
-
-bool decode_result(std::span<const std::uint8_t> payload, Result& r) {
-  std::size_t at = 0;
-  auto get = [&](void* p, std::size_t n) {
-    if (at + n > payload.size()) return false;
-    std::memcpy(p, payload.data() + at, n);
-    at += n;
-    return true;
-  };
-  std::uint32_t status = 0, rounds = 0, message = 0;
-  if (!get(&r.id, 8) || !get(&status, 4) || !get(&r.number, 4) || !get(&r.max_error, 8) || !get(&r.load_ms, 8) ||
-      !get(&rounds, 4) || status > static_cast<std::uint32_t>(Status::last) || rounds > 1'000'000) {
-    return false;
-  }
-  r.status = static_cast<Status>(status);
-  r.round_seconds.resize(rounds);
-  if (!get(r.round_seconds.data(), rounds * 8) || !get(&message, 4) || message > (1u << 20)) return false;
-  r.message.resize(message);
-  return get(r.message.data(), message) && at == payload.size();
-}
-
 void run(int fd, const BatchSpec& spec, std::size_t first) {
   g_out_fd = fd;
   // Die with the runtime; leave the runtime's signal handling (Asio's signal pipe) alone.
@@ -519,17 +482,17 @@ void run(int fd, const BatchSpec& spec, std::size_t first) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  unsigned threads = spec.settings.threads ? spec.settings.threads : cores;
+  unsigned threads = spec.request.settings.threads ? spec.request.settings.threads : cores;
   static KernelServices services(std::min(threads, 256u));
   g_services = &services;
 
   Batch batch(spec);
   batch.prepare();
   send(Record::ready, 0);
-  for (std::size_t i = first; i < spec.candidates.size(); ++i) {
+  for (std::size_t i = first; i < spec.request.candidates.size(); ++i) {
     send(Record::started, static_cast<std::uint32_t>(i));
-    Result result = batch.measure(spec.candidates[i]);
-    send(Record::result, static_cast<std::uint32_t>(i), encode_result(result));
+    Result result = batch.measure(spec.request.candidates[i], spec.module_fds[i]);
+    send(Record::result, static_cast<std::uint32_t>(i), rpc::encode_result(result));
   }
   std::_Exit(0);
 }

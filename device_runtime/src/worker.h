@@ -14,7 +14,7 @@ namespace kestrel::device::worker {
 enum class Record : std::uint32_t {
   ready = 1,    // inputs and reference output prepared
   started = 2,  // candidate `index` is starting (the parent arms its timeout)
-  result = 3,   // candidate `index` finished; payload: encode_result()
+  result = 3,   // candidate `index` finished; payload: rpc::encode_result()
   fatal = 4,    // the batch cannot run (reference failed, out of memory); payload: u32 status, message
 };
 
@@ -23,10 +23,6 @@ struct RecordHeader {
   std::uint32_t index = 0;
   std::uint32_t length = 0;
 };
-
-std::vector<std::uint8_t> encode_result(const Result& result);
-// Returns false on a malformed payload.
-bool decode_result(std::span<const std::uint8_t> payload, Result& out);
 
 // In a freshly forked child: prepares the inputs, runs the reference, then candidates
 // [first, end) of the batch, writing records to `fd`. Never returns.

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "kestrel/base/log.h"
-#include "kestrel/rpc/session.h"
+#include "kestrel/rpc/device_session.h"
 
 namespace kestrel::host {
 namespace {
@@ -22,13 +22,6 @@ awaitable<void> pause(std::chrono::milliseconds d) {
   co_await timer.async_wait(rpc::use_nothrow);
 }
 
-// Decodes a session payload; throws a protocol error on garbage.
-std::unique_ptr<rpc::SessionPayload> decode(const rpc::Payload& payload) {
-  std::string error;
-  auto message = rpc::SessionPayload::decode(payload, error);
-  if (!message) throw RpcError(ErrorCode::protocol_error, "device sent " + error);
-  return message;
-}
 }  // namespace
 
 std::string device_fingerprint(const rpc::DeviceInfo& device) {
@@ -36,7 +29,10 @@ std::string device_fingerprint(const rpc::DeviceInfo& device) {
 }
 
 struct MeasureClient::Device {
+  Device(std::shared_ptr<rpc::TrackerClient> tracker, rpc::Lease granted, std::chrono::milliseconds reply_slack)
+      : lease(granted), session(std::move(tracker), std::move(granted), reply_slack) {}
   rpc::Lease lease;
+  rpc::DeviceSession session;
   std::set<std::string> modules;  // known to be on the device
   bool lost = false;
 };
@@ -55,7 +51,7 @@ std::vector<rpc::Lease> MeasureClient::leases() const {
 awaitable<void> MeasureClient::open() {
   rpc::RequestOptions request{options_.priority, options_.request_timeout};
   rpc::Lease first = co_await tracker_->request(options_.key, request);
-  devices_.push_back(std::make_shared<Device>(Device{first, {}, false}));
+  devices_.push_back(std::make_shared<Device>(tracker_, first, options_.reply_slack));
   log::info(kLog, "leased device '", first.info.name, "' (", first.info.triple, ") for key '", options_.key, "'");
   co_await request_extra_devices();
 }
@@ -103,7 +99,7 @@ awaitable<void> MeasureClient::collect_grant(RequestId id, std::shared_ptr<bool>
       co_return;
     }
     std::erase(pending_, id);
-    devices_.push_back(std::make_shared<Device>(Device{lease, {}, false}));
+    devices_.push_back(std::make_shared<Device>(tracker_, lease, options_.reply_slack));
     log::info(kLog, "leased another device '", lease.info.name, "' for key '", options_.key, "'");
   } catch (const RpcError&) {
     // Cancelled by close(), or the tracker went away: nothing to collect.
@@ -116,56 +112,27 @@ awaitable<void> MeasureClient::ensure_modules(Device& device, const std::vector<
     if (!device.modules.contains(m->hash)) unknown.push_back(m);
   }
   if (unknown.empty()) co_return;
-  std::uint64_t seq = next_seq_++;
-  {
-    capnp::MallocMessageBuilder builder;
-    auto query = builder.initRoot<wire::SessionMessage>().initQueryModules();
-    query.setSeq(seq);
-    auto hashes = query.initHashes(static_cast<unsigned>(unknown.size()));
-    for (unsigned i = 0; i < unknown.size(); ++i) hashes.set(i, unknown[i]->hash);
-    tracker_->send(device.lease.id, rpc::encode_session(builder));
-  }
+  std::vector<std::string> hashes;
+  for (const Module* m : unknown) hashes.push_back(m->hash);
+  std::vector<bool> present = co_await device.session.query_modules(hashes);
   std::vector<const Module*> missing;
-  while (true) {
-    auto message = decode(co_await tracker_->receive(device.lease.id, options_.reply_slack));
-    auto root = message->root();
-    if (root.isModulesPresent() && root.getModulesPresent().getSeq() == seq) {
-      auto present = root.getModulesPresent().getPresent();
-      if (present.size() != unknown.size()) throw RpcError(ErrorCode::protocol_error, "device answered a module query badly");
-      for (unsigned i = 0; i < present.size(); ++i) {
-        if (present[i]) {
-          device.modules.insert(unknown[i]->hash);
-        } else {
-          missing.push_back(unknown[i]);
-        }
-      }
-      break;
+  std::vector<rpc::ModuleImage> images;
+  for (std::size_t i = 0; i < unknown.size(); ++i) {
+    if (present[i]) {
+      device.modules.insert(unknown[i]->hash);
+    } else {
+      missing.push_back(unknown[i]);
+      images.push_back({unknown[i]->hash, *unknown[i]->image});
     }
   }
-  // Pipelined uploads: send all, then collect the acknowledgements.
-  std::map<std::uint64_t, const Module*> waiting;
-  for (const Module* m : missing) {
-    std::uint64_t upload_seq = next_seq_++;
-    capnp::MallocMessageBuilder builder;
-    auto upload = builder.initRoot<wire::SessionMessage>().initUploadModule();
-    upload.setSeq(upload_seq);
-    upload.setHash(m->hash);
-    upload.setImage(capnp::Data::Reader(m->image->data(), m->image->size()));
-    tracker_->send(device.lease.id, rpc::encode_session(builder));
-    waiting[upload_seq] = m;
-  }
-  while (!waiting.empty()) {
-    auto message = decode(co_await tracker_->receive(device.lease.id, options_.reply_slack));
-    auto root = message->root();
-    if (root.isModuleStored()) {
-      auto it = waiting.find(root.getModuleStored().getSeq());
-      if (it == waiting.end()) continue;
-      device.modules.insert(it->second->hash);
-      waiting.erase(it);
-    } else if (root.isError() && waiting.contains(root.getError().getSeq())) {
+  if (missing.empty()) co_return;
+  std::vector<std::string> refused = co_await device.session.upload(images);
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    if (refused[i].empty()) {
+      device.modules.insert(missing[i]->hash);
+    } else {
       // The device refused a module: candidates using it will report it missing.
-      log::warn(kLog, "device '", device.lease.info.name, "' refused a module: ", root.getError().getMessage().cStr());
-      waiting.erase(root.getError().getSeq());
+      log::warn(kLog, "device '", device.lease.info.name, "' refused a module: ", refused[i]);
     }
   }
 }
@@ -179,78 +146,32 @@ awaitable<void> MeasureClient::run_batch(Device& device, const Workload& workloa
   }
   co_await ensure_modules(device, modules);
 
-  std::uint64_t seq = next_seq_++;
-  {
-    capnp::MallocMessageBuilder builder;
-    auto request = builder.initRoot<wire::SessionMessage>().initMeasureBatch();
-    request.setSeq(seq);
-    auto args = request.initArgs(static_cast<unsigned>(workload.args.size()));
-    for (unsigned i = 0; i < workload.args.size(); ++i) {
-      args[i].setElements(workload.args[i].elements);
-      args[i].setDtype(wire::DataType::F32);
-      args[i].setIsOutput(workload.args[i].is_output);
-    }
-    request.setReferenceHash(workload.reference.hash);
-    request.setTolerance(workload.tolerance);
-    auto s = request.initSettings();
-    s.setNumber(options.number);
-    s.setRepeat(options.repeat);
-    s.setMinRepeatMs(options.min_repeat_ms);
-    s.setCooldownMs(options.cooldown_ms);
-    s.setFlushCache(options.flush_cache);
-    s.setTimeoutMs(options.timeout_ms);
-    s.setThreads(options.threads);
-    s.setSeed(options.seed);
-    auto list = request.initCandidates(static_cast<unsigned>(batch.size()));
-    for (unsigned i = 0; i < batch.size(); ++i) {
-      list[i].setId(batch[i].id);
-      list[i].setModuleHash(batch[i].module.hash);
-    }
-    tracker_->send(device.lease.id, rpc::encode_session(builder));
-  }
-  // The device needs at most its setup allowance plus every candidate's limit; we wait
-  // for each next message up to the larger of those, plus slack.
-  auto per_message = std::chrono::milliseconds(options.timeout_ms) * 4 + options_.reply_slack + 10s;
+  rpc::BatchRequest request;
+  request.args = workload.args;
+  request.reference_hash = workload.reference.hash;
+  request.reference_entry = workload.reference_entry;
+  request.tolerance = workload.tolerance;
+  request.settings = options;
+  for (const auto& c : batch) request.candidates.push_back({c.id, c.module.hash, c.entry});
+
   std::set<std::uint64_t> outstanding;
   for (const auto& c : batch) outstanding.insert(c.id);
-  while (true) {
-    auto message = decode(co_await tracker_->receive(device.lease.id, per_message));
-    auto root = message->root();
-    if (root.isMeasureResult() && root.getMeasureResult().getSeq() == seq) {
-      auto r = root.getMeasureResult();
-      if (!outstanding.erase(r.getCandidateId())) continue;
-      Measurement m;
-      m.id = r.getCandidateId();
-      m.status = static_cast<Status>(r.getStatus());
-      m.message = r.getMessage();
-      m.number = r.getNumber();
-      for (double s : r.getRoundSeconds()) m.round_seconds.push_back(s);
-      m.max_error = r.getMaxError();
-      m.device = device.lease.info.name;
-      on_result(std::move(m));
-    } else if (root.isBatchDone() && root.getBatchDone().getSeq() == seq) {
-      std::string why = root.getBatchDone().getMessage();
-      for (std::uint64_t id : outstanding) {
-        Measurement m;
-        m.id = id;
-        m.status = Status::runtime_error;
-        m.message = why.empty() ? "device returned no result" : why;
-        m.device = device.lease.info.name;
-        on_result(std::move(m));
-      }
-      co_return;
-    } else if (root.isError() && root.getError().getSeq() == seq) {
-      std::string why = root.getError().getMessage();
-      for (std::uint64_t id : outstanding) {
-        Measurement m;
-        m.id = id;
-        m.status = Status::device_load_error;
-        m.message = why;
-        m.device = device.lease.info.name;
-        on_result(std::move(m));
-      }
-      co_return;
-    }
+  auto done = co_await device.session.measure(std::move(request), [&](rpc::CandidateResult r) {
+    outstanding.erase(r.id);
+    Measurement m;
+    static_cast<rpc::CandidateResult&>(m) = std::move(r);
+    m.device = device.lease.info.name;
+    on_result(std::move(m));
+  });
+  // A batch refused as a whole (bad request, reference missing) fails its candidates as
+  // a load error; one that stopped part-way, as a runtime error.
+  for (std::uint64_t id : outstanding) {
+    Measurement m;
+    m.id = id;
+    m.status = done.refused ? Status::device_load_error : Status::runtime_error;
+    m.message = !done.message.empty() ? done.message : "device returned no result";
+    m.device = device.lease.info.name;
+    on_result(std::move(m));
   }
 }
 
@@ -338,7 +259,7 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
           co_await reconnect_tracker();
         }
         rpc::Lease lease = co_await tracker_->request(options_.key, {options_.priority, options_.request_timeout});
-        devices_.push_back(std::make_shared<Device>(Device{lease, {}, false}));
+        devices_.push_back(std::make_shared<Device>(tracker_, lease, options_.reply_slack));
         log::info(kLog, "continuing on device '", lease.info.name, "'");
         if (reconnects_ > 0) co_await request_extra_devices();
         continue;

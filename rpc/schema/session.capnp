@@ -94,6 +94,7 @@ struct MeasureSettings {
 struct Candidate {
   id @0 :UInt64;
   moduleHash @1 :Text;
+  entry @2 :Text;            # the kernel's entry symbol; empty: the module's only kernel
 }
 
 # Runs each candidate on the same deterministic random inputs; checks its outputs
@@ -105,6 +106,7 @@ struct MeasureBatch {
   tolerance @3 :Float64;     # |out - ref| <= tolerance * (1 + |ref|)
   settings @4 :MeasureSettings;
   candidates @5 :List(Candidate);
+  referenceEntry @6 :Text;   # the reference kernel's entry symbol; empty: its only kernel
 }
 
 struct MeasureResult {

@@ -27,6 +27,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A fixture module as a batch candidate: the request and the module's memfd.
+struct FixtureCandidate {
+  rpc::CandidateRequest request;
+  int fd = -1;
+};
+
+void add_candidates(BatchSpec& spec, std::initializer_list<FixtureCandidate> candidates) {
+  for (const auto& c : candidates) spec.add(c.request, c.fd);
+}
+
 std::vector<std::uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   REQUIRE(in);
@@ -54,7 +64,7 @@ struct Modules {
     REQUIRE(store.put(hash, image).empty());
     return hash;
   }
-  CandidateSpec candidate(std::uint64_t id, const std::string& hash) { return {id, hash, store.fd(hash)}; }
+  FixtureCandidate candidate(std::uint64_t id, const std::string& hash) { return {{id, hash, ""}, store.fd(hash)}; }
 };
 
 std::vector<std::uint8_t> opencl_module(const std::string& source, const std::string& entry, std::uint32_t groups,
@@ -87,7 +97,7 @@ std::vector<std::uint8_t> op_module(const ops::KernelSource& source) {
 }
 
 struct Outcome {
-  std::map<std::uint64_t, Result> results;
+  std::map<std::uint64_t, rpc::CandidateResult> results;
   std::optional<std::string> done;
 };
 
@@ -98,7 +108,7 @@ Outcome run_batch(BatchSpec spec) {
       io,
       [&]() -> rpc::awaitable<void> {
         auto runner = BatchRunner::start(
-            io.get_executor(), std::move(spec), [&](const Result& r) { out.results[r.id] = r; },
+            io.get_executor(), std::move(spec), [&](const rpc::CandidateResult& r) { out.results[r.id] = r; },
             [&](const std::string& message) { out.done = message; });
         bool finished = co_await test::eventually([&] { return out.done.has_value(); }, 110s);
         REQUIRE(finished);
@@ -117,14 +127,14 @@ __kernel void add(__global const float* a, __global const float* b, __global flo
 
 BatchSpec add_batch(Modules& m) {
   BatchSpec spec;
-  spec.args = {{kAddN, false}, {kAddN, false}, {kAddN, true}};
-  spec.reference_hash = m.put(read_bytes(std::string(KESTREL_FIXTURE_DIR) + "/fixture_add_ref.so"));
-  spec.reference_fd = m.store.fd(spec.reference_hash);
-  spec.tolerance = 1e-6;
-  spec.settings.repeat = 3;
-  spec.settings.min_repeat_ms = 5;
-  spec.settings.timeout_ms = 20'000;
-  spec.settings.threads = 2;
+  spec.request.args = {{kAddN, false}, {kAddN, false}, {kAddN, true}};
+  spec.request.reference_hash = m.put(read_bytes(std::string(KESTREL_FIXTURE_DIR) + "/fixture_add_ref.so"));
+  spec.reference_fd = m.store.fd(spec.request.reference_hash);
+  spec.request.tolerance = 1e-6;
+  spec.request.settings.repeat = 3;
+  spec.request.settings.min_repeat_ms = 5;
+  spec.request.settings.timeout_ms = 20'000;
+  spec.request.settings.threads = 2;
   return spec;
 }
 
@@ -146,16 +156,16 @@ TEST_CASE("opencl: candidates are built by the driver, checked against the CPU r
   std::vector<std::uint8_t> truncated = opencl_module(kAdd, "add", 1, 64);
   truncated.resize(24);
   std::string malformed = m.put(truncated);
-  spec.candidates = {m.candidate(1, good),     m.candidate(2, wrong),   m.candidate(3, broken),
+  add_candidates(spec, {m.candidate(1, good),     m.candidate(2, wrong),   m.candidate(3, broken),
                      m.candidate(4, no_entry), m.candidate(5, partial), m.candidate(6, malformed),
-                     m.candidate(7, good)};
-  spec.settings.flush_cache = true;
+                     m.candidate(7, good)});
+  spec.request.settings.flush_cache = true;
   Outcome out = run_batch(spec);
   REQUIRE(out.done);
   CHECK(out.done->empty());
-  REQUIRE(out.results.size() == spec.candidates.size());
+  REQUIRE(out.results.size() == spec.request.candidates.size());
   for (std::uint64_t id : {1, 7}) {
-    const Result& r = out.results[id];
+    const rpc::CandidateResult& r = out.results[id];
     INFO("candidate " << id << ": " << r.message);
     CHECK(r.status == Status::ok);
     CHECK(r.max_error == 0.0);
@@ -185,14 +195,14 @@ TEST_CASE("opencl: the GPU gemm kernels match the reference for every knob famil
     ops::Params params = ops::parse_params(op, shape);
     Modules m;
     BatchSpec spec;
-    for (const auto& t : op.tensors(params)) spec.args.push_back({t.elements(), t.role == ops::Role::output});
+    for (const auto& t : op.tensors(params)) spec.request.args.push_back({t.elements(), t.role == ops::Role::output});
     ops::test::Kernel::build(op.reference(params), dir.path(), "gemm_ref_" + std::to_string(params.at("M")));
-    spec.reference_hash = m.put(read_bytes(dir.path() / ("gemm_ref_" + std::to_string(params.at("M")) + ".so")));
-    spec.reference_fd = m.store.fd(spec.reference_hash);
-    spec.tolerance = op.tolerance(params);
-    spec.settings.repeat = 1;
-    spec.settings.number = 1;
-    spec.settings.timeout_ms = 30'000;
+    spec.request.reference_hash = m.put(read_bytes(dir.path() / ("gemm_ref_" + std::to_string(params.at("M")) + ".so")));
+    spec.reference_fd = m.store.fd(spec.request.reference_hash);
+    spec.request.tolerance = op.tolerance(params);
+    spec.request.settings.repeat = 1;
+    spec.request.settings.number = 1;
+    spec.request.settings.timeout_ms = 30'000;
     const std::vector<std::string> configs = {
         "",                                                                // the default
         "stage=0,vec=1,tm=1,tn=1,bm=16,bn=16,unroll=1",                    // direct global reads, scalar
@@ -205,7 +215,7 @@ TEST_CASE("opencl: the GPU gemm kernels match the reference for every knob famil
     for (std::size_t i = 0; i < configs.size(); ++i) {
       ops::Config config = ops::parse_config(op, params, configs[i]);
       REQUIRE(op.check(params, config).empty());
-      spec.candidates.push_back(m.candidate(i, m.put(op_module(op.source(ops::Backend::opencl, params, config)))));
+      add_candidates(spec, {m.candidate(i, m.put(op_module(op.source(ops::Backend::opencl, params, config))))});
       labels.push_back(ops::format_config(config));
     }
     Outcome out = run_batch(spec);
@@ -214,7 +224,7 @@ TEST_CASE("opencl: the GPU gemm kernels match the reference for every knob famil
     for (std::size_t i = 0; i < configs.size(); ++i) {
       INFO(shape << " [" << labels[i] << "]: " << out.results[i].message);
       CHECK(out.results[i].status == Status::ok);
-      CHECK(out.results[i].max_error <= spec.tolerance * 4);
+      CHECK(out.results[i].max_error <= spec.request.tolerance * 4);
     }
   }
 }
@@ -239,8 +249,8 @@ TEST_CASE("cuda: PTX candidates are loaded by the driver, checked against the CP
   kernel::GpuModule garbage = module;
   garbage.code = std::vector<std::uint8_t>{'n', 'o', 't', ' ', 'p', 't', 'x'};
   std::string broken = m.put(kernel::encode_gpu_module(garbage));
-  spec.candidates = {m.candidate(1, good), m.candidate(2, partial), m.candidate(3, broken)};
-  spec.settings.flush_cache = true;
+  add_candidates(spec, {m.candidate(1, good), m.candidate(2, partial), m.candidate(3, broken)});
+  spec.request.settings.flush_cache = true;
   Outcome out = run_batch(spec);
   REQUIRE(out.done);
   CHECK(out.done->empty());
@@ -263,15 +273,15 @@ TEST_CASE("opencl: the GPU conv2d kernels match the reference for every knob fam
     ops::Params params = ops::parse_params(op, shape);
     Modules m;
     BatchSpec spec;
-    for (const auto& t : op.tensors(params)) spec.args.push_back({t.elements(), t.role == ops::Role::output});
+    for (const auto& t : op.tensors(params)) spec.request.args.push_back({t.elements(), t.role == ops::Role::output});
     std::string name = "conv2d_ref_" + std::to_string(n++);
     ops::test::Kernel::build(op.reference(params), dir.path(), name);
-    spec.reference_hash = m.put(read_bytes(dir.path() / (name + ".so")));
-    spec.reference_fd = m.store.fd(spec.reference_hash);
-    spec.tolerance = op.tolerance(params);
-    spec.settings.repeat = 1;
-    spec.settings.number = 1;
-    spec.settings.timeout_ms = 30'000;
+    spec.request.reference_hash = m.put(read_bytes(dir.path() / (name + ".so")));
+    spec.reference_fd = m.store.fd(spec.request.reference_hash);
+    spec.request.tolerance = op.tolerance(params);
+    spec.request.settings.repeat = 1;
+    spec.request.settings.number = 1;
+    spec.request.settings.timeout_ms = 30'000;
     const std::vector<std::string> configs = {
         "",                                                  // the default
         "stage=0,bq=8,bk=4,tq=1,tk=1,unroll=1",              // weights from global memory
@@ -284,7 +294,7 @@ TEST_CASE("opencl: the GPU conv2d kernels match the reference for every knob fam
       ops::Config config = ops::parse_config(op, params, configs[i]);
       INFO(shape << " [" << configs[i] << "]");
       REQUIRE(op.check(params, config).empty());
-      spec.candidates.push_back(m.candidate(i, m.put(op_module(op.source(ops::Backend::opencl, params, config)))));
+      add_candidates(spec, {m.candidate(i, m.put(op_module(op.source(ops::Backend::opencl, params, config))))});
       labels.push_back(ops::format_config(config));
     }
     Outcome out = run_batch(spec);
@@ -305,7 +315,7 @@ TEST_CASE("opencl: built programs are cached on disk by module hash across batch
   Modules m;
   BatchSpec spec = add_batch(m);
   std::string good = m.put(opencl_module(kAdd, "add", (kAddN + 63) / 64, 64));
-  spec.candidates = {m.candidate(1, good)};
+  add_candidates(spec, {m.candidate(1, good)});
   Outcome first = run_batch(spec);
   INFO(first.results[1].message);
   REQUIRE(first.results[1].status == Status::ok);
@@ -319,7 +329,7 @@ TEST_CASE("opencl: built programs are cached on disk by module hash across batch
   Modules again;
   BatchSpec spec2 = add_batch(again);
   REQUIRE(again.store.put(good, opencl_module("this does not compile", "add", (kAddN + 63) / 64, 64)).empty());
-  spec2.candidates = {again.candidate(1, good)};
+  add_candidates(spec2, {again.candidate(1, good)});
   Outcome second = run_batch(spec2);
   INFO(second.results[1].message);
   CHECK(second.results[1].status == Status::ok);
@@ -329,7 +339,7 @@ TEST_CASE("opencl: built programs are cached on disk by module hash across batch
   Modules third;
   BatchSpec spec3 = add_batch(third);
   REQUIRE(third.store.put(good, opencl_module(kAdd, "add", (kAddN + 63) / 64, 64)).empty());
-  spec3.candidates = {third.candidate(1, good)};
+  add_candidates(spec3, {third.candidate(1, good)});
   Outcome rebuilt = run_batch(spec3);
   INFO(rebuilt.results[1].message);
   CHECK(rebuilt.results[1].status == Status::ok);

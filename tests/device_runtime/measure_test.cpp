@@ -18,6 +18,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A fixture module as a batch candidate: the request and the module's memfd.
+struct FixtureCandidate {
+  rpc::CandidateRequest request;
+  int fd = -1;
+};
+
+void add_candidates(BatchSpec& spec, std::initializer_list<FixtureCandidate> candidates) {
+  for (const auto& c : candidates) spec.add(c.request, c.fd);
+}
+
 std::vector<std::uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   REQUIRE(in);
@@ -50,26 +60,26 @@ struct Fixtures {
     hash["aarch64"] = h;
 #endif
   }
-  CandidateSpec candidate(std::uint64_t id, const std::string& name) {
-    return {id, hash.at(name), store.fd(hash.at(name))};
+  FixtureCandidate candidate(std::uint64_t id, const std::string& name) {
+    return {{id, hash.at(name), ""}, store.fd(hash.at(name))};
   }
 };
 
 BatchSpec add_batch(Fixtures& f, std::int64_t n = 10'000) {
   BatchSpec spec;
-  spec.args = {{n, false}, {n, false}, {n, true}};
-  spec.reference_hash = f.hash.at("add_ref");
-  spec.reference_fd = f.store.fd(spec.reference_hash);
-  spec.tolerance = 1e-6;
-  spec.settings.repeat = 3;
-  spec.settings.min_repeat_ms = 5;
-  spec.settings.timeout_ms = 1500;
-  spec.settings.threads = 2;
+  spec.request.args = {{n, false}, {n, false}, {n, true}};
+  spec.request.reference_hash = f.hash.at("add_ref");
+  spec.reference_fd = f.store.fd(spec.request.reference_hash);
+  spec.request.tolerance = 1e-6;
+  spec.request.settings.repeat = 3;
+  spec.request.settings.min_repeat_ms = 5;
+  spec.request.settings.timeout_ms = 1500;
+  spec.request.settings.threads = 2;
   return spec;
 }
 
 struct Outcome {
-  std::vector<Result> results;
+  std::vector<rpc::CandidateResult> results;
   std::optional<std::string> done;
 };
 
@@ -78,7 +88,7 @@ Outcome run_batch(BatchSpec spec) {
   Outcome out;
   test::run_async(io, [&]() -> rpc::awaitable<void> {
     auto runner = BatchRunner::start(
-        io.get_executor(), std::move(spec), [&](const Result& r) { out.results.push_back(r); },
+        io.get_executor(), std::move(spec), [&](const rpc::CandidateResult& r) { out.results.push_back(r); },
         [&](const std::string& message) { out.done = message; });
     bool finished = co_await test::eventually([&] { return out.done.has_value(); }, 60s);
     REQUIRE(finished);
@@ -92,18 +102,18 @@ TEST_CASE("every bad kernel gets its status and the batch carries on", "[measure
   log::set_level(log::Level::warn);
   Fixtures f;
   BatchSpec spec = add_batch(f);
-  spec.candidates = {f.candidate(1, "add"),      f.candidate(2, "segfault"),     f.candidate(3, "add"),
+  add_candidates(spec, {f.candidate(1, "add"),      f.candidate(2, "segfault"),     f.candidate(3, "add"),
                      f.candidate(4, "hang"),     f.candidate(5, "garbage"),      f.candidate(6, "partial"),
-                     f.candidate(7, "error_code"), f.candidate(8, "not_a_kernel"), f.candidate(9, "add")};
-  spec.candidates.push_back({10, fake_hash(200), -1});  // never uploaded
+                     f.candidate(7, "error_code"), f.candidate(8, "not_a_kernel"), f.candidate(9, "add")});
+  add_candidates(spec, {{{10, fake_hash(200), ""}, -1}});  // never uploaded
 #ifdef KESTREL_FIXTURE_AARCH64
-  spec.candidates.push_back(f.candidate(11, "aarch64"));
+  add_candidates(spec, {f.candidate(11, "aarch64")});
 #endif
   Outcome out = run_batch(spec);
   REQUIRE(out.done);
   CHECK(out.done->empty());
-  REQUIRE(out.results.size() == spec.candidates.size());
-  std::map<std::uint64_t, Result> by_id;
+  REQUIRE(out.results.size() == spec.request.candidates.size());
+  std::map<std::uint64_t, rpc::CandidateResult> by_id;
   for (const auto& r : out.results) by_id[r.id] = r;
 
   for (std::uint64_t good : {1, 3, 9}) {
@@ -138,10 +148,10 @@ TEST_CASE("every bad kernel gets its status and the batch carries on", "[measure
 TEST_CASE("a deliberately slow kernel measures slower than a good one", "[measure]") {
   Fixtures f;
   BatchSpec spec = add_batch(f, 100'000);
-  spec.settings.repeat = 5;
-  spec.settings.min_repeat_ms = 20;
-  spec.settings.threads = 1;
-  spec.candidates = {f.candidate(1, "add"), f.candidate(2, "slow_add")};
+  spec.request.settings.repeat = 5;
+  spec.request.settings.min_repeat_ms = 20;
+  spec.request.settings.threads = 1;
+  add_candidates(spec, {f.candidate(1, "add"), f.candidate(2, "slow_add")});
   Outcome out = run_batch(spec);
   REQUIRE(out.results.size() == 2);
   REQUIRE(out.results[0].status == Status::ok);
@@ -163,11 +173,11 @@ TEST_CASE("a deliberately slow kernel measures slower than a good one", "[measur
 TEST_CASE("fixed number, cooldown and cache flush are honoured", "[measure]") {
   Fixtures f;
   BatchSpec spec = add_batch(f, 1000);
-  spec.settings.number = 7;
-  spec.settings.repeat = 4;
-  spec.settings.cooldown_ms = 20;
-  spec.settings.flush_cache = true;
-  spec.candidates = {f.candidate(1, "add")};
+  spec.request.settings.number = 7;
+  spec.request.settings.repeat = 4;
+  spec.request.settings.cooldown_ms = 20;
+  spec.request.settings.flush_cache = true;
+  add_candidates(spec, {f.candidate(1, "add")});
   auto start = std::chrono::steady_clock::now();
   Outcome out = run_batch(spec);
   REQUIRE(out.results.size() == 1);
@@ -180,9 +190,9 @@ TEST_CASE("fixed number, cooldown and cache flush are honoured", "[measure]") {
 TEST_CASE("a reference that cannot run fails the whole batch clearly", "[measure][bad-input]") {
   Fixtures f;
   BatchSpec spec = add_batch(f);
-  spec.reference_hash = f.hash.at("segfault");
-  spec.reference_fd = f.store.fd(spec.reference_hash);
-  spec.candidates = {f.candidate(1, "add"), f.candidate(2, "add")};
+  spec.request.reference_hash = f.hash.at("segfault");
+  spec.reference_fd = f.store.fd(spec.request.reference_hash);
+  add_candidates(spec, {f.candidate(1, "add"), f.candidate(2, "add")});
   Outcome out = run_batch(spec);
   REQUIRE(out.done);
   CHECK_THAT(*out.done, Catch::Contains("SIGSEGV"));

@@ -26,46 +26,26 @@ namespace kestrel::device {
 using Status = kernel::Status;
 using kernel::to_string;
 
-struct ArgSpec {
-  std::int64_t elements = 0;  // f32 elements
-  bool is_output = false;
-};
-
-using Settings = rpc::MeasureSettings;
-
-
-struct CandidateSpec {
-  std::uint64_t id = 0;
-  std::string module_hash;
-  int module_fd = -1;  // -1: not on this device
-};
-
+// A batch as the runtime runs it: the request as it arrived and the memfds of the
+// modules it names, which the runtime's ModuleStore owns.
 struct BatchSpec {
-  std::vector<ArgSpec> args;
-  int reference_fd = -1;  // -1: no correctness check
-  std::string reference_hash;
-  double tolerance = 1e-4;
-  Settings settings;
-  std::vector<CandidateSpec> candidates;
-};
+  rpc::BatchRequest request;
+  int reference_fd = -1;         // -1: no correctness check
+  std::vector<int> module_fds;   // parallel to request.candidates; -1: not on this device
 
-struct Result {
-  std::uint64_t id = 0;
-  Status status = Status::ok;
-  std::string message;
-  std::uint32_t number = 0;
-  std::vector<double> round_seconds;
-  double max_error = 0;
-  double load_ms = 0;
+  void add(rpc::CandidateRequest candidate, int module_fd) {
+    request.candidates.push_back(std::move(candidate));
+    module_fds.push_back(module_fd);
+  }
 };
 
 // Runs one batch asynchronously on the caller's executor, forking workers as needed.
 // `on_result` is called once per candidate, in order; then `on_done` once, with an empty
 // message or the reason the rest of the batch could not run. The module fds must stay
-// open until on_done.
+// open until on_done. module_fds must have one entry per candidate.
 class BatchRunner : public std::enable_shared_from_this<BatchRunner> {
  public:
-  using ResultFn = std::function<void(const Result&)>;
+  using ResultFn = std::function<void(const rpc::CandidateResult&)>;
   using DoneFn = std::function<void(const std::string& message)>;
 
   static std::shared_ptr<BatchRunner> start(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result,

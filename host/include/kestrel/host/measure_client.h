@@ -31,29 +31,23 @@ struct Module {
 };
 
 struct Workload {
-  struct Arg {
-    std::int64_t elements = 0;
-    bool is_output = false;
-  };
-  std::vector<Arg> args;
-  Module reference;  // empty hash: no correctness check
+  std::vector<rpc::TensorArg> args;
+  Module reference;           // empty hash: no correctness check
+  std::string reference_entry;  // the reference kernel's entry symbol; empty: the module's only kernel
   double tolerance = 1e-4;
 };
 
 struct Candidate {
   std::uint64_t id = 0;
   Module module;
+  std::string entry;  // kernel entry symbol; empty: the module's only kernel
 };
 
-struct Measurement {
-  std::uint64_t id = 0;
-  Status status = Status::ok;
-  std::string message;
-  std::uint32_t number = 0;
-  std::vector<double> round_seconds;  // per-call seconds of every round
-  double max_error = 0;
-  std::string device;                 // name of the device that measured it
-  unsigned attempts = 0;              // devices tried (more than 1 after a device loss)
+// The device's result (id, status, message, number, round_seconds, max_error, load_ms)
+// and where it came from.
+struct Measurement : rpc::CandidateResult {
+  std::string device;     // name of the device that measured it
+  unsigned attempts = 0;  // devices tried (more than 1 after a device loss)
 };
 
 // What identifies a device's hardware in the records: triple, CPU model and cores.
@@ -112,7 +106,6 @@ class MeasureClient {
   MeasureClientOptions options_;
   std::vector<std::shared_ptr<Device>> devices_;
   std::vector<RequestId> pending_;
-  std::uint64_t next_seq_ = 1;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   unsigned reconnects_ = 0;
 };

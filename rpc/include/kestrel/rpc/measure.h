@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "kestrel/kernel/status.h"
+#include "kestrel/wire/session.capnp.h"
 
 namespace kestrel::rpc {
 
@@ -67,5 +69,36 @@ struct CandidateResult {
 
   friend bool operator==(const CandidateResult&, const CandidateResult&) = default;
 };
+
+// ---- wire encoding (measure.cpp) --------------------------------------------------
+// Encoders write every field; decoders check what a peer could get wrong and return
+// false with a one-line reason in `error` (the output is then unspecified).
+
+// Limits a device accepts in a batch.
+inline constexpr std::size_t kMaxArgs = 64;
+inline constexpr std::int64_t kMaxArgElements = std::int64_t(1) << 34;
+inline constexpr std::size_t kMaxCandidates = 100'000;
+inline constexpr std::uint32_t kMaxRepeat = 10'000;
+inline constexpr std::uint32_t kDefaultTimeoutMs = 10'000;
+
+void to_wire(const MeasureSettings& settings, wire::MeasureSettings::Builder out);
+// Never fails: repeat is clamped to [1, kMaxRepeat], a timeout of 0 means kDefaultTimeoutMs.
+MeasureSettings from_wire(wire::MeasureSettings::Reader in);
+
+void to_wire(const BatchRequest& batch, wire::MeasureBatch::Builder out);
+// Refuses an argument count above kMaxArgs, element counts outside (0, kMaxArgElements],
+// a data type other than f32, a negative or non-finite tolerance and more than
+// kMaxCandidates candidates.
+bool from_wire(wire::MeasureBatch::Reader in, BatchRequest& out, std::string& error);
+
+// The batch's seq is not part of a result: set it on `out` beside this.
+void to_wire(const CandidateResult& result, wire::MeasureResult::Builder out);
+// Refuses an unknown status.
+bool from_wire(wire::MeasureResult::Reader in, CandidateResult& out, std::string& error);
+
+// A result as a standalone message (a MeasureResult root with seq 0): how the device's
+// sandboxed worker hands results to the runtime.
+std::vector<std::uint8_t> encode_result(const CandidateResult& result);
+bool decode_result(std::span<const std::uint8_t> bytes, CandidateResult& out, std::string& error);
 
 }  // namespace kestrel::rpc

@@ -1,0 +1,163 @@
+// SessionServer: one lease holder's requests in, replies out (see session_server.h).
+#include "kestrel/device_runtime/session_server.h"
+
+#include <kj/exception.h>
+
+#include "kestrel/base/log.h"
+#include "kestrel/base/str.h"
+#include "kestrel/base/version.h"
+#include "kestrel/rpc/measure.h"
+
+namespace kestrel::device {
+namespace {
+constexpr std::string_view kLog = "device";
+}  // namespace
+
+SessionServer::SessionServer(asio::any_io_executor executor, rpc::DeviceInfo info, SendFn send)
+    : executor_(std::move(executor)), info_(std::move(info)), send_(std::move(send)) {}
+
+SessionServer::~SessionServer() { end_all(); }
+
+void SessionServer::send_error(LeaseId lease, std::uint64_t seq, const std::string& message) {
+  capnp::MallocMessageBuilder builder;
+  auto err = builder.initRoot<wire::SessionMessage>().initError();
+  err.setSeq(seq);
+  err.setMessage(message);
+  send_(lease, rpc::encode_session(builder));
+}
+
+void SessionServer::handle(LeaseId lease, std::span<const std::uint8_t> payload) {
+  std::string error;
+  auto message = rpc::SessionPayload::decode(payload, error);
+  if (!message) {
+    log::warn(kLog, "lease ", lease.value, ": bad session message: ", error);
+    send_error(lease, 0, str("bad session message: ", error));
+    return;
+  }
+  try {
+    handle(lease, message->root());
+  } catch (const kj::Exception& e) {
+    // A message that passed the size checks but reads badly (a field of the wrong kind).
+    send_error(lease, 0, str("bad session message: ", e.getDescription().cStr()));
+  }
+}
+
+void SessionServer::handle(LeaseId lease, wire::SessionMessage::Reader message) {
+  capnp::MallocMessageBuilder builder;
+  auto out = builder.initRoot<wire::SessionMessage>();
+  switch (message.which()) {
+    case wire::SessionMessage::PING:
+      out.initPong().setSeq(message.getPing().getSeq());
+      break;
+    case wire::SessionMessage::INFO_REQUEST: {
+      auto answer = out.initInfo();
+      answer.setSeq(message.getInfoRequest().getSeq());
+      rpc::to_wire(info_, answer.initInfo());
+      break;
+    }
+    case wire::SessionMessage::QUERY_MODULES: {
+      auto query = message.getQueryModules();
+      auto answer = out.initModulesPresent();
+      answer.setSeq(query.getSeq());
+      auto present = answer.initPresent(query.getHashes().size());
+      for (unsigned i = 0; i < query.getHashes().size(); ++i) present.set(i, modules_.contains(query.getHashes()[i]));
+      break;
+    }
+    case wire::SessionMessage::UPLOAD_MODULE: {
+      auto upload = message.getUploadModule();
+      auto image = upload.getImage();
+      std::string store_error = modules_.put(upload.getHash(), {image.begin(), image.size()});
+      if (!store_error.empty()) {
+        send_error(lease, upload.getSeq(), store_error);
+        return;
+      }
+      auto stored = out.initModuleStored();
+      stored.setSeq(upload.getSeq());
+      stored.setHash(upload.getHash());
+      break;
+    }
+    case wire::SessionMessage::MEASURE_BATCH: {
+      auto batch = message.getMeasureBatch();
+      BatchSpec spec;
+      std::string error;
+      if (!rpc::from_wire(batch, spec.request, error)) {
+        send_error(lease, batch.getSeq(), error);
+        return;
+      }
+      const auto& reference = spec.request.reference_hash;
+      if (!reference.empty()) {
+        spec.reference_fd = modules_.fd(reference);
+        if (spec.reference_fd < 0) {
+          send_error(lease, batch.getSeq(), str("reference module ", reference.substr(0, 12), " is not on this device"));
+          return;
+        }
+      }
+      for (const auto& c : spec.request.candidates) spec.module_fds.push_back(modules_.fd(c.module_hash));
+      auto& lease_work = work_[lease];
+      lease_work.waiting.push_back(std::move(spec));
+      if (!lease_work.running) start_next(lease);
+      return;  // results are streamed back as each candidate finishes
+    }
+    default:
+      send_error(lease, 0,
+                 str("session message kind ", static_cast<unsigned>(message.which()),
+                     " is not supported by this runtime (", software_version(), ")"));
+      return;
+  }
+  send_(lease, rpc::encode_session(builder));
+}
+
+void SessionServer::start_next(LeaseId lease) {
+  auto it = work_.find(lease);
+  if (it == work_.end() || it->second.waiting.empty()) return;
+  BatchSpec spec = std::move(it->second.waiting.front());
+  it->second.waiting.pop_front();
+  const std::uint64_t seq = spec.request.seq;
+  log::info(kLog, "lease ", lease.value, ": measuring ", spec.request.candidates.size(), " candidate(s)");
+  it->second.running = BatchRunner::start(
+      executor_, std::move(spec),
+      [this, lease, seq](const rpc::CandidateResult& r) {
+        capnp::MallocMessageBuilder builder;
+        auto out = builder.initRoot<wire::SessionMessage>().initMeasureResult();
+        rpc::to_wire(r, out);
+        out.setSeq(seq);
+        send_(lease, rpc::encode_session(builder));
+      },
+      [this, lease, seq](const std::string& message) {
+        capnp::MallocMessageBuilder builder;
+        auto done = builder.initRoot<wire::SessionMessage>().initBatchDone();
+        done.setSeq(seq);
+        done.setMessage(message);
+        send_(lease, rpc::encode_session(builder));
+        auto w = work_.find(lease);
+        if (w == work_.end()) return;
+        w->second.running.reset();
+        if (w->second.waiting.empty()) {
+          work_.erase(w);
+        } else {
+          start_next(lease);
+        }
+      });
+}
+
+void SessionServer::end_lease(LeaseId lease) {
+  auto it = work_.find(lease);
+  if (it == work_.end()) return;
+  if (it->second.running) it->second.running->cancel();
+  work_.erase(it);
+}
+
+void SessionServer::end_all() {
+  for (auto& [lease, w] : work_) {
+    if (w.running) w.running->cancel();
+  }
+  work_.clear();
+}
+
+std::size_t SessionServer::pending_batches() const {
+  std::size_t n = 0;
+  for (const auto& [lease, w] : work_) n += w.waiting.size() + (w.running ? 1 : 0);
+  return n;
+}
+
+}  // namespace kestrel::device

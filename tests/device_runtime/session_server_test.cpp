@@ -1,0 +1,283 @@
+// The device's session handling over an in-memory pipe: encoded session messages in,
+// the replies the server sends collected in a queue (no tracker, no sockets).
+#include <catch2/catch.hpp>
+
+#include <deque>
+#include <fstream>
+#include <iterator>
+
+#include "kestrel/base/log.h"
+#include "kestrel/device_runtime/session_server.h"
+#include "kestrel/rpc/measure.h"
+#include "support/async.h"
+
+using namespace kestrel;
+using namespace kestrel::device;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::uint8_t> fixture(const std::string& name) {
+  return read_bytes(std::string(KESTREL_FIXTURE_DIR) + "/fixture_" + name + ".so");
+}
+
+std::string hash_of(char c) { return std::string(64, c); }
+
+// The holder's end of the pipe: what it sent and what came back, per lease.
+struct Pipe {
+  asio::io_context io;
+  std::deque<std::pair<LeaseId, rpc::Payload>> replies;
+  rpc::DeviceInfo info;
+  std::unique_ptr<SessionServer> server;
+
+  Pipe() {
+    info.name = "pipe-device";
+    info.triple = "x86_64-linux-gnu";
+    info.cores = 2;
+    server = std::make_unique<SessionServer>(io.get_executor(), info, [this](LeaseId lease, const rpc::Payload& p) {
+      replies.emplace_back(lease, p);
+    });
+  }
+
+  void send(LeaseId lease, capnp::MallocMessageBuilder& message) { server->handle(lease, rpc::encode_session(message)); }
+
+  // The next reply (it must be there), decoded.
+  std::unique_ptr<rpc::SessionPayload> take(LeaseId expected_lease = LeaseId(1)) {
+    REQUIRE_FALSE(replies.empty());
+    auto [lease, bytes] = std::move(replies.front());
+    replies.pop_front();
+    CHECK(lease == expected_lease);
+    std::string error;
+    auto message = rpc::SessionPayload::decode(bytes, error);
+    REQUIRE(message);
+    return message;
+  }
+
+  void upload(LeaseId lease, const std::string& hash, const std::vector<std::uint8_t>& image, std::uint64_t seq) {
+    capnp::MallocMessageBuilder builder;
+    auto up = builder.initRoot<wire::SessionMessage>().initUploadModule();
+    up.setSeq(seq);
+    up.setHash(hash);
+    up.setImage(capnp::Data::Reader(image.data(), image.size()));
+    send(lease, builder);
+    auto reply = take(lease);
+    REQUIRE(reply->root().isModuleStored());
+    CHECK(reply->root().getModuleStored().getSeq() == seq);
+  }
+
+  void measure(LeaseId lease, const rpc::BatchRequest& batch) {
+    capnp::MallocMessageBuilder builder;
+    rpc::to_wire(batch, builder.initRoot<wire::SessionMessage>().initMeasureBatch());
+    send(lease, builder);
+  }
+
+  // Runs the io_context until `count` replies have come (or 60 s pass).
+  void await_replies(std::size_t count) {
+    test::run_async(io, [&]() -> rpc::awaitable<void> {
+      bool arrived = co_await test::eventually([&] { return replies.size() >= count; }, 60s);
+      REQUIRE(arrived);
+    });
+  }
+};
+
+rpc::BatchRequest add_batch(std::uint64_t seq, std::int64_t n = 4096) {
+  rpc::BatchRequest batch;
+  batch.seq = seq;
+  batch.args = {{n, false}, {n, false}, {n, true}};
+  batch.reference_hash = hash_of('a');
+  batch.tolerance = 1e-6;
+  batch.settings.repeat = 2;
+  batch.settings.min_repeat_ms = 2;
+  batch.settings.timeout_ms = 3000;
+  batch.settings.threads = 1;
+  return batch;
+}
+
+}  // namespace
+
+TEST_CASE("session server answers ping and info", "[session]") {
+  log::set_level(log::Level::warn);
+  Pipe pipe;
+  {
+    capnp::MallocMessageBuilder builder;
+    builder.initRoot<wire::SessionMessage>().initPing().setSeq(7);
+    pipe.send(LeaseId(1), builder);
+    auto reply = pipe.take();
+    REQUIRE(reply->root().isPong());
+    CHECK(reply->root().getPong().getSeq() == 7);
+  }
+  {
+    capnp::MallocMessageBuilder builder;
+    builder.initRoot<wire::SessionMessage>().initInfoRequest().setSeq(8);
+    pipe.send(LeaseId(1), builder);
+    auto reply = pipe.take();
+    REQUIRE(reply->root().isInfo());
+    CHECK(reply->root().getInfo().getSeq() == 8);
+    rpc::DeviceInfo info = rpc::from_wire(reply->root().getInfo().getInfo());
+    CHECK(info.name == "pipe-device");
+    CHECK(info.cores == 2);
+  }
+  CHECK(pipe.replies.empty());
+}
+
+TEST_CASE("session server reports modules once uploaded and refuses bad ones", "[session][module]") {
+  log::set_level(log::Level::warn);
+  Pipe pipe;
+  auto query = [&](std::uint64_t seq) {
+    capnp::MallocMessageBuilder builder;
+    auto q = builder.initRoot<wire::SessionMessage>().initQueryModules();
+    q.setSeq(seq);
+    auto hashes = q.initHashes(2);
+    hashes.set(0, hash_of('a'));
+    hashes.set(1, hash_of('b'));
+    pipe.send(LeaseId(1), builder);
+    auto reply = pipe.take();
+    REQUIRE(reply->root().isModulesPresent());
+    CHECK(reply->root().getModulesPresent().getSeq() == seq);
+    std::vector<bool> present;
+    for (bool p : reply->root().getModulesPresent().getPresent()) present.push_back(p);
+    return present;
+  };
+  CHECK(query(1) == std::vector<bool>{false, false});
+  pipe.upload(LeaseId(1), hash_of('b'), fixture("add"), 2);
+  CHECK(query(3) == std::vector<bool>{false, true});
+
+  // Modules belong to the device, not the lease.
+  capnp::MallocMessageBuilder builder;
+  auto q = builder.initRoot<wire::SessionMessage>().initQueryModules();
+  q.setSeq(4);
+  q.initHashes(1).set(0, hash_of('b'));
+  pipe.send(LeaseId(2), builder);
+  auto reply = pipe.take(LeaseId(2));
+  REQUIRE(reply->root().isModulesPresent());
+  CHECK(reply->root().getModulesPresent().getPresent()[0]);
+
+  // A malformed hash is refused with an error carrying the upload's seq.
+  capnp::MallocMessageBuilder bad;
+  auto up = bad.initRoot<wire::SessionMessage>().initUploadModule();
+  up.setSeq(5);
+  up.setHash("not-a-hash");
+  std::vector<std::uint8_t> image = fixture("add");
+  up.setImage(capnp::Data::Reader(image.data(), image.size()));
+  pipe.send(LeaseId(1), bad);
+  auto refused = pipe.take();
+  REQUIRE(refused->root().isError());
+  CHECK(refused->root().getError().getSeq() == 5);
+  CHECK_FALSE(std::string(refused->root().getError().getMessage().cStr()).empty());
+}
+
+TEST_CASE("session server measures a batch and streams its results", "[session][measure]") {
+  log::set_level(log::Level::warn);
+  Pipe pipe;
+  pipe.upload(LeaseId(1), hash_of('a'), fixture("add_ref"), 1);
+  pipe.upload(LeaseId(1), hash_of('b'), fixture("add"), 2);
+  pipe.upload(LeaseId(1), hash_of('c'), fixture("segfault"), 3);
+
+  rpc::BatchRequest first = add_batch(10);
+  first.candidates = {{1, hash_of('b'), ""}, {2, hash_of('c'), ""}, {3, hash_of('d'), ""}};
+  rpc::BatchRequest second = add_batch(11);
+  second.candidates = {{4, hash_of('b'), ""}};
+  pipe.measure(LeaseId(1), first);
+  pipe.measure(LeaseId(1), second);  // queued behind the first
+  CHECK(pipe.server->pending_batches() == 2);
+  pipe.await_replies(6);  // 3 results + done, 1 result + done
+
+  std::vector<rpc::CandidateResult> results;
+  for (std::uint64_t seq : {10, 11}) {
+    while (true) {
+      auto reply = pipe.take();
+      auto root = reply->root();
+      if (root.isBatchDone()) {
+        CHECK(root.getBatchDone().getSeq() == seq);
+        CHECK(std::string(root.getBatchDone().getMessage().cStr()).empty());
+        break;
+      }
+      REQUIRE(root.isMeasureResult());
+      CHECK(root.getMeasureResult().getSeq() == seq);
+      rpc::CandidateResult r;
+      std::string error;
+      REQUIRE(rpc::from_wire(root.getMeasureResult(), r, error));
+      results.push_back(r);
+    }
+  }
+  REQUIRE(results.size() == 4);
+  CHECK(results[0].id == 1);
+  CHECK(results[0].status == kernel::Status::ok);
+  CHECK(results[0].round_seconds.size() == 2);
+  CHECK(results[0].number > 0);
+  CHECK(results[1].id == 2);
+  CHECK(results[1].status == kernel::Status::runtime_error);
+  CHECK(results[1].message.find("SIGSEGV") != std::string::npos);
+  CHECK(results[2].id == 3);
+  CHECK(results[2].status == kernel::Status::device_load_error);
+  CHECK(results[2].message.find("not on this device") != std::string::npos);
+  CHECK(results[3].id == 4);
+  CHECK(results[3].status == kernel::Status::ok);
+  CHECK(pipe.server->pending_batches() == 0);
+}
+
+TEST_CASE("session server answers bad messages with an error", "[session][bad-input]") {
+  log::set_level(log::Level::error);
+  Pipe pipe;
+  auto error_of = [&](std::uint64_t seq) {
+    auto reply = pipe.take();
+    REQUIRE(reply->root().isError());
+    CHECK(reply->root().getError().getSeq() == seq);
+    return std::string(reply->root().getError().getMessage().cStr());
+  };
+
+  SECTION("bytes that are not a session message") {
+    std::vector<std::uint8_t> garbage(13, 0x5a);
+    pipe.server->handle(LeaseId(1), garbage);
+    CHECK(error_of(0).find("bad session message") != std::string::npos);
+    std::vector<std::uint8_t> words(64, 0xff);
+    pipe.server->handle(LeaseId(1), words);
+    CHECK(error_of(0).find("bad session message") != std::string::npos);
+  }
+  SECTION("a message kind only a holder receives") {
+    capnp::MallocMessageBuilder builder;
+    builder.initRoot<wire::SessionMessage>().initBatchDone().setSeq(3);
+    pipe.send(LeaseId(1), builder);
+    CHECK(error_of(0).find("not supported by this runtime") != std::string::npos);
+  }
+  SECTION("a batch with too many arguments") {
+    rpc::BatchRequest batch = add_batch(20);
+    batch.reference_hash.clear();
+    batch.args.assign(65, rpc::TensorArg{16, false});
+    batch.candidates = {{1, hash_of('b'), ""}};
+    pipe.measure(LeaseId(1), batch);
+    CHECK(error_of(20).find("65 kernel arguments") != std::string::npos);
+    CHECK(pipe.server->pending_batches() == 0);
+  }
+  SECTION("a batch whose reference is not on the device") {
+    rpc::BatchRequest batch = add_batch(21);
+    batch.candidates = {{1, hash_of('b'), ""}};
+    pipe.measure(LeaseId(1), batch);
+    CHECK(error_of(21) == "reference module aaaaaaaaaaaa is not on this device");
+    CHECK(pipe.server->pending_batches() == 0);
+  }
+  CHECK(pipe.replies.empty());
+}
+
+TEST_CASE("session server stops a lease's batches when the lease ends", "[session][measure]") {
+  log::set_level(log::Level::warn);
+  Pipe pipe;
+  pipe.upload(LeaseId(1), hash_of('a'), fixture("add_ref"), 1);
+  pipe.upload(LeaseId(1), hash_of('e'), fixture("hang"), 2);
+  rpc::BatchRequest batch = add_batch(30);
+  batch.settings.timeout_ms = 20'000;
+  batch.candidates = {{1, hash_of('e'), ""}};
+  pipe.measure(LeaseId(1), batch);
+  pipe.measure(LeaseId(1), batch);
+  CHECK(pipe.server->pending_batches() == 2);
+  pipe.server->end_lease(LeaseId(1));
+  CHECK(pipe.server->pending_batches() == 0);
+  test::run_async(pipe.io, [&]() -> rpc::awaitable<void> { co_await test::sleep_for(200ms); });
+  CHECK(pipe.replies.empty());
+}

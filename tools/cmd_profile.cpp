@@ -247,7 +247,7 @@ int run_profile(int argc, char** argv) {
                 result.message = kernel.diagnostics;
               } else {
                 host::Candidate candidate{1, {kernel.hash, std::make_shared<std::vector<std::uint8_t>>(
-                                                               std::move(kernel.shared_object))}};
+                                                               std::move(kernel.shared_object))}, ""};
                 std::vector<host::Candidate> candidates(1, candidate);
                 auto results = co_await measurer.measure(workload, candidates, measure);
                 result = results.front();

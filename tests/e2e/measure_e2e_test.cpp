@@ -198,7 +198,7 @@ TEST_CASE("candidates of a device lost mid-batch are measured on another device"
   workload.tolerance = 1e-6;
   host::Module slow = load("slow_add");
   std::vector<host::Candidate> candidates;
-  for (std::uint64_t id = 1; id <= 8; ++id) candidates.push_back({id, slow});
+  for (std::uint64_t id = 1; id <= 8; ++id) candidates.push_back({id, slow, ""});
   rpc::MeasureSettings options;
   options.number = 1;
   options.repeat = 3;

@@ -248,7 +248,7 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
         continue;
       }
       compile_ms[i] = c.compile_ms;
-      candidates.push_back({i, {c.hash, std::make_shared<std::vector<std::uint8_t>>(c.shared_object)}});
+      candidates.push_back({i, {c.hash, std::make_shared<std::vector<std::uint8_t>>(c.shared_object)}, ""});
     }
     if (!candidates.empty()) {
       co_await measurer_.measure(workload, candidates, measure, [&](const host::Measurement& m) {

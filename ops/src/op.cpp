@@ -5,6 +5,8 @@
 #include <charconv>
 #include <sstream>
 
+#include "kestrel/base/suggest.h"
+
 namespace kestrel::ops {
 
 std::string_view to_string(DType dtype) {
@@ -96,7 +98,15 @@ std::vector<const Op*> Registry::variants(std::string_view name) const {
 const Op& Registry::get(std::string_view name) const {
   if (const Op* op = find(name)) return *op;
   std::string known;
-  for (const auto& op : ops_) known += (known.empty() ? "" : ", ") + std::string(op->name());
+  std::vector<std::string> names;
+  for (const Op* op : all()) {
+    known += (known.empty() ? "" : ", ") + std::string(op->name());
+    names.emplace_back(op->name());
+  }
+  std::string suggestion = nearest(name, names);
+  if (!suggestion.empty()) {
+    throw OpError("unknown op '" + std::string(name) + "' (did you mean '" + suggestion + "'? known: " + known + ")");
+  }
   throw OpError("unknown op '" + std::string(name) + "' (known: " + known + ")");
 }
 

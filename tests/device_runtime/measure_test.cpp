@@ -39,7 +39,7 @@ struct Fixtures {
   Fixtures() {
     int n = 1;
     for (std::string name : {"add", "add_ref", "slow_add", "segfault", "hang", "garbage", "partial", "error_code",
-                             "not_a_kernel"}) {
+                             "not_a_kernel", "abi_v1", "two_kernels"}) {
       std::string h = fake_hash(n++);
       REQUIRE(store.put(h, read_bytes(std::string(KESTREL_FIXTURE_DIR) + "/fixture_" + name + ".so")).empty());
       hash[name] = h;
@@ -206,4 +206,16 @@ TEST_CASE("the module store validates, seals and evicts", "[measure]") {
   CHECK_FALSE(store.contains(fake_hash(2)));
   CHECK(store.size() == 2);
   CHECK(store.bytes() == 80);
+}
+
+TEST_CASE("a module of kernel ABI v1 is refused with the version it was built for", "[measure][bad-input][abi]") {
+  Fixtures f;
+  BatchSpec spec = add_batch(f);
+  spec.candidates = {f.candidate(1, "abi_v1"), f.candidate(2, "add")};
+  Outcome out = run_batch(spec);
+  REQUIRE(out.done);
+  REQUIRE(out.results.size() == 2);
+  CHECK(out.results[0].status == Status::device_load_error);
+  CHECK_THAT(out.results[0].message, Catch::Contains("kernel ABI v1") && Catch::Contains("implements v2"));
+  CHECK(out.results[1].status == Status::ok);  // the batch goes on
 }

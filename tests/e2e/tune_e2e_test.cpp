@@ -30,15 +30,17 @@ nlohmann::json parse_json(const std::string& output) {
   return nlohmann::json::parse(output.substr(brace), nullptr, false);
 }
 
+const ops::Params kWorkload{{"K", 32}, {"M", 48}, {"N", 40}};
+
 // Non-final records, and how many distinct configurations they cover.
 std::pair<std::size_t, std::size_t> trial_records(const std::string& db) {
-  tuner::RecordsDb records(db);
+  tuner::SqliteRecords records(db);
   std::set<std::string> configs;
   std::size_t trials = 0;
-  for (const auto& r : records.find("gemm", "K=32,M=48,N=40", records.best().empty() ? "" : records.best()[0].target)) {
+  for (const auto& r : records.find("gemm", kWorkload, records.best().empty() ? "" : records.best()[0].target)) {
     if (r.final_measurement) continue;
     ++trials;
-    configs.insert(r.config);
+    configs.insert(ops::format_config(r.config));
   }
   return {trials, configs.size()};
 }
@@ -46,7 +48,7 @@ std::pair<std::size_t, std::size_t> trial_records(const std::string& db) {
 std::size_t record_count(const std::string& db) {
   if (::access(db.c_str(), F_OK) != 0) return 0;
   try {
-    return tuner::RecordsDb(db).count();
+    return tuner::SqliteRecords(db).count();
   } catch (const tuner::RecordsError&) {
     return 0;
   }
@@ -172,7 +174,7 @@ TEST_CASE("kestrel tune rejects bad input with clear errors", "[e2e][tune][bad-i
   CHECK(test::read_text(dir.file("notes.db")) == "these are my notes, not a database\n");
 
   // A database from a newer Kestrel.
-  { tuner::RecordsDb create(dir.file("future.db")); }
+  { tuner::SqliteRecords create(dir.file("future.db")); }
   sqlite3* handle = nullptr;
   REQUIRE(sqlite3_open(dir.file("future.db").c_str(), &handle) == SQLITE_OK);
   REQUIRE(sqlite3_exec(handle, "UPDATE meta SET value = '7' WHERE key = 'schema_version'", nullptr, nullptr, nullptr) ==
@@ -254,9 +256,9 @@ TEST_CASE("a tuning session whose tracker never comes back gives up clearly and 
   CHECK_THAT(tune.log(), Catch::Contains("tracker unreachable for 1500 ms"));
   CHECK(record_count(db) >= kept);  // nothing recorded was lost
   // And nothing was invented: candidates that could not be measured get no record.
-  tuner::RecordsDb records(db);
+  tuner::SqliteRecords records(db);
   REQUIRE_FALSE(records.best().empty());
-  for (const auto& r : records.find("gemm", "K=32,M=48,N=40", records.best()[0].target)) {
-    CHECK(r.status != "device lost");
+  for (const auto& r : records.find("gemm", kWorkload, records.best()[0].target)) {
+    CHECK(r.status != kernel::Status::device_lost);
   }
 }

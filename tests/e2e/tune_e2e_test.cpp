@@ -78,6 +78,14 @@ TEST_CASE("kestrel tune on the embedded default tunes, records every trial, and 
   std::string best;
   REQUIRE(test::run_command({kKestrel, "best", "--db", db}, best, dir.file("best.out")) == 0);
   CHECK_THAT(best, Catch::Contains("K=32,M=48,N=40") && Catch::Contains("x86_64-linux-gnu"));
+  // The device class the best was measured on: the pool key and the CPU model.
+  REQUIRE(test::run_command({kKestrel, "best", "--db", db, "--json"}, best, dir.file("best.json")) == 0);
+  auto best_json = nlohmann::json::parse(best.substr(best.find('[')), nullptr, false);
+  REQUIRE(best_json.is_array());
+  REQUIRE(best_json.size() == 1);
+  CHECK_FALSE(best_json[0]["device_class"]["key"].get<std::string>().empty());
+  CHECK_FALSE(best_json[0]["device_class"]["model"].get<std::string>().empty());
+  CHECK_THAT(best, Catch::Contains(best_json[0]["device_class"]["fingerprint"].get<std::string>()));
 
   // Export, import into another database: the same records.
   std::string jsonl = dir.file("records.jsonl");
@@ -88,6 +96,23 @@ TEST_CASE("kestrel tune on the embedded default tunes, records every trial, and 
   REQUIRE(test::run_command({kKestrel, "records", "import", "--db", dir.file("copy.db"), jsonl}, output,
                             dir.file("i2")) == 0);
   CHECK_THAT(output, Catch::Contains("imported 0 records"));
+}
+
+TEST_CASE("read-only commands never create a records database", "[e2e][tune][bad-input]") {
+  TempDir dir;
+  std::string output;
+  std::string typo = dir.file("typo.db");
+  CHECK(test::run_command({kKestrel, "records", "export", "--db", typo}, output, dir.file("export.out")) != 0);
+  CHECK_THAT(output, Catch::Contains("no records database at '" + typo + "'"));
+  CHECK(::access(typo.c_str(), F_OK) != 0);
+  std::string jsonl = dir.file("out.jsonl");
+  CHECK(test::run_command({kKestrel, "records", "export", "--db", typo, "--out", jsonl}, output,
+                          dir.file("export2.out")) != 0);
+  CHECK(::access(typo.c_str(), F_OK) != 0);
+  CHECK(::access(jsonl.c_str(), F_OK) != 0);  // no empty export either
+  CHECK(test::run_command({kKestrel, "best", "--db", typo}, output, dir.file("best.out")) != 0);
+  CHECK_THAT(output, Catch::Contains("no records database at '" + typo + "'"));
+  CHECK(::access(typo.c_str(), F_OK) != 0);
 }
 
 TEST_CASE("a SIGKILLed tuning run loses no committed record and the rerun re-measures nothing",

@@ -58,24 +58,25 @@ CREATE INDEX IF NOT EXISTS records_by_session ON records(session, time_unix_ms);
 
 // The device model of a version-1 record: the CPU model inside its fingerprint
 // ("triple|cpu model|cores") for CPU targets, unknown ('') for GPU targets.
-#define KESTREL_MODEL_FROM_FINGERPRINT                                                          \
-  "CASE WHEN target LIKE 'cuda%' OR target LIKE 'opencl%' OR instr(device_fingerprint, '|') = 0 " \
-  "THEN '' ELSE substr(substr(device_fingerprint, instr(device_fingerprint, '|') + 1), 1, "       \
-  "instr(substr(device_fingerprint, instr(device_fingerprint, '|') + 1), '|') - 1) END"
+constexpr const char* kModelFromFingerprint =
+    "CASE WHEN target LIKE 'cuda%' OR target LIKE 'opencl%' OR instr(device_fingerprint, '|') = 0 "
+    "THEN '' ELSE substr(substr(device_fingerprint, instr(device_fingerprint, '|') + 1), 1, "
+    "instr(substr(device_fingerprint, instr(device_fingerprint, '|') + 1), '|') - 1) END";
 
 // Version 1 -> 2, inside a transaction.
-constexpr const char* kUpgradeFrom1 =
-    "ALTER TABLE records ADD COLUMN device_model TEXT NOT NULL DEFAULT '';"
-    "ALTER TABLE records ADD COLUMN is_default INTEGER NOT NULL DEFAULT 0;"
-    "UPDATE records SET device_model = " KESTREL_MODEL_FROM_FINGERPRINT ";"
-    "UPDATE meta SET value = '2' WHERE key = 'schema_version';";
+std::string upgrade_from_1() {
+  return std::string("ALTER TABLE records ADD COLUMN device_model TEXT NOT NULL DEFAULT '';"
+                     "ALTER TABLE records ADD COLUMN is_default INTEGER NOT NULL DEFAULT 0;"
+                     "UPDATE records SET device_model = ") +
+         kModelFromFingerprint + "; UPDATE meta SET value = '2' WHERE key = 'schema_version';";
+}
 
 // What queries read from: the table, or for a version-1 file opened read-only the same
 // rows with the version-2 columns computed.
 constexpr const char* kRecordsV2 = "records";
-constexpr const char* kRecordsV1 =
-    "(SELECT *, " KESTREL_MODEL_FROM_FINGERPRINT " AS device_model, 0 AS is_default FROM records) AS records";
-#undef KESTREL_MODEL_FROM_FINGERPRINT
+std::string records_v1() {
+  return std::string("(SELECT *, ") + kModelFromFingerprint + " AS device_model, 0 AS is_default FROM records) AS records";
+}
 
 constexpr const char* kColumns =
     "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
@@ -507,7 +508,7 @@ Record from_json_line(const std::string& text, std::size_t line) {
 struct SqliteRecords::Impl {
   Database db;
   OpenMode mode = OpenMode::create;
-  const char* source = kRecordsV2;  // what queries read FROM
+  std::string source = kRecordsV2;  // what queries read FROM
   std::optional<Statement> insert;  // prepared once, reused by add(); none when read-only
 
   // The rows of a SELECT of kColumns.
@@ -565,7 +566,7 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
       throw RecordsError(in_quotes(path) + " holds no Kestrel records (an empty file or database): "
                          "check the path, or run kestrel tune to record into it");
     }
-    if (c.version < kSchemaVersion) impl_->source = kRecordsV1;  // read as it is
+    if (c.version < kSchemaVersion) impl_->source = records_v1();  // read as it is
     return;
   }
 
@@ -585,7 +586,7 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
     Classification now = classify(db, path);
     require_usable(now, path);
     if (now.contents == Contents::ours && now.has_records && now.version == 1) {
-      exec(db, path, kUpgradeFrom1, "upgrading the schema from version 1 to 2");
+      exec(db, path, upgrade_from_1().c_str(), "upgrading the schema from version 1 to 2");
     }
     exec(db, path, kSchema, "creating the schema");
     if (now.contents == Contents::empty) {
@@ -655,7 +656,7 @@ std::vector<Record> SqliteRecords::find_other_workloads(const std::string& op, c
 
 std::vector<Best> SqliteRecords::best() const {
   sqlite3* db = impl_->db.get();
-  const char* source = impl_->source;
+  const std::string& source = impl_->source;
   // (op, workload text, target, key, model, fingerprint): a task on a device class.
   using Group = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>;
   auto group_of = [](const Record& r) {

@@ -544,9 +544,11 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
     }
   }
 
+  // Read-only use opens read-write without CREATE (SQLite falls back to read-only for a
+  // write-protected file) and then refuses writes with query_only: a read-only connection
+  // could not remove the WAL files it creates when it closes.
   sqlite3* raw = nullptr;
-  int flags = (writing ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY) |
-              (special ? SQLITE_OPEN_URI : 0);
+  int flags = SQLITE_OPEN_READWRITE | (writing ? SQLITE_OPEN_CREATE : 0) | (special ? SQLITE_OPEN_URI : 0);
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   impl_->db = Database(raw);
   if (rc != SQLITE_OK) fail(raw, rc, path, "opening");
@@ -562,6 +564,7 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
   require_usable(c, path);
 
   if (!writing) {
+    exec(db, path, "PRAGMA query_only = ON", "opening read-only");
     if (c.contents != Contents::ours || !c.has_records) {
       throw RecordsError(in_quotes(path) + " holds no Kestrel records (an empty file or database): "
                          "check the path, or run kestrel tune to record into it");

@@ -735,6 +735,14 @@ TEST_CASE("records: OpenMode::existing never creates or changes a file", "[recor
     std::istringstream in("");
     CHECK_THROWS_WITH(db.import_jsonl(in), Catch::Contains("read-only"));
   }
+  SECTION("a read-only reader leaves no WAL files behind") {
+    std::string path = dir.file("records.db");
+    { RecordsDb(path).add(make_record("W", "c1", 1.0)); }
+    REQUIRE(!std::filesystem::exists(path + "-wal"));
+    { CHECK(RecordsDb(path, OpenMode::existing).count() == 1); }
+    CHECK(!std::filesystem::exists(path + "-wal"));
+    CHECK(!std::filesystem::exists(path + "-shm"));
+  }
   SECTION("refusals are the same") {
     std::string path = dir.file("other.db");
     raw_sql(path, "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT);");

@@ -1,5 +1,5 @@
 // Tracker server: registration, per-key request queues, leases, relaying, liveness.
-#include "kestrel/rpc/tracker.h"
+#include "kestrel/tracker/tracker.h"
 
 #include <kj/exception.h>
 
@@ -13,9 +13,10 @@
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
-#include "kestrel/rpc/request_queue.h"
+#include "kestrel/tracker/request_queue.h"
 
-namespace kestrel::rpc {
+namespace kestrel::tracker {
+using namespace kestrel::rpc;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -666,4 +667,4 @@ TrackerStats Tracker::stats() const {
   return s;
 }
 
-}  // namespace kestrel::rpc
+}  // namespace kestrel::tracker

@@ -380,8 +380,8 @@ TEST_CASE("a device reconnects and re-registers after the tracker restarts", "[t
   asio::io_context io;
   auto first_options = Pool::fast_options();
   first_options.port = 0;
-  auto tracker = std::make_unique<Tracker>(io, first_options);
-  std::vector<std::unique_ptr<Tracker>> stopped;  // kept alive until their coroutines end
+  auto tracker = std::make_unique<tracker::Tracker>(io, first_options);
+  std::vector<std::unique_ptr<tracker::Tracker>> stopped;  // kept alive until their coroutines end
   tracker->start();
   std::uint16_t port = tracker->port();
   device::AgentOptions options;
@@ -398,7 +398,7 @@ TEST_CASE("a device reconnects and re-registers after the tracker restarts", "[t
     stopped.push_back(std::move(tracker));
     auto fresh_options = Pool::fast_options();
     fresh_options.port = port;
-    tracker = std::make_unique<Tracker>(io, fresh_options);
+    tracker = std::make_unique<tracker::Tracker>(io, fresh_options);
     tracker->start();
     CHECK(co_await test::eventually([&] { return agent.stats().registrations == 2 && agent.stats().registered; }));
     CHECK(tracker->stats().devices == 1);

@@ -12,7 +12,7 @@
 
 #include "kestrel/base/ids.h"
 
-namespace kestrel::rpc {
+namespace kestrel::tracker {
 
 struct QueuedRequest {
   ConnectionId client;
@@ -50,4 +50,4 @@ class RequestQueue {
   std::uint64_t next_seq_ = 1;
 };
 
-}  // namespace kestrel::rpc
+}  // namespace kestrel::tracker

@@ -1,5 +1,5 @@
 // Per-key queues of device requests: higher priority first, first come first served
-// within a priority. Pure data structure; the tracker owns timing and I/O.
+// within a priority. Pure data structure, one part of the Pool (pool.h), which owns the deadlines.
 #pragma once
 
 #include <cstdint>

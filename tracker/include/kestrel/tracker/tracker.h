@@ -1,6 +1,9 @@
 // The tracker: a broker for a pool of devices. Devices connect out to it, register
 // under a key and stay connected; clients request a device of a key, get a lease, and
 // exchange session traffic with it through the tracker. See docs/architecture.md.
+// The scheduling state and rules are the Pool (pool.h); this is the network server
+// around it: connections, handshakes, heartbeats, relaying and the request deadlines'
+// timer.
 //
 // Runs on one io_context thread; all methods must be called from that thread (or
 // before io_context::run starts).

@@ -27,6 +27,10 @@ Registration Pool::add_device(ConnectionId connection, std::string key, std::str
     result.refusal = *error;
     return result;
   }
+  // Names identify devices in the pool, so a live duplicate is refused rather than
+  // allowed to evict the other (two boards given the same --name would otherwise evict
+  // each other forever). A restarted device whose old connection is still half-open
+  // gets in once that connection misses its heartbeats; it retries.
   for (const auto& [id, other] : devices_) {
     if (other.name == name && other.key == key) {
       result.refusal = str("a device named '", name, "' is already registered under key '", key, "' from ",

@@ -1,8 +1,8 @@
 // The tracker's pool as a pure state machine: the registry of devices, the per-key
-// request queues and the leases. No sockets, no wire types, and it never reads a clock: every input is a
-// method call (with the current time where time matters) and every consequence is
-// returned as events for the caller to deliver. The server (tracker.cpp) owns the
-// connections and translates events into frames.
+// request queues and the leases. No sockets, no wire types, and it never reads a
+// clock: every input is a method call (with the current time where time matters) and
+// every consequence is returned as events for the caller to deliver. The server
+// (tracker.cpp) owns the connections and translates events into frames.
 //
 // Parties are named by the ids the server gives them: a client is the ConnectionId of
 // its connection; a device is the DeviceId the pool assigns at registration (and is

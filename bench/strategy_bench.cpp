@@ -238,11 +238,11 @@ struct Env {
     return pool->measure(workload, candidates, options);
   }
 
-  std::string fingerprint(const std::string& device) const {
+  tuner::DeviceClass device_class(const std::string& device) const {
     for (const auto& lease : pool->measurer().leases()) {
-      if (lease.info.name == device) return host::device_fingerprint(lease.info);
+      if (lease.info.name == device) return tuner::device_class_of(device_key, lease.info, target);
     }
-    return {};
+    return {device_key, "", ""};
   }
 
   // Returns false when the teardown was not clean.
@@ -263,17 +263,18 @@ struct Cost {
 
 class Oracle {
  public:
-  Oracle(Env& env, tuner::RecordsDb& db, const ops::Op& op, ops::Params params, const tuner::Space& space)
+  Oracle(Env& env, tuner::RecordStore& db, const ops::Op& op, ops::Params params, const tuner::Space& space)
       : env_(env), db_(db), op_(op), params_(std::move(params)), space_(space) {
     workload_name_ = ops::format_params(params_);
     target_name_ = env_.target.to_string();
     flops_ = op_.flops(params_);
     session_ = "bench-strategies-" + tuner::new_session_id();
-    for (const tuner::Record& r : db_.find(std::string(op_.name()), workload_name_, target_name_)) {
+    for (const tuner::Record& r : db_.find(std::string(op_.name()), params_, target_name_)) {
       if (r.final_measurement) continue;
-      if (cache_.contains(r.config)) continue;
-      bool ok = r.status == "ok" && std::isfinite(r.cost) && r.cost > 0;
-      cache_[r.config] = Cost{ok ? r.cost : kInf, ok};
+      const std::string config = ops::format_config(r.config);
+      if (cache_.contains(config)) continue;
+      bool ok = r.ok() && std::isfinite(r.cost) && r.cost > 0;
+      cache_[config] = Cost{ok ? r.cost : kInf, ok};
     }
     resumed_ = cache_.size();
 
@@ -381,13 +382,13 @@ class Oracle {
               const std::vector<double>& rounds, const std::string& device, double compile_ms) {
     tuner::Record r;
     r.op = std::string(op_.name());
-    r.workload = workload_name_;
+    r.workload = params_;
     r.target = target_name_;
-    r.device_key = env_.device_key;
+    r.device_class = env_.device_class(device);
     r.device = device;
-    r.device_fingerprint = device.empty() ? std::string() : env_.fingerprint(device);
-    r.config = config;
-    r.status = std::string(host::to_string(status));
+    r.config = ops::parse_pairs(config);
+    r.is_default = r.config == op_.default_config(params_);
+    r.status = status;
     r.message = message;
     r.round_seconds = rounds;
     r.cost = status == host::Status::ok ? median(rounds) : kInf;
@@ -405,7 +406,7 @@ class Oracle {
   }
 
   Env& env_;
-  tuner::RecordsDb& db_;
+  tuner::RecordStore& db_;
   const ops::Op& op_;
   ops::Params params_;
   const tuner::Space& space_;
@@ -476,7 +477,7 @@ std::optional<std::size_t> trials_to(const Run& run, double threshold) {
 
 // ---- one workload -----------------------------------------------------------------------------
 
-bool bench_workload(Env& env, tuner::RecordsDb& db, const Options& options, const std::string& which) {
+bool bench_workload(Env& env, tuner::RecordStore& db, const Options& options, const std::string& which) {
   const Clock::time_point t0 = Clock::now();
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& op = registry.get(which);
@@ -667,7 +668,8 @@ int main(int argc, char** argv) {
   bool ok = true;
   Env env;
   try {
-    tuner::RecordsDb db(options.db);
+    auto records = tuner::open_records(options.db);
+    tuner::RecordStore& db = *records;
     env.start();
     std::printf("kestrel-bench-strategies: strategies");
     for (const auto& s : options.strategies) std::printf(" %s", s.c_str());

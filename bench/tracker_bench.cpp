@@ -55,7 +55,7 @@
 #include "kestrel/device_runtime/capabilities.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
-#include "kestrel/rpc/tracker.h"
+#include "kestrel/tracker/tracker.h"
 #include "kestrel/rpc/tracker_client.h"
 
 namespace {
@@ -259,10 +259,10 @@ class Pool {
   // Starts the tracker, connects the device agents and waits until all are registered.
   // Throws std::runtime_error saying what went wrong.
   void start() {
-    rpc::TrackerOptions options;
+    tracker::TrackerOptions options;
     options.host = "127.0.0.1";
     options.port = 0;  // any free port
-    tracker_ = std::make_unique<rpc::Tracker>(tracker_thread_.io(), options);
+    tracker_ = std::make_unique<tracker::Tracker>(tracker_thread_.io(), options);
     tracker_->start();
     port_ = tracker_->port();
     tracker_thread_.start();
@@ -338,7 +338,7 @@ class Pool {
   const std::string& key() const { return key_; }
   asio::io_context& client_io() { return client_thread_.io(); }
 
-  rpc::TrackerStats tracker_stats() {
+  tracker::TrackerStats tracker_stats() {
     return wait(call_on(tracker_thread_.io(), [tracker = tracker_.get()] { return tracker->stats(); }),
                 "reading the tracker's stats");
   }
@@ -387,7 +387,7 @@ class Pool {
   Worker tracker_thread_{"tracker"};
   Worker agent_thread_{"device agent"};
   Worker client_thread_{"client"};
-  std::unique_ptr<rpc::Tracker> tracker_;
+  std::unique_ptr<tracker::Tracker> tracker_;
   std::uint16_t port_ = 0;
   std::vector<std::unique_ptr<device::DeviceAgent>> agents_;
   std::atomic<std::size_t> agents_failed_{0};
@@ -437,7 +437,7 @@ void fail(benchmark::State& state, const std::string& why) {
 
 // Every cycle must have produced exactly one grant, and every lease must be back.
 void check_tracker(benchmark::State& state, Pool& pool, std::uint64_t grants_before, std::uint64_t cycles) {
-  rpc::TrackerStats after = pool.tracker_stats();
+  tracker::TrackerStats after = pool.tracker_stats();
   if (after.grants - grants_before != cycles || after.leases != 0) {
     fail(state, str("tracker counted ", after.grants - grants_before, " grants for ", cycles, " cycles and ",
                     after.leases, " leases still held"));

@@ -47,6 +47,8 @@ else()
 endif()
 
 find_package(nlohmann_json 3 QUIET)
+# Command-line parsing of the kestrel subcommands (header-only).
+find_package(CLI11 2 CONFIG QUIET)
 
 # Tuner: XGBoost's C API (its CMake config needs the xgboost CLI package, so find the
 # header and library directly) and SQLite for the records database.

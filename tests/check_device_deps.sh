@@ -2,7 +2,10 @@
 # Fails if the device runtime binary depends on, or contains, the host's heavy
 # libraries (LLVM, Clang, LLD, SQLite, XGBoost), or links a GPU runtime (libOpenCL,
 # libcuda, NVRTC): those are loaded with dlopen, so one binary runs with or without a GPU.
+# It must not contain the tracker (kestrel_tracker) either: devices depend on rpc only.
 set -euo pipefail
+# (grep reads nm's whole output, never -q: under pipefail an early exit of grep makes nm
+# die of SIGPIPE and the pipeline fail, so a match would read as no match.)
 binary="$1"
 [ -x "$binary" ] || { echo "no such binary: $binary"; exit 1; }
 needed=$(readelf -d "$binary" | awk '/NEEDED/ {print $5}')
@@ -15,8 +18,12 @@ if echo "$needed" | grep -Ei 'opencl|libcuda|nvrtc|cudart'; then
   echo "FAIL: kestrel-device links a GPU runtime (it must dlopen it)"
   exit 1
 fi
-if nm -C "$binary" 2>/dev/null | grep -Eq ' (T|W) (llvm::|clang::|sqlite3_|XGBoost)'; then
+if nm -C "$binary" 2>/dev/null | grep -E ' (T|W) (llvm::|clang::|sqlite3_|XGBoost)' >/dev/null; then
   echo "FAIL: kestrel-device contains LLVM/Clang/SQLite/XGBoost code"
+  exit 1
+fi
+if nm -C "$binary" 2>/dev/null | grep -E ' (T|W|t) kestrel::tracker::' >/dev/null; then
+  echo "FAIL: kestrel-device contains tracker code (kestrel::tracker); the device runtime must depend on rpc only"
   exit 1
 fi
 echo "size: $(stat -c %s "$binary") bytes (unstripped)"

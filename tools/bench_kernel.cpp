@@ -32,7 +32,7 @@ LoadedKernel::LoadedKernel(std::span<const std::uint8_t> image, const std::strin
     throw std::runtime_error("cannot load kernel " + name + ": " + (why ? why : "dlopen failed"));
   }
   auto* version = static_cast<const std::uint32_t*>(::dlsym(handle_, KESTREL_KERNEL_ABI_SYMBOL));
-  entry_ = reinterpret_cast<kestrel_kernel_fn>(::dlsym(handle_, KESTREL_KERNEL_ENTRY));
+  entry_ = reinterpret_cast<kestrel_kernel_fn>(::dlsym(handle_, KESTREL_KERNEL_DEFAULT_ENTRY));
   std::string problem;
   if (!version || !entry_) problem = "kernel " + name + " does not export the Kestrel kernel ABI";
   else if (*version != KESTREL_KERNEL_ABI_VERSION) {

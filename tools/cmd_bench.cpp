@@ -329,7 +329,7 @@ std::string read_source_file(const std::string& path) {
 }
 
 ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
-                           const std::vector<tuner::Best>& best, const tuner::RecordsDb* db,
+                           const std::vector<tuner::Best>& best, const tuner::RecordStore* db,
                            const std::string& explicit_config) {
   ConfigChoice choice;
   if (!explicit_config.empty()) {
@@ -337,24 +337,24 @@ ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const s
     choice.source = "--config";
     return choice;
   }
-  std::string workload = ops::format_params(params);
   for (const auto& b : best) {
-    if (b.op != op.name() || b.workload != workload || b.target != target) continue;
+    if (b.op != op.name() || b.workload != params || b.target != target) continue;
+    const std::string recorded = ops::format_config(b.record.config);
     try {
-      choice.config = ops::parse_config(op, params, b.record.config);
+      choice.config = ops::parse_config(op, params, recorded);
     } catch (const ops::OpError& e) {
       // The op changed since it was tuned (a knob renamed or its domain narrowed).
-      choice.detail = "the recorded best (" + b.record.config + ") is no longer valid: " + e.what();
+      choice.detail = "the recorded best (" + recorded + ") is no longer valid: " + e.what();
       break;
     }
     if (std::string why = op.check(params, choice.config); !why.empty()) {
-      choice.detail = "the recorded best (" + b.record.config + ") is no longer valid: " + why;
+      choice.detail = "the recorded best (" + recorded + ") is no longer valid: " + why;
       break;
     }
     choice.source = "db";
     std::size_t trials = b.trials;
     if (db) {
-      auto records = db->find(b.op, b.workload, b.target);
+      auto records = db->find(b.op, b.workload, b.target, &b.device_class);
       trials = static_cast<std::size_t>(
           std::count_if(records.begin(), records.end(), [](const tuner::Record& r) { return !r.final_measurement; }));
     }
@@ -627,10 +627,10 @@ int run_bench(int argc, char** argv) {
     host::Target target = host::parse_target("native");
     std::string db_path = args.get("db", "kestrel.db");
     std::vector<tuner::Best> best;
-    std::unique_ptr<tuner::RecordsDb> db;
+    std::unique_ptr<tuner::RecordStore> db;
     bool json = args.has("json");
     if (args.has("tune-trials")) {
-      db = std::make_unique<tuner::RecordsDb>(db_path);
+      db = tuner::open_records(db_path);
       TuneSessionOptions options;
       options.pool.key = "local";
       options.tune.trials = static_cast<std::size_t>(args.get_int("tune-trials", 0, 1, 100'000'000));
@@ -648,7 +648,7 @@ int run_bench(int argc, char** argv) {
       }
       best = db->best();
     } else if (::access(db_path.c_str(), F_OK) == 0) {
-      db = std::make_unique<tuner::RecordsDb>(db_path);
+      db = tuner::open_records(db_path, tuner::OpenMode::existing);
       best = db->best();
     } else if (args.has("db")) {
       throw UsageError("no records database at " + db_path);

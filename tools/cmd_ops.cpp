@@ -1,5 +1,6 @@
 // `kestrel ops`: the op library, its workload parameters and knob spaces.
 #include <iostream>
+#include <optional>
 
 #include "args.h"
 #include "commands.h"
@@ -20,58 +21,68 @@ int run_ops(int argc, char** argv) {
       return 0;
     }
     ops::Registry registry = ops::builtin_ops();
-    std::vector<const ops::Op*> selected;
     std::vector<std::string> names;
     if (args.has("op")) {
       names.push_back(std::string(registry.get(args.get("op")).name()));
     } else {
       for (const ops::Op* op : registry.all()) names.emplace_back(op->name());
     }
-    for (const std::string& name : names) {
-      if (args.has("backend")) {
-        const std::string backend = args.get("backend");
-        if (backend != "cpu" && backend != "cuda" && backend != "opencl") {
-          throw UsageError("--backend must be cpu, cuda or opencl");
-        }
-        selected.push_back(&registry.get(name, backend == "cpu"    ? ops::Backend::cpu
-                                               : backend == "cuda" ? ops::Backend::cuda
-                                                                   : ops::Backend::opencl));
-      } else {
-        for (const ops::Op* op : registry.variants(name)) selected.push_back(op);
+    std::optional<ops::Backend> only;
+    if (args.has("backend")) {
+      const std::string backend = args.get("backend");
+      if (backend != "cpu" && backend != "cuda" && backend != "opencl") {
+        throw UsageError("--backend must be cpu, cuda or opencl");
       }
+      only = backend == "cpu" ? ops::Backend::cpu : backend == "cuda" ? ops::Backend::cuda : ops::Backend::opencl;
     }
-    for (const ops::Op* op : selected) {
-      std::cout << op->name() << ": " << op->description() << "\n  parameters:\n";
-      for (const auto& p : op->params()) {
+    // One entry per op name; its backend variants (a CPU op and a GPU op with knobs of
+    // their own) are listed under it.
+    for (const std::string& name : names) {
+      std::vector<const ops::Op*> variants;
+      if (only) {
+        variants.push_back(&registry.get(name, *only));
+      } else {
+        variants = registry.variants(name);
+      }
+      const ops::Op& primary = *variants.front();
+      std::cout << name << ": " << primary.description() << "\n  parameters:\n";
+      for (const auto& p : primary.params()) {
         std::cout << "    " << p.name << "  " << p.help;
         if (p.fallback >= p.min) std::cout << " (default " << p.fallback << ")";
         std::cout << "\n";
       }
       std::cout << "  backends:";
-      for (auto b : op->backends()) std::cout << " " << ops::to_string(b);
+      for (const ops::Op* op : variants) {
+        for (auto b : op->backends()) std::cout << " " << ops::to_string(b);
+      }
       std::cout << "\n";
       if (!args.has("shape")) {
-        std::cout << "  (knob space: kestrel ops --op " << op->name() << " --shape ...)\n\n";
+        std::cout << "  (knob space: kestrel ops --op " << name << " --shape ...)\n\n";
         continue;
       }
-      ops::Params params = ops::parse_params(*op, args.get("shape"));
-      std::cout << "  workload: " << ops::format_params(params) << ", " << op->flops(params) / 1e9 << " GFLOP\n";
+      ops::Params params = ops::parse_params(primary, args.get("shape"));
+      std::cout << "  workload: " << ops::format_params(params) << ", " << primary.flops(params) / 1e9 << " GFLOP\n";
       std::cout << "  arguments:\n";
-      for (const auto& t : op->tensors(params)) {
+      for (const auto& t : primary.tensors(params)) {
         std::cout << "    " << t.name << "  " << ops::to_string(t.dtype) << "[";
         for (std::size_t i = 0; i < t.shape.size(); ++i) std::cout << (i ? "," : "") << t.shape[i];
         std::cout << "]  " << (t.role == ops::Role::output ? "output" : "input") << "\n";
       }
-      double points = 1;
-      std::cout << "  knobs:\n";
-      for (const auto& k : op->knobs(params)) {
-        points *= static_cast<double>(k.values.size());
-        std::cout << "    " << k.name << " {";
-        for (std::size_t i = 0; i < k.values.size(); ++i) std::cout << (i ? "," : "") << k.values[i];
-        std::cout << "}  " << k.help << "\n";
+      for (const ops::Op* op : variants) {
+        std::string backends;
+        for (auto b : op->backends()) backends += (backends.empty() ? "" : ", ") + std::string(ops::to_string(b));
+        double points = 1;
+        std::cout << "  knobs (" << backends << "):\n";
+        for (const auto& k : op->knobs(params)) {
+          points *= static_cast<double>(k.values.size());
+          std::cout << "    " << k.name << " {";
+          for (std::size_t i = 0; i < k.values.size(); ++i) std::cout << (i ? "," : "") << k.values[i];
+          std::cout << "}  " << k.help << "\n";
+        }
+        std::cout << "  space (" << backends << "): " << points << " points before constraints\n";
+        std::cout << "  default (" << backends << "): " << ops::format_config(op->default_config(params)) << "\n";
       }
-      std::cout << "  space: " << points << " points before constraints\n";
-      std::cout << "  default: " << ops::format_config(op->default_config(params)) << "\n\n";
+      std::cout << "\n";
     }
     return 0;
   } catch (const UsageError& e) {

@@ -1,6 +1,6 @@
 // `kestrel best` and `kestrel records export|import`: reading the records database.
-#include <unistd.h>
-
+// The read-only commands (best, export) open it with OpenMode::existing: a mistyped
+// path is an error, never a new empty database.
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -13,7 +13,10 @@
 namespace kestrel::tools {
 
 int run_best(int argc, char** argv) {
-  Args args("kestrel best", "Prints the best configuration recorded for every workload and target.");
+  Args args("kestrel best",
+            "Prints the best configuration recorded for every workload, target and device class (pool key and\n"
+            "hardware model). Never one that measured slower than the op's default configuration in the same\n"
+            "final re-measurement.");
   args.option("db", "FILE", "records database", "kestrel.db");
   args.option("op", "NAME", "only this op");
   args.flag("json", "print JSON instead of a table");
@@ -23,18 +26,29 @@ int run_best(int argc, char** argv) {
       return 0;
     }
     std::string path = args.get("db", "kestrel.db");
-    if (::access(path.c_str(), F_OK) != 0) throw UsageError("no records database at '" + path + "' (run kestrel tune first, or pass --db)");
-    tuner::RecordsDb db(path);
+    auto db = tuner::open_records(path, tuner::OpenMode::existing);
     std::vector<tuner::Best> best;
-    for (auto& b : db.best()) {
+    for (auto& b : db->best()) {
       if (!args.has("op") || b.op == args.get("op")) best.push_back(std::move(b));
     }
     if (args.has("json")) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& b : best) {
-        out.push_back({{"op", b.op}, {"workload", b.workload}, {"target", b.target}, {"config", b.record.config},
-                       {"gflops", b.record.gflops}, {"median_s", b.record.cost}, {"trials", b.trials},
-                       {"device", b.record.device}, {"final", b.record.final_measurement}});
+        nlohmann::json device_class = {
+            {"key", b.device_class.key}, {"model", b.device_class.model}, {"fingerprint", b.device_class.fingerprint}};
+        nlohmann::json one = {{"op", b.op},
+                              {"workload", ops::format_params(b.workload)},
+                              {"target", b.target},
+                              {"device_class", device_class},
+                              {"config", ops::format_config(b.record.config)},
+                              {"gflops", b.record.gflops},
+                              {"median_s", b.record.cost},
+                              {"trials", b.trials},
+                              {"device", b.record.device},
+                              {"final", b.record.final_measurement},
+                              {"default_is_best", b.default_is_best}};
+        if (b.default_record) one["default_median_s"] = b.default_record->cost;
+        out.push_back(std::move(one));
       }
       std::cout << out.dump(2) << "\n";
       return 0;
@@ -44,11 +58,17 @@ int run_best(int argc, char** argv) {
       return 0;
     }
     std::cout << std::left << std::setw(8) << "OP" << std::setw(44) << "WORKLOAD" << std::setw(30) << "TARGET"
-              << std::setw(10) << "GFLOP/s" << std::setw(11) << "MEDIAN ms" << std::setw(8) << "TRIALS" << "CONFIG\n";
+              << std::setw(40) << "DEVICE CLASS" << std::setw(10) << "GFLOP/s" << std::setw(11) << "MEDIAN ms"
+              << std::setw(8) << "TRIALS" << "CONFIG\n";
     for (const auto& b : best) {
-      std::cout << std::left << std::setw(8) << b.op << std::setw(44) << b.workload << std::setw(30) << b.target
-                << std::setw(10) << std::fixed << std::setprecision(1) << b.record.gflops << std::setw(11)
-                << std::setprecision(3) << b.record.cost * 1e3 << std::setw(8) << b.trials << b.record.config << "\n";
+      std::string device_class = b.device_class.key;
+      if (!b.device_class.model.empty()) device_class += " (" + b.device_class.model + ")";
+      std::string config = ops::format_config(b.record.config);
+      if (b.default_is_best) config += " (the default)";
+      std::cout << std::left << std::setw(8) << b.op << std::setw(44) << ops::format_params(b.workload)
+                << std::setw(30) << b.target << std::setw(40) << device_class << std::setw(10) << std::fixed
+                << std::setprecision(1) << b.record.gflops << std::setw(11) << std::setprecision(3)
+                << b.record.cost * 1e3 << std::setw(8) << b.trials << config << "\n";
     }
     return 0;
   } catch (const UsageError& e) {
@@ -85,14 +105,14 @@ int run_records(int argc, char** argv) {
       }
     }
     if (action == "export") {
-      tuner::RecordsDb db(db_path);
+      auto db = tuner::open_records(db_path, tuner::OpenMode::existing);  // before creating the output file
       if (file.empty() || file == "-") {
-        db.export_jsonl(std::cout);
+        db->export_jsonl(std::cout);
       } else {
         std::ofstream out(file);
         if (!out) throw UsageError("cannot write '" + file + "'");
-        db.export_jsonl(out);
-        std::cerr << "exported " << db.count() << " records to " << file << "\n";
+        db->export_jsonl(out);
+        std::cerr << "exported " << db->count() << " records to " << file << "\n";
       }
       return 0;
     }
@@ -100,9 +120,9 @@ int run_records(int argc, char** argv) {
       if (file.empty()) throw UsageError("import needs a FILE.jsonl");
       std::ifstream in(file);
       if (!in) throw UsageError("cannot read '" + file + "'");
-      tuner::RecordsDb db(db_path);
-      std::size_t added = db.import_jsonl(in);
-      std::cout << "imported " << added << " records into " << db_path << " (" << db.count() << " in all)\n";
+      auto db = tuner::open_records(db_path);
+      std::size_t added = db->import_jsonl(in);
+      std::cout << "imported " << added << " records into " << db_path << " (" << db->count() << " in all)\n";
       return 0;
     }
     throw UsageError("unknown action '" + action + "' (export or import)");

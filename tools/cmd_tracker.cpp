@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
-#include "kestrel/rpc/tracker.h"
+#include "kestrel/tracker/tracker.h"
 
 namespace kestrel::tools {
 namespace {
@@ -55,7 +55,7 @@ int run_tracker(int argc, char** argv) {
     }
     log::set_level(level);
 
-    rpc::TrackerOptions options;
+    tracker::TrackerOptions options;
     if (args.has("token-file")) options.token = rpc::Token::from_file(args.get("token-file"));
     options.host = args.get("host", options.token ? "0.0.0.0" : "127.0.0.1");
     options.port = static_cast<std::uint16_t>(args.get_int("port", 9190, 0, 65535));
@@ -77,7 +77,7 @@ int run_tracker(int argc, char** argv) {
     }
 
     asio::io_context io;
-    rpc::Tracker tracker(io, options);
+    tracker::Tracker tracker(io, options);
     tracker.start();
     if (args.has("port-file")) {
       std::string path = args.get("port-file");

@@ -167,7 +167,7 @@ int run_tune(int argc, char** argv) {
     unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
     auto reconnect_window = std::chrono::milliseconds(args.get_int("reconnect-ms", 120'000, 0, 24 * 3'600'000));
     std::string db_path = args.get("db", "kestrel.db");
-    tuner::RecordsDb db(db_path);  // fails early on a bad file
+    auto db = tuner::open_records(db_path);  // fails early on a bad file
 
     TuneSessionOptions session_options;
     session_options.pool = pool;
@@ -178,7 +178,7 @@ int run_tune(int argc, char** argv) {
     session_options.quiet = args.has("quiet") || args.has("json");
     session_options.target_args = &args;
     session_options.registry = &registry;
-    TuneSessionResult session = run_tune_session(jobs, db, session_options);
+    TuneSessionResult session = run_tune_session(jobs, *db, session_options);
     if (args.has("json")) {
       if (!from_set) {
         nlohmann::json out = result_json(session.results.front());

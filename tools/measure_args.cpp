@@ -39,7 +39,7 @@ void add_measure_options(Args& args) {
   args.flag("flush-cache", "overwrite the CPU caches before every round");
   args.option("timeout-ms", "MS", "time limit per candidate on the device", "10000");
   args.option("threads", "N", "threads the kernel may use; 0 = all cores", "0");
-  args.option("seed", "N", "seed of the random input data", "1");
+  args.option("data-seed", "N", "seed of the random input data the kernels run on", "1");
 }
 
 rpc::MeasureSettings measure_options(const Args& args) {
@@ -51,7 +51,7 @@ rpc::MeasureSettings measure_options(const Args& args) {
   m.flush_cache = args.has("flush-cache");
   m.timeout_ms = static_cast<std::uint32_t>(args.get_int("timeout-ms", 10'000, 1, 3'600'000));
   m.threads = static_cast<std::uint32_t>(args.get_int("threads", 0, 0, 1024));
-  m.seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
+  m.seed = static_cast<std::uint64_t>(args.get_int("data-seed", 1, 0, INT64_MAX));
   return m;
 }
 

@@ -63,7 +63,7 @@ class ProgressView {
 
 }  // namespace
 
-TuneSessionResult run_tune_session(const std::vector<TuneJob>& jobs, tuner::RecordsDb& db,
+TuneSessionResult run_tune_session(const std::vector<TuneJob>& jobs, tuner::RecordStore& db,
                                    const TuneSessionOptions& options) {
   TuneSessionResult session;
   if (jobs.empty()) return session;
@@ -81,7 +81,7 @@ TuneSessionResult run_tune_session(const std::vector<TuneJob>& jobs, tuner::Reco
     signals.async_wait([&](std::error_code ec, int signo) {
       if (ec) return;
       if (++interrupts > 1 || !loop_ptr) {
-        std::cerr << "\n" << options.program << ": interrupted; records so far are in " << db.path() << "\n";
+        std::cerr << "\n" << options.program << ": interrupted; records so far are in " << db.location() << "\n";
         std::_Exit(130);
       }
       std::cerr << "\n" << options.program << ": signal " << signo

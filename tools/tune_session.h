@@ -47,7 +47,7 @@ struct TuneSessionResult {
 // Tunes the jobs in turn. Throws what the tracker client, the compiler or the tuning
 // loop throw (rpc errors, ops::OpError, tuner::RecordsError); a second Ctrl-C exits the
 // process with status 130.
-TuneSessionResult run_tune_session(const std::vector<TuneJob>& jobs, tuner::RecordsDb& db,
+TuneSessionResult run_tune_session(const std::vector<TuneJob>& jobs, tuner::RecordStore& db,
                                    const TuneSessionOptions& options);
 
 }  // namespace kestrel::tools

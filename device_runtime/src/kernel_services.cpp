@@ -84,25 +84,24 @@ struct KernelServices::Pool {
 
 namespace {
 
-std::atomic<KernelServices::Pool*> g_installed{nullptr};
-
-void service_parallel_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
-  g_installed.load()->parallel_for(n, fn, ctx);
+// The ABI's services; their context is this object's Pool.
+void service_parallel_for(void* context, std::int64_t n, void (*fn)(std::int64_t, void*), void* arg) {
+  static_cast<KernelServices::Pool*>(context)->parallel_for(n, fn, arg);
 }
 
-void* service_alloc(std::size_t bytes) {
+void* service_alloc(void* context, std::size_t bytes) {
   void* p = std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64);
   if (p) {
-    auto* pool = g_installed.load();
+    auto* pool = static_cast<KernelServices::Pool*>(context);
     std::lock_guard lock(pool->alloc_mutex);
     pool->live.insert(p);
   }
   return p;
 }
 
-void service_release(void* p) {
+void service_release(void* context, void* p) {
   if (!p) return;
-  auto* pool = g_installed.load();
+  auto* pool = static_cast<KernelServices::Pool*>(context);
   std::lock_guard lock(pool->alloc_mutex);
   if (pool->live.erase(p)) std::free(p);
 }
@@ -112,21 +111,15 @@ void service_release(void* p) {
 KernelServices::KernelServices(unsigned threads) {
   threads = std::clamp(threads, 1u, 1024u);
   pool_ = std::make_unique<Pool>(threads);
-  Pool* expected = nullptr;
-  if (!g_installed.compare_exchange_strong(expected, pool_.get())) {
-    throw std::logic_error("kernel services: another KernelServices is already installed in this process");
-  }
   table_.abi_version = KESTREL_KERNEL_ABI_VERSION;
   table_.num_threads = threads;
+  table_.context = pool_.get();
   table_.parallel_for = service_parallel_for;
   table_.alloc = service_alloc;
   table_.release = service_release;
 }
 
-KernelServices::~KernelServices() {
-  reclaim_scratch();
-  g_installed.store(nullptr);
-}
+KernelServices::~KernelServices() { reclaim_scratch(); }
 
 void KernelServices::reclaim_scratch() {
   std::lock_guard lock(pool_->alloc_mutex);

@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "kestrel/base/log.h"
-#include "kestrel/rpc/tracker.h"
+#include "kestrel/tracker/tracker.h"
 
 extern char** environ;
 
@@ -28,7 +28,7 @@ std::string device_binary_path() {
 
 struct LocalPool::Impl {
   asio::io_context io;
-  std::unique_ptr<rpc::Tracker> tracker;
+  std::unique_ptr<tracker::Tracker> tracker;
   std::thread thread;
   std::vector<pid_t> children;
 };
@@ -39,10 +39,10 @@ LocalPool::LocalPool(unsigned devices, std::string key) : impl_(std::make_unique
     throw std::runtime_error("cannot find the device runtime at " + binary +
                              " (build it, or set KESTREL_DEVICE_BIN, or pass --tracker HOST:PORT)");
   }
-  rpc::TrackerOptions options;
+  tracker::TrackerOptions options;
   options.host = "127.0.0.1";
   options.port = 0;
-  impl_->tracker = std::make_unique<rpc::Tracker>(impl_->io, options);
+  impl_->tracker = std::make_unique<tracker::Tracker>(impl_->io, options);
   port_ = impl_->tracker->port();
   impl_->tracker->start();
   impl_->thread = std::thread([this] { impl_->io.run(); });

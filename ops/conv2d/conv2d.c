@@ -185,26 +185,26 @@ KESTREL_KERNEL(svc, args, num_args) {
   }
   conv_ctx ctx;
   ctx.w = (const float*)args[1].data;
-  ctx.xp = (float*)svc->alloc((size_t)CONV_C * XCH * sizeof(float));
-  ctx.wp = (float*)svc->alloc((size_t)KB * WBLOCK * sizeof(float));
+  ctx.xp = (float*)kestrel_alloc(svc, (size_t)CONV_C * XCH * sizeof(float));
+  ctx.wp = (float*)kestrel_alloc(svc, (size_t)KB * WBLOCK * sizeof(float));
   int32_t rc = 1;
   if (ctx.xp && ctx.wp) {
-    svc->parallel_for(KB, pack_weights, &ctx);
+    kestrel_parallel_for(svc, KB, pack_weights, &ctx);
     for (int64_t n = 0; n < CONV_N; ++n) {
       ctx.in = (const float*)args[0].data + n * CONV_C * CONV_H * CONV_W;
       ctx.out = (float*)args[2].data + n * CONV_K * P * Q;
-      svc->parallel_for(CONV_C, pack_image, &ctx);
+      kestrel_parallel_for(svc, CONV_C, pack_image, &ctx);
 #if CONV_SPLIT == 0
-      svc->parallel_for(KB, task, &ctx);
+      kestrel_parallel_for(svc, KB, task, &ctx);
 #elif CONV_SPLIT == 1
-      svc->parallel_for(PB, task, &ctx);
+      kestrel_parallel_for(svc, PB, task, &ctx);
 #else
-      svc->parallel_for((int64_t)KB * PB, task, &ctx);
+      kestrel_parallel_for(svc, (int64_t)KB * PB, task, &ctx);
 #endif
     }
     rc = 0;
   }
-  if (ctx.xp) svc->release(ctx.xp);
-  if (ctx.wp) svc->release(ctx.wp);
+  if (ctx.xp) kestrel_release(svc, ctx.xp);
+  if (ctx.wp) kestrel_release(svc, ctx.wp);
   return rc;
 }

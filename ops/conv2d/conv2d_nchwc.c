@@ -192,7 +192,7 @@ KESTREL_KERNEL(svc, args, num_args) {
 #if IN_PLACE
   ctx.xp = 0;
 #else
-  ctx.xp = (float*)svc->alloc((size_t)CB * XCB * sizeof(float));
+  ctx.xp = (float*)kestrel_alloc(svc, (size_t)CB * XCB * sizeof(float));
   if (!ctx.xp) return 1;
 #endif
   for (int64_t n = 0; n < CONV_N; ++n) {
@@ -202,18 +202,18 @@ KESTREL_KERNEL(svc, args, num_args) {
     ctx.x = ctx.in;
 #else
     ctx.x = ctx.xp;
-    svc->parallel_for((int64_t)CB * HP, pad_row, &ctx);
+    kestrel_parallel_for(svc, (int64_t)CB * HP, pad_row, &ctx);
 #endif
 #if CONV_SPLIT == 0
-    svc->parallel_for(KG, task, &ctx);
+    kestrel_parallel_for(svc, KG, task, &ctx);
 #elif CONV_SPLIT == 1
-    svc->parallel_for(PB, task, &ctx);
+    kestrel_parallel_for(svc, PB, task, &ctx);
 #else
-    svc->parallel_for((int64_t)KG * PB, task, &ctx);
+    kestrel_parallel_for(svc, (int64_t)KG * PB, task, &ctx);
 #endif
   }
 #if !IN_PLACE
-  svc->release(ctx.xp);
+  kestrel_release(svc, ctx.xp);
 #endif
   return 0;
 }

@@ -66,9 +66,9 @@ KESTREL_KERNEL(svc, args, num_args) {
   }
   layout_ctx ctx = {(const float*)args[0].data, (float*)args[1].data};
 #if LAYOUT_SPLIT == 0
-  svc->parallel_for((int64_t)LAYOUT_N * CB, plane_task, &ctx);
+  kestrel_parallel_for(svc, (int64_t)LAYOUT_N * CB, plane_task, &ctx);
 #elif LAYOUT_SPLIT == 1
-  svc->parallel_for((int64_t)LAYOUT_N * CB * LAYOUT_H, row_task, &ctx);
+  kestrel_parallel_for(svc, (int64_t)LAYOUT_N * CB * LAYOUT_H, row_task, &ctx);
 #else
 #error "layout_nchwc.c: LAYOUT_SPLIT must be 0 or 1"
 #endif

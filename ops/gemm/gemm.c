@@ -228,8 +228,8 @@ typedef struct gemm_ctx {
 #if GEMM_SPLIT != 3
 /* Computes the C blocks [mb0, mb1) x [nb0, nb1) over the whole K range. */
 static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int64_t nb1) {
-  float* ap = (float*)ctx->svc->alloc((size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
-  float* bp = (float*)ctx->svc->alloc((size_t)(GEMM_PACK_B ? NC_PAD : GEMM_NR) * KC_EFF * sizeof(float));
+  float* ap = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
+  float* bp = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PACK_B ? NC_PAD : GEMM_NR) * KC_EFF * sizeof(float));
   if (!ap || !bp) {
     __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
   } else {
@@ -278,8 +278,8 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
 #error "gemm.c: GEMM_ORDER must be 0, 1 or 2"
 #endif
   }
-  if (ap) ctx->svc->release(ap);
-  if (bp) ctx->svc->release(bp);
+  if (ap) kestrel_release(ctx->svc, ap);
+  if (bp) kestrel_release(ctx->svc, bp);
 }
 
 #endif
@@ -305,23 +305,23 @@ static void row_block_task(int64_t t, void* p) {
   const shared_ctx* s = (const shared_ctx*)p;
   gemm_ctx* ctx = s->g;
   int64_t ic = t * GEMM_MC, mc = min64(GEMM_MC, GEMM_M - ic);
-  float* ap = (float*)ctx->svc->alloc((size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
+  float* ap = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
   /* Without PACK_B each task needs its own NR-wide edge panel buffer. */
-  float* bp = GEMM_PACK_B ? s->bp : (float*)ctx->svc->alloc((size_t)GEMM_NR * KC_EFF * sizeof(float));
+  float* bp = GEMM_PACK_B ? s->bp : (float*)kestrel_alloc(ctx->svc, (size_t)GEMM_NR * KC_EFF * sizeof(float));
   if (!ap || !bp) {
     __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
   } else {
     pack_a(ap, ctx->a, ic, s->pc, mc, s->kc);
     macro_kernel(ap, bp, ctx->a, ctx->b, ctx->c, ic, s->jc, s->pc, mc, s->nc, s->kc);
   }
-  if (ap) ctx->svc->release(ap);
-  if (!GEMM_PACK_B && bp) ctx->svc->release(bp);
+  if (ap) kestrel_release(ctx->svc, ap);
+  if (!GEMM_PACK_B && bp) kestrel_release(ctx->svc, bp);
 }
 
 static void run_shared(gemm_ctx* ctx) {
   shared_ctx s = {ctx, 0, 0, 0, 0, 0};
 #if GEMM_PACK_B
-  s.bp = (float*)ctx->svc->alloc((size_t)NC_PAD * KC_EFF * sizeof(float));
+  s.bp = (float*)kestrel_alloc(ctx->svc, (size_t)NC_PAD * KC_EFF * sizeof(float));
   if (!s.bp) {
     ctx->failed = 1;
     return;
@@ -332,13 +332,13 @@ static void run_shared(gemm_ctx* ctx) {
     for (s.pc = 0; s.pc < GEMM_K; s.pc += GEMM_KC) {
       s.kc = min64(GEMM_KC, GEMM_K - s.pc);
 #if GEMM_PACK_B
-      ctx->svc->parallel_for((s.nc + GEMM_NR - 1) / GEMM_NR, pack_b_task, &s);
+      kestrel_parallel_for(ctx->svc, (s.nc + GEMM_NR - 1) / GEMM_NR, pack_b_task, &s);
 #endif
-      ctx->svc->parallel_for(MB, row_block_task, &s);
+      kestrel_parallel_for(ctx->svc, MB, row_block_task, &s);
     }
   }
 #if GEMM_PACK_B
-  ctx->svc->release(s.bp);
+  kestrel_release(ctx->svc, s.bp);
 #endif
 }
 
@@ -365,11 +365,11 @@ KESTREL_KERNEL(svc, args, num_args) {
   }
   gemm_ctx ctx = {svc, (const float*)args[0].data, (const float*)args[1].data, (float*)args[2].data, 0};
 #if GEMM_SPLIT == 0
-  svc->parallel_for(MB, task, &ctx);
+  kestrel_parallel_for(svc, MB, task, &ctx);
 #elif GEMM_SPLIT == 1
-  svc->parallel_for(NB, task, &ctx);
+  kestrel_parallel_for(svc, NB, task, &ctx);
 #elif GEMM_SPLIT == 2
-  svc->parallel_for((int64_t)MB * NB, task, &ctx);
+  kestrel_parallel_for(svc, (int64_t)MB * NB, task, &ctx);
 #else
   run_shared(&ctx);
 #endif

@@ -20,7 +20,7 @@ typedef struct {
  * so large workloads take seconds rather than minutes). */
 static void ref_row(int64_t i, void* p) {
   ref_ctx* ctx = (ref_ctx*)p;
-  double* acc = (double*)ctx->svc->alloc(sizeof(double) * GEMM_N);
+  double* acc = (double*)kestrel_alloc(ctx->svc, sizeof(double) * GEMM_N);
   if (!acc) {
     ctx->failed = 1;
     return;
@@ -32,7 +32,7 @@ static void ref_row(int64_t i, void* p) {
     for (int64_t j = 0; j < GEMM_N; ++j) acc[j] += aik * (double)brow[j];
   }
   for (int64_t j = 0; j < GEMM_N; ++j) ctx->c[i * GEMM_N + j] = (float)acc[j];
-  ctx->svc->release(acc);
+  kestrel_release(ctx->svc, acc);
 }
 
 KESTREL_KERNEL(svc, args, num_args) {
@@ -42,6 +42,6 @@ KESTREL_KERNEL(svc, args, num_args) {
     return 2;
   }
   ref_ctx ctx = {svc, (const float*)args[0].data, (const float*)args[1].data, (float*)args[2].data, 0};
-  svc->parallel_for(GEMM_M, ref_row, &ctx);
+  kestrel_parallel_for(svc, GEMM_M, ref_row, &ctx);
   return ctx.failed ? 1 : 0;
 }

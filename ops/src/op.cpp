@@ -5,6 +5,8 @@
 #include <charconv>
 #include <sstream>
 
+#include "kestrel/base/suggest.h"
+
 namespace kestrel::ops {
 
 std::string_view to_string(DType dtype) {
@@ -96,7 +98,15 @@ std::vector<const Op*> Registry::variants(std::string_view name) const {
 const Op& Registry::get(std::string_view name) const {
   if (const Op* op = find(name)) return *op;
   std::string known;
-  for (const auto& op : ops_) known += (known.empty() ? "" : ", ") + std::string(op->name());
+  std::vector<std::string> names;
+  for (const Op* op : all()) {
+    known += (known.empty() ? "" : ", ") + std::string(op->name());
+    names.emplace_back(op->name());
+  }
+  std::string suggestion = nearest(name, names);
+  if (!suggestion.empty()) {
+    throw OpError("unknown op '" + std::string(name) + "' (did you mean '" + suggestion + "'? known: " + known + ")");
+  }
   throw OpError("unknown op '" + std::string(name) + "' (known: " + known + ")");
 }
 
@@ -226,5 +236,20 @@ std::string format_map(const std::map<std::string, std::int64_t>& values) {
 
 std::string format_params(const Params& params) { return format_map(params); }
 std::string format_config(const Config& config) { return format_map(config); }
+
+std::map<std::string, std::int64_t> parse_pairs(std::string_view text) {
+  std::map<std::string, std::int64_t> out;
+  std::string trimmed = trim(std::string(text));
+  if (trimmed.empty()) return out;
+  for (const auto& item : split(trimmed, ',')) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos) throw OpError("malformed item '" + item + "' in '" + trimmed + "': expected NAME=VALUE");
+    std::string name = trim(item.substr(0, eq));
+    if (name.empty()) throw OpError("malformed item '" + item + "' in '" + trimmed + "': empty name");
+    std::int64_t value = parse_int(trim(item.substr(eq + 1)), name);
+    if (!out.emplace(name, value).second) throw OpError("'" + name + "' given twice in '" + trimmed + "'");
+  }
+  return out;
+}
 
 }  // namespace kestrel::ops

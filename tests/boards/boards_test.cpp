@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -54,9 +55,21 @@ std::vector<std::string> tune_args(const std::string& db, const std::string& tra
           "--devices", std::to_string(devices), "--json"};
 }
 
+// One best() entry per (op, workload, target): best() has one per device class.
+std::vector<tuner::Best> tasks_of(const tuner::RecordStore& records) {
+  std::vector<tuner::Best> out;
+  for (auto& b : records.best()) {
+    bool seen = std::any_of(out.begin(), out.end(), [&](const tuner::Best& o) {
+      return o.op == b.op && o.workload == b.workload && o.target == b.target;
+    });
+    if (!seen) out.push_back(std::move(b));
+  }
+  return out;
+}
+
 std::size_t record_count(const std::string& db) {
   try {
-    return tuner::RecordsDb(db).count();
+    return tuner::SqliteRecords(db).count();
   } catch (const tuner::RecordsError&) {
     return 0;
   }
@@ -103,21 +116,21 @@ TEST_CASE("boards on their own networks run concurrent sessions per key and surv
   CHECK(*rpi4_code == 0);
   CHECK(*rpi3_code == 0);
 
-  tuner::RecordsDb records(db);
+  tuner::SqliteRecords records(db);
   std::size_t rpi4_trials = 0, rpi3_trials = 0;
   std::set<std::string> rpi4_devices;
-  for (const auto& best : records.best()) {
+  for (const auto& best : tasks_of(records)) {
     for (const auto& r : records.find(best.op, best.workload, best.target)) {
       CHECK(r.target.rfind("x86_64-linux-gnu", 0) == 0);
-      CHECK(r.status != "");  // every candidate ended with a real status
-      if (r.device_key == "rpi4") {
-        CHECK(r.workload == "K=32,M=48,N=40");
+      CHECK(r.status <= kernel::Status::last);  // every candidate ended with a real status
+      if (r.device_class.key == "rpi4") {
+        CHECK(r.workload == ops::Params{{"K", 32}, {"M", 48}, {"N", 40}});
         if (!r.final_measurement) ++rpi4_trials;
         if (!r.device.empty()) rpi4_devices.insert(r.device);
         CHECK((r.device.empty() || r.device == "rpi4-a" || r.device == "rpi4-b"));
       } else {
-        CHECK(r.device_key == "rpi3");
-        CHECK(r.workload == "K=24,M=40,N=32");
+        CHECK(r.device_class.key == "rpi3");
+        CHECK(r.workload == ops::Params{{"K", 24}, {"M", 40}, {"N", 32}});
         CHECK((r.device.empty() || r.device == "rpi3-a"));
         if (!r.final_measurement) ++rpi3_trials;
       }
@@ -257,20 +270,20 @@ TEST_CASE("emulated aarch64 and armv7 boards tune beside the local device throug
     CHECK(*code == 0);
   }
 
-  tuner::RecordsDb records(db);
+  tuner::SqliteRecords records(db);
   for (const auto& s : sessions) {
     INFO(s.key);
     std::size_t trials = 0, ok = 0;
     std::map<std::string, std::size_t> ok_on;
-    for (const auto& best : records.best()) {
+    for (const auto& best : tasks_of(records)) {
       for (const auto& r : records.find(best.op, best.workload, best.target)) {
-        if (r.device_key != s.key) continue;
-        CHECK(r.workload == s.workload);
+        if (r.device_class.key != s.key) continue;
+        CHECK(ops::format_params(r.workload) == s.workload);
         CHECK(r.target.rfind(s.triple, 0) == 0);  // compiled for the key's boards
-        CHECK(r.status != "");
+        CHECK(r.status <= kernel::Status::last);
         CHECK((r.device.empty() || r.device == s.device_a || r.device == s.device_b));
         if (!r.final_measurement) ++trials;
-        if (r.status == "ok") {
+        if (r.ok()) {
           ++ok;
           ++ok_on[r.device];
         }

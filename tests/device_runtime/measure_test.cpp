@@ -49,7 +49,7 @@ struct Fixtures {
   Fixtures() {
     int n = 1;
     for (std::string name : {"add", "add_ref", "slow_add", "segfault", "hang", "garbage", "partial", "error_code",
-                             "not_a_kernel"}) {
+                             "not_a_kernel", "abi_v1", "two_kernels"}) {
       std::string h = fake_hash(n++);
       REQUIRE(store.put(h, read_bytes(std::string(KESTREL_FIXTURE_DIR) + "/fixture_" + name + ".so")).empty());
       hash[name] = h;
@@ -216,4 +216,51 @@ TEST_CASE("the module store validates, seals and evicts", "[measure]") {
   CHECK_FALSE(store.contains(fake_hash(2)));
   CHECK(store.size() == 2);
   CHECK(store.bytes() == 80);
+}
+
+TEST_CASE("a module of kernel ABI v1 is refused with the version it was built for", "[measure][bad-input][abi]") {
+  Fixtures f;
+  BatchSpec spec = add_batch(f);
+  add_candidates(spec, {f.candidate(1, "abi_v1"), f.candidate(2, "add")});
+  Outcome out = run_batch(spec);
+  REQUIRE(out.done);
+  REQUIRE(out.results.size() == 2);
+  CHECK(out.results[0].status == Status::device_load_error);
+  CHECK_THAT(out.results[0].message, Catch::Contains("kernel ABI v1") && Catch::Contains("implements v2"));
+  CHECK(out.results[1].status == Status::ok);  // the batch goes on
+}
+
+TEST_CASE("a candidate names which kernel of a module runs (kernel ABI v2 entries)", "[measure][abi]") {
+  Fixtures f;
+  BatchSpec spec = add_batch(f);
+  FixtureCandidate sum = f.candidate(1, "two_kernels"), off = f.candidate(2, "two_kernels"),
+                   missing = f.candidate(3, "two_kernels"), fallback = f.candidate(4, "two_kernels");
+  sum.request.entry = "add_sum";
+  off.request.entry = "add_off_by_one";
+  missing.request.entry = "add_nothing";
+  // No entry: the default name, which this module does not export.
+  add_candidates(spec, {sum, off, missing, fallback});
+  Outcome out = run_batch(spec);
+  REQUIRE(out.done);
+  REQUIRE(out.results.size() == 4);
+  CHECK(out.results[0].status == Status::ok);
+  CHECK(out.results[1].status == Status::wrong_answer);
+  CHECK(out.results[2].status == Status::device_load_error);
+  CHECK_THAT(out.results[2].message, Catch::Contains("does not export the kernel 'add_nothing'"));
+  CHECK(out.results[3].status == Status::device_load_error);
+  CHECK_THAT(out.results[3].message, Catch::Contains("'kestrel_kernel'"));
+}
+
+TEST_CASE("the reference kernel is found by its entry name too", "[measure][abi]") {
+  Fixtures f;
+  BatchSpec spec = add_batch(f);
+  spec.request.reference_hash = f.hash.at("two_kernels");
+  spec.request.reference_entry = "add_sum";
+  spec.reference_fd = f.store.fd(spec.request.reference_hash);
+  add_candidates(spec, {f.candidate(1, "add")});
+  Outcome out = run_batch(spec);
+  REQUIRE(out.done);
+  CHECK(out.done->empty());
+  REQUIRE(out.results.size() == 1);
+  CHECK(out.results[0].status == Status::ok);
 }

@@ -235,3 +235,47 @@ TEST_CASE("command-line errors are clear", "[e2e][cli]") {
   CHECK(test::run_command({kDevice, "--print-info"}, output, dir.file("o8")) == 0);
   CHECK_THAT(output, Catch::Contains("triple:") && Catch::Contains("cores:"));
 }
+
+TEST_CASE("typos get a suggestion, options given twice are refused, both binaries have --version", "[e2e][cli]") {
+  TempDir dir;
+  std::string output;
+  CHECK(test::run_command({kKestrel, "tuen"}, output, dir.file("o1")) == 2);
+  CHECK_THAT(output, Catch::Contains("unknown command 'tuen' (did you mean 'tune'?)"));
+  CHECK(test::run_command({kKestrel, "tune", "--trails", "5", "--shape", "8x8x8"}, output, dir.file("o2")) == 2);
+  CHECK_THAT(output, Catch::Contains("unknown option '--trails' (did you mean '--trials'?)"));
+  CHECK(test::run_command({kKestrel, "profile", "--op", "gem", "--shape", "8x8x8"}, output, dir.file("o3")) == 2);
+  CHECK_THAT(output, Catch::Contains("unknown op 'gem' (did you mean 'gemm'?"));
+  CHECK(test::run_command({kKestrel, "tune", "--trials", "5", "--trials", "6", "--shape", "8x8x8"}, output,
+                          dir.file("o4")) == 2);
+  CHECK_THAT(output, Catch::Contains("option '--trials' given twice"));
+  CHECK(test::run_command({kDevice, "--trcker", "127.0.0.1:1", "--key", "k"}, output, dir.file("o5")) == 2);
+  CHECK_THAT(output, Catch::Contains("unknown option '--trcker' (did you mean '--tracker'?)"));
+  CHECK(test::run_command({kDevice, "--key", "a", "--key", "b"}, output, dir.file("o6")) == 2);
+  CHECK_THAT(output, Catch::Contains("option '--key' given twice"));
+  CHECK(test::run_command({kKestrel, "--version"}, output, dir.file("o7")) == 0);
+  CHECK_THAT(output, Catch::StartsWith("kestrel ") && Catch::Contains("protocol"));
+  CHECK(test::run_command({kKestrel, "tune", "--version"}, output, dir.file("o8")) == 0);
+  CHECK_THAT(output, Catch::StartsWith("kestrel tune "));
+  CHECK(test::run_command({kDevice, "--version"}, output, dir.file("o9")) == 0);
+  CHECK_THAT(output, Catch::StartsWith("kestrel-device "));
+  // Every option of a command is declared once: --help of each command succeeds.
+  for (const char* command : {"tracker", "query", "ops", "profile", "tune", "best", "records", "bench"}) {
+    INFO(command);
+    CHECK(test::run_command({kKestrel, command, "--help"}, output, dir.file(std::string("h-") + command)) == 0);
+  }
+}
+
+TEST_CASE("kestrel ops lists each op once, with the knob space of each backend variant", "[e2e][cli]") {
+  TempDir dir;
+  std::string output;
+  REQUIRE(test::run_command({kKestrel, "ops"}, output, dir.file("o1")) == 0);
+  auto count = [&](const std::string& needle) {
+    std::size_t n = 0;
+    for (auto at = output.find(needle); at != std::string::npos; at = output.find(needle, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("\ngemm: ") + (output.rfind("gemm: ", 0) == 0 ? 1 : 0) == 1);
+  CHECK(count("\nconv2d: ") == 1);
+  REQUIRE(test::run_command({kKestrel, "ops", "--op", "gemm", "--shape", "64x64x64"}, output, dir.file("o2")) == 0);
+  CHECK_THAT(output, Catch::Contains("knobs (cpu)") && Catch::Contains("knobs (cuda, opencl)"));
+}

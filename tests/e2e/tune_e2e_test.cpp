@@ -30,15 +30,17 @@ nlohmann::json parse_json(const std::string& output) {
   return nlohmann::json::parse(output.substr(brace), nullptr, false);
 }
 
+const ops::Params kWorkload{{"K", 32}, {"M", 48}, {"N", 40}};
+
 // Non-final records, and how many distinct configurations they cover.
 std::pair<std::size_t, std::size_t> trial_records(const std::string& db) {
-  tuner::RecordsDb records(db);
+  tuner::SqliteRecords records(db);
   std::set<std::string> configs;
   std::size_t trials = 0;
-  for (const auto& r : records.find("gemm", "K=32,M=48,N=40", records.best().empty() ? "" : records.best()[0].target)) {
+  for (const auto& r : records.find("gemm", kWorkload, records.best().empty() ? "" : records.best()[0].target)) {
     if (r.final_measurement) continue;
     ++trials;
-    configs.insert(r.config);
+    configs.insert(ops::format_config(r.config));
   }
   return {trials, configs.size()};
 }
@@ -46,7 +48,7 @@ std::pair<std::size_t, std::size_t> trial_records(const std::string& db) {
 std::size_t record_count(const std::string& db) {
   if (::access(db.c_str(), F_OK) != 0) return 0;
   try {
-    return tuner::RecordsDb(db).count();
+    return tuner::SqliteRecords(db).count();
   } catch (const tuner::RecordsError&) {
     return 0;
   }
@@ -76,6 +78,14 @@ TEST_CASE("kestrel tune on the embedded default tunes, records every trial, and 
   std::string best;
   REQUIRE(test::run_command({kKestrel, "best", "--db", db}, best, dir.file("best.out")) == 0);
   CHECK_THAT(best, Catch::Contains("K=32,M=48,N=40") && Catch::Contains("x86_64-linux-gnu"));
+  // The device class the best was measured on: the pool key and the CPU model.
+  REQUIRE(test::run_command({kKestrel, "best", "--db", db, "--json"}, best, dir.file("best.json")) == 0);
+  auto best_json = nlohmann::json::parse(best.substr(best.find('[')), nullptr, false);
+  REQUIRE(best_json.is_array());
+  REQUIRE(best_json.size() == 1);
+  CHECK_FALSE(best_json[0]["device_class"]["key"].get<std::string>().empty());
+  CHECK_FALSE(best_json[0]["device_class"]["model"].get<std::string>().empty());
+  CHECK_THAT(best, Catch::Contains(best_json[0]["device_class"]["fingerprint"].get<std::string>()));
 
   // Export, import into another database: the same records.
   std::string jsonl = dir.file("records.jsonl");
@@ -86,6 +96,23 @@ TEST_CASE("kestrel tune on the embedded default tunes, records every trial, and 
   REQUIRE(test::run_command({kKestrel, "records", "import", "--db", dir.file("copy.db"), jsonl}, output,
                             dir.file("i2")) == 0);
   CHECK_THAT(output, Catch::Contains("imported 0 records"));
+}
+
+TEST_CASE("read-only commands never create a records database", "[e2e][tune][bad-input]") {
+  TempDir dir;
+  std::string output;
+  std::string typo = dir.file("typo.db");
+  CHECK(test::run_command({kKestrel, "records", "export", "--db", typo}, output, dir.file("export.out")) != 0);
+  CHECK_THAT(output, Catch::Contains("no records database at '" + typo + "'"));
+  CHECK(::access(typo.c_str(), F_OK) != 0);
+  std::string jsonl = dir.file("out.jsonl");
+  CHECK(test::run_command({kKestrel, "records", "export", "--db", typo, "--out", jsonl}, output,
+                          dir.file("export2.out")) != 0);
+  CHECK(::access(typo.c_str(), F_OK) != 0);
+  CHECK(::access(jsonl.c_str(), F_OK) != 0);  // no empty export either
+  CHECK(test::run_command({kKestrel, "best", "--db", typo}, output, dir.file("best.out")) != 0);
+  CHECK_THAT(output, Catch::Contains("no records database at '" + typo + "'"));
+  CHECK(::access(typo.c_str(), F_OK) != 0);
 }
 
 TEST_CASE("a SIGKILLed tuning run loses no committed record and the rerun re-measures nothing",
@@ -172,7 +199,7 @@ TEST_CASE("kestrel tune rejects bad input with clear errors", "[e2e][tune][bad-i
   CHECK(test::read_text(dir.file("notes.db")) == "these are my notes, not a database\n");
 
   // A database from a newer Kestrel.
-  { tuner::RecordsDb create(dir.file("future.db")); }
+  { tuner::SqliteRecords create(dir.file("future.db")); }
   sqlite3* handle = nullptr;
   REQUIRE(sqlite3_open(dir.file("future.db").c_str(), &handle) == SQLITE_OK);
   REQUIRE(sqlite3_exec(handle, "UPDATE meta SET value = '7' WHERE key = 'schema_version'", nullptr, nullptr, nullptr) ==
@@ -254,9 +281,9 @@ TEST_CASE("a tuning session whose tracker never comes back gives up clearly and 
   CHECK_THAT(tune.log(), Catch::Contains("tracker unreachable for 1500 ms"));
   CHECK(record_count(db) >= kept);  // nothing recorded was lost
   // And nothing was invented: candidates that could not be measured get no record.
-  tuner::RecordsDb records(db);
+  tuner::SqliteRecords records(db);
   REQUIRE_FALSE(records.best().empty());
-  for (const auto& r : records.find("gemm", "K=32,M=48,N=40", records.best()[0].target)) {
-    CHECK(r.status != "device lost");
+  for (const auto& r : records.find("gemm", kWorkload, records.best()[0].target)) {
+    CHECK(r.status != kernel::Status::device_lost);
   }
 }

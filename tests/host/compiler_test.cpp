@@ -42,12 +42,12 @@ static void block(int64_t b, void* ctx) {
 
 KESTREL_KERNEL(svc, args, num_args) {
   if (num_args != 2) return 2;
-  float* scratch = (float*)svc->alloc(256 * sizeof(float));
+  float* scratch = (float*)kestrel_alloc(svc, 256 * sizeof(float));
   if (!scratch) return 3;
-  svc->release(scratch);
+  kestrel_release(svc, scratch);
   struct job j = {(const float*)args[0].data, (float*)args[1].data, args[0].i64};
   __builtin_memset(j.y, 0, (size_t)j.n * sizeof(float));  /* a call: the size is unknown */
-  svc->parallel_for((j.n + BLOCK - 1) / BLOCK, block, &j);
+  kestrel_parallel_for(svc, (j.n + BLOCK - 1) / BLOCK, block, &j);
   return 0;
 }
 )";
@@ -95,7 +95,7 @@ KESTREL_KERNEL(svc, args, num_args) {
   struct gemm g = {(const float*)args[0].data, (const float*)args[1].data, (float*)args[2].data,
                    args[3].i64, args[4].i64, args[5].i64, 0};
   g.tiles_n = (g.n + NR - 1) / NR;
-  svc->parallel_for(((g.m + MR - 1) / MR) * g.tiles_n, row_tile, &g);
+  kestrel_parallel_for(svc, ((g.m + MR - 1) / MR) * g.tiles_n, row_tile, &g);
   return 0;
 }
 )";
@@ -143,11 +143,11 @@ class LoadedModule {
 };
 
 // Test services: serial parallel_for, malloc-backed scratch.
-void serial_for(int64_t n, void (*fn)(int64_t, void*), void* ctx) {
+void serial_for(void*, int64_t n, void (*fn)(int64_t, void*), void* ctx) {
   for (int64_t i = 0; i < n; ++i) fn(i, ctx);
 }
-void* scratch_alloc(size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
-void scratch_release(void* ptr) { std::free(ptr); }
+void* scratch_alloc(void*, size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
+void scratch_release(void*, void* ptr) { std::free(ptr); }
 
 // Runs the axpy kernel on 1000 elements and checks y = scale * x + 1.
 void check_axpy_runs(const CompileResult& result, float scale) {
@@ -157,13 +157,13 @@ void check_axpy_runs(const CompileResult& result, float scale) {
   const auto* version = static_cast<const std::uint32_t*>(module.symbol(KESTREL_KERNEL_ABI_SYMBOL));
   REQUIRE(version != nullptr);
   CHECK(*version == KESTREL_KERNEL_ABI_VERSION);
-  auto kernel = reinterpret_cast<kestrel_kernel_fn>(module.symbol(KESTREL_KERNEL_ENTRY));
+  auto kernel = reinterpret_cast<kestrel_kernel_fn>(module.symbol(KESTREL_KERNEL_DEFAULT_ENTRY));
   REQUIRE(kernel != nullptr);
   CHECK(module.symbol("block") == nullptr);  // -fvisibility=hidden
   const std::string image(result.shared_object.begin(), result.shared_object.end());
   CHECK(image.find("memset") != std::string::npos);  // an undefined reference, resolved by dlopen
 
-  const kestrel_services services{KESTREL_KERNEL_ABI_VERSION, 1, serial_for, scratch_alloc, scratch_release};
+  const kestrel_services services{KESTREL_KERNEL_ABI_VERSION, 1, nullptr, serial_for, scratch_alloc, scratch_release};
   std::vector<float> x(1000), y(1000, -1.0f);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
   kestrel_arg args[2] = {{x.data(), static_cast<int64_t>(x.size()), 0}, {y.data(), static_cast<int64_t>(y.size()), 0}};

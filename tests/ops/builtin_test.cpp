@@ -111,6 +111,20 @@ TEST_CASE("configuration parsing uses the default and the knob domains", "[ops]"
   CHECK_THROWS_WITH(parse_config(gemm, small, "mc=512"), Catch::Contains("not in its domain"));
 }
 
+TEST_CASE("parse_pairs reads back what format_params and format_config write", "[ops]") {
+  Params p{{"K", 128}, {"M", 512}, {"N", 256}};
+  CHECK(parse_pairs(format_params(p)) == p);
+  Config c{{"mc", 64}, {"pad", -1}};
+  CHECK(parse_pairs(format_config(c)) == c);
+  CHECK(parse_pairs("").empty());
+  CHECK(parse_pairs(" a = 1 , b=2 ") == Config{{"a", 1}, {"b", 2}});
+  CHECK_THROWS_WITH(parse_pairs("a=1,b"), Catch::Contains("malformed item 'b'"));
+  CHECK_THROWS_WITH(parse_pairs("a=x"), Catch::Contains("not an integer"));
+  CHECK_THROWS_WITH(parse_pairs("a=1,a=2"), Catch::Contains("'a' given twice"));
+  CHECK_THROWS_WITH(parse_pairs("=3"), Catch::Contains("empty name"));
+  CHECK_THROWS_AS(parse_pairs("a=1,,b=2"), OpError);
+}
+
 TEST_CASE("constraint checks give reasons", "[ops]") {
   Registry registry = builtin_ops();
   const Op& gemm = registry.get("gemm");

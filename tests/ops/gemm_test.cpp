@@ -157,8 +157,8 @@ TEST_CASE("gemm checks catch injected bugs", "[gemm][kernel]") {
   CHECK(checker.matches(b));
   CHECK(checker.matches(sh));
   // Shared B: only the first panel of each B block is packed.
-  CHECK_FALSE(checker.matches(inject(sh, "parallel_for((s.nc + GEMM_NR - 1) / GEMM_NR, pack_b_task",
-                                     "parallel_for(1, pack_b_task")));
+  CHECK_FALSE(checker.matches(inject(sh, "parallel_for(ctx->svc, (s.nc + GEMM_NR - 1) / GEMM_NR, pack_b_task",
+                                     "parallel_for(ctx->svc, 1, pack_b_task")));
   // Later k blocks overwrite C instead of accumulating.
   CHECK_FALSE(checker.matches(inject(b, "nr, pc > 0);\n  }\n#else", "nr, pc > GEMM_KC);\n  }\n#else")));
   // The short edge panel of in-place A is skipped.

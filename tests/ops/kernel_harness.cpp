@@ -24,12 +24,12 @@ constexpr float kSentinel = 1234.5f;
 
 std::atomic<std::int64_t> g_live{0};
 
-void serial_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
+void serial_for(void*, std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
   for (std::int64_t i = 0; i < n; ++i) fn(i, ctx);
 }
 
 // Two threads (the caller and one more) taking indices from a shared counter.
-void threaded_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
+void threaded_for(void*, std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
   if (n <= 0) return;
   std::atomic<std::int64_t> next{0};
   auto work = [&] {
@@ -40,15 +40,17 @@ void threaded_for(std::int64_t n, void (*fn)(std::int64_t, void*), void* ctx) {
   other.join();
 }
 
-void* test_alloc(std::size_t bytes) {
+// The services' context is the live-allocation counter: a kernel that passed the
+// wrong context would corrupt the count the tests check.
+void* test_alloc(void* context, std::size_t bytes) {
   void* p = std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64);
-  if (p) ++g_live;
+  if (p) ++*static_cast<std::atomic<std::int64_t>*>(context);
   return p;
 }
 
-void test_release(void* p) {
+void test_release(void* context, void* p) {
   if (!p) return;
-  --g_live;
+  --*static_cast<std::atomic<std::int64_t>*>(context);
   std::free(p);
 }
 
@@ -101,7 +103,7 @@ Kernel Kernel::build(const KernelSource& source, const std::filesystem::path& di
   void* handle = ::dlopen(so_file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw std::runtime_error(std::string("dlopen failed: ") + ::dlerror());
   auto* version = static_cast<const std::uint32_t*>(::dlsym(handle, KESTREL_KERNEL_ABI_SYMBOL));
-  auto entry = reinterpret_cast<kestrel_kernel_fn>(::dlsym(handle, KESTREL_KERNEL_ENTRY));
+  auto entry = reinterpret_cast<kestrel_kernel_fn>(::dlsym(handle, KESTREL_KERNEL_DEFAULT_ENTRY));
   if (!version || *version != KESTREL_KERNEL_ABI_VERSION || !entry) {
     ::dlclose(handle);
     throw std::runtime_error("module " + so_file.string() + " lacks the kernel ABI symbols");
@@ -131,6 +133,7 @@ std::int32_t Kernel::run(std::vector<kestrel_arg>& args, int threads) const {
   kestrel_services services{};
   services.abi_version = KESTREL_KERNEL_ABI_VERSION;
   services.num_threads = static_cast<std::uint32_t>(threads);
+  services.context = &g_live;
   services.parallel_for = threads > 1 ? threaded_for : serial_for;
   services.alloc = test_alloc;
   services.release = test_release;

@@ -6,28 +6,28 @@
 
 #include "kestrel/device_runtime/agent.h"
 #include "kestrel/device_runtime/capabilities.h"
-#include "kestrel/rpc/tracker.h"
+#include "kestrel/tracker/tracker.h"
 #include "kestrel/rpc/tracker_client.h"
 
 namespace kestrel::test {
 
 class Pool {
  public:
-  explicit Pool(asio::io_context& io, rpc::TrackerOptions options = fast_options()) : io_(io) {
+  explicit Pool(asio::io_context& io, tracker::TrackerOptions options = fast_options()) : io_(io) {
     options.port = 0;
-    tracker_ = std::make_unique<rpc::Tracker>(io, options);
+    tracker_ = std::make_unique<tracker::Tracker>(io, options);
     tracker_->start();
   }
 
-  static rpc::TrackerOptions fast_options() {
-    rpc::TrackerOptions options;
+  static tracker::TrackerOptions fast_options() {
+    tracker::TrackerOptions options;
     options.heartbeat_interval = std::chrono::milliseconds(100);
     options.heartbeat_misses = 3;
     return options;
   }
 
   rpc::Endpoint endpoint() const { return {"127.0.0.1", tracker_->port()}; }
-  rpc::Tracker& tracker() { return *tracker_; }
+  tracker::Tracker& tracker() { return *tracker_; }
 
   device::DeviceAgent& add_device(const std::string& key, const std::string& name,
                                   std::optional<rpc::Token> token = {}) {
@@ -63,7 +63,7 @@ class Pool {
 
  private:
   asio::io_context& io_;
-  std::unique_ptr<rpc::Tracker> tracker_;
+  std::unique_ptr<tracker::Tracker> tracker_;
   std::vector<std::unique_ptr<device::DeviceAgent>> agents_;
   std::vector<std::shared_ptr<rpc::TrackerClient>> clients_;
 };

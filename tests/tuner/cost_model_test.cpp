@@ -1,11 +1,15 @@
 // The XGBoost cost model and the model-based annealing strategy ("sa") on synthetic costs
 // over the gemm space: ranking quality on held-out points, failures ranked last, the
-// untrained model, "sa" against random search, and transfer across workloads.
+// untrained model, saving and loading, "sa" against random search, and transfer across
+// workloads.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -13,6 +17,7 @@
 
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/cost_model.h"
+#include "kestrel/tuner/xgboost_cost_model.h"
 #include "kestrel/tuner/features.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/strategy.h"
@@ -146,7 +151,7 @@ TEST_CASE("features have the same names for every workload and are finite", "[tu
 }
 
 TEST_CASE("an untrained cost model predicts zeros", "[tuner][cost_model]") {
-  CostModel model(1);
+  XgboostCostModel model(1);
   CHECK(!model.trained());
   CHECK(model.predict({{1, 2}, {3, 4}}) == std::vector<float>{0, 0});
   // One distinct outcome is nothing to learn from.
@@ -172,7 +177,7 @@ TEST_CASE("the cost model learns a synthetic ranking", "[tuner][cost_model]") {
     rows.push_back(feature_vector(space, index));
     costs.push_back(synthetic_cost(space, index));
   }
-  CostModel model(7);
+  XgboostCostModel model(7);
   auto start = std::chrono::steady_clock::now();
   model.fit(rows, costs);
   auto fit_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -181,9 +186,52 @@ TEST_CASE("the cost model learns a synthetic ranking", "[tuner][cost_model]") {
   INFO("Spearman on held-out points " << rho << ", fit " << fit_ms << " ms");
   CHECK(rho > 0.7);
   // Deterministic from the seed.
-  CostModel again(7);
+  XgboostCostModel again(7);
   again.fit(rows, costs);
   CHECK(again.predict({rows[0], rows[1]}) == model.predict({rows[0], rows[1]}));
+}
+
+TEST_CASE("a saved and loaded cost model predicts the same scores", "[tuner][cost_model]") {
+  auto registry = ops::builtin_ops();
+  Space space(registry.get("gemm"), gemm_params(256, 256, 256));
+  auto points = sample_points(space, 300, 13);
+  std::vector<std::vector<float>> rows, held_out;
+  std::vector<double> costs;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    (i < 150 ? rows : held_out).push_back(feature_vector(space, points[i]));
+    if (i < 150) costs.push_back(i % 10 == 0 ? kInf : synthetic_cost(space, points[i]));
+  }
+  std::unique_ptr<CostModel> model = make_xgboost_model(4);
+  CHECK_THROWS_WITH(model->save("/nonexistent/never.json"), Catch::Contains("not trained"));
+  model->fit(rows, costs);
+  REQUIRE(model->trained());
+  const auto expected = model->predict(held_out);
+
+  std::string dir_pattern = (std::filesystem::temp_directory_path() / "kestrel-model-XXXXXX").string();
+  REQUIRE(mkdtemp(dir_pattern.data()) != nullptr);
+  const std::filesystem::path dir = dir_pattern;
+  for (const char* name : {"model.json", "model.bin"}) {
+    INFO(name);
+    const std::string path = (dir / name).string();
+    model->save(path);
+    std::unique_ptr<CostModel> loaded = make_xgboost_model(99);  // the seed does not matter once trained
+    CHECK(!loaded->trained());
+    loaded->load(path);
+    CHECK(loaded->trained());
+    CHECK(loaded->predict(held_out) == expected);
+    CHECK_THROWS_AS(loaded->predict({{1.0f, 2.0f}}), std::invalid_argument);  // knows its feature count
+  }
+
+  // Errors name the path.
+  XgboostCostModel fresh(1);
+  const std::string missing = (dir / "missing.json").string();
+  CHECK_THROWS_WITH(fresh.load(missing), Catch::Contains(missing));
+  const std::string garbage = (dir / "garbage.json").string();
+  std::ofstream(garbage) << "this is not a model\n";
+  CHECK_THROWS_WITH(fresh.load(garbage), Catch::Contains(garbage));
+  CHECK(!fresh.trained());  // a failed load leaves the model as it was
+  CHECK_THROWS_WITH(model->save((dir / "no" / "such" / "dir.json").string()), Catch::Contains("no/such/dir.json"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("failed candidates rank below every success", "[tuner][cost_model]") {
@@ -201,7 +249,7 @@ TEST_CASE("failed candidates rank below every success", "[tuner][cost_model]") {
     costs.push_back(cost(points[i]));
   }
   REQUIRE(std::count(costs.begin(), costs.end(), kInf) > 20);
-  CostModel model(3);
+  XgboostCostModel model(3);
   model.fit(rows, costs);
   REQUIRE(model.trained());
   // In training, every failure scores below every success.
@@ -242,7 +290,7 @@ TEST_CASE("a model trained on another workload ranks a new one (transfer)", "[tu
     rows.push_back(feature_vector(gemm, source.params(), config));
     costs.push_back(synthetic_cost(source.params(), config));
   }
-  CostModel model(5);
+  XgboostCostModel model(5);
   model.fit(rows, costs);
   double rho = ranking_quality(model, target, sample_points(target, 200, 22));
   INFO("Spearman on the new workload " << rho);

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -25,9 +26,15 @@
 
 namespace {
 
+using kestrel::kernel::Status;
+using kestrel::ops::Config;
+using kestrel::ops::Params;
+using kestrel::tuner::Best;
+using kestrel::tuner::DeviceClass;
+using kestrel::tuner::OpenMode;
 using kestrel::tuner::Record;
-using kestrel::tuner::RecordsDb;
 using kestrel::tuner::RecordsError;
+using RecordsDb = kestrel::tuner::SqliteRecords;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -52,16 +59,26 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Workloads and configs in the tests: "K=512,M=512,N=512", "tile_m=32,tile_n=64", or a
+// short name "A" / "c1" that stands for {{"A", 1}} / {{"c", 1}}.
+std::map<std::string, std::int64_t> pairs(const std::string& text) {
+  if (text.find('=') != std::string::npos) return kestrel::ops::parse_pairs(text);
+  std::size_t digits = text.find_first_of("0123456789");
+  if (digits == std::string::npos) return {{text, 1}};
+  return {{text.substr(0, digits), std::stoll(text.substr(digits))}};
+}
+
+const DeviceClass kEpyc{"local/0", "AMD EPYC", "x86_64-linux-gnu|AMD EPYC|16"};
+
 Record make_record(const std::string& workload, const std::string& config, double cost, bool ok = true) {
   Record r;
   r.op = "gemm";
-  r.workload = workload;
+  r.workload = pairs(workload);
   r.target = "x86_64-linux-gnu (znver4)";
-  r.device_key = "local/0";
+  r.device_class = kEpyc;
   r.device = "cpu0";
-  r.device_fingerprint = "x86_64-linux-gnu|AMD EPYC|16";
-  r.config = config;
-  r.status = ok ? "ok" : "wrong answer";
+  r.config = pairs(config);
+  r.status = ok ? Status::ok : Status::wrong_answer;
   r.message = ok ? "" : "max error 3.5 at index 17";
   r.round_seconds = ok ? std::vector<double>{cost, cost * 1.01, cost * 0.99} : std::vector<double>{};
   r.cost = ok ? cost : kInf;
@@ -78,9 +95,8 @@ void require_same(const Record& a, const Record& b) {
   CHECK(a.op == b.op);
   CHECK(a.workload == b.workload);
   CHECK(a.target == b.target);
-  CHECK(a.device_key == b.device_key);
+  CHECK(a.device_class == b.device_class);
   CHECK(a.device == b.device);
-  CHECK(a.device_fingerprint == b.device_fingerprint);
   CHECK(a.config == b.config);
   CHECK(a.status == b.status);
   CHECK(a.message == b.message);
@@ -97,6 +113,7 @@ void require_same(const Record& a, const Record& b) {
   CHECK(a.time_unix_ms == b.time_unix_ms);
   CHECK(a.session == b.session);
   CHECK(a.final_measurement == b.final_measurement);
+  CHECK(a.is_default == b.is_default);
 }
 
 // Runs `sql` on `path` with the SQLite C API, bypassing RecordsDb.
@@ -179,6 +196,7 @@ TEST_CASE("records: add and find round-trip every field", "[records]") {
   ok.round_seconds = {0.1, 1.0 / 3.0, 0.25, 1e-9, 123.456789012345};
   ok.message = "quotes \" and\nnewlines and unicode \xc2\xb5s";
   ok.final_measurement = true;
+  ok.is_default = true;
   Record failed = make_record("K=512,M=512,N=512", "tile_m=1,tile_n=1", 0, false);
   failed.time_unix_ms += 1;
 
@@ -187,7 +205,7 @@ TEST_CASE("records: add and find round-trip every field", "[records]") {
   CHECK(id_ok != id_failed);
   CHECK(db.count() == 2);
 
-  auto found = db.find("gemm", "K=512,M=512,N=512", "x86_64-linux-gnu (znver4)");
+  auto found = db.find("gemm", pairs("K=512,M=512,N=512"), "x86_64-linux-gnu (znver4)");
   REQUIRE(found.size() == 2);
   CHECK(found[0].id == id_ok);
   CHECK(found[1].id == id_failed);
@@ -196,12 +214,12 @@ TEST_CASE("records: add and find round-trip every field", "[records]") {
   CHECK(found[0].round_seconds.size() == 5);
   CHECK(std::isinf(found[1].cost));
 
-  CHECK(db.find("gemm", "K=1,M=1,N=1", "x86_64-linux-gnu (znver4)").empty());
-  CHECK(db.find("conv2d", "K=512,M=512,N=512", "x86_64-linux-gnu (znver4)").empty());
+  CHECK(db.find("gemm", pairs("K=1,M=1,N=1"), "x86_64-linux-gnu (znver4)").empty());
+  CHECK(db.find("conv2d", pairs("K=512,M=512,N=512"), "x86_64-linux-gnu (znver4)").empty());
 
   // Reopening sees the same records.
   RecordsDb again(dir.file("records.db"));
-  auto reread = again.find("gemm", "K=512,M=512,N=512", "x86_64-linux-gnu (znver4)");
+  auto reread = again.find("gemm", pairs("K=512,M=512,N=512"), "x86_64-linux-gnu (znver4)");
   REQUIRE(reread.size() == 2);
   require_same(reread[0], ok);
 }
@@ -233,21 +251,26 @@ TEST_CASE("records: best picks the lowest-cost ok record, preferring final ones"
 
   auto best = db.best();
   REQUIRE(best.size() == 3);
-  CHECK(best[0].workload == "A");
-  CHECK(best[0].record.config == "c2");
+  CHECK(best[0].workload == pairs("A"));
+  CHECK(best[0].record.config == pairs("c2"));
   CHECK(best[0].record.cost == 1.0);
   CHECK(best[0].trials == 4);
   CHECK(best[0].op == "gemm");
   CHECK(best[0].target == "x86_64-linux-gnu (znver4)");
 
-  CHECK(best[1].workload == "B");
-  CHECK(best[1].record.config == "c4");
+  CHECK(best[1].workload == pairs("B"));
+  CHECK(best[1].record.config == pairs("c4"));
   CHECK(best[1].record.final_measurement);
   CHECK(best[1].trials == 4);
 
-  CHECK(best[2].workload == "C");
-  CHECK(best[2].record.config == "c1");
+  CHECK(best[2].workload == pairs("C"));
+  CHECK(best[2].record.config == pairs("c1"));
   CHECK(best[2].trials == 2);
+  for (const Best& b : best) {
+    CHECK(b.device_class == kEpyc);
+    CHECK(!b.default_record);  // no default configuration recorded
+    CHECK(!b.default_is_best);
+  }
 }
 
 TEST_CASE("records: find_other_workloads excludes the workload and honours the limit", "[records]") {
@@ -262,15 +285,15 @@ TEST_CASE("records: find_other_workloads excludes the workload and honours the l
   other_target.target = "aarch64-linux-gnu";
   db.add(other_target);
 
-  auto others = db.find_other_workloads("gemm", "mine", "x86_64-linux-gnu (znver4)");
+  auto others = db.find_other_workloads("gemm", pairs("mine"), "x86_64-linux-gnu (znver4)");
   REQUIRE(others.size() == 5);
   for (const auto& r : others) {
-    CHECK(r.workload != "mine");
+    CHECK(r.workload != pairs("mine"));
     CHECK(r.target == "x86_64-linux-gnu (znver4)");
   }
-  auto limited = db.find_other_workloads("gemm", "mine", "x86_64-linux-gnu (znver4)", 2);
+  auto limited = db.find_other_workloads("gemm", pairs("mine"), "x86_64-linux-gnu (znver4)", 2);
   CHECK(limited.size() == 2);
-  CHECK(db.find_other_workloads("conv2d", "mine", "x86_64-linux-gnu (znver4)").empty());
+  CHECK(db.find_other_workloads("conv2d", pairs("mine"), "x86_64-linux-gnu (znver4)").empty());
 }
 
 TEST_CASE("records: export and import round-trip, re-import adds nothing", "[records]") {
@@ -280,6 +303,7 @@ TEST_CASE("records: export and import round-trip, re-import adds nothing", "[rec
     Record r = make_record("W" + std::to_string(i % 3), "c" + std::to_string(i), 1e-3 * (i + 1), i % 4 != 0);
     r.time_unix_ms += i;
     r.final_measurement = i % 5 == 0;
+    r.is_default = i % 7 == 0;
     r.round_seconds.push_back(1.0 / 7.0);
     source.add(r);
   }
@@ -299,7 +323,7 @@ TEST_CASE("records: export and import round-trip, re-import adds nothing", "[rec
   CHECK(exported_again.str() == text);  // ids are 1..20 in both here; fields identical
 
   for (int w = 0; w < 3; ++w) {
-    std::string workload = "W" + std::to_string(w);
+    Params workload = pairs("W" + std::to_string(w));
     auto a = source.find("gemm", workload, "x86_64-linux-gnu (znver4)");
     auto b = copy.find("gemm", workload, "x86_64-linux-gnu (znver4)");
     REQUIRE(a.size() == b.size());
@@ -367,7 +391,7 @@ TEST_CASE("records: files that are not ours are refused on open", "[records]") {
             "INSERT INTO meta VALUES('schema_version', '99');"
             "CREATE TABLE records(id INTEGER PRIMARY KEY, blob BLOB);");
     std::string error = error_of(path);
-    CHECK_THAT(error, Catch::Contains("99") && Catch::Contains("version 1") && Catch::Contains("upgrade Kestrel"));
+    CHECK_THAT(error, Catch::Contains("99") && Catch::Contains("version 2") && Catch::Contains("upgrade Kestrel"));
   }
   SECTION("another program's SQLite database") {
     std::string path = dir.file("other.db");
@@ -419,7 +443,7 @@ TEST_CASE("records: a SIGKILLed writer loses nothing it had committed", "[record
     RecordsDb db(path);
     std::set<std::int64_t> present;
     for (int i = 0; i < static_cast<int>(reported.size()) + 2; ++i) {
-      for (const auto& r : db.find("gemm", "M=" + std::to_string(i), "x86_64-linux-gnu (znver4)")) {
+      for (const auto& r : db.find("gemm", pairs("M=" + std::to_string(i)), "x86_64-linux-gnu (znver4)")) {
         if (r.session == "killed-" + std::to_string(round)) present.insert(r.id);
       }
     }
@@ -461,4 +485,308 @@ TEST_CASE("records: concurrent writers both get through", "[records][multiproces
   for (std::size_t at = text.find("writer-2"); at != std::string::npos; at = text.find("writer-2", at + 1)) ++second;
   CHECK(first == 200);
   CHECK(second == 200);
+}
+
+namespace {
+
+// A final re-measurement of `config` in `session`; `is_default` marks the default config.
+Record final_record(const std::string& workload, const std::string& config, double cost, const std::string& session,
+                    bool is_default = false) {
+  Record r = make_record(workload, config, cost);
+  r.final_measurement = true;
+  r.is_default = is_default;
+  r.session = session;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("records: best never prefers a config slower than the default in the same final round", "[records][best]") {
+  TempDir dir;
+  RecordsDb db(dir.file("records.db"));
+  // A: trials found c2 lucky-fast; re-measured beside the default, c2 is slower: the
+  // default is best.
+  Record default_trial = make_record("A", "c0", 2.0);
+  default_trial.is_default = true;
+  db.add(default_trial);
+  db.add(make_record("A", "c2", 0.5));
+  db.add(make_record("A", "c3", 0.7));
+  db.add(final_record("A", "c2", 1.6, "s1"));
+  db.add(final_record("A", "c3", 1.5, "s1"));
+  db.add(final_record("A", "c0", 1.4, "s1", true));
+  // B: a finalist beats the default in the final round; a cheaper trial does not count.
+  db.add(make_record("B", "c5", 0.1));
+  db.add(final_record("B", "c6", 0.9, "s1"));
+  db.add(final_record("B", "c0", 1.2, "s1", true));
+  // C: a tie goes to the default.
+  db.add(final_record("C", "c7", 1.0, "s1"));
+  db.add(final_record("C", "c0", 1.0, "s1", true));
+  // D: the newest round with the default decides; an older round said otherwise.
+  db.add(final_record("D", "c8", 0.5, "s1"));
+  db.add(final_record("D", "c0", 2.0, "s1", true));
+  db.add(final_record("D", "c8", 3.0, "s2"));
+  db.add(final_record("D", "c0", 2.5, "s2", true));
+  // E: the default failed in the final round: no baseline, best as without one.
+  db.add(make_record("E", "c1", 3.0));
+  db.add(final_record("E", "c2", 2.0, "s1"));
+  Record failed_default = final_record("E", "c0", 0, "s1", true);
+  failed_default.status = Status::run_timeout;
+  failed_default.cost = kInf;
+  failed_default.round_seconds.clear();
+  db.add(failed_default);
+
+  auto best = db.best();
+  REQUIRE(best.size() == 5);
+  auto of = [&](const std::string& workload) -> const Best& {
+    for (const auto& b : best) {
+      if (b.workload == pairs(workload)) return b;
+    }
+    FAIL("no best for " << workload);
+    return best.front();
+  };
+  const Best& a = of("A");
+  CHECK(a.default_is_best);
+  CHECK(a.record.config == pairs("c0"));
+  CHECK(a.record.final_measurement);
+  CHECK(a.record.cost == 1.4);
+  REQUIRE(a.default_record);
+  CHECK(a.default_record->id == a.record.id);
+  CHECK(a.trials == 6);
+
+  const Best& b = of("B");
+  CHECK(!b.default_is_best);
+  CHECK(b.record.config == pairs("c6"));
+  REQUIRE(b.default_record);
+  CHECK(b.default_record->config == pairs("c0"));
+  CHECK(b.default_record->cost == 1.2);
+
+  CHECK(of("C").default_is_best);
+  CHECK(of("C").record.config == pairs("c0"));
+
+  const Best& d = of("D");
+  CHECK(d.default_is_best);
+  CHECK(d.record.session == "s2");
+  CHECK(d.record.cost == 2.5);
+
+  const Best& e = of("E");
+  CHECK(!e.default_is_best);
+  CHECK(e.record.config == pairs("c2"));  // final preferred, as without a default
+  CHECK(!e.default_record);               // the default never measured ok
+}
+
+TEST_CASE("records: find and best keep device classes apart", "[records][device-class]") {
+  TempDir dir;
+  RecordsDb db(dir.file("records.db"));
+  const DeviceClass pi4{"pi4", "Cortex-A72", "aarch64-linux-gnu|Cortex-A72|4"};
+  const DeviceClass jetson{"jetson", "Cortex-A78AE", "aarch64-linux-gnu|Cortex-A78AE|8"};
+  const DeviceClass other_pi{"pi4", "Cortex-A76", "aarch64-linux-gnu|Cortex-A76|4"};  // same key, other board
+  int n = 0;
+  for (const auto& [device_class, cost] : {std::pair{pi4, 3.0}, std::pair{pi4, 2.0}, std::pair{jetson, 1.0},
+                                           std::pair{other_pi, 0.5}}) {
+    Record r = make_record("M=64", "c" + std::to_string(++n), cost);
+    r.target = "aarch64-linux-gnu";
+    r.device_class = device_class;
+    db.add(r);
+  }
+  CHECK(db.find("gemm", pairs("M=64"), "aarch64-linux-gnu").size() == 4);
+  auto on_pi = db.find("gemm", pairs("M=64"), "aarch64-linux-gnu", &pi4);
+  REQUIRE(on_pi.size() == 2);
+  for (const auto& r : on_pi) CHECK(r.device_class == pi4);
+  REQUIRE(db.find("gemm", pairs("M=64"), "aarch64-linux-gnu", &jetson).size() == 1);
+  const DeviceClass nowhere{"pi5", "Cortex-A76", "aarch64-linux-gnu|Cortex-A76|4"};
+  CHECK(db.find("gemm", pairs("M=64"), "aarch64-linux-gnu", &nowhere).empty());
+
+  auto best = db.best();
+  REQUIRE(best.size() == 3);  // one per device class
+  for (const auto& b : best) {
+    if (b.device_class == pi4) {
+      CHECK(b.record.config == pairs("c2"));
+      CHECK(b.trials == 2);
+    } else if (b.device_class == jetson) {
+      CHECK(b.record.config == pairs("c3"));
+      CHECK(b.trials == 1);
+    } else {
+      CHECK(b.device_class == other_pi);
+      CHECK(b.record.config == pairs("c4"));
+    }
+  }
+}
+
+namespace {
+
+// The version-1 schema, as Kestrel 0.1 wrote it.
+constexpr const char* kVersion1 = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES('schema_version', '1');
+CREATE TABLE records(
+  id INTEGER PRIMARY KEY, op TEXT NOT NULL, workload TEXT NOT NULL, target TEXT NOT NULL,
+  device_key TEXT NOT NULL, device TEXT NOT NULL, device_fingerprint TEXT NOT NULL, config TEXT NOT NULL,
+  status TEXT NOT NULL, message TEXT NOT NULL, round_seconds TEXT NOT NULL, cost REAL, gflops REAL,
+  compile_ms REAL, tool_version TEXT NOT NULL, time_unix_ms INTEGER NOT NULL, session TEXT NOT NULL,
+  final_measurement INTEGER NOT NULL);
+CREATE INDEX records_by_workload ON records(op, workload, target);
+INSERT INTO records VALUES(1, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local', 'cpu0',
+  'x86_64-linux-gnu|AMD EPYC 9654|16', 'mc=64,nc=256', 'ok', '', '[0.002,0.001,0.003]', 0.002, 1.5, 12.0,
+  '0.1.0', 1700000000000, 's-old', 0);
+INSERT INTO records VALUES(2, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local', '', '',
+  'mc=8,nc=8', 'instantiation error', 'too small', '[]', NULL, 0, 0, '0.1.0', 1700000000001, 's-old', 0);
+INSERT INTO records VALUES(3, 'gemm', 'K=8,M=8,N=8', 'cuda sm_90', 'h100', 'gpu0', 'x86_64-linux-gnu|Xeon|32',
+  'bm=32', 'ok', '', '[0.001]', 0.001, 3.0, 40.0, '0.1.0', 1700000000002, 's-old', 1);
+)sql";
+
+// One value of one SQL query on `path`, read with the SQLite C API.
+std::string raw_value(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
+  std::string value;
+  if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != nullptr) {
+    value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return value;
+}
+
+void check_version1_records(const std::vector<Record>& cpu, const std::vector<Record>& gpu) {
+  REQUIRE(cpu.size() == 2);
+  CHECK(cpu[0].workload == Params{{"K", 8}, {"M", 8}, {"N", 8}});
+  CHECK(cpu[0].config == Config{{"mc", 64}, {"nc", 256}});
+  CHECK(cpu[0].status == Status::ok);
+  CHECK(cpu[0].device_class == DeviceClass{"local", "AMD EPYC 9654", "x86_64-linux-gnu|AMD EPYC 9654|16"});
+  CHECK(!cpu[0].is_default);
+  CHECK(cpu[1].status == Status::instantiation_error);
+  CHECK(cpu[1].device_class == DeviceClass{"local", "", ""});
+  REQUIRE(gpu.size() == 1);
+  CHECK(gpu[0].device_class.model.empty());  // a GPU's name is not in a version-1 fingerprint
+  CHECK(gpu[0].final_measurement);
+}
+
+}  // namespace
+
+TEST_CASE("records: a version-1 file is read as it is read-only and upgraded when opened for writing",
+          "[records][upgrade]") {
+  TempDir dir;
+  std::string path = dir.file("v1.db");
+  raw_sql(path, kVersion1);
+  const std::string target = "x86_64-linux-gnu (znver4)";
+  const Params workload{{"K", 8}, {"M", 8}, {"N", 8}};
+  {
+    RecordsDb reader(path, OpenMode::existing);
+    check_version1_records(reader.find("gemm", workload, target), reader.find("gemm", workload, "cuda sm_90"));
+    CHECK(reader.count() == 3);
+    CHECK(reader.best().size() == 2);
+    const DeviceClass epyc{"local", "AMD EPYC 9654", "x86_64-linux-gnu|AMD EPYC 9654|16"};
+    CHECK(reader.find("gemm", workload, target, &epyc).size() == 1);
+  }
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "1");  // untouched
+  CHECK(raw_value(path, "SELECT COUNT(*) FROM pragma_table_info('records') WHERE name = 'device_model'") == "0");
+
+  {
+    RecordsDb writer(path);
+    check_version1_records(writer.find("gemm", workload, target), writer.find("gemm", workload, "cuda sm_90"));
+    Record r = make_record("K=8,M=8,N=8", "mc=32", 1.0);
+    r.is_default = true;
+    r.time_unix_ms = 1800000000000;  // after the version-1 records
+    writer.add(r);
+    CHECK(writer.count() == 4);
+  }
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
+  CHECK(raw_value(path, "SELECT device_model FROM records WHERE id = 1") == "AMD EPYC 9654");
+  RecordsDb again(path);  // a second open finds version 2 and changes nothing
+  auto all = again.find("gemm", workload, target);
+  REQUIRE(all.size() == 3);
+  CHECK(all[2].is_default);
+  CHECK(all[2].device_class == kEpyc);
+}
+
+TEST_CASE("records: OpenMode::existing never creates or changes a file", "[records][read-only]") {
+  TempDir dir;
+  SECTION("a missing file") {
+    std::string path = dir.file("typo.db");
+    try {
+      RecordsDb db(path, OpenMode::existing);
+      FAIL("opened a missing database");
+    } catch (const RecordsError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("no records database at '" + path + "'"));
+    }
+    CHECK(!std::filesystem::exists(path));
+    CHECK(std::filesystem::is_empty(std::filesystem::path(path).parent_path()));
+  }
+  SECTION("an empty file") {
+    std::string path = dir.file("empty.db");
+    std::ofstream{path};
+    try {
+      RecordsDb db(path, OpenMode::existing);
+      FAIL("opened an empty file");
+    } catch (const RecordsError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("empty.db") && Catch::Contains("no Kestrel records"));
+    }
+    CHECK(std::filesystem::file_size(path) == 0);
+  }
+  SECTION("a database: readable, not writable") {
+    std::string path = dir.file("records.db");
+    { RecordsDb(path).add(make_record("W", "c1", 1.0)); }
+    RecordsDb db(path, OpenMode::existing);
+    CHECK(db.count() == 1);
+    CHECK(db.best().size() == 1);
+    CHECK_THROWS_WITH(db.add(make_record("W", "c2", 1.0)), Catch::Contains("read-only"));
+    std::istringstream in("");
+    CHECK_THROWS_WITH(db.import_jsonl(in), Catch::Contains("read-only"));
+  }
+  SECTION("a read-only reader leaves no WAL files behind") {
+    std::string path = dir.file("records.db");
+    { RecordsDb(path).add(make_record("W", "c1", 1.0)); }
+    REQUIRE(!std::filesystem::exists(path + "-wal"));
+    { CHECK(RecordsDb(path, OpenMode::existing).count() == 1); }
+    CHECK(!std::filesystem::exists(path + "-wal"));
+    CHECK(!std::filesystem::exists(path + "-shm"));
+  }
+  SECTION("refusals are the same") {
+    std::string path = dir.file("other.db");
+    raw_sql(path, "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT);");
+    try {
+      RecordsDb db(path, OpenMode::existing);
+      FAIL("opened a foreign database");
+    } catch (const RecordsError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("not a Kestrel records database"));
+    }
+  }
+}
+
+TEST_CASE("records: stored text that does not parse is an error naming the record", "[records]") {
+  TempDir dir;
+  std::string path = dir.file("records.db");
+  { RecordsDb(path).add(make_record("M=1", "c1", 1.0)); }
+  raw_sql(path, "UPDATE records SET config = 'mc=64,garbage' WHERE id = 1");
+  RecordsDb db(path);
+  CHECK_THROWS_WITH(db.find("gemm", pairs("M=1"), "x86_64-linux-gnu (znver4)"),
+                    Catch::Contains("record 1") && Catch::Contains("config") && Catch::Contains("garbage"));
+  raw_sql(path, "UPDATE records SET config = 'mc=64', status = 'exploded' WHERE id = 1");
+  CHECK_THROWS_WITH(db.find("gemm", pairs("M=1"), "x86_64-linux-gnu (znver4)"),
+                    Catch::Contains("record 1") && Catch::Contains("status") && Catch::Contains("exploded"));
+}
+
+TEST_CASE("records: an export of version 1 imports, with the new fields at their defaults", "[records]") {
+  TempDir dir;
+  RecordsDb db(dir.file("records.db"));
+  std::istringstream in(
+      R"({"id":7,"op":"gemm","workload":"K=8,M=8,N=8","target":"x86_64-linux-gnu","device_key":"local",)"
+      R"("device":"cpu0","device_fingerprint":"x86_64-linux-gnu|EPYC|16","config":"mc=64","status":"wrong answer",)"
+      R"("message":"off by 2","round_seconds":[],"cost":null,"gflops":0,"compile_ms":3,"tool_version":"0.1.0",)"
+      R"("time_unix_ms":1700000000000,"session":"old","final_measurement":false})"
+      "\n");
+  CHECK(db.import_jsonl(in) == 1);
+  auto found = db.find("gemm", pairs("K=8,M=8,N=8"), "x86_64-linux-gnu");
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].status == Status::wrong_answer);
+  CHECK(found[0].config == Config{{"mc", 64}});
+  CHECK(found[0].device_class == DeviceClass{"local", "", "x86_64-linux-gnu|EPYC|16"});
+  CHECK(!found[0].is_default);
+
+  std::istringstream bad_status(R"({"op":"gemm","workload":"M=1","target":"t","config":"a=1","status":"meh",)"
+                                R"("round_seconds":[],"cost":null,"time_unix_ms":1,"session":"s"})"
+                                "\n");
+  CHECK_THROWS_WITH(db.import_jsonl(bad_status), Catch::Contains("line 1") && Catch::Contains("unknown status 'meh'"));
 }

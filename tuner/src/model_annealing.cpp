@@ -36,7 +36,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class ModelAnnealing final : public Strategy {
  public:
   ModelAnnealing(const Space& space, const StrategyOptions& options)
-      : space_(&space), options_(options), fresh_(space), rng_(options.seed), model_(options.seed) {
+      : space_(&space), options_(options), fresh_(space), rng_(options.seed), model_(make_xgboost_model(options.seed)) {
     columns_ = feature_vector(space, 0).size();
     for (const auto& record : options_.transfer) {
       if (record.features.size() != columns_) {
@@ -55,7 +55,7 @@ class ModelAnnealing final : public Strategy {
     const std::size_t known = observations_.size() + options_.transfer.size();
     if (known >= std::max(n, kMinObservations)) {
       if (dirty_) refit();
-      if (model_.trained()) {
+      if (model_->trained()) {
         double share = std::clamp(options_.random_fraction, 0.0, 1.0);
         auto random = static_cast<std::size_t>(std::llround(share * static_cast<double>(n)));
         for (std::uint64_t index : anneal(n - std::min(random, n))) {
@@ -93,7 +93,7 @@ class ModelAnnealing final : public Strategy {
     std::vector<std::vector<float>> rows;
     rows.reserve(points.size());
     for (auto index : points) rows.push_back(features(index));
-    return model_.predict(rows);
+    return model_->predict(rows);
   }
 
   void refit() {
@@ -108,7 +108,7 @@ class ModelAnnealing final : public Strategy {
       rows.push_back(features(o.index));
       costs.push_back(o.cost);
     }
-    model_.fit(rows, costs);
+    model_->fit(rows, costs);
     dirty_ = false;
   }
 
@@ -205,7 +205,7 @@ class ModelAnnealing final : public Strategy {
   StrategyOptions options_;
   detail::FreshPoints fresh_;
   Rng rng_;
-  CostModel model_;
+  std::unique_ptr<CostModel> model_;
   std::size_t columns_ = 0;
   std::vector<Observation> observations_;
   bool dirty_ = true;

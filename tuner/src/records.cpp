@@ -1,6 +1,9 @@
 // The records database: an SQLite file in WAL mode, one autocommitted INSERT per
 // measurement, so a tuning session killed at any point loses nothing it had added and
-// several sessions can share one file. JSONL export/import moves records between files.
+// several sessions can share one file. Workloads, configurations and statuses are stored
+// as text (ops::format_params / format_config, kernel::to_string) and parsed back in one
+// place (read_record, from_json_line: ops::parse_pairs, kernel::parse_status). JSONL
+// export/import moves records between files.
 #include "kestrel/tuner/records.h"
 
 #include <sqlite3.h>
@@ -9,8 +12,10 @@
 #include <filesystem>
 #include <istream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <tuple>
 #include <utility>
 
 namespace kestrel::tuner {
@@ -42,16 +47,44 @@ CREATE TABLE IF NOT EXISTS records(
   tool_version       TEXT    NOT NULL,
   time_unix_ms       INTEGER NOT NULL,
   session            TEXT    NOT NULL,
-  final_measurement  INTEGER NOT NULL
+  final_measurement  INTEGER NOT NULL,
+  device_model       TEXT    NOT NULL DEFAULT '',  -- version 2
+  is_default         INTEGER NOT NULL DEFAULT 0    -- version 2
 );
 CREATE INDEX IF NOT EXISTS records_by_workload ON records(op, workload, target);
 CREATE INDEX IF NOT EXISTS records_by_target ON records(op, target);
 CREATE INDEX IF NOT EXISTS records_by_session ON records(session, time_unix_ms);
 )sql";
 
+// The device model of a version-1 record: the CPU model inside its fingerprint
+// ("triple|cpu model|cores") for CPU targets, unknown ('') for GPU targets.
+constexpr const char* kModelFromFingerprint =
+    "CASE WHEN target LIKE 'cuda%' OR target LIKE 'opencl%' OR instr(device_fingerprint, '|') = 0 "
+    "THEN '' ELSE substr(substr(device_fingerprint, instr(device_fingerprint, '|') + 1), 1, "
+    "instr(substr(device_fingerprint, instr(device_fingerprint, '|') + 1), '|') - 1) END";
+
+// Version 1 -> 2, inside a transaction.
+std::string upgrade_from_1() {
+  return std::string("ALTER TABLE records ADD COLUMN device_model TEXT NOT NULL DEFAULT '';"
+                     "ALTER TABLE records ADD COLUMN is_default INTEGER NOT NULL DEFAULT 0;"
+                     "UPDATE records SET device_model = ") +
+         kModelFromFingerprint + "; UPDATE meta SET value = '2' WHERE key = 'schema_version';";
+}
+
+// What queries read from: the table, or for a version-1 file opened read-only the same
+// rows with the version-2 columns computed.
+constexpr const char* kRecordsV2 = "records";
+std::string records_v1() {
+  return std::string("(SELECT *, ") + kModelFromFingerprint + " AS device_model, 0 AS is_default FROM records) AS records";
+}
+
 constexpr const char* kColumns =
     "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
-    "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement";
+    "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
+    "device_model, is_default";
+
+// A task and device class: the columns best() groups by.
+constexpr const char* kGroup = "op, workload, target, device_key, device_model, device_fingerprint";
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -203,24 +236,44 @@ std::vector<double> parse_round_seconds(const nlohmann::json& array) {
   return seconds;
 }
 
+std::string ok_text() { return std::string(kernel::to_string(kernel::Status::ok)); }
+
+// Parses stored workload or configuration text; nullopt (and `why`) when malformed.
+std::optional<ops::Config> parse_map(const std::string& text, std::string& why) {
+  try {
+    return ops::parse_pairs(text);
+  } catch (const ops::OpError& e) {
+    why = e.what();
+    return std::nullopt;
+  }
+}
+
 // Reads a row selected with kColumns.
 Record read_record(const Statement& row, const std::string& path) {
   Record r;
   r.id = row.int64(0);
+  auto unreadable = [&](const std::string& field, const std::string& why) {
+    return RecordsError("records database " + in_quotes(path) + ": record " + std::to_string(r.id) +
+                        " has an unreadable " + field + " (" + why + ")");
+  };
   r.op = row.text(1);
-  r.workload = row.text(2);
+  std::string why;
+  auto workload = parse_map(row.text(2), why);
+  if (!workload) throw unreadable("workload", why);
+  r.workload = std::move(*workload);
   r.target = row.text(3);
-  r.device_key = row.text(4);
+  r.device_class.key = row.text(4);
   r.device = row.text(5);
-  r.device_fingerprint = row.text(6);
-  r.config = row.text(7);
-  r.status = row.text(8);
+  r.device_class.fingerprint = row.text(6);
+  auto config = parse_map(row.text(7), why);
+  if (!config) throw unreadable("config", why);
+  r.config = std::move(*config);
+  if (!kernel::parse_status(row.text(8), r.status)) throw unreadable("status", "'" + row.text(8) + "'");
   r.message = row.text(9);
   try {
     r.round_seconds = parse_round_seconds(nlohmann::json::parse(row.text(10)));
   } catch (const nlohmann::json::exception& e) {
-    throw RecordsError("records database " + in_quotes(path) + ": record " + std::to_string(r.id) +
-                       " has unreadable round_seconds (" + e.what() + ")");
+    throw unreadable("round_seconds", e.what());
   }
   r.cost = row.real(11, kInf);
   r.gflops = row.real(12, std::numeric_limits<double>::quiet_NaN());
@@ -229,6 +282,8 @@ Record read_record(const Statement& row, const std::string& path) {
   r.time_unix_ms = row.int64(15);
   r.session = row.text(16);
   r.final_measurement = row.int64(17) != 0;
+  r.device_class.model = row.text(18);
+  r.is_default = row.int64(19) != 0;
   return r;
 }
 
@@ -273,10 +328,10 @@ void require_usable(const Classification& c, const std::string& path) {
                        "Kestrel meta table): use another records path");
   }
   if (c.contents != Contents::ours) return;
-  if (c.version > RecordsDb::kSchemaVersion) {
+  if (c.version > SqliteRecords::kSchemaVersion) {
     throw RecordsError(in_quotes(path) + " was written by a newer Kestrel (records schema version " +
                        std::to_string(c.version) + "; this Kestrel reads version " +
-                       std::to_string(RecordsDb::kSchemaVersion) + "): upgrade Kestrel to use it");
+                       std::to_string(SqliteRecords::kSchemaVersion) + "): upgrade Kestrel to use it");
   }
   if (c.version < 1) {
     throw RecordsError(in_quotes(path) + " is not a usable Kestrel records database (missing or invalid "
@@ -291,13 +346,13 @@ void exec(sqlite3* db, const std::string& path, const char* sql, const char* wha
 
 void bind_record(Statement& s, const Record& r) {
   s.bind(1, r.op);
-  s.bind(2, r.workload);
+  s.bind(2, ops::format_params(r.workload));
   s.bind(3, r.target);
-  s.bind(4, r.device_key);
+  s.bind(4, r.device_class.key);
   s.bind(5, r.device);
-  s.bind(6, r.device_fingerprint);
-  s.bind(7, r.config);
-  s.bind(8, r.status);
+  s.bind(6, r.device_class.fingerprint);
+  s.bind(7, ops::format_config(r.config));
+  s.bind(8, std::string(kernel::to_string(r.status)));
   s.bind(9, r.message);
   s.bind(10, round_seconds_json(r.round_seconds));
   if (r.cost == kInf || std::isnan(r.cost)) {
@@ -311,12 +366,15 @@ void bind_record(Statement& s, const Record& r) {
   s.bind(15, r.time_unix_ms);
   s.bind(16, r.session);
   s.bind(17, static_cast<std::int64_t>(r.final_measurement ? 1 : 0));
+  s.bind(18, r.device_class.model);
+  s.bind(19, static_cast<std::int64_t>(r.is_default ? 1 : 0));
 }
 
 constexpr const char* kInsert =
     "INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, "
     "message, round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, "
-    "final_measurement) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+    "final_measurement, device_model, is_default) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
 
 // --- JSONL ---
 
@@ -324,13 +382,14 @@ nlohmann::ordered_json to_json(const Record& r) {
   nlohmann::ordered_json j;
   j["id"] = r.id;
   j["op"] = r.op;
-  j["workload"] = r.workload;
+  j["workload"] = ops::format_params(r.workload);
   j["target"] = r.target;
-  j["device_key"] = r.device_key;
+  j["device_key"] = r.device_class.key;
+  j["device_model"] = r.device_class.model;
   j["device"] = r.device;
-  j["device_fingerprint"] = r.device_fingerprint;
-  j["config"] = r.config;
-  j["status"] = r.status;
+  j["device_fingerprint"] = r.device_class.fingerprint;
+  j["config"] = ops::format_config(r.config);
+  j["status"] = std::string(kernel::to_string(r.status));
   j["message"] = r.message;
   j["round_seconds"] = r.round_seconds;
   j["cost"] = std::isfinite(r.cost) ? nlohmann::ordered_json(r.cost) : nlohmann::ordered_json(nullptr);
@@ -340,6 +399,7 @@ nlohmann::ordered_json to_json(const Record& r) {
   j["time_unix_ms"] = r.time_unix_ms;
   j["session"] = r.session;
   j["final_measurement"] = r.final_measurement;
+  j["is_default"] = r.is_default;
   return j;
 }
 
@@ -413,13 +473,14 @@ Record from_json_line(const std::string& text, std::size_t line) {
   constexpr bool required = true, optional = false;
   Record r;
   r.op = in.string("op", required);
-  r.workload = in.string("workload", required);
+  const std::string workload_text = in.string("workload", required);
   r.target = in.string("target", required);
-  r.device_key = in.string("device_key", optional);
+  r.device_class.key = in.string("device_key", optional);
+  r.device_class.model = in.string("device_model", optional);  // absent before schema version 2
   r.device = in.string("device", optional);
-  r.device_fingerprint = in.string("device_fingerprint", optional);
-  r.config = in.string("config", required);
-  r.status = in.string("status", required);
+  r.device_class.fingerprint = in.string("device_fingerprint", optional);
+  const std::string config_text = in.string("config", required);
+  const std::string status = in.string("status", required);
   r.message = in.string("message", optional);
   r.round_seconds = in.seconds("round_seconds", required);
   r.cost = in.number("cost", required, kInf);
@@ -429,22 +490,51 @@ Record from_json_line(const std::string& text, std::size_t line) {
   r.time_unix_ms = in.integer("time_unix_ms", required);
   r.session = in.string("session", required);
   r.final_measurement = in.boolean("final_measurement", optional);
+  r.is_default = in.boolean("is_default", optional);
+  // The typed fields, once every field is known to be there.
+  std::string why;
+  auto workload = parse_map(workload_text, why);
+  if (!workload) bad_line(line, "field 'workload': " + why);
+  r.workload = std::move(*workload);
+  auto config = parse_map(config_text, why);
+  if (!config) bad_line(line, "field 'config': " + why);
+  r.config = std::move(*config);
+  if (!kernel::parse_status(status, r.status)) bad_line(line, "field 'status': unknown status '" + status + "'");
   return r;
 }
 
 }  // namespace
 
-struct RecordsDb::Impl {
+struct SqliteRecords::Impl {
   Database db;
-  std::optional<Statement> insert;  // prepared once, reused by add()
+  OpenMode mode = OpenMode::create;
+  std::string source = kRecordsV2;  // what queries read FROM
+  std::optional<Statement> insert;  // prepared once, reused by add(); none when read-only
+
+  // The rows of a SELECT of kColumns.
+  std::vector<Record> read_all(Statement& s, const std::string& path, const char* what) const {
+    std::vector<Record> out;
+    while (s.step(what)) out.push_back(read_record(s, path));
+    return out;
+  }
+  std::string select(const std::string& rest) const {
+    return std::string("SELECT ") + kColumns + " FROM " + source + " " + rest;
+  }
 };
 
-RecordsDb::RecordsDb(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
+SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
+    : impl_(std::make_unique<Impl>()), path_(path) {
   namespace fs = std::filesystem;
+  impl_->mode = mode;
+  const bool writing = mode == OpenMode::create;
   bool special = path == ":memory:" || path.rfind("file:", 0) == 0;
   if (!special) {
     std::error_code ec;
     fs::path parent = fs::path(path).parent_path();
+    if (!writing && !fs::exists(path, ec)) {
+      throw RecordsError("no records database at " + in_quotes(path) +
+                         " (check the path, or run kestrel tune to create one)");
+    }
     if (!parent.empty() && !fs::is_directory(parent, ec)) {
       throw RecordsError("cannot open records database " + in_quotes(path) + ": directory " +
                          in_quotes(parent.string()) + " does not exist (create it, or use another path)");
@@ -454,13 +544,16 @@ RecordsDb::RecordsDb(const std::string& path) : impl_(std::make_unique<Impl>()),
     }
   }
 
+  // Read-only use opens read-write without CREATE (SQLite falls back to read-only for a
+  // write-protected file) and then refuses writes with query_only: a read-only connection
+  // could not remove the WAL files it creates when it closes.
   sqlite3* raw = nullptr;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | (special ? SQLITE_OPEN_URI : 0);
+  int flags = SQLITE_OPEN_READWRITE | (writing ? SQLITE_OPEN_CREATE : 0) | (special ? SQLITE_OPEN_URI : 0);
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   impl_->db = Database(raw);
   if (rc != SQLITE_OK) fail(raw, rc, path, "opening");
   sqlite3* db = impl_->db.get();
-  if (sqlite3_db_readonly(db, "main") == 1) {
+  if (writing && sqlite3_db_readonly(db, "main") == 1) {
     throw RecordsError("cannot open records database " + in_quotes(path) +
                        " for writing: check the permissions of the file and its directory");
   }
@@ -469,6 +562,16 @@ RecordsDb::RecordsDb(const std::string& path) : impl_(std::make_unique<Impl>()),
   // Look before writing anything: a foreign or newer file is left untouched.
   Classification c = classify(db, path);
   require_usable(c, path);
+
+  if (!writing) {
+    exec(db, path, "PRAGMA query_only = ON", "opening read-only");
+    if (c.contents != Contents::ours || !c.has_records) {
+      throw RecordsError(in_quotes(path) + " holds no Kestrel records (an empty file or database): "
+                         "check the path, or run kestrel tune to record into it");
+    }
+    if (c.version < kSchemaVersion) impl_->source = records_v1();  // read as it is
+    return;
+  }
 
   // WAL: readers and the one writer do not block each other; a commit is one append to
   // the log. NORMAL: no fsync per commit; a killed process loses nothing committed (only
@@ -480,11 +583,14 @@ RecordsDb::RecordsDb(const std::string& path) : impl_(std::make_unique<Impl>()),
   }
   exec(db, path, "PRAGMA synchronous=NORMAL", "setting synchronous=NORMAL");
 
-  if (c.contents == Contents::empty || !c.has_records) {
+  if (c.contents == Contents::empty || !c.has_records || c.version < kSchemaVersion) {
     Transaction tx(db, path);
-    // Another process may have created the schema (or something else) meanwhile.
+    // Another process may have created or upgraded the schema (or something else) meanwhile.
     Classification now = classify(db, path);
     require_usable(now, path);
+    if (now.contents == Contents::ours && now.has_records && now.version == 1) {
+      exec(db, path, upgrade_from_1().c_str(), "upgrading the schema from version 1 to 2");
+    }
     exec(db, path, kSchema, "creating the schema");
     if (now.contents == Contents::empty) {
       std::string sql = "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '" +
@@ -496,9 +602,20 @@ RecordsDb::RecordsDb(const std::string& path) : impl_(std::make_unique<Impl>()),
   impl_->insert.emplace(db, path_, kInsert);
 }
 
-RecordsDb::~RecordsDb() = default;
+SqliteRecords::~SqliteRecords() = default;
 
-std::int64_t RecordsDb::add(const Record& record) {
+std::unique_ptr<RecordStore> open_records(const std::string& path, OpenMode mode) {
+  return std::make_unique<SqliteRecords>(path, mode);
+}
+
+namespace {
+[[noreturn]] void read_only(const std::string& path, const std::string& what) {
+  throw RecordsError("records database " + in_quotes(path) + " was opened read-only: cannot " + what);
+}
+}  // namespace
+
+std::int64_t SqliteRecords::add(const Record& record) {
+  if (!impl_->insert) read_only(path_, "add a record");
   Statement& insert = *impl_->insert;
   insert.reset();
   bind_record(insert, record);
@@ -508,67 +625,128 @@ std::int64_t RecordsDb::add(const Record& record) {
   return id;
 }
 
-std::vector<Record> RecordsDb::find(const std::string& op, const std::string& workload,
-                                    const std::string& target) const {
-  Statement s(impl_->db.get(), path_,
-              std::string("SELECT ") + kColumns +
-                  " FROM records WHERE op = ?1 AND workload = ?2 AND target = ?3 ORDER BY time_unix_ms, id");
+std::vector<Record> SqliteRecords::find(const std::string& op, const ops::Params& workload, const std::string& target,
+                                        const DeviceClass* device_class) const {
+  std::string where = "WHERE op = ?1 AND workload = ?2 AND target = ?3";
+  if (device_class != nullptr) where += " AND device_key = ?4 AND device_model = ?5 AND device_fingerprint = ?6";
+  Statement s(impl_->db.get(), path_, impl_->select(where + " ORDER BY time_unix_ms, id"));
   s.bind(1, op);
-  s.bind(2, workload);
+  s.bind(2, ops::format_params(workload));
   s.bind(3, target);
-  std::vector<Record> out;
-  while (s.step("finding records")) out.push_back(read_record(s, path_));
-  return out;
+  if (device_class != nullptr) {
+    s.bind(4, device_class->key);
+    s.bind(5, device_class->model);
+    s.bind(6, device_class->fingerprint);
+  }
+  return impl_->read_all(s, path_, "finding records");
 }
 
-std::vector<Record> RecordsDb::find_other_workloads(const std::string& op, const std::string& workload,
-                                                    const std::string& target, std::size_t limit) const {
+std::vector<Record> SqliteRecords::find_other_workloads(const std::string& op, const ops::Params& workload,
+                                                        const std::string& target, std::size_t limit) const {
   // The newest `limit` records, returned oldest first.
   Statement s(impl_->db.get(), path_,
-              std::string("SELECT * FROM (SELECT ") + kColumns +
-                  " FROM records WHERE op = ?1 AND target = ?2 AND workload <> ?3"
-                  " ORDER BY time_unix_ms DESC, id DESC LIMIT ?4) ORDER BY time_unix_ms, id");
+              "SELECT * FROM (" +
+                  impl_->select("WHERE op = ?1 AND target = ?2 AND workload <> ?3"
+                                " ORDER BY time_unix_ms DESC, id DESC LIMIT ?4") +
+                  ") ORDER BY time_unix_ms, id");
   s.bind(1, op);
   s.bind(2, target);
-  s.bind(3, workload);
+  s.bind(3, ops::format_params(workload));
   constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
   s.bind(4, static_cast<std::int64_t>(limit > kMax ? kMax : limit));
-  std::vector<Record> out;
-  while (s.step("finding records of other workloads")) out.push_back(read_record(s, path_));
-  return out;
+  return impl_->read_all(s, path_, "finding records of other workloads");
 }
 
-std::vector<Best> RecordsDb::best() const {
-  Statement s(impl_->db.get(), path_,
-              std::string("WITH ranked AS (SELECT ") + kColumns +
-                  ", ROW_NUMBER() OVER (PARTITION BY op, workload, target"
-                  "   ORDER BY final_measurement DESC, cost ASC, id ASC) AS position"
-                  " FROM records WHERE status = 'ok' AND cost IS NOT NULL),"
-                  " trials AS (SELECT op, workload, target, COUNT(*) AS n FROM records"
-                  "   GROUP BY op, workload, target)"
-                  " SELECT ranked.*, trials.n FROM ranked JOIN trials USING (op, workload, target)"
-                  " WHERE position = 1 ORDER BY op, workload, target");
+std::vector<Best> SqliteRecords::best() const {
+  sqlite3* db = impl_->db.get();
+  const std::string& source = impl_->source;
+  // (op, workload text, target, key, model, fingerprint): a task on a device class.
+  using Group = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>;
+  auto group_of = [](const Record& r) {
+    return Group{r.op, ops::format_params(r.workload), r.target, r.device_class.key, r.device_class.model,
+                 r.device_class.fingerprint};
+  };
+  struct Found {
+    std::size_t trials = 0;
+    std::optional<Record> best_ok;       // lowest cost, final re-measurements preferred
+    std::optional<Record> best_default;  // the same among the default configuration's records
+    std::vector<Record> finals;          // ok final re-measurements, oldest first
+  };
+  std::map<Group, Found> groups;
+
+  Statement trials(db, path_, std::string("SELECT ") + kGroup + ", COUNT(*) FROM " + source + " GROUP BY " + kGroup);
+  while (trials.step("counting trials")) {
+    Group g{trials.text(0), trials.text(1), trials.text(2), trials.text(3), trials.text(4), trials.text(5)};
+    groups[g].trials = static_cast<std::size_t>(trials.int64(6));
+  }
+  // The first ok record of each group in the order final first, cost, id; among all
+  // records, and among the default configuration's.
+  for (bool defaults : {false, true}) {
+    Statement s(db, path_,
+                std::string("SELECT * FROM (SELECT ") + kColumns + ", ROW_NUMBER() OVER (PARTITION BY " + kGroup +
+                    " ORDER BY final_measurement DESC, cost ASC, id ASC) AS position FROM " + source +
+                    " WHERE status = ?1 AND cost IS NOT NULL" + (defaults ? " AND is_default = 1" : "") +
+                    ") WHERE position = 1");
+    s.bind(1, ok_text());
+    while (s.step("selecting the best records")) {
+      Record r = read_record(s, path_);
+      Found& f = groups[group_of(r)];
+      (defaults ? f.best_default : f.best_ok) = std::move(r);
+    }
+  }
+  Statement finals(db, path_,
+                   std::string("SELECT ") + kColumns + " FROM " + source +
+                       " WHERE final_measurement = 1 AND status = ?1 AND cost IS NOT NULL ORDER BY id");
+  finals.bind(1, ok_text());
+  while (finals.step("reading the final re-measurements")) {
+    Record r = read_record(finals, path_);
+    groups[group_of(r)].finals.push_back(std::move(r));
+  }
+
   std::vector<Best> out;
-  while (s.step("selecting the best records")) {
+  for (auto& [group, found] : groups) {
+    if (!found.best_ok) continue;  // nothing ok
     Best b;
-    b.record = read_record(s, path_);
+    b.record = std::move(*found.best_ok);
+    b.default_record = std::move(found.best_default);
+    // The newest session whose final round re-measured the default decides, within that
+    // round: the configurations ran interleaved, under the same conditions.
+    std::string round;
+    for (const Record& r : found.finals) {
+      if (r.is_default) round = r.session;  // finals are oldest first: the last one is the newest
+    }
+    if (!round.empty()) {
+      const Record* winner = nullptr;
+      const Record* baseline = nullptr;
+      for (const Record& r : found.finals) {
+        if (r.session != round) continue;
+        if (r.is_default && (baseline == nullptr || r.id > baseline->id)) baseline = &r;
+        if (winner == nullptr || r.cost < winner->cost || (r.cost == winner->cost && r.is_default && !winner->is_default)) {
+          winner = &r;
+        }
+      }
+      b.record = *winner;
+      b.default_record = *baseline;
+    }
+    b.default_is_best = b.record.is_default;
     b.op = b.record.op;
     b.workload = b.record.workload;
     b.target = b.record.target;
-    b.trials = static_cast<std::size_t>(s.int64(19));  // after kColumns (18) and position
+    b.device_class = b.record.device_class;
+    b.trials = found.trials;
     out.push_back(std::move(b));
   }
   return out;
 }
 
-std::size_t RecordsDb::count() const {
-  Statement s(impl_->db.get(), path_, "SELECT COUNT(*) FROM records");
+std::size_t SqliteRecords::count() const {
+  Statement s(impl_->db.get(), path_, std::string("SELECT COUNT(*) FROM ") + impl_->source);
   s.step("counting records");
   return static_cast<std::size_t>(s.int64(0));
 }
 
-void RecordsDb::export_jsonl(std::ostream& out) const {
-  Statement s(impl_->db.get(), path_, std::string("SELECT ") + kColumns + " FROM records ORDER BY id");
+void SqliteRecords::export_jsonl(std::ostream& out) const {
+  Statement s(impl_->db.get(), path_, impl_->select("ORDER BY id"));
   while (s.step("exporting records")) {
     // Invalid UTF-8 (e.g. in a compiler message) is replaced rather than failing the export.
     out << to_json(read_record(s, path_)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
@@ -577,7 +755,8 @@ void RecordsDb::export_jsonl(std::ostream& out) const {
   }
 }
 
-std::size_t RecordsDb::import_jsonl(std::istream& in) {
+std::size_t SqliteRecords::import_jsonl(std::istream& in) {
+  if (!impl_->insert) read_only(path_, "import records");
   // Parse everything first: a malformed line adds nothing.
   std::vector<Record> records;
   std::string text;
@@ -604,9 +783,9 @@ std::size_t RecordsDb::import_jsonl(std::istream& in) {
     present.reset();
     present.bind(1, r.session);
     present.bind(2, r.time_unix_ms);
-    present.bind(3, r.config);
+    present.bind(3, ops::format_config(r.config));
     present.bind(4, r.op);
-    present.bind(5, r.workload);
+    present.bind(5, ops::format_params(r.workload));
     present.bind(6, r.target);
     present.bind(7, static_cast<std::int64_t>(r.final_measurement ? 1 : 0));
     present.bind(8, before);

@@ -13,6 +13,7 @@
 #include "kestrel/host/compile_async.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
+#include "kestrel/tuner/dataset.h"
 #include "kestrel/tuner/features.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/strategy.h"
@@ -32,26 +33,6 @@ double median(std::vector<double> v) {
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Parses "A=1,B=2" back into a map; empty on malformed text.
-std::map<std::string, std::int64_t> parse_pairs(const std::string& text) {
-  std::map<std::string, std::int64_t> out;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    auto end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(start, end - start);
-    auto eq = item.find('=');
-    if (eq == std::string::npos) return {};
-    try {
-      out[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
-    } catch (const std::exception&) {
-      return {};
-    }
-    start = end + 1;
-  }
-  return out;
 }
 
 // Runs `fn` on another thread and waits without blocking the io thread (model fitting
@@ -78,7 +59,7 @@ std::string new_session_id() {
   return text;
 }
 
-TuningLoop::TuningLoop(const ops::Op& op, ops::Params params, host::Target target, RecordsDb& db,
+TuningLoop::TuningLoop(const ops::Op& op, ops::Params params, host::Target target, RecordStore& db,
                        host::Compiler& compiler, host::MeasureClient& measurer, TuneOptions options)
     : op_(op),
       params_(std::move(params)),
@@ -105,39 +86,30 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
   double best_cost = std::numeric_limits<double>::infinity();
   std::string best_config;
   double default_cost = std::numeric_limits<double>::infinity();
-  const std::string default_config = ops::format_config(op_.default_config(params_));
-  for (const Record& r : db_.find(result.op, result.workload, result.target)) {
+  const ops::Config default_config = op_.default_config(params_);
+  for (const Record& r : db_.find(result.op, params_, result.target)) {
     if (r.final_measurement) continue;
-    ops::Config config = parse_pairs(r.config);
     std::uint64_t index = 0;
     try {
-      index = space.index(config);
+      index = space.index(r.config);
     } catch (const ops::OpError&) {
       continue;  // recorded with another knob space (older Kestrel)
     }
     if (!measured.insert(index).second) continue;
-    history.push_back({index, r.status == "ok" ? r.cost : std::numeric_limits<double>::infinity(), r.status == "ok"});
-    if (r.status == "ok" && r.cost < best_cost) {
+    history.push_back({index, r.ok() ? r.cost : std::numeric_limits<double>::infinity(), r.ok()});
+    if (r.ok() && r.cost < best_cost) {
       best_cost = r.cost;
-      best_config = r.config;
+      best_config = ops::format_config(r.config);
     }
-    if (r.config == default_config && r.status == "ok") default_cost = r.cost;
+    if (r.config == default_config && r.ok()) default_cost = r.cost;
   }
   result.resumed = measured.size();
 
   StrategyOptions strategy_options;
   strategy_options.seed = options_.seed;
   if (options_.transfer) {
-    for (const Record& r : db_.find_other_workloads(result.op, result.workload, result.target)) {
-      ops::Params other = parse_pairs(r.workload);
-      ops::Config config = parse_pairs(r.config);
-      if (other.empty() || config.empty()) continue;
-      try {
-        strategy_options.transfer.push_back(
-            {feature_vector(op_, other, config), r.status == "ok" ? r.cost : std::numeric_limits<double>::infinity()});
-      } catch (const std::exception&) {
-        continue;
-      }
+    for (const Sample& row : make_dataset(op_, db_.find_other_workloads(result.op, params_, result.target)).rows) {
+      strategy_options.transfer.push_back({row.features, row.cost});
     }
     result.transfer_records = strategy_options.transfer.size();
   }
@@ -171,20 +143,25 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
   };
 
   // Records one measured configuration; returns its cost.
-  auto record = [&](const std::string& config, host::Status status, const std::string& message,
+  auto record = [&](const ops::Config& config, host::Status status, const std::string& message,
                     const std::vector<double>& rounds, const std::string& device, double compile_ms,
                     bool final_measurement) {
     Record r;
     r.op = result.op;
-    r.workload = result.workload;
+    r.workload = params_;
     r.target = result.target;
-    r.device_key = options_.device_key;
+    r.device_class.key = options_.device_key;
     r.device = device;
+    // Candidates that never reached a device belong to the session's device class.
+    if (!measurer_.leases().empty()) {
+      r.device_class = device_class_of(options_.device_key, measurer_.leases().front().info, target_);
+    }
     for (const auto& lease : measurer_.leases()) {
-      if (lease.info.name == device) r.device_fingerprint = host::device_fingerprint(lease.info);
+      if (lease.info.name == device) r.device_class = device_class_of(options_.device_key, lease.info, target_);
     }
     r.config = config;
-    r.status = std::string(host::to_string(status));
+    r.is_default = config == default_config;
+    r.status = status;
     r.message = message;
     r.round_seconds = rounds;
     r.cost = status == host::Status::ok ? median(rounds) : std::numeric_limits<double>::infinity();
@@ -196,7 +173,7 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
     r.final_measurement = final_measurement;
     db_.add(r);
     if (!final_measurement) {
-      ++result.statuses[r.status];
+      ++result.statuses[std::string(host::to_string(status))];
       ++result.this_session;
       if (status != host::Status::ok) ++failures;
     }
@@ -207,13 +184,13 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
   auto evaluate = [&](const std::vector<std::uint64_t>& indices, const rpc::MeasureSettings& measure,
                       bool final_measurement) -> rpc::awaitable<std::vector<Observation>> {
     std::vector<Observation> observations(indices.size());
-    std::vector<std::string> configs(indices.size());
+    std::vector<ops::Config> configs(indices.size());
     std::vector<host::CompileRequest> requests;
     std::vector<std::size_t> request_of;
     for (std::size_t i = 0; i < indices.size(); ++i) {
       observations[i].index = indices[i];
       ops::Config config = space.config(indices[i]);
-      configs[i] = ops::format_config(config);
+      configs[i] = config;
       std::string invalid = op_.check(params_, config);
       if (!invalid.empty()) {
         record(configs[i], host::Status::instantiation_error, invalid, {}, "", 0, final_measurement);
@@ -274,7 +251,7 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
       default_cost = observed[0].cost;
       if (default_cost < best_cost) {
         best_cost = default_cost;
-        best_config = default_config;
+        best_config = ops::format_config(default_config);
       }
     }
     report("tuning");
@@ -325,11 +302,10 @@ rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress
 
   // ---- final re-measurement of the best few --------------------------------------
   std::vector<std::pair<double, std::uint64_t>> ranked;
-  for (const Record& r : db_.find(result.op, result.workload, result.target)) {
-    if (r.final_measurement || r.status != "ok") continue;
-    ops::Config config = parse_pairs(r.config);
+  for (const Record& r : db_.find(result.op, params_, result.target)) {
+    if (r.final_measurement || !r.ok()) continue;
     try {
-      ranked.push_back({r.cost, space.index(config)});
+      ranked.push_back({r.cost, space.index(r.config)});
     } catch (const ops::OpError&) {
     }
   }

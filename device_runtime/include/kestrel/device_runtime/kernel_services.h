@@ -12,9 +12,8 @@ namespace kestrel::device {
 
 class KernelServices {
  public:
-  // Starts threads - 1 pool threads (the calling thread is the last one). The ABI's
-  // function pointers carry no context, so at most one KernelServices may exist in a
-  // process at a time: a second one throws std::logic_error.
+  // Starts threads - 1 pool threads (the calling thread is the last one). The table's
+  // context is this object, so several may live in one process.
   explicit KernelServices(unsigned threads);
   // Stops and joins the pool threads and frees unreleased scratch. Must not run while
   // a kernel is running.

@@ -1,12 +1,17 @@
-/* The Kestrel CPU kernel ABI: what a kernel module compiled on the host and loaded by
- * kestrel-device agree on. Plain C, freestanding (only <stdint.h> and <stddef.h>, which
- * every compiler provides without a libc), so the host can cross-compile kernels for any
- * triple without a sysroot.
+/* The Kestrel CPU kernel ABI: what a kernel module compiled on the host and the code that
+ * calls it (kestrel-device's worker, `kestrel bench`, an exported kernel library) agree on.
+ * Plain C, freestanding (only <stdint.h> and <stddef.h>, which every compiler provides
+ * without a libc), so the host can cross-compile kernels for any triple without a sysroot.
  *
- * A kernel module is a shared object exporting one function named KESTREL_KERNEL_ENTRY
- * with the type kestrel_kernel_fn, and a constant kestrel_kernel_abi_version equal to
- * KESTREL_KERNEL_ABI_VERSION. The runtime refuses modules of another ABI version.
+ * Version 2. A kernel is a function of type kestrel_kernel_fn exported under its own
+ * entry name (KESTREL_KERNEL_NAME, "kestrel_kernel" unless the build defines another), so
+ * several kernels link into one library. A module also exports the constant
+ * kestrel_kernel_abi_version (weak: every kernel of a library defines it, the linker keeps
+ * one). The services table carries a context pointer that the caller owns and every
+ * service receives, so services need no global state and several callers (thread pools)
+ * can live in one process.
  *
+ * Version 1 (no context, one fixed entry) is refused by loaders with a message saying so.
  * Bump KESTREL_KERNEL_ABI_VERSION on any change to the structs or the entry signature.
  */
 #ifndef KESTREL_KERNEL_ABI_H
@@ -19,25 +24,38 @@
 extern "C" {
 #endif
 
-#define KESTREL_KERNEL_ABI_VERSION 1
-#define KESTREL_KERNEL_ENTRY "kestrel_kernel"
+#define KESTREL_KERNEL_ABI_VERSION 2
 #define KESTREL_KERNEL_ABI_SYMBOL "kestrel_kernel_abi_version"
+/* The entry name a module's kernel gets when its build names none. */
+#define KESTREL_KERNEL_DEFAULT_ENTRY "kestrel_kernel"
+#ifndef KESTREL_KERNEL_NAME
+#define KESTREL_KERNEL_NAME kestrel_kernel
+#endif
 
-/* Services the runtime offers a kernel. Valid for the duration of one call. */
+/* Services the caller offers a kernel. Valid for the duration of one call. */
 typedef struct kestrel_services {
-  uint32_t abi_version;  /* KESTREL_KERNEL_ABI_VERSION of the runtime */
+  uint32_t abi_version;  /* KESTREL_KERNEL_ABI_VERSION of the caller */
   uint32_t num_threads;  /* threads parallel_for spreads work over (>= 1) */
-  /* Calls fn(i, ctx) once for every i in [0, n), spread over num_threads threads (the
+  void* context;         /* the caller's state; passed to every service below */
+  /* Calls fn(i, arg) once for every i in [0, n), spread over num_threads threads (the
    * calling thread included), and returns when all calls have returned. Calls may run
    * concurrently and in any order. n <= 0 returns at once. Not reentrant: fn must not
    * call parallel_for. */
-  void (*parallel_for)(int64_t n, void (*fn)(int64_t i, void* ctx), void* ctx);
+  void (*parallel_for)(void* context, int64_t n, void (*fn)(int64_t i, void* arg), void* arg);
   /* Scratch memory (packing buffers): 64-byte aligned, NULL when exhausted. Thread-safe;
    * may be called inside parallel_for bodies. Memory not released by the kernel is
-   * reclaimed by the runtime after the call. */
-  void* (*alloc)(size_t bytes);
-  void (*release)(void* ptr);
+   * reclaimed by the caller after the call. */
+  void* (*alloc)(void* context, size_t bytes);
+  void (*release)(void* context, void* ptr);
 } kestrel_services;
+
+/* What kernels call: the services with their context. */
+static inline void kestrel_parallel_for(const kestrel_services* svc, int64_t n, void (*fn)(int64_t i, void* arg),
+                                        void* arg) {
+  svc->parallel_for(svc->context, n, fn, arg);
+}
+static inline void* kestrel_alloc(const kestrel_services* svc, size_t bytes) { return svc->alloc(svc->context, bytes); }
+static inline void kestrel_release(const kestrel_services* svc, void* ptr) { svc->release(svc->context, ptr); }
 
 /* One kernel argument. Buffers are 64-byte aligned and never alias each other. */
 typedef struct kestrel_arg {
@@ -46,18 +64,27 @@ typedef struct kestrel_arg {
   double f64;      /* floating-point scalar */
 } kestrel_arg;
 
-/* The entry point. Returns 0 on success; any other value is reported as a runtime error
+/* A kernel. Returns 0 on success; any other value is reported as a runtime error
  * carrying that code. */
 typedef int32_t (*kestrel_kernel_fn)(const kestrel_services* services, const kestrel_arg* args,
                                      int32_t num_args);
 
-/* Declares the entry point and the ABI version constant in a kernel source:
- *   KESTREL_KERNEL(args, num_args, svc) { ...; return 0; } */
-#define KESTREL_KERNEL(svc, args, num_args)                                                    \
-  __attribute__((visibility("default"))) const uint32_t kestrel_kernel_abi_version =          \
-      KESTREL_KERNEL_ABI_VERSION;                                                             \
-  __attribute__((visibility("default"))) int32_t kestrel_kernel(                              \
-      const kestrel_services* svc, const kestrel_arg* args, int32_t num_args)
+/* The module's ABI version constant (weak: each kernel of a library may define it). */
+#define KESTREL_KERNEL_ABI_TAG                                                                 \
+  __attribute__((weak, visibility("default"))) const uint32_t kestrel_kernel_abi_version =    \
+      KESTREL_KERNEL_ABI_VERSION;
+
+/* A kernel under an explicit entry name, without the version constant (for a second
+ * kernel in the same source file):
+ *   KESTREL_KERNEL_NAMED(my_kernel, svc, args, num_args) { ...; return 0; } */
+#define KESTREL_KERNEL_NAMED(name, svc, args, num_args)                                        \
+  __attribute__((visibility("default"))) int32_t name(const kestrel_services* svc,            \
+                                                      const kestrel_arg* args, int32_t num_args)
+
+/* Defines the module's ABI version constant and a kernel named KESTREL_KERNEL_NAME:
+ *   KESTREL_KERNEL(svc, args, num_args) { ...; return 0; } */
+#define KESTREL_KERNEL(svc, args, num_args) \
+  KESTREL_KERNEL_ABI_TAG KESTREL_KERNEL_NAMED(KESTREL_KERNEL_NAME, svc, args, num_args)
 
 /* Compilers emit calls to memcpy, memmove and memset even in freestanding code (struct
  * copies, zeroing loops, large __builtin_memcpy). A kernel module carries its own copies,

@@ -162,5 +162,10 @@ Params parse_params(const Op& op, std::string_view text);
 Config parse_config(const Op& op, const Params& params, std::string_view text);
 std::string format_params(const Params& params);  // "K=128,M=512,N=256"
 std::string format_config(const Config& config);
+// Parses the text format_params / format_config write ("A=1,B=2"; "" is the empty map)
+// back into a map, without an op: no defaults, no domains. The one parser of stored
+// workloads and configurations (records). Throws OpError on a malformed item, a value
+// that is not an integer, or a name given twice.
+std::map<std::string, std::int64_t> parse_pairs(std::string_view text);
 
 }  // namespace kestrel::ops

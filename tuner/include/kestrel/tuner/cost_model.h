@@ -1,7 +1,9 @@
-// The learned cost model: XGBoost (C API) with a ranking objective over feature vectors
-// of configurations. It predicts a score per configuration: higher means faster.
+// The learned cost model: predicts, from feature vectors of configurations (features.h),
+// a score per configuration: higher means faster. Only the order of the scores means
+// anything. XGBoost is the one implementation (xgboost_cost_model.h).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,22 +12,25 @@ namespace kestrel::tuner {
 
 class CostModel {
  public:
-  explicit CostModel(std::uint64_t seed = 1);
-  ~CostModel();
-  CostModel(const CostModel&) = delete;
-  CostModel& operator=(const CostModel&) = delete;
+  virtual ~CostModel() = default;
 
   // Trains from scratch on (features, cost) pairs; cost in seconds, +infinity for
   // failed candidates (they rank below everything). Needs at least 2 distinct costs;
-  // otherwise the model stays untrained. Throws std::runtime_error on an XGBoost error.
-  void fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs);
-  bool trained() const;
-  // Scores, one per row; all zero while untrained.
-  std::vector<float> predict(const std::vector<std::vector<float>>& features) const;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // otherwise the model stays untrained. Throws std::invalid_argument on rows of
+  // different lengths, std::runtime_error on an error of the implementation.
+  virtual void fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs) = 0;
+  virtual bool trained() const = 0;
+  // Scores, one per row; all zero while untrained. Throws std::invalid_argument for rows
+  // of another length than the model was trained on.
+  virtual std::vector<float> predict(const std::vector<std::vector<float>>& features) const = 0;
+  // Writes the trained model to `path` / replaces this model with the one at `path`.
+  // Throw std::runtime_error naming the path (untrained model, unreadable or unwritable
+  // file, not a model).
+  virtual void save(const std::string& path) const = 0;
+  virtual void load(const std::string& path) = 0;
 };
+
+// An XGBoost model (XgboostCostModel), deterministic for a seed.
+std::unique_ptr<CostModel> make_xgboost_model(std::uint64_t seed = 1);
 
 }  // namespace kestrel::tuner

@@ -1,20 +1,27 @@
-// The records database: every measurement of every tuning session, failures included,
-// committed as it arrives (SQLite in WAL mode), so a killed session loses nothing and
-// the next one resumes. Schema versioned; a file from a newer Kestrel is refused.
+// The records: every measurement of every tuning session, failures included, typed
+// (workload, configuration and status are values, not text), behind a small database
+// interface. The SQLite implementation commits each record as it arrives (WAL mode), so a
+// killed session loses nothing and the next one resumes. Schema versioned; a file from a
+// newer Kestrel is refused.
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kestrel/kernel/status.h"
+#include "kestrel/ops/op.h"
+#include "kestrel/tuner/task.h"
+
 namespace kestrel::tuner {
 
-// A database that cannot be used: not a database, newer schema, I/O error. The message
-// names the file and says what to do.
+// A database that cannot be used: missing (read-only commands), not a database, newer
+// schema, I/O error. The message names the file and says what to do.
 struct RecordsError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -22,60 +29,111 @@ struct RecordsError : std::runtime_error {
 struct Record {
   std::int64_t id = 0;               // assigned by the database
   std::string op;                    // "gemm"
-  std::string workload;              // ops::format_params, e.g. "K=512,M=512,N=512"
+  ops::Params workload;              // stored as ops::format_params text
   std::string target;                // host::Target::to_string(), e.g. "x86_64-linux-gnu (znver4)"
-  std::string device_key;            // pool key
+  DeviceClass device_class;          // key, model, fingerprint of the device that measured it
   std::string device;                // device name
-  std::string device_fingerprint;    // triple, CPU model, cores: identifies the hardware
-  std::string config;                // ops::format_config
-  std::string status;                // host::to_string(Status): "ok", "wrong answer", ...
+  ops::Config config;                // stored as ops::format_config text
+  kernel::Status status = kernel::Status::ok;  // stored as kernel::to_string text
   std::string message;
   std::vector<double> round_seconds;
-  double cost = 0;                   // median of round_seconds; +inf unless ok
+  double cost = std::numeric_limits<double>::infinity();  // median of round_seconds; +inf unless ok
   double gflops = 0;
   double compile_ms = 0;
   std::string tool_version;
   std::int64_t time_unix_ms = 0;
   std::string session;               // id of the tuning session that measured it
-  bool final_measurement = false;    // re-measurement of a best config at the end of a session
+  // Part of the session's final re-measurement round (the finalists and the default
+  // configuration, measured again, interleaved, with more repeats).
+  bool final_measurement = false;
+  // The configuration is the op's default_config(workload), set by the writer (best()
+  // has no op to ask). The default's record in a final round is the baseline best()
+  // must beat.
+  bool is_default = false;
+
+  bool ok() const { return status == kernel::Status::ok; }
 };
 
-// The best record of one (op, workload, target).
+// The best record of one (op, workload, target, device class).
 struct Best {
-  std::string op, workload, target;
+  std::string op;
+  ops::Params workload;
+  std::string target;
+  DeviceClass device_class;
   Record record;
-  std::size_t trials = 0;  // records of that (op, workload, target)
+  std::size_t trials = 0;               // records of that (op, workload, target, device class)
+  std::optional<Record> default_record;  // the default configuration's record that `record` was compared with
+  bool default_is_best = false;         // `record` is the default configuration's
 };
 
-class RecordsDb {
+enum class OpenMode {
+  create,    // opens or creates; upgrades an older schema in place
+  existing,  // read-only: never creates a file, never changes one (read-only commands)
+};
+
+// The small database interface.
+class RecordStore {
  public:
-  static constexpr int kSchemaVersion = 1;
+  virtual ~RecordStore() = default;
 
-  // Opens or creates the database. Throws RecordsError for a file that is not a
-  // database, has a newer schema, or cannot be opened.
-  explicit RecordsDb(const std::string& path);
-  ~RecordsDb();
-  RecordsDb(const RecordsDb&) = delete;
-  RecordsDb& operator=(const RecordsDb&) = delete;
-
-  // Inserts and commits at once; returns the new id.
-  std::int64_t add(const Record& record);
-  // Records of one (op, workload, target), oldest first.
-  std::vector<Record> find(const std::string& op, const std::string& workload, const std::string& target) const;
-  // Records of an op on a target for other workloads (transfer), at most `limit`.
-  std::vector<Record> find_other_workloads(const std::string& op, const std::string& workload,
-                                           const std::string& target, std::size_t limit = 5000) const;
-  // Best ok record per (op, workload, target); final re-measurements preferred.
-  std::vector<Best> best() const;
-  std::size_t count() const;
+  // Inserts and commits at once; returns the new id. Throws RecordsError (an I/O error,
+  // a store opened read-only).
+  virtual std::int64_t add(const Record& record) = 0;
+  // Records of one task, oldest first; with a device class, only those measured on that
+  // class (key, model and fingerprint all equal).
+  virtual std::vector<Record> find(const std::string& op, const ops::Params& workload, const std::string& target,
+                                   const DeviceClass* device_class = nullptr) const = 0;
+  // Records of an op on a target for other workloads (transfer), the newest `limit`,
+  // oldest first.
+  virtual std::vector<Record> find_other_workloads(const std::string& op, const ops::Params& workload,
+                                                   const std::string& target, std::size_t limit = 5000) const = 0;
+  // The best valid configuration per (op, workload, target, device class), ordered by
+  // those. Never a configuration that measured slower than the op's default in the same
+  // final round: when a session's final round holds an ok record of the default
+  // configuration (is_default), the newest such round decides, by cost, among its ok
+  // records (the default wins ties). Otherwise the lowest-cost ok record, final
+  // re-measurements preferred. Tasks with no ok record have no entry.
+  virtual std::vector<Best> best() const = 0;
+  virtual std::size_t count() const = 0;
 
   // One JSON object per line; import skips records already present (same session,
   // config, time) and returns how many it added. Throws RecordsError on a malformed
-  // line, naming its number.
-  void export_jsonl(std::ostream& out) const;
-  std::size_t import_jsonl(std::istream& in);
+  // line, naming its number; a refused import adds nothing.
+  virtual void export_jsonl(std::ostream& out) const = 0;
+  virtual std::size_t import_jsonl(std::istream& in) = 0;
 
-  const std::string& path() const { return path_; }
+  // Where the records are (the file path), for messages.
+  virtual const std::string& location() const = 0;
+};
+
+// Opens the records at `path` (an SQLite file). Throws RecordsError for a file that is
+// not a records database, has a newer schema or cannot be opened, and in
+// OpenMode::existing for a path where there is no file ("no records database at ...").
+std::unique_ptr<RecordStore> open_records(const std::string& path, OpenMode mode = OpenMode::create);
+
+// SQLite in WAL mode, one autocommitted INSERT per record. Schema version 2 (version 1
+// plus the device model and is_default columns); a version-1 file is upgraded in place
+// when opened for writing (models of CPU records filled in from their fingerprints) and
+// read as it is when opened read-only.
+class SqliteRecords final : public RecordStore {
+ public:
+  static constexpr int kSchemaVersion = 2;
+
+  explicit SqliteRecords(const std::string& path, OpenMode mode = OpenMode::create);
+  ~SqliteRecords() override;
+  SqliteRecords(const SqliteRecords&) = delete;
+  SqliteRecords& operator=(const SqliteRecords&) = delete;
+
+  std::int64_t add(const Record& record) override;
+  std::vector<Record> find(const std::string& op, const ops::Params& workload, const std::string& target,
+                           const DeviceClass* device_class = nullptr) const override;
+  std::vector<Record> find_other_workloads(const std::string& op, const ops::Params& workload,
+                                           const std::string& target, std::size_t limit = 5000) const override;
+  std::vector<Best> best() const override;
+  std::size_t count() const override;
+  void export_jsonl(std::ostream& out) const override;
+  std::size_t import_jsonl(std::istream& in) override;
+  const std::string& location() const override { return path_; }
 
  private:
   struct Impl;

@@ -73,7 +73,7 @@ struct TuneResult {
 class TuningLoop {
  public:
   // All references must outlive run(). `measurer` must be open (devices leased).
-  TuningLoop(const ops::Op& op, ops::Params params, host::Target target, RecordsDb& db, host::Compiler& compiler,
+  TuningLoop(const ops::Op& op, ops::Params params, host::Target target, RecordStore& db, host::Compiler& compiler,
              host::MeasureClient& measurer, TuneOptions options);
 
   // Throws ops::OpError for a workload the op cannot handle, std::invalid_argument for
@@ -88,7 +88,7 @@ class TuningLoop {
   const ops::Op& op_;
   ops::Params params_;
   host::Target target_;
-  RecordsDb& db_;
+  RecordStore& db_;
   host::Compiler& compiler_;
   host::MeasureClient& measurer_;
   TuneOptions options_;

@@ -1,7 +1,7 @@
 // Priority/FIFO request queues per key.
-#include "kestrel/rpc/request_queue.h"
+#include "kestrel/tracker/request_queue.h"
 
-namespace kestrel::rpc {
+namespace kestrel::tracker {
 
 bool RequestQueue::push(QueuedRequest request) {
   auto ident = std::make_pair(request.client, request.request_id);
@@ -63,4 +63,4 @@ std::vector<std::string> RequestQueue::keys() const {
   return out;
 }
 
-}  // namespace kestrel::rpc
+}  // namespace kestrel::tracker

@@ -178,6 +178,44 @@ TEST_CASE("a request for a key nobody serves waits for its timeout, then fails c
   }, [&] { pool.shutdown(); });
 }
 
+TEST_CASE("queued requests with different timeouts each fail at their own deadline", "[tracker]") {
+  asio::io_context io;
+  Pool pool(io);
+  test::run_async(io, [&]() -> awaitable<void> {
+    pool.add_device("rpi4", "a");
+    co_await wait_devices(pool, 1);
+    auto client = co_await pool.client();
+    auto start = std::chrono::steady_clock::now();
+    // The later deadline is submitted first: the tracker's timer must move to the earlier one.
+    RequestId slow = client->submit("gpu", {0, 900ms});
+    RequestId fast = client->submit("gpu", {0, 150ms});
+    try {
+      co_await client->wait_grant(fast);
+      FAIL("request for an unserved key was granted");
+    } catch (const RpcError& e) {
+      CHECK(e.code() == ErrorCode::timeout);
+    }
+    auto fast_failed = std::chrono::steady_clock::now() - start;
+    CHECK(fast_failed >= 150ms);
+    CHECK(fast_failed < 900ms);
+    CHECK(pool.tracker().stats().queued == 1);
+    // A request granted before its deadline never times out.
+    Lease held = co_await client->request("rpi4");
+    RequestId waiting = client->submit("rpi4", {0, 300ms});
+    co_await client->release(held.id);
+    Lease granted = co_await client->wait_grant(waiting);
+    try {
+      co_await client->wait_grant(slow);
+      FAIL("request for an unserved key was granted");
+    } catch (const RpcError& e) {
+      CHECK(e.code() == ErrorCode::timeout);
+    }
+    CHECK(std::chrono::steady_clock::now() - start >= 900ms);
+    CHECK(pool.tracker().stats().leases == 1);
+    co_await client->release(granted.id);
+  }, [&] { pool.shutdown(); });
+}
+
 TEST_CASE("a queued request can be cancelled", "[tracker]") {
   asio::io_context io;
   Pool pool(io);
@@ -380,8 +418,8 @@ TEST_CASE("a device reconnects and re-registers after the tracker restarts", "[t
   asio::io_context io;
   auto first_options = Pool::fast_options();
   first_options.port = 0;
-  auto tracker = std::make_unique<Tracker>(io, first_options);
-  std::vector<std::unique_ptr<Tracker>> stopped;  // kept alive until their coroutines end
+  auto tracker = std::make_unique<tracker::Tracker>(io, first_options);
+  std::vector<std::unique_ptr<tracker::Tracker>> stopped;  // kept alive until their coroutines end
   tracker->start();
   std::uint16_t port = tracker->port();
   device::AgentOptions options;
@@ -398,7 +436,7 @@ TEST_CASE("a device reconnects and re-registers after the tracker restarts", "[t
     stopped.push_back(std::move(tracker));
     auto fresh_options = Pool::fast_options();
     fresh_options.port = port;
-    tracker = std::make_unique<Tracker>(io, fresh_options);
+    tracker = std::make_unique<tracker::Tracker>(io, fresh_options);
     tracker->start();
     CHECK(co_await test::eventually([&] { return agent.stats().registrations == 2 && agent.stats().registered; }));
     CHECK(tracker->stats().devices == 1);

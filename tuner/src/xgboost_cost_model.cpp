@@ -14,13 +14,17 @@
 //
 // Booster: gbtree, depth 6, eta 0.3, 80 rounds, exact tree method, one thread, the
 // constructor's seed: deterministic; ~40 ms to train on 200 rows of ~45 features.
-#include "kestrel/tuner/cost_model.h"
+//
+// save/load use XGBoost's model files (XGBoosterSaveModel / XGBoosterLoadModel): the
+// trees, the objective and the number of features, which is all predict() needs.
+#include "kestrel/tuner/xgboost_cost_model.h"
 
 #include <xgboost/c_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
 
@@ -59,6 +63,8 @@ class DMatrix {
 
 class Booster {
  public:
+  // An empty booster, to load a model into.
+  Booster() { check(XGBoosterCreate(nullptr, 0, &handle_), "creating a booster"); }
   explicit Booster(const DMatrix& train) {
     DMatrixHandle cache[] = {train.get()};
     check(XGBoosterCreate(cache, 1, &handle_), "creating a booster");
@@ -87,20 +93,20 @@ bool failed(double cost) { return !(cost > 0) || !std::isfinite(cost); }
 
 }  // namespace
 
-struct CostModel::Impl {
+struct XgboostCostModel::Impl {
   std::uint64_t seed = 1;
   std::size_t columns = 0;
   std::unique_ptr<Booster> booster;  // null while untrained
 };
 
-CostModel::CostModel(std::uint64_t seed) : impl_(std::make_unique<Impl>()) {
+XgboostCostModel::XgboostCostModel(std::uint64_t seed) : impl_(std::make_unique<Impl>()) {
   impl_->seed = seed;
   silence_xgboost();
 }
 
-CostModel::~CostModel() = default;
+XgboostCostModel::~XgboostCostModel() = default;
 
-void CostModel::fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs) {
+void XgboostCostModel::fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs) {
   if (features.size() != costs.size()) {
     throw std::invalid_argument("cost model: " + std::to_string(features.size()) + " feature rows but " +
                                 std::to_string(costs.size()) + " costs");
@@ -169,9 +175,9 @@ void CostModel::fit(const std::vector<std::vector<float>>& features, const std::
   impl_->columns = columns;
 }
 
-bool CostModel::trained() const { return impl_->booster != nullptr; }
+bool XgboostCostModel::trained() const { return impl_->booster != nullptr; }
 
-std::vector<float> CostModel::predict(const std::vector<std::vector<float>>& features) const {
+std::vector<float> XgboostCostModel::predict(const std::vector<std::vector<float>>& features) const {
   if (!impl_->booster || features.empty()) return std::vector<float>(features.size(), 0.0f);
   for (const auto& row : features) {
     if (row.size() != impl_->columns) {
@@ -189,5 +195,31 @@ std::vector<float> CostModel::predict(const std::vector<std::vector<float>>& fea
   }
   return std::vector<float>(result, result + length);
 }
+
+void XgboostCostModel::save(const std::string& path) const {
+  if (!impl_->booster) throw std::runtime_error("cost model: cannot save to '" + path + "': the model is not trained");
+  if (XGBoosterSaveModel(impl_->booster->get(), path.c_str()) != 0) {
+    throw std::runtime_error("cost model: cannot save to '" + path + "': " + XGBGetLastError());
+  }
+}
+
+void XgboostCostModel::load(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw std::runtime_error("cost model: cannot load '" + path + "': no such file");
+  }
+  auto booster = std::make_unique<Booster>();
+  if (XGBoosterLoadModel(booster->get(), path.c_str()) != 0) {
+    throw std::runtime_error("cost model: cannot load '" + path + "' (not an XGBoost model?): " + XGBGetLastError());
+  }
+  bst_ulong columns = 0;
+  check(XGBoosterGetNumFeature(booster->get(), &columns), "reading the number of features");
+  if (columns == 0) throw std::runtime_error("cost model: cannot load '" + path + "': the model has no features");
+  booster->set("nthread", "1");
+  impl_->booster = std::move(booster);
+  impl_->columns = static_cast<std::size_t>(columns);
+}
+
+std::unique_ptr<CostModel> make_xgboost_model(std::uint64_t seed) { return std::make_unique<XgboostCostModel>(seed); }
 
 }  // namespace kestrel::tuner

@@ -1,5 +1,5 @@
 // Per-key queues of device requests: higher priority first, first come first served
-// within a priority. Pure data structure; the tracker owns timing and I/O.
+// within a priority. Pure data structure, one part of the Pool (pool.h), which owns the deadlines.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include "kestrel/base/ids.h"
 
-namespace kestrel::rpc {
+namespace kestrel::tracker {
 
 struct QueuedRequest {
   ConnectionId client;
@@ -50,4 +50,4 @@ class RequestQueue {
   std::uint64_t next_seq_ = 1;
 };
 
-}  // namespace kestrel::rpc
+}  // namespace kestrel::tracker

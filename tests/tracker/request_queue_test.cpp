@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <random>
 
-#include "kestrel/rpc/request_queue.h"
+#include "kestrel/tracker/request_queue.h"
 
 using namespace kestrel;
-using namespace kestrel::rpc;
+using namespace kestrel::tracker;
 
 namespace {
 QueuedRequest req(std::uint64_t client, std::uint64_t id, const std::string& key, int priority) {

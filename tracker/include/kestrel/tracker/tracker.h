@@ -1,6 +1,9 @@
 // The tracker: a broker for a pool of devices. Devices connect out to it, register
 // under a key and stay connected; clients request a device of a key, get a lease, and
 // exchange session traffic with it through the tracker. See docs/architecture.md.
+// The scheduling state and rules are the Pool (pool.h); this is the network server
+// around it: connections, handshakes, heartbeats, relaying and the request deadlines'
+// timer.
 //
 // Runs on one io_context thread; all methods must be called from that thread (or
 // before io_context::run starts).
@@ -16,19 +19,19 @@
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/connection.h"
 
-namespace kestrel::rpc {
+namespace kestrel::tracker {
 
 struct TrackerOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 9190;  // 0: any free port (see Tracker::port())
-  std::optional<Token> token;
+  std::optional<rpc::Token> token;
   // Every connection gets a heartbeat each interval; one silent for
   // interval * misses is closed, so a dead peer is noticed within
   // interval * (misses + 1).
   std::chrono::milliseconds heartbeat_interval{1000};
   std::uint32_t heartbeat_misses = 3;
   std::chrono::milliseconds handshake_timeout{5000};
-  ConnectionOptions connection;
+  rpc::ConnectionOptions connection;
 };
 
 struct TrackerStats {
@@ -42,7 +45,7 @@ struct TrackerStats {
 
 class Tracker {
  public:
-  // Binds and listens. Throws RpcError(bad_request) with the address and the reason
+  // Binds and listens. Throws rpc::RpcError(bad_request) with the address and the reason
   // when it cannot.
   Tracker(asio::io_context& io, TrackerOptions options);
   ~Tracker();
@@ -66,4 +69,4 @@ class Tracker {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace kestrel::rpc
+}  // namespace kestrel::tracker

@@ -152,7 +152,8 @@ struct Module {
   }
 };
 
-void load(Module& module, int fd, const std::string& hash) {
+// `entry`: the kernel's symbol; empty: the ABI's single entry (KESTREL_KERNEL_ENTRY).
+void load(Module& module, int fd, const std::string& hash, const std::string& entry) {
   if (fd < 0) {
     module.error = "module " + hash.substr(0, 12) + " is not on this device (upload it first)";
     return;
@@ -183,8 +184,9 @@ void load(Module& module, int fd, const std::string& hash) {
                    " but this runtime implements " + std::to_string(KESTREL_KERNEL_ABI_VERSION);
     return;
   }
-  module.entry = reinterpret_cast<kestrel_kernel_fn>(dlsym(module.handle, KESTREL_KERNEL_ENTRY));
-  if (!module.entry) module.error = "module " + hash.substr(0, 12) + " does not export " KESTREL_KERNEL_ENTRY;
+  const std::string symbol = entry.empty() ? std::string(KESTREL_KERNEL_ENTRY) : entry;
+  module.entry = reinterpret_cast<kestrel_kernel_fn>(dlsym(module.handle, symbol.c_str()));
+  if (!module.entry) module.error = "module " + hash.substr(0, 12) + " does not export " + symbol;
 }
 
 // ---- one batch -------------------------------------------------------------------
@@ -236,7 +238,7 @@ struct Batch {
 
   void run_reference() {
     Module reference;
-    load(reference, reference_fd, spec.reference_hash);
+    load(reference, reference_fd, spec.reference_hash, spec.reference_entry);
     if (!reference.entry) fatal(Status::device_load_error, "reference kernel: " + reference.error);
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
       if (spec.args[i].is_output) fill_nan(buffers[i]);
@@ -399,7 +401,7 @@ struct Batch {
     Result result;
     result.id = candidate.id;
     Module module;
-    load(module, module_fd, candidate.module_hash);
+    load(module, module_fd, candidate.module_hash, candidate.entry);
     result.load_ms = module.load_ms;
     if (!module.entry) {
       result.status = Status::device_load_error;

@@ -10,7 +10,6 @@
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
-#include "kestrel/rpc/session.h"
 #include "kestrel/device_runtime/session_server.h"
 
 namespace kestrel::device {

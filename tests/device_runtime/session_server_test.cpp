@@ -182,11 +182,11 @@ TEST_CASE("session server measures a batch and streams its results", "[session][
   rpc::BatchRequest first = add_batch(10);
   first.candidates = {{1, hash_of('b'), ""}, {2, hash_of('c'), ""}, {3, hash_of('d'), ""}};
   rpc::BatchRequest second = add_batch(11);
-  second.candidates = {{4, hash_of('b'), ""}};
+  second.candidates = {{4, hash_of('b'), ""}, {5, hash_of('b'), "kestrel_kernel"}, {6, hash_of('b'), "gemm_tile8"}};
   pipe.measure(LeaseId(1), first);
   pipe.measure(LeaseId(1), second);  // queued behind the first
   CHECK(pipe.server->pending_batches() == 2);
-  pipe.await_replies(6);  // 3 results + done, 1 result + done
+  pipe.await_replies(8);  // 3 results + done, 3 results + done
 
   std::vector<rpc::CandidateResult> results;
   for (std::uint64_t seq : {10, 11}) {
@@ -206,7 +206,7 @@ TEST_CASE("session server measures a batch and streams its results", "[session][
       results.push_back(r);
     }
   }
-  REQUIRE(results.size() == 4);
+  REQUIRE(results.size() == 6);
   CHECK(results[0].id == 1);
   CHECK(results[0].status == kernel::Status::ok);
   CHECK(results[0].round_seconds.size() == 2);
@@ -219,6 +219,12 @@ TEST_CASE("session server measures a batch and streams its results", "[session][
   CHECK(results[2].message.find("not on this device") != std::string::npos);
   CHECK(results[3].id == 4);
   CHECK(results[3].status == kernel::Status::ok);
+  // A named entry reaches the worker, which looks that symbol up.
+  CHECK(results[4].id == 5);
+  CHECK(results[4].status == kernel::Status::ok);
+  CHECK(results[5].id == 6);
+  CHECK(results[5].status == kernel::Status::device_load_error);
+  CHECK(results[5].message == "module bbbbbbbbbbbb does not export gemm_tile8");
   CHECK(pipe.server->pending_batches() == 0);
 }
 

@@ -1,0 +1,102 @@
+// rpc::DeviceSession against a real device agent through an in-process tracker:
+// ping and info, module query and upload, a batch as a stream of typed results, and a
+// batch the device refuses.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <iterator>
+
+#include "kestrel/base/log.h"
+#include "kestrel/rpc/device_session.h"
+#include "support/async.h"
+#include "support/pool.h"
+
+using namespace kestrel;
+using namespace kestrel::rpc;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::uint8_t> fixture(const std::string& name) {
+  std::ifstream in(std::string(KESTREL_FIXTURE_DIR) + "/fixture_" + name + ".so", std::ios::binary);
+  REQUIRE(in);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string hash_of(char c) { return std::string(64, c); }
+
+BatchRequest add_batch(std::int64_t n = 4096) {
+  BatchRequest batch;
+  batch.args = {{n, false}, {n, false}, {n, true}};
+  batch.reference_hash = hash_of('a');
+  batch.tolerance = 1e-6;
+  batch.settings.repeat = 2;
+  batch.settings.min_repeat_ms = 2;
+  batch.settings.timeout_ms = 3000;
+  batch.settings.threads = 1;
+  return batch;
+}
+
+}  // namespace
+
+TEST_CASE("a device session uploads modules and measures a batch as typed results", "[session][measure][module]") {
+  log::set_level(log::Level::warn);
+  asio::io_context io;
+  test::Pool pool(io);
+  test::run_async(
+      io,
+      [&]() -> awaitable<void> {
+        pool.add_device("pipe", "session-device");
+        auto client = co_await pool.client();
+        RequestOptions request{0, 5000ms};
+        Lease lease = co_await client->request("pipe", request);
+        DeviceSession session(client, lease, 10s);
+
+        auto rtt = co_await session.ping();
+        CHECK(rtt.count() > 0);
+        DeviceInfo info = co_await session.info();
+        CHECK(info.name == "session-device");
+
+        std::vector<std::string> hashes = {hash_of('a'), hash_of('b')};
+        const std::vector<bool> none = {false, false};
+        const std::vector<bool> both = {true, true};
+        std::vector<bool> present = co_await session.query_modules(hashes);
+        CHECK(present == none);
+        auto ref = fixture("add_ref");
+        auto add = fixture("add");
+        std::vector<ModuleImage> images = {{hash_of('a'), ref}, {hash_of('b'), add}, {"not-a-hash", add}};
+        std::vector<std::string> refused = co_await session.upload(images);
+        REQUIRE(refused.size() == 3);
+        CHECK(refused[0].empty());
+        CHECK(refused[1].empty());
+        CHECK_FALSE(refused[2].empty());
+        present = co_await session.query_modules(hashes);
+        CHECK(present == both);
+
+        BatchRequest batch = add_batch();
+        batch.candidates = {{1, hash_of('b'), ""}, {2, hash_of('c'), ""}};
+        std::vector<CandidateResult> results;
+        auto collect = [&](CandidateResult r) { results.push_back(std::move(r)); };
+        BatchDone done = co_await session.measure(batch, collect);
+        CHECK(done.message.empty());
+        CHECK_FALSE(done.refused);
+        REQUIRE(results.size() == 2);
+        CHECK(results[0].id == 1);
+        CHECK(results[0].status == kernel::Status::ok);
+        CHECK(results[0].round_seconds.size() == 2);
+        CHECK(results[1].id == 2);
+        CHECK(results[1].status == kernel::Status::device_load_error);
+
+        // A batch whose reference the device lacks is refused whole, with the reason.
+        BatchRequest orphan = add_batch();
+        orphan.reference_hash = hash_of('f');
+        orphan.candidates = {{3, hash_of('b'), ""}};
+        results.clear();
+        done = co_await session.measure(orphan, collect);
+        CHECK(done.refused);
+        CHECK(done.message == "reference module ffffffffffff is not on this device");
+        CHECK(results.empty());
+        co_await client->release(lease.id);
+      },
+      [&] { pool.shutdown(); });
+}

@@ -224,7 +224,7 @@ TEST_CASE("session server measures a batch and streams its results", "[session][
   CHECK(results[4].status == kernel::Status::ok);
   CHECK(results[5].id == 6);
   CHECK(results[5].status == kernel::Status::device_load_error);
-  CHECK(results[5].message == "module bbbbbbbbbbbb does not export gemm_tile8");
+  CHECK(results[5].message == "module bbbbbbbbbbbb does not export the kernel 'gemm_tile8'");
   CHECK(pipe.server->pending_batches() == 0);
 }
 

@@ -3,11 +3,11 @@
 // process-wide thread pool (the kernel ABI's services are plain C function pointers).
 #include "worker.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -15,12 +15,14 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <new>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
 
 #include "gpu_session.h"
+#include "kestrel/device_runtime/kernel_runner.h"
 #include "kestrel/device_runtime/kernel_services.h"
 #include "kestrel/kernel/abi.h"
 #include "kestrel/base/file.h"
@@ -65,37 +67,6 @@ void send(Record type, std::uint32_t index, std::span<const std::uint8_t> payloa
   std::_Exit(0);
 }
 
-// The ELF machine of this process and of a module, for a useful message when dlopen
-// refuses a module built for another architecture (glibc then says only "No such file").
-std::string elf_machine_name(std::uint16_t machine) {
-  switch (machine) {
-    case 62: return "x86_64";
-    case 183: return "aarch64";
-    case 40: return "arm";
-    case 243: return "riscv";
-    case 3: return "i386";
-    default: return "machine " + std::to_string(machine);
-  }
-}
-
-std::string architecture_mismatch(int fd) {
-  unsigned char header[20] = {};
-  if (::pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) return {};
-  if (header[0] != 0x7f || header[1] != 'E' || header[2] != 'L' || header[3] != 'F') return "it is not an ELF file";
-  std::uint16_t module_machine = static_cast<std::uint16_t>(header[18] | (header[19] << 8));
-  unsigned char self[20] = {};
-  int self_fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-  if (self_fd < 0) return {};
-  ssize_t got = ::pread(self_fd, self, sizeof self, 0);
-  ::close(self_fd);
-  if (got != static_cast<ssize_t>(sizeof self)) return {};
-  std::uint16_t own = static_cast<std::uint16_t>(self[18] | (self[19] << 8));
-  if (own == module_machine && self[4] == header[4]) return {};
-  return "it was built for " + elf_machine_name(module_machine) + (header[4] == 1 ? " (32-bit)" : "") +
-         " but this device is " + elf_machine_name(own) + (self[4] == 1 ? " (32-bit)" : "") +
-         "; compile for the device's target (--target auto)";
-}
-
 double now_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -110,84 +81,27 @@ void reclaim_scratch() { g_services->reclaim_scratch(); }
 
 // ---- data --------------------------------------------------------------------------
 
-struct Buffer {
-  float* data = nullptr;
-  std::int64_t elements = 0;
-  Buffer() = default;
-  explicit Buffer(std::int64_t n) : elements(n) {
-    std::size_t bytes = (static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64;
-    data = static_cast<float*>(std::aligned_alloc(64, bytes));
-    if (!data) fatal(Status::runtime_error, "out of memory allocating a " + std::to_string(bytes) + "-byte argument");
-  }
-  Buffer(Buffer&& other) noexcept : data(other.data), elements(other.elements) { other.data = nullptr; }
-  Buffer& operator=(Buffer&&) = delete;
-  ~Buffer() { std::free(data); }
-};
-
-void fill_random(Buffer& buffer, std::uint64_t seed) {
-  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  for (std::int64_t i = 0; i < buffer.elements; ++i) {
-    // splitmix64
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    buffer.data[i] = static_cast<float>(static_cast<double>(z >> 40) * (2.0 / 16777216.0) - 1.0);
+FloatBuffer allocate(std::int64_t elements) {
+  try {
+    return FloatBuffer(elements);
+  } catch (const std::bad_alloc&) {
+    fatal(Status::runtime_error,
+          "out of memory allocating a " + std::to_string(FloatBuffer::bytes_for(elements)) + "-byte argument");
   }
 }
-
-void fill_nan(Buffer& buffer) {
-  for (std::int64_t i = 0; i < buffer.elements; ++i) buffer.data[i] = std::nanf("");
-}
-
-// ---- modules ---------------------------------------------------------------------
-
-struct Module {
-  void* handle = nullptr;
-  kestrel_kernel_fn entry = nullptr;
-  std::string error;
-  double load_ms = 0;
-  ~Module() {
-    if (handle) dlclose(handle);
-  }
-};
 
 // Loads a CPU kernel module and finds its kernel `entry` (empty: the default entry name).
-void load(Module& module, int fd, const std::string& hash, const std::string& entry = {}) {
+// `load_ms` gets how long it took.
+std::optional<CpuKernelModule> load(int fd, const std::string& hash, const std::string& entry, std::string& error,
+                                    double& load_ms) {
   if (fd < 0) {
-    module.error = "module " + hash.substr(0, 12) + " is not on this device (upload it first)";
-    return;
+    error = "module " + hash.substr(0, 12) + " is not on this device (upload it first)";
+    return std::nullopt;
   }
   double start = now_seconds();
-  std::string path = "/proc/self/fd/" + std::to_string(fd);
-  module.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  module.load_ms = (now_seconds() - start) * 1e3;
-  if (!module.handle) {
-    const char* why = dlerror();
-    std::string mismatch = architecture_mismatch(fd);
-    if (!mismatch.empty()) {
-      module.error = "cannot load module " + hash.substr(0, 12) + ": " + mismatch;
-      return;
-    }
-    module.error = std::string("cannot load module ") + hash.substr(0, 12) + ": " + (why ? why : "dlopen failed");
-    // dlerror names the memfd path; the hash is the useful name.
-    if (auto pos = module.error.find(path + ": "); pos != std::string::npos) module.error.erase(pos, path.size() + 2);
-    return;
-  }
-  auto* version = static_cast<const std::uint32_t*>(dlsym(module.handle, KESTREL_KERNEL_ABI_SYMBOL));
-  if (!version) {
-    module.error = "module " + hash.substr(0, 12) + " does not export " KESTREL_KERNEL_ABI_SYMBOL " (not a Kestrel kernel)";
-    return;
-  }
-  if (*version != KESTREL_KERNEL_ABI_VERSION) {
-    module.error = "module " + hash.substr(0, 12) + " was built for kernel ABI v" + std::to_string(*version) +
-                   " but this runtime implements v" + std::to_string(KESTREL_KERNEL_ABI_VERSION) +
-                   " (rebuild it with this version of Kestrel)";
-    return;
-  }
-  const std::string name = entry.empty() ? std::string(KESTREL_KERNEL_DEFAULT_ENTRY) : entry;
-  module.entry = reinterpret_cast<kestrel_kernel_fn>(dlsym(module.handle, name.c_str()));
-  if (!module.entry) module.error = "module " + hash.substr(0, 12) + " does not export the kernel '" + name + "'";
+  auto module = CpuKernelModule::load(fd, hash.substr(0, 12), entry, error);
+  load_ms = (now_seconds() - start) * 1e3;
+  return module;
 }
 
 // ---- one batch -------------------------------------------------------------------
@@ -195,8 +109,8 @@ void load(Module& module, int fd, const std::string& hash, const std::string& en
 struct Batch {
   const rpc::BatchRequest& spec;  // the request; the fds are below
   int reference_fd = -1;
-  std::vector<Buffer> buffers;
-  std::vector<Buffer> expected;  // reference outputs, parallel to output args
+  std::vector<FloatBuffer> buffers;
+  std::vector<FloatBuffer> expected;  // reference outputs, parallel to output args
   std::vector<kestrel_arg> args;
   kestrel_services services{};
   std::vector<std::uint8_t> flush;
@@ -212,10 +126,10 @@ struct Batch {
 
   void prepare() {
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
-      buffers.emplace_back(spec.args[i].elements);
-      if (!spec.args[i].is_output) fill_random(buffers.back(), spec.settings.seed + i);
+      buffers.push_back(allocate(spec.args[i].elements));
+      if (!spec.args[i].is_output) fill_uniform(buffers.back().span(), spec.settings.seed + i);
     }
-    for (const auto& b : buffers) args.push_back(kestrel_arg{b.data, b.elements, 0.0});
+    for (const auto& b : buffers) args.push_back(kestrel_arg{b.data(), b.size(), 0.0});
     services = *g_services->table();
     if (spec.settings.flush_cache) flush.resize(flush_bytes());
     if (reference_fd >= 0) run_reference();
@@ -238,62 +152,41 @@ struct Batch {
   }
 
   void run_reference() {
-    Module reference;
-    load(reference, reference_fd, spec.reference_hash, spec.reference_entry);
-    if (!reference.entry) fatal(Status::device_load_error, "reference kernel: " + reference.error);
-    for (std::size_t i = 0; i < spec.args.size(); ++i) {
-      if (spec.args[i].is_output) fill_nan(buffers[i]);
-    }
-    int32_t rc = reference.entry(&services, args.data(), static_cast<int32_t>(args.size()));
+    std::string error;
+    double load_ms = 0;
+    auto reference = load(reference_fd, spec.reference_hash, spec.reference_entry, error, load_ms);
+    if (!reference) fatal(Status::device_load_error, "reference kernel: " + error);
+    clear_outputs();
+    int32_t rc = reference->call(&services, args);
     reclaim_scratch();
     if (rc != 0) fatal(Status::runtime_error, "reference kernel returned " + std::to_string(rc));
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
       if (!spec.args[i].is_output) continue;
-      Buffer copy(buffers[i].elements);
-      std::memcpy(copy.data, buffers[i].data, static_cast<std::size_t>(buffers[i].elements) * sizeof(float));
+      FloatBuffer copy = allocate(buffers[i].size());
+      std::copy(buffers[i].data(), buffers[i].data() + buffers[i].size(), copy.data());
       expected.push_back(std::move(copy));
     }
   }
 
   void clear_outputs() {
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
-      if (spec.args[i].is_output) fill_nan(buffers[i]);
+      if (spec.args[i].is_output) fill_nan(buffers[i].span());
     }
   }
 
   // Returns an empty string when all outputs match within the tolerance.
   std::string check(double& max_error) {
-    max_error = 0;
+    OutputCheck check(spec.tolerance);
     std::size_t which = 0;
-    std::string first_bad;
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
-      if (!spec.args[i].is_output) continue;
-      const Buffer& want = expected[which++];
-      const float* got = buffers[i].data;
-      for (std::int64_t j = 0; j < want.elements; ++j) {
-        double e = want.data[j];
-        double g = got[j];
-        double err = std::fabs(g - e);
-        if (!(err <= spec.tolerance * (1.0 + std::fabs(e)))) {
-          if (std::isnan(err)) err = INFINITY;
-          if (first_bad.empty()) {
-            char text[160];
-            std::snprintf(text, sizeof text, "element %lld of argument %zu is %.6g, expected %.6g",
-                          static_cast<long long>(j), i, g, e);
-            first_bad = text;
-          }
-        }
-        if (err > max_error || std::isnan(err)) max_error = std::isnan(err) ? INFINITY : err;
-      }
+      if (spec.args[i].is_output) check.add(i, buffers[i].view(), expected[which++].view());
     }
-    if (first_bad.empty()) return {};
-    char text[96];
-    std::snprintf(text, sizeof text, "max error %.3g exceeds tolerance %.3g; first: ", max_error, spec.tolerance);
-    return text + first_bad;
+    max_error = check.max_error();
+    return check.message();
   }
 
-  int32_t call(kestrel_kernel_fn entry) {
-    int32_t rc = entry(&services, args.data(), static_cast<int32_t>(args.size()));
+  int32_t call(const CpuKernelModule& module) {
+    int32_t rc = module.call(&services, args);
     reclaim_scratch();
     return rc;
   }
@@ -329,7 +222,7 @@ struct Batch {
       if (slot->second.session) {
         std::vector<gpu::HostArg> host_args;
         for (std::size_t i = 0; i < spec.args.size(); ++i) {
-          host_args.push_back({buffers[i].data, buffers[i].elements, spec.args[i].is_output});
+          host_args.push_back({buffers[i].data(), buffers[i].size(), spec.args[i].is_output});
         }
         if (slot->second.session->upload(host_args, slot->second.error) != Status::ok) slot->second.session.reset();
       }
@@ -401,19 +294,14 @@ struct Batch {
     if (auto image = gpu_image(module_fd)) return measure_gpu(candidate, *image);
     Result result;
     result.id = candidate.id;
-    Module module;
-    load(module, module_fd, candidate.module_hash, candidate.entry);
-    result.load_ms = module.load_ms;
-    if (!module.entry) {
+    auto module = load(module_fd, candidate.module_hash, candidate.entry, result.message, result.load_ms);
+    if (!module) {
       result.status = Status::device_load_error;
-      result.message = module.error;
       return result;
     }
     // Warm-up, which is also the correctness run.
     clear_outputs();
-    double start = now_seconds();
-    int32_t rc = call(module.entry);
-    double single = now_seconds() - start;
+    int32_t rc = call(*module);
     if (rc != 0) {
       result.status = Status::runtime_error;
       result.message = "kernel returned error code " + std::to_string(rc);
@@ -430,31 +318,22 @@ struct Batch {
     const Settings& s = spec.settings;
     std::uint32_t number = s.number;
     if (number == 0) {
-      // A second, warm call estimates the per-call time; number grows to fill min_repeat_ms.
-      start = now_seconds();
-      call(module.entry);
-      single = std::max(now_seconds() - start, 1e-9);
-      double wanted = s.min_repeat_ms * 1e-3 / single;
-      number = static_cast<std::uint32_t>(std::clamp(std::ceil(wanted), 1.0, 1e7));
-      // The estimate comes from one call; grow it until a whole round really lasts
-      // min_repeat_ms (a few untimed calibration rounds at most).
-      for (int attempt = 0; attempt < 4 && s.min_repeat_ms > 0; ++attempt) {
-        start = now_seconds();
-        for (std::uint32_t i = 0; i < number; ++i) module.entry(&services, args.data(), static_cast<int32_t>(args.size()));
-        double round = now_seconds() - start;
+      // A warm call estimates the per-call time; number grows to fill min_repeat_ms.
+      number = calibrate_number(s.min_repeat_ms * 1e-3, [&](std::uint32_t calls) {
+        double start = now_seconds();
+        for (std::uint32_t i = 0; i < calls; ++i) module->call(&services, args);
+        double seconds = now_seconds() - start;
         reclaim_scratch();
-        if (round >= s.min_repeat_ms * 1e-3 || number >= 10'000'000) break;
-        double grow = s.min_repeat_ms * 1e-3 / std::max(round, 1e-9) * 1.1;
-        number = static_cast<std::uint32_t>(std::clamp(std::ceil(number * grow), number + 1.0, 1e7));
-      }
+        return seconds;
+      });
     }
     result.number = number;
     for (std::uint32_t round = 0; round < std::max<std::uint32_t>(s.repeat, 1); ++round) {
       if (round > 0 && s.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(s.cooldown_ms));
       if (!flush.empty()) flush_caches();
-      start = now_seconds();
+      double start = now_seconds();
       for (std::uint32_t i = 0; i < number; ++i) {
-        if (module.entry(&services, args.data(), static_cast<int32_t>(args.size())) != 0) {
+        if (module->call(&services, args) != 0) {
           result.status = Status::runtime_error;
           result.message = "kernel returned an error code in a timed round";
           reclaim_scratch();

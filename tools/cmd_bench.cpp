@@ -1,8 +1,6 @@
-// `kestrel bench`: Kestrel's best kernels side by side with OpenBLAS and oneDNN. For each
-// workload it takes the best configuration from the records database (tuning it first
-// when asked), compiles it for this machine, loads it into this process, checks its
-// output against a library's (or the op's reference kernel), and times it interleaved
-// with the libraries on the same inputs, for each thread count.
+// `kestrel bench`: Kestrel's best kernels side by side with OpenBLAS and oneDNN. Parses
+// the options, tunes first when asked (--tune-trials), runs the comparison harness
+// (kestrel::benchmark) and prints its report as tables or JSON.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,11 +16,8 @@
 #include <thread>
 
 #include "args.h"
-#include "bench_kernel.h"
-#include "bench_libraries.h"
 #include "commands.h"
-#include "kestrel/device_runtime/kernel_services.h"
-#include "kestrel/host/compiler.h"
+#include "kestrel/benchmark/harness.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/workload_sets.h"
 #include "kestrel/rpc/errors.h"
@@ -34,20 +29,11 @@
 namespace kestrel::tools {
 namespace {
 
-using bench::Contender;
-using bench::FloatBuffer;
-using bench::Problem;
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using benchmark::Problem;
+using benchmark::Report;
+using benchmark::Row;
+using benchmark::Timing;
+using benchmark::WorkloadReport;
 
 std::string fixed(double value, int digits) {
   std::ostringstream out;
@@ -99,332 +85,12 @@ std::vector<unsigned> parse_threads(const std::string& text) {
   return out;
 }
 
-// Compares an output with the expected one: empty when every element is within
-// tol * (1 + |expected|), else what differs first and the largest error.
-std::string compare(std::span<const float> got, std::span<const float> want, double tolerance) {
-  if (got.size() != want.size()) {
-    return "output has " + std::to_string(got.size()) + " elements, expected " + std::to_string(want.size());
-  }
-  double max_error = 0;
-  std::size_t first = got.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    double e = want[i], g = got[i];
-    double err = std::fabs(g - e);
-    if (!(err <= tolerance * (1.0 + std::fabs(e)))) {
-      if (first == got.size()) first = i;
-      max_error = std::isnan(err) ? INFINITY : std::max(max_error, err);
-    }
-  }
-  if (first == got.size()) return {};
-  std::ostringstream out;
-  out << "wrong answer: max error " << std::setprecision(3) << max_error << " exceeds tolerance " << tolerance
-      << "; element " << first << " is " << std::setprecision(6) << got[first] << ", expected " << want[first];
-  return out.str();
-}
-
-// ---- the Kestrel side ------------------------------------------------------------------
-
-// Where a workload's configuration came from.
-struct ConfigChoice {
-  ops::Config config;
-  std::string source;  // "db", "default", "--config"
-  std::string detail;  // e.g. "best of 200 trials, 95.1 GFLOP/s when tuned"
-};
-
-// One workload, prepared once for every thread count: inputs, the compiled kernel, and
-// (when needed) the op reference kernel's output.
-struct Prepared {
-  ops::Workload workload;
-  std::string text;  // describe_workload
-  std::optional<Problem> problem;
-  bool canonical = false;
-  ConfigChoice choice;
-  std::vector<FloatBuffer> buffers;  // the op's tensors, in argument order
-  std::vector<kestrel_arg> args;
-  std::size_t output_index = 0;
-  std::unique_ptr<bench::LoadedKernel> kernel;
-  std::unique_ptr<bench::LoadedKernel> reference;
-  std::optional<FloatBuffer> reference_output;
-  std::vector<FloatBuffer> library_inputs;  // when the op's layout is not the canonical one
-  std::string error;                       // compile or load failure: no Kestrel figures
-};
-
-class KestrelContender final : public Contender {
- public:
-  KestrelContender(Prepared& w, device::KernelServices& services) : w_(w), services_(services) {}
-  std::string name() const override { return "kestrel"; }
-  std::string description() const override { return "Kestrel kernel " + ops::format_config(w_.choice.config); }
-  void run() override {
-    std::int32_t rc = w_.kernel->call(services_.table(), w_.args);
-    if (rc != 0) throw std::runtime_error("the Kestrel kernel returned error code " + std::to_string(rc));
-  }
-  std::span<const float> output() override { return w_.buffers[w_.output_index].view(); }
-
- private:
-  Prepared& w_;
-  device::KernelServices& services_;
-};
-
-// ---- results ------------------------------------------------------------------------------
-
-struct Timing {
-  std::string name, description;
-  std::string status = "ok";  // "ok", or why there is no figure
-  double median_s = 0;
-  double gflops = 0;
-  std::vector<double> rounds;
-  std::uint64_t calls_per_round = 0;
-};
-
-struct Row {
-  std::size_t workload = 0;  // index into the prepared list
-  unsigned threads = 1;
-  Timing kestrel;
-  std::map<std::string, Timing> libraries;
-  std::string checked_against;
-};
-
-const std::vector<std::string> kLibraryColumns = {"openblas", "onednn", "onednn-any"};
-
-struct Settings {
-  std::uint32_t repeat = 7;
-  double min_round_s = 0.05;
-  std::optional<double> settle_s;  // pause after each contender's share of a round; none: auto
-  // OpenBLAS's idle threads spin (yielding) for about 2^28 cycles after a call, OpenMP's
-  // for a while too: on more than one thread, pause long enough for them to go to sleep.
-  double settle_for(unsigned threads) const { return settle_s ? *settle_s : threads > 1 ? 0.15 : 0.0; }
-};
-
-// Warm-up and correctness, then interleaved rounds.
-void time_contenders(std::vector<Contender*> contenders, std::vector<Timing*> timings, double flops,
-                     device::KernelServices& services, const Settings& settings) {
-  const double settle = settings.settle_for(services.threads());
-  std::vector<std::uint64_t> number(contenders.size(), 1);
-  for (std::size_t i = 0; i < contenders.size(); ++i) {
-    // A second warm call estimates the per-call time; a round lasts min_round_s.
-    double start = now_seconds();
-    contenders[i]->run();
-    double single = std::max(now_seconds() - start, 1e-9);
-    number[i] = static_cast<std::uint64_t>(std::clamp(std::ceil(settings.min_round_s / single), 1.0, 1e6));
-    timings[i]->calls_per_round = number[i];
-  }
-  services.reclaim_scratch();
-  std::size_t n = contenders.size();
-  for (std::uint32_t round = 0; round < settings.repeat; ++round) {
-    for (std::size_t j = 0; j < n; ++j) {
-      std::size_t i = (j + round) % n;  // rotate who goes first
-      // After a pause the second core may have gone idle (a virtual CPU is descheduled):
-      // one untimed call wakes it and the contender's threads before the timed ones.
-      if (settle > 0) contenders[i]->run();
-      double start = now_seconds();
-      for (std::uint64_t call = 0; call < number[i]; ++call) contenders[i]->run();
-      double per_call = (now_seconds() - start) / static_cast<double>(number[i]);
-      services.reclaim_scratch();
-      timings[i]->rounds.push_back(per_call);
-      // Library threads that spin-wait for more work (OpenBLAS, OpenMP) would otherwise
-      // compete with the next contender.
-      if (settle > 0) std::this_thread::sleep_for(std::chrono::duration<double>(settle));
-    }
-  }
-  for (auto* t : timings) {
-    t->median_s = median(t->rounds);
-    t->gflops = t->median_s > 0 ? flops / t->median_s * 1e-9 : 0;
-  }
-}
-
-Row bench_workload(Prepared& w, std::size_t index, unsigned threads, device::KernelServices& services,
-                   const Settings& settings, std::vector<std::string>& notes) {
-  Row row;
-  row.workload = index;
-  row.threads = threads;
-  row.kestrel.name = "kestrel";
-  if (!w.error.empty()) {
-    row.kestrel.status = w.error;
-  }
-  const ops::Op& op = *w.workload.op;
-  double flops = op.flops(w.workload.params);
-  double tolerance = op.tolerance(w.workload.params);
-
-  std::vector<std::unique_ptr<Contender>> libraries;
-  if (w.problem) {
-    std::vector<const float*> inputs;
-    if (w.canonical) {
-      for (std::size_t i = 0; i < w.buffers.size(); ++i) {
-        if (i != w.output_index) inputs.push_back(w.buffers[i].data());
-      }
-    } else {
-      for (auto& b : w.library_inputs) inputs.push_back(b.data());
-    }
-    libraries = bench::make_contenders(*w.problem, inputs, notes);
-  }
-  for (auto& lib : libraries) {
-    Timing t;
-    t.name = lib->name();
-    t.description = lib->description();
-    row.libraries[t.name] = t;
-  }
-
-  // Correctness: every contender's first run is checked against the expected output: the
-  // first library's when the layouts match (the other libraries are checked against it
-  // too, so a harness mistake shows as a library's wrong answer), else the op's
-  // reference kernel's.
-  std::optional<std::vector<float>> expected;
-  std::string expected_from;
-  std::vector<Contender*> timed;
-  std::vector<Timing*> timings;
-  if (w.canonical && !libraries.empty()) {
-    libraries.front()->run();
-    auto out = libraries.front()->output();
-    expected.emplace(out.begin(), out.end());
-    expected_from = libraries.front()->name();
-  } else if (w.reference_output) {
-    expected.emplace(w.reference_output->view().begin(), w.reference_output->view().end());
-    expected_from = "the op's reference kernel";
-  }
-  row.checked_against = expected_from;
-  KestrelContender kestrel(w, services);
-  if (w.error.empty()) {
-    std::string problem;
-    try {
-      std::fill(w.buffers[w.output_index].data(), w.buffers[w.output_index].data() + w.buffers[w.output_index].size(),
-                std::nanf(""));
-      kestrel.run();
-      services.reclaim_scratch();
-      if (expected) problem = compare(kestrel.output(), *expected, tolerance);
-    } catch (const std::exception& e) {
-      problem = e.what();
-    }
-    if (problem.empty()) {
-      timed.push_back(&kestrel);
-      timings.push_back(&row.kestrel);
-    } else {
-      row.kestrel.status = problem;
-    }
-  }
-  for (auto& lib : libraries) {
-    Timing& t = row.libraries[lib->name()];
-    lib->run();
-    if (w.canonical && expected) {
-      std::string problem = compare(lib->output(), *expected, tolerance);
-      if (!problem.empty()) {
-        t.status = problem;
-        continue;
-      }
-    }
-    timed.push_back(lib.get());
-    timings.push_back(&t);
-  }
-  if (!timed.empty()) time_contenders(timed, timings, flops, services, settings);
-  return row;
-}
-
-// ---- preparing workloads -------------------------------------------------------------------
-
 std::string read_source_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UsageError("cannot read --kernel-source " + path);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
-                           const std::vector<tuner::Best>& best, const tuner::RecordStore* db,
-                           const std::string& explicit_config) {
-  ConfigChoice choice;
-  if (!explicit_config.empty()) {
-    choice.config = ops::parse_config(op, params, explicit_config);
-    choice.source = "--config";
-    return choice;
-  }
-  for (const auto& b : best) {
-    if (b.op != op.name() || b.workload != params || b.target != target) continue;
-    const std::string recorded = ops::format_config(b.record.config);
-    try {
-      choice.config = ops::parse_config(op, params, recorded);
-    } catch (const ops::OpError& e) {
-      // The op changed since it was tuned (a knob renamed or its domain narrowed).
-      choice.detail = "the recorded best (" + recorded + ") is no longer valid: " + e.what();
-      break;
-    }
-    if (std::string why = op.check(params, choice.config); !why.empty()) {
-      choice.detail = "the recorded best (" + recorded + ") is no longer valid: " + why;
-      break;
-    }
-    choice.source = "db";
-    std::size_t trials = b.trials;
-    if (db) {
-      auto records = db->find(b.op, b.workload, b.target, &b.device_class);
-      trials = static_cast<std::size_t>(
-          std::count_if(records.begin(), records.end(), [](const tuner::Record& r) { return !r.final_measurement; }));
-    }
-    choice.detail = "best of " + std::to_string(trials) + " trials, " + fixed(b.record.gflops, 1) +
-                    " GFLOP/s when tuned";
-    return choice;
-  }
-  choice.config = op.default_config(params);
-  choice.source = "default";
-  if (choice.detail.empty()) choice.detail = "no record for this workload and target";
-  return choice;
-}
-
-void prepare(Prepared& w, host::Compiler& compiler, const host::Target& target, const std::string& kernel_text,
-             const std::string& kernel_path, std::uint64_t seed, device::KernelServices& services) {
-  const ops::Op& op = *w.workload.op;
-  const ops::Params& params = w.workload.params;
-  w.problem = bench::problem_for(op, params);
-  w.canonical = w.problem && bench::canonical_layout(op, params, *w.problem);
-  auto tensors = op.tensors(params);
-  std::uint64_t input = 0;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    w.buffers.emplace_back(tensors[i].elements());
-    if (tensors[i].role == ops::Role::input) bench::fill_random(w.buffers.back(), seed + input++);
-    else w.output_index = i;
-    w.args.push_back(kestrel_arg{w.buffers.back().data(), tensors[i].elements(), 0.0});
-  }
-  if (w.problem && !w.canonical) {
-    std::uint64_t s = seed + 100;
-    for (const auto& shape : w.problem->input_shapes()) {
-      std::int64_t n = 1;
-      for (auto d : shape) n *= d;
-      w.library_inputs.emplace_back(n);
-      bench::fill_random(w.library_inputs.back(), s++);
-    }
-  }
-  try {
-    ops::KernelSource source = op.source(ops::Backend::cpu, params, w.choice.config);
-    if (!kernel_text.empty()) {
-      source.text = kernel_text;
-      source.file_name = kernel_path;
-    }
-    host::CompileResult compiled = compiler.compile({source, target, 3});
-    if (!compiled.ok) {
-      w.error = "compile error: " + compiled.diagnostics.substr(0, 400);
-      return;
-    }
-    w.kernel = std::make_unique<bench::LoadedKernel>(compiled.shared_object, std::string(op.name()));
-  } catch (const std::exception& e) {
-    w.error = e.what();
-    return;
-  }
-  // Without a library of the same layout, the op's reference kernel checks Kestrel.
-  bench::LibraryStatus libraries = bench::library_status();
-  if (w.canonical && (libraries.openblas || libraries.onednn)) return;
-  host::CompileResult ref = compiler.compile({op.reference(params), target, 2});
-  if (!ref.ok) {
-    w.error = "reference kernel: compile error: " + ref.diagnostics.substr(0, 400);
-    return;
-  }
-  w.reference = std::make_unique<bench::LoadedKernel>(ref.shared_object, std::string(op.name()) + "-ref");
-  std::int32_t rc = w.reference->call(services.table(), w.args);
-  services.reclaim_scratch();
-  if (rc != 0) {
-    w.error = "reference kernel returned " + std::to_string(rc);
-    return;
-  }
-  w.reference_output.emplace(w.buffers[w.output_index].size());
-  std::copy(w.buffers[w.output_index].data(), w.buffers[w.output_index].data() + w.buffers[w.output_index].size(),
-            w.reference_output->data());
 }
 
 // ---- output ----------------------------------------------------------------------------------
@@ -435,25 +101,12 @@ std::string cell(const Timing* t) {
   return fixed(t->gflops, 1);
 }
 
-// Kestrel's speed over the library's: the median over rounds of the ratio within each
-// round (the two ran next to each other, so a load change on a shared machine cancels
-// out); the ratio of the medians if the round counts differ. Null without two figures.
-std::optional<double> speed_ratio(const Timing& kestrel, const Timing* lib) {
-  if (!lib || lib->status != "ok" || kestrel.status != "ok" || lib->median_s <= 0 || kestrel.median_s <= 0) {
-    return std::nullopt;
-  }
-  if (lib->rounds.size() != kestrel.rounds.size()) return lib->median_s / kestrel.median_s;
-  std::vector<double> per_round;
-  for (std::size_t i = 0; i < lib->rounds.size(); ++i) per_round.push_back(lib->rounds[i] / kestrel.rounds[i]);
-  return median(per_round);
-}
-
 std::string ratio_cell(const Timing& kestrel, const Timing* lib) {
-  auto r = speed_ratio(kestrel, lib);
+  auto r = benchmark::speed_ratio(kestrel, lib);
   return r ? fixed(*r, 2) + "x" : "-";
 }
 
-void print_table(const std::vector<Prepared>& prepared, const std::vector<Row>& rows, const std::vector<unsigned>& threads,
+void print_table(const std::vector<WorkloadReport>& prepared, const std::vector<Row>& rows, const std::vector<unsigned>& threads,
                  const std::vector<std::string>& columns) {
   std::size_t label_width = 8;
   for (const auto& w : prepared) label_width = std::max(label_width, w.workload.label.size() + 2);
@@ -478,14 +131,14 @@ void print_table(const std::vector<Prepared>& prepared, const std::vector<Row>& 
     std::map<std::string, int> wins;
     for (const auto& row : rows) {
       if (row.threads != t) continue;
-      const Prepared& w = prepared[row.workload];
+      const WorkloadReport& w = prepared[row.workload];
       std::cout << std::left << std::setw(static_cast<int>(label_width)) << w.workload.label << std::right
                 << std::setw(9) << cell(&row.kestrel);
       for (const auto& c : columns) {
         auto it = row.libraries.find(c);
         const Timing* lib = it == row.libraries.end() ? nullptr : &it->second;
         std::cout << std::setw(12) << cell(lib) << std::setw(9) << ratio_cell(row.kestrel, lib);
-        if (auto r = speed_ratio(row.kestrel, lib)) {
+        if (auto r = benchmark::speed_ratio(row.kestrel, lib)) {
           ratios[c].push_back(*r);
           if (*r > 1) ++wins[c];
         }
@@ -610,7 +263,8 @@ int run_bench(int argc, char** argv) {
       workloads.push_back({ops::describe_workload(op, params), &op, params});
     }
     std::vector<unsigned> threads = parse_threads(args.get("threads", "1,2"));
-    Settings settings;
+    benchmark::Options options;
+    benchmark::TimingSettings& settings = options.timing;
     settings.repeat = static_cast<std::uint32_t>(args.get_int("repeat", 7, 1, 10'000));
     settings.min_round_s = static_cast<double>(args.get_int("min-round-ms", 50, 0, 600'000)) * 1e-3;
     if (args.has("settle-ms")) settings.settle_s = static_cast<double>(args.get_int("settle-ms", 0, 0, 60'000)) * 1e-3;
@@ -631,17 +285,17 @@ int run_bench(int argc, char** argv) {
     bool json = args.has("json");
     if (args.has("tune-trials")) {
       db = tuner::open_records(db_path);
-      TuneSessionOptions options;
-      options.pool.key = "local";
-      options.tune.trials = static_cast<std::size_t>(args.get_int("tune-trials", 0, 1, 100'000'000));
-      options.tune.measure.repeat = 5;
-      options.quiet = json;
-      options.program = "kestrel bench";
+      TuneSessionOptions tune_options;
+      tune_options.pool.key = "local";
+      tune_options.tune.trials = static_cast<std::size_t>(args.get_int("tune-trials", 0, 1, 100'000'000));
+      tune_options.tune.measure.repeat = 5;
+      tune_options.quiet = json;
+      tune_options.program = "kestrel bench";
       std::vector<TuneJob> jobs;
       for (const auto& w : workloads) jobs.push_back({w.label, w.op, w.params});
-      if (!json) std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << options.tune.trials
+      if (!json) std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << tune_options.tune.trials
                            << " trials each into " << db_path << "\n";
-      TuneSessionResult tuned = run_tune_session(jobs, *db, options);
+      TuneSessionResult tuned = run_tune_session(jobs, *db, tune_options);
       if (tuned.interrupted) {
         std::cerr << "kestrel bench: tuning interrupted; records so far are in " << db_path << "\n";
         return 130;
@@ -654,9 +308,7 @@ int run_bench(int argc, char** argv) {
       throw UsageError("no records database at " + db_path);
     }
 
-    bench::LibraryStatus libraries = bench::library_status();
-    std::vector<std::string> notes;
-    for (const auto& m : libraries.missing) notes.push_back(m);
+    benchmark::LibraryStatus libraries = benchmark::library_status();
     std::string cpu = first_line_of("/proc/cpuinfo", "model name");
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     std::string load = load_average();
@@ -683,44 +335,30 @@ int run_bench(int argc, char** argv) {
       std::cout << "load average at start: " << load << "\n" << std::flush;
     }
 
-    host::Compiler compiler;
-    std::vector<Prepared> prepared(workloads.size());
-    std::vector<Row> rows;
-    {
-      // Reference outputs are computed on one thread, before timing.
-      device::KernelServices services(1);
-      for (std::size_t i = 0; i < workloads.size(); ++i) {
-        Prepared& w = prepared[i];
-        w.workload = workloads[i];
-        w.text = ops::describe_workload(*w.workload.op, w.workload.params);
-        w.choice = choose_config(*w.workload.op, w.workload.params, target.to_string(), best, db.get(),
-                                 args.get("config"));
-        if (!kernel_path.empty()) {
-          w.choice.detail = "kernel " + kernel_path + " with the " + w.choice.source + " config";
-          w.choice.source = "file";
-        }
-        prepare(w, compiler, target, kernel_text, kernel_path, seed, services);
-      }
+    options.workloads = workloads;
+    options.threads = threads;
+    options.seed = seed;
+    options.config = args.get("config");
+    options.kernel_text = kernel_text;
+    options.kernel_path = kernel_path;
+    options.target = target;
+    options.best = best;
+    options.db = db.get();
+    if (!json) {
+      options.on_workload = [](const ops::Workload& w, unsigned t) {
+        std::cerr << "kestrel bench: " << w.label << " on " << t << " thread" << (t == 1 ? "" : "s") << "\n";
+      };
     }
-    for (unsigned t : threads) {
-      device::KernelServices services(t);
-      bench::set_library_threads(t);
-      for (std::size_t i = 0; i < prepared.size(); ++i) {
-        if (!json) {
-          std::cerr << "kestrel bench: " << prepared[i].workload.label << " on " << t << " thread"
-                    << (t == 1 ? "" : "s") << "\n";
-        }
-        rows.push_back(bench_workload(prepared[i], i, t, services, settings, notes));
-      }
-    }
+    Report report = benchmark::run(options);
+    const std::vector<WorkloadReport>& prepared = report.workloads;
+    const std::vector<Row>& rows = report.rows;
+    const std::vector<std::string>& notes = report.notes;
 
     std::vector<std::string> columns;
-    for (const auto& c : kLibraryColumns) {
+    for (const auto& c : benchmark::library_columns()) {
       bool used = std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.libraries.contains(c); });
       if (used) columns.push_back(c);
     }
-    std::sort(notes.begin(), notes.end());
-    notes.erase(std::unique(notes.begin(), notes.end()), notes.end());
 
     if (json) {
       nlohmann::json out;
@@ -737,11 +375,11 @@ int run_bench(int argc, char** argv) {
                          {"seed", seed}};
       nlohmann::json list = nlohmann::json::array();
       for (const auto& row : rows) {
-        const Prepared& w = prepared[row.workload];
+        const WorkloadReport& w = prepared[row.workload];
         nlohmann::json libs = nlohmann::json::object();
         for (const auto& [name, t] : row.libraries) {
           libs[name] = timing_json(t);
-          if (auto r = speed_ratio(row.kestrel, &t)) libs[name]["ratio"] = *r;
+          if (auto r = benchmark::speed_ratio(row.kestrel, &t)) libs[name]["ratio"] = *r;
         }
         nlohmann::json kestrel = timing_json(row.kestrel);
         kestrel["config"] = ops::format_config(w.choice.config);
@@ -777,7 +415,7 @@ int run_bench(int argc, char** argv) {
       for (const auto& [name, d] : descriptions) std::cout << "  " << name << ": " << d << "\n";
       std::set<std::string> failures;
       for (const auto& row : rows) {
-        const Prepared& w = prepared[row.workload];
+        const WorkloadReport& w = prepared[row.workload];
         if (row.kestrel.status != "ok") {
           failures.insert(w.workload.label + ": kestrel: " + row.kestrel.status);
         }

@@ -1,6 +1,8 @@
 // OpenBLAS and oneDNN contenders for `kestrel bench`, each compiled in only when the
 // library was found at configure time (KESTREL_HAVE_OPENBLAS, KESTREL_HAVE_ONEDNN).
-#include "bench_libraries.h"
+#include "kestrel/benchmark/libraries.h"
+
+#include "kestrel/device_runtime/kernel_runner.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,41 +18,11 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
-namespace kestrel::tools::bench {
+namespace kestrel::benchmark {
 
-// ---- buffers and problems ------------------------------------------------------------
+using device::FloatBuffer;
 
-FloatBuffer::FloatBuffer(std::int64_t elements) : size_(elements) {
-  std::size_t bytes = (static_cast<std::size_t>(std::max<std::int64_t>(elements, 1)) * sizeof(float) + 63) / 64 * 64;
-  data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (!data_) throw std::bad_alloc();
-}
-FloatBuffer::FloatBuffer(FloatBuffer&& other) noexcept : data_(other.data_), size_(other.size_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
-}
-FloatBuffer& FloatBuffer::operator=(FloatBuffer&& other) noexcept {
-  if (this != &other) {
-    std::free(data_);
-    data_ = other.data_;
-    size_ = other.size_;
-    other.data_ = nullptr;
-    other.size_ = 0;
-  }
-  return *this;
-}
-FloatBuffer::~FloatBuffer() { std::free(data_); }
-
-void fill_random(FloatBuffer& buffer, std::uint64_t seed) {
-  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  for (std::int64_t i = 0; i < buffer.size(); ++i) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    buffer.data()[i] = static_cast<float>(static_cast<double>(z >> 40) * (2.0 / 16777216.0) - 1.0);
-  }
-}
+// ---- problems ------------------------------------------------------------------
 
 std::vector<std::vector<std::int64_t>> Problem::input_shapes() const {
   if (kind == Kind::gemm) return {{m, k}, {k, n}};
@@ -390,4 +362,4 @@ LibraryStatus library_status() {
   return status;
 }
 
-}  // namespace kestrel::tools::bench
+}  // namespace kestrel::benchmark

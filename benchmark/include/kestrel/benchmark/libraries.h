@@ -13,27 +13,7 @@
 
 #include "kestrel/ops/op.h"
 
-namespace kestrel::tools::bench {
-
-// 64-byte-aligned fp32 storage (what the kernel ABI promises kernels).
-class FloatBuffer {
- public:
-  FloatBuffer() = default;
-  explicit FloatBuffer(std::int64_t elements);
-  FloatBuffer(FloatBuffer&& other) noexcept;
-  FloatBuffer& operator=(FloatBuffer&& other) noexcept;
-  ~FloatBuffer();
-  float* data() const { return data_; }
-  std::int64_t size() const { return size_; }
-  std::span<const float> view() const { return {data_, static_cast<std::size_t>(size_)}; }
-
- private:
-  float* data_ = nullptr;
-  std::int64_t size_ = 0;
-};
-
-// Deterministic values in [-1, 1) from a seed (splitmix64), as the device worker fills inputs.
-void fill_random(FloatBuffer& buffer, std::uint64_t seed);
+namespace kestrel::benchmark {
 
 // What a workload computes, in the libraries' terms. Found from the op's parameter names,
 // so any op with gemm's (M, N, K) or conv2d's parameters is compared.
@@ -87,4 +67,4 @@ struct LibraryStatus {
 };
 LibraryStatus library_status();
 
-}  // namespace kestrel::tools::bench
+}  // namespace kestrel::benchmark

@@ -10,7 +10,6 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -20,9 +19,7 @@
 #include "kestrel/benchmark/harness.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/workload_sets.h"
-#include "kestrel/rpc/errors.h"
 #include "kestrel/tuner/records.h"
-#include "kestrel/tuner/strategy.h"
 #include "measure_args.h"
 #include "tune_session.h"
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -29,12 +28,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string fixed1(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.1f", value);
-  return text;
 }
 
 // "wrong answer: max error ... exceeds tolerance ...; first: element ..." when an output
@@ -272,50 +265,6 @@ void prepare(Prepared& w, host::Compiler& compiler, const Options& options, devi
 
 }  // namespace
 
-ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
-                           const std::vector<tuner::Best>& best, const tuner::RecordStore* db,
-                           const std::string& explicit_config) {
-  ConfigChoice choice;
-  if (!explicit_config.empty()) {
-    choice.config = ops::parse_config(op, params, explicit_config);
-    choice.source = "--config";
-    return choice;
-  }
-  for (const auto& b : best) {
-    if (b.op != op.name() || b.workload != params || b.target != target) continue;
-    const std::string recorded = ops::format_config(b.record.config);
-    try {
-      choice.config = ops::parse_config(op, params, recorded);
-    } catch (const ops::OpError& e) {
-      // The op changed since it was tuned (a knob renamed or its domain narrowed).
-      choice.detail = "the recorded best (" + recorded + ") is no longer valid: " + e.what();
-      break;
-    }
-    if (std::string why = op.check(params, choice.config); !why.empty()) {
-      choice.detail = "the recorded best (" + recorded + ") is no longer valid: " + why;
-      break;
-    }
-    choice.source = "db";
-    std::size_t trials = b.trials;
-    if (db) {
-      auto records = db->find(b.op, b.workload, b.target, &b.device_class);
-      trials = static_cast<std::size_t>(
-          std::count_if(records.begin(), records.end(), [](const tuner::Record& r) { return !r.final_measurement; }));
-    }
-    choice.detail = "best of " + std::to_string(trials) + " trials, " + fixed1(b.record.gflops) + " GFLOP/s when tuned";
-    return choice;
-  }
-  choice.config = op.default_config(params);
-  choice.source = "default";
-  if (choice.detail.empty()) choice.detail = "no record for this workload and target";
-  return choice;
-}
-
-const std::vector<std::string>& library_columns() {
-  static const std::vector<std::string> columns = {"openblas", "onednn", "onednn-any"};
-  return columns;
-}
-
 Report run(const Options& options) {
   Report report;
   for (const auto& m : library_status().missing) report.notes.push_back(m);
@@ -350,17 +299,6 @@ Report run(const Options& options) {
   std::sort(report.notes.begin(), report.notes.end());
   report.notes.erase(std::unique(report.notes.begin(), report.notes.end()), report.notes.end());
   return report;
-}
-
-std::optional<double> speed_ratio(const Timing& kestrel, const Timing* library) {
-  if (!library || library->status != "ok" || kestrel.status != "ok" || library->median_s <= 0 ||
-      kestrel.median_s <= 0) {
-    return std::nullopt;
-  }
-  if (library->rounds.size() != kestrel.rounds.size()) return library->median_s / kestrel.median_s;
-  std::vector<double> per_round;
-  for (std::size_t i = 0; i < library->rounds.size(); ++i) per_round.push_back(library->rounds[i] / kestrel.rounds[i]);
-  return median(per_round);
 }
 
 }  // namespace kestrel::benchmark

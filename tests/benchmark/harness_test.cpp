@@ -1,0 +1,133 @@
+// The bench harness: which configuration it times, how it compares with a library, and
+// whole runs on a small gemm (a good kernel is timed, a wrong one never is).
+#include "kestrel/benchmark/harness.h"
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "kestrel/ops/op.h"
+
+using namespace kestrel;
+using namespace kestrel::benchmark;
+
+namespace {
+
+struct Gemm {
+  ops::Registry registry = ops::builtin_ops();
+  const ops::Op& op = registry.get("gemm");
+  ops::Params params = ops::parse_params(op, "24x20x16");
+};
+
+tuner::Best best_of(const Gemm& g, const std::string& target, const std::string& config, double gflops) {
+  tuner::Best b;
+  b.op = "gemm";
+  b.workload = g.params;
+  b.target = target;
+  b.record.config = ops::parse_config(g.op, g.params, config);
+  b.record.gflops = gflops;
+  b.trials = 12;
+  return b;
+}
+
+Options quick(const Gemm& g) {
+  Options options;
+  options.workloads.push_back({"small", &g.op, g.params});
+  options.threads = {1};
+  options.timing.repeat = 3;
+  options.timing.min_round_s = 0.002;
+  options.timing.settle_s = 0.0;
+  options.target = host::parse_target("native");
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("the bench times the given config, else the target's best record, else the default", "[benchmark]") {
+  Gemm g;
+  const std::string config = ops::format_config(g.op.default_config(g.params));
+  ConfigChoice given = choose_config(g.op, g.params, "x", {}, nullptr, config);
+  CHECK(given.source == "--config");
+  CHECK(ops::format_config(given.config) == config);
+
+  ConfigChoice none = choose_config(g.op, g.params, "x", {}, nullptr, "");
+  CHECK(none.source == "default");
+  CHECK(none.config == g.op.default_config(g.params));
+  CHECK(none.detail == "no record for this workload and target");
+
+  std::vector<tuner::Best> best = {best_of(g, "other-target", config, 1.0), best_of(g, "x", config, 95.14)};
+  ConfigChoice recorded = choose_config(g.op, g.params, "x", best, nullptr, "");
+  CHECK(recorded.source == "db");
+  CHECK(recorded.detail == "best of 12 trials, 95.1 GFLOP/s when tuned");
+  CHECK(choose_config(g.op, g.params, "y", best, nullptr, "").source == "default");
+
+  // A record whose knob no longer exists falls back to the default, saying why.
+  best[1].record.config["no_such_knob"] = 1;
+  ConfigChoice stale = choose_config(g.op, g.params, "x", best, nullptr, "");
+  CHECK(stale.source == "default");
+  CHECK_THAT(stale.detail, Catch::StartsWith("the recorded best (") && Catch::Contains("is no longer valid"));
+
+  CHECK_THROWS_AS(choose_config(g.op, g.params, "x", {}, nullptr, "no_such_knob=1"), ops::OpError);
+}
+
+TEST_CASE("the speed ratio is the median of the per-round ratios", "[benchmark]") {
+  Timing kestrel, library;
+  kestrel.rounds = {1.0, 2.0, 1.0};
+  kestrel.median_s = 1.0;
+  library.rounds = {2.0, 2.0, 3.0};  // ratios 2, 1, 3
+  library.median_s = 2.0;
+  REQUIRE(speed_ratio(kestrel, &library));
+  CHECK(*speed_ratio(kestrel, &library) == Approx(2.0));
+  library.rounds = {2.0, 2.0};  // different round counts: ratio of the medians
+  CHECK(*speed_ratio(kestrel, &library) == Approx(2.0));
+  library.status = "wrong answer: ...";
+  CHECK_FALSE(speed_ratio(kestrel, &library));
+  CHECK_FALSE(speed_ratio(kestrel, nullptr));
+}
+
+TEST_CASE("the bench checks Kestrel's kernel, then times it interleaved with the libraries", "[benchmark]") {
+  Gemm g;
+  Options options = quick(g);
+  std::vector<std::string> seen;
+  options.on_workload = [&](const ops::Workload& w, unsigned t) { seen.push_back(w.label + "/" + std::to_string(t)); };
+  Report report = run(options);
+  CHECK(seen == std::vector<std::string>{"small/1"});
+  REQUIRE(report.workloads.size() == 1);
+  CHECK(report.workloads[0].choice.source == "default");
+  REQUIRE(report.workloads[0].problem);
+  CHECK(report.workloads[0].problem->kind == Problem::Kind::gemm);
+  REQUIRE(report.rows.size() == 1);
+  const Row& row = report.rows[0];
+  INFO(row.kestrel.status);
+  CHECK(row.kestrel.status == "ok");
+  CHECK(row.kestrel.rounds.size() == 3);
+  CHECK(row.kestrel.calls_per_round >= 1);
+  CHECK(row.kestrel.gflops > 0);
+  // Checked against the first library, or the op's reference kernel without one.
+  CHECK_FALSE(row.checked_against.empty());
+  for (const auto& [name, t] : row.libraries) {
+    INFO(name << ": " << t.status);
+    CHECK(t.status == "ok");
+    CHECK(t.rounds.size() == 3);
+    CHECK(speed_ratio(row.kestrel, &t));
+  }
+}
+
+TEST_CASE("the bench never times a kernel that computes the wrong answer", "[benchmark][bad-input]") {
+  Gemm g;
+  Options options = quick(g);
+  std::ifstream in(KESTREL_E2E_FIXTURE_DIR "/wrong_gemm.c");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  options.kernel_text = text.str();
+  options.kernel_path = "wrong_gemm.c";
+  Report report = run(options);
+  REQUIRE(report.rows.size() == 1);
+  CHECK(report.workloads[0].choice.source == "file");
+  const Timing& kestrel = report.rows[0].kestrel;
+  CHECK_THAT(kestrel.status, Catch::StartsWith("wrong answer: max error ") && Catch::Contains("exceeds tolerance") &&
+                                 Catch::Contains("; first: element "));
+  CHECK(kestrel.rounds.empty());
+  CHECK_FALSE(speed_ratio(kestrel, nullptr));
+}

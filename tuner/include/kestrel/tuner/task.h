@@ -1,0 +1,37 @@
+// What is tuned (a Task: one op on one workload for one compile target) and which
+// devices a measurement is valid for (a DeviceClass).
+#pragma once
+
+#include <string>
+
+#include "kestrel/host/target.h"
+#include "kestrel/ops/op.h"
+#include "kestrel/rpc/device_info.h"
+
+namespace kestrel::tuner {
+
+// Which devices a measurement is valid for: the pool key, the hardware model (CPU model
+// name, or GPU name for GPU targets), and the fingerprint (host::device_fingerprint:
+// triple|cpu model|cores). Two devices of one class are interchangeable for tuning.
+struct DeviceClass {
+  std::string key;
+  std::string model;
+  std::string fingerprint;
+  friend bool operator==(const DeviceClass&, const DeviceClass&) = default;
+};
+DeviceClass device_class_of(const std::string& key, const rpc::DeviceInfo& device, const host::Target& target);
+
+// What is tuned: one op on one workload for one compile target. `op` is borrowed and
+// must outlive the task (the registry owns it).
+struct Task {
+  const ops::Op* op = nullptr;      // the backend variant (registry.get(name, target.backend))
+  ops::Params params;
+  host::Target target;
+  std::string op_name() const;      // op->name()
+  std::string workload() const;     // ops::format_params(params)
+  std::string target_name() const;  // target.to_string()
+  std::string key() const;          // stable: "<op>/<workload>/<target>"
+  double flops() const;
+};
+
+}  // namespace kestrel::tuner

@@ -149,6 +149,47 @@ TEST_CASE("Ctrl-C in the middle of a batch keeps the records and the next run re
   CHECK(result["this_session"] == 4);
 }
 
+// A terminal's Ctrl-C signals the whole foreground process group: the embedded device
+// must not be in it (it would die mid-batch, its candidates recorded "device lost").
+TEST_CASE("Ctrl-C to the whole process group stops cleanly, loses no device, and the next run resumes",
+          "[e2e][tune]") {
+  TempDir dir;
+  std::string db = dir.file("group.db");
+  Process run(tune_args(db, 400), dir.file("run.log"), /*new_group=*/true);
+  REQUIRE(test::wait_for([&] { return record_count(db) >= 6 || !run.running(); }, 120s));
+  REQUIRE(run.running());
+  run.signal_group(SIGINT);
+  auto code = run.wait_exit(20s);
+  INFO(run.log());
+  REQUIRE(code);
+  CHECK(*code == 130);
+  std::size_t kept = record_count(db);
+  std::size_t lost = 0, ok = 0;
+  {
+    tuner::RecordsDb records(db);
+    for (const auto& best : records.best()) {
+      for (const auto& r : records.find(best.op, best.workload, best.target)) {
+        lost += r.status == "device lost" ? 1 : 0;
+        ok += r.status == "ok" ? 1 : 0;
+      }
+    }
+  }
+  CHECK(lost == 0);
+  REQUIRE(ok > 0);
+  // Trials succeeded: the summary shows the best of them.
+  CHECK_THAT(run.log(), !Catch::Contains("no successful measurement"));
+  CHECK_THAT(run.log(), Catch::Contains("best recorded"));
+
+  std::string output;
+  auto argv = tune_args(db, static_cast<int>(kept) + 4);
+  argv.push_back("--json");
+  REQUIRE(test::run_command(argv, output, dir.file("rerun.out")) == 0);
+  auto result = parse_json(output);
+  REQUIRE(result.is_object());
+  CHECK(result["resumed"].get<std::size_t>() == kept);
+  CHECK(result["this_session"] == 4);
+}
+
 TEST_CASE("kestrel tune rejects bad input with clear errors", "[e2e][tune][bad-input]") {
   TempDir dir;
   std::string output;

@@ -187,15 +187,9 @@ int run_profile(int argc, char** argv) {
       subject = subject_from_file(args);
     }
     rpc::MeasureSettings measure = measure_options(args);
-    PoolChoice pool = pool_choice(args);
-
-    host::PoolOptions pool_options;
-    pool_options.tracker = pool.tracker;
-    pool_options.key = pool.key;
-    pool_options.token = pool.token;
-    pool_options.wait = pool.wait;
+    host::PoolOptions pool_options = tools::pool_options(args, "kestrel profile");
     pool_options.reconnect_window = std::chrono::milliseconds(0);
-    pool_options.client_name = "kestrel profile";
+
     host::LeasedPool leased(pool_options);
 
     tuner::Evaluation result;
@@ -214,7 +208,7 @@ int run_profile(int argc, char** argv) {
               throw UsageError("--kernel files are CPU C kernels; use --op for " + target.to_string() + " kernels");
             }
             host::Compiler compiler({2});
-            tuner::MeasuredEvaluator evaluator(compiler, leased.measurer(), pool.key);
+            tuner::MeasuredEvaluator evaluator(compiler, leased.measurer(), pool_options.key);
             std::vector<tuner::Evaluation> results;
             if (subject.task) {
               std::vector<ops::Config> configs(1, subject.config);

@@ -196,7 +196,7 @@ int run_tune(int argc, char** argv) {
     options.final_repeat = static_cast<std::uint32_t>(args.get_int("final-repeat", 15, 1, 10'000));
     options.transfer = !args.has("no-transfer");
     options.measure = measure_options(args);
-    PoolChoice pool = pool_choice(args);
+    host::PoolOptions pool = pool_options(args, "kestrel tune");
     options.device_key = pool.key;
     unsigned devices = static_cast<unsigned>(args.get_int("devices", 1, 1, 4096));
     unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
@@ -205,13 +205,9 @@ int run_tune(int argc, char** argv) {
     tuner::RecordsDb db(db_path);  // fails early on a bad file
 
     TuneSessionOptions session_options;
-    session_options.session.pool.tracker = pool.tracker;
-    session_options.session.pool.key = pool.key;
-    session_options.session.pool.token = pool.token;
-    session_options.session.pool.wait = pool.wait;
+    session_options.session.pool = pool;
     session_options.session.pool.devices = devices;
     session_options.session.pool.reconnect_window = reconnect_window;
-    session_options.session.pool.client_name = "kestrel tune";
     session_options.session.compile_threads = compile_threads;
     session_options.session.tune = options;
     session_options.session.choose_target = [&args](const rpc::DeviceInfo& device) {

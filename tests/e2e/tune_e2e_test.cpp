@@ -226,6 +226,12 @@ TEST_CASE("kestrel tune rejects bad input with clear errors", "[e2e][tune][bad-i
   CHECK(test::run_command({kKestrel, "tune", "--shape", "64x64x64", "--strategy", "magic", "--db", db}, output,
                           dir.file("o4")) == 2);
   CHECK_THAT(output, Catch::Contains("unknown strategy 'magic'"));
+  // One --seed (the search's); the input data's is --data-seed.
+  REQUIRE(test::run_command({kKestrel, "tune", "--help"}, output, dir.file("help")) == 0);
+  std::size_t seeds = 0;
+  for (auto at = output.find("--seed "); at != std::string::npos; at = output.find("--seed ", at + 1)) ++seeds;
+  CHECK(seeds == 1);
+  CHECK_THAT(output, Catch::Contains("--data-seed"));
   CHECK(test::run_command({kKestrel, "tune", "--shape", "64x64x64", "--time-budget", "10x", "--db", db}, output,
                           dir.file("o4b")) == 2);
   CHECK_THAT(output, Catch::Contains("unknown unit 'x'"));

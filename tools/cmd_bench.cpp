@@ -632,16 +632,17 @@ int run_bench(int argc, char** argv) {
     if (args.has("tune-trials")) {
       db = tuner::open_records(db_path);
       TuneSessionOptions options;
-      options.pool.key = "local";
-      options.tune.trials = static_cast<std::size_t>(args.get_int("tune-trials", 0, 1, 100'000'000));
-      options.tune.measure.repeat = 5;
+      options.session.pool.key = "local";
+      options.session.pool.client_name = "kestrel bench";
+      options.session.tune.trials = static_cast<std::size_t>(args.get_int("tune-trials", 0, 1, 100'000'000));
+      options.session.tune.measure.repeat = 5;
       options.quiet = json;
       options.program = "kestrel bench";
-      std::vector<TuneJob> jobs;
+      std::vector<tuner::TuneJob> jobs;
       for (const auto& w : workloads) jobs.push_back({w.label, w.op, w.params});
-      if (!json) std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << options.tune.trials
+      if (!json) std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << options.session.tune.trials
                            << " trials each into " << db_path << "\n";
-      TuneSessionResult tuned = run_tune_session(jobs, *db, options);
+      tuner::SessionResult tuned = run_tune_session(jobs, *db, options);
       if (tuned.interrupted) {
         std::cerr << "kestrel bench: tuning interrupted; records so far are in " << db_path << "\n";
         return 130;

@@ -296,6 +296,42 @@ TEST_CASE("kestrel tune rejects bad input with clear errors", "[e2e][tune][bad-i
   CHECK_THAT(output, Catch::Contains("no device is registered under key 'rpi4'") && Catch::Contains("cpu"));
 }
 
+TEST_CASE("two device classes of one target tuned into one database each get their trials", "[e2e][tune]") {
+  // Two keys (a Pi 4 and a Jetson would both be aarch64-linux-gnu): the records of the
+  // first must not make the second "resume" trials it never measured.
+  TempDir dir;
+  std::string db = dir.file("classes.db");
+  TrackerProcess tracker(dir);
+  auto pi4 = start_device(dir, tracker, "pi4", "board-a");
+  auto jetson = start_device(dir, tracker, "jetson", "board-b");
+  REQUIRE(test::wait_for([&] { return device_count(query(dir, tracker)) == 2; }));
+  auto tune_on = [&](const std::string& key, const std::string& out) {
+    auto argv = tune_args(db, 6);
+    argv.insert(argv.end(), {"--tracker", tracker.address(), "--key", key, "--json"});
+    std::string output;
+    int code = test::run_command(argv, output, dir.file(out));
+    INFO(output);
+    REQUIRE(code == 0);
+    return parse_json(output);
+  };
+  auto first = tune_on("pi4", "pi4.out");
+  CHECK(first["this_session"] == 6);
+  auto second = tune_on("jetson", "jetson.out");
+  CHECK(second["resumed"] == 0);
+  CHECK(second["this_session"] == 6);
+  auto again = tune_on("pi4", "pi4-again.out");
+  CHECK(again["resumed"] == 6);
+  CHECK(again["this_session"] == 0);
+  // `best` answers per device class.
+  std::string output;
+  REQUIRE(test::run_command({kKestrel, "best", "--db", db, "--json"}, output, dir.file("best.out")) == 0);
+  auto best = nlohmann::json::parse(output.substr(output.find('[')), nullptr, false);
+  REQUIRE(best.is_array());
+  std::set<std::string> keys;
+  for (const auto& b : best) keys.insert(b["device_class"]["key"].get<std::string>());
+  CHECK(keys == std::set<std::string>{"jetson", "pi4"});
+}
+
 TEST_CASE("a tuning session carries on when the tracker restarts in the middle", "[e2e][tune]") {
   TempDir dir;
   auto tracker = std::make_unique<TrackerProcess>(dir);

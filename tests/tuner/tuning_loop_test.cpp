@@ -156,6 +156,34 @@ TEST_CASE("tuning loop: resuming measures nothing twice", "[tuning_loop]") {
   CHECK(done.trials == 30);
 }
 
+TEST_CASE("tuning loop: records of another device class are not resumed", "[tuning_loop]") {
+  // Two boards of one target (say a Pi 4 and a Jetson, both aarch64) tuned into one
+  // database: the second measures its own trials instead of resuming the first's.
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  auto constant = [](const ops::Config& c, std::uint32_t) { return bowl(c); };
+  TuneOptions pi4 = options(12, 4), jetson = options(12, 4);
+  pi4.device_class = tuner::DeviceClass{"synthetic", "pi4", "pi4"};
+  jetson.device_class = tuner::DeviceClass{"synthetic", "jetson", "jetson"};
+  SyntheticEvaluator on_pi4(constant, "pi4"), on_jetson(constant, "jetson");
+  {
+    TuningLoop loop(task_of(op), db, on_pi4, pi4);
+    CHECK(sync(loop.run()).this_session == 12);
+  }
+  TuningLoop loop(task_of(op), db, on_jetson, jetson);
+  auto result = sync(loop.run());
+  CHECK(result.resumed == 0);
+  CHECK(result.this_session == 12);
+  CHECK(on_jetson.evaluations() == 12);
+  // The first class resumes its own records and measures nothing more.
+  SyntheticEvaluator again(constant, "pi4");
+  TuningLoop resumed(task_of(op), db, again, pi4);
+  auto done = sync(resumed.run());
+  CHECK(done.resumed == 12);
+  CHECK(again.evaluations() == 0);
+}
+
 TEST_CASE("tuning loop: configurations lost with their device are measured again on resume", "[tuning_loop]") {
   TempDir dir;
   tuner::SqliteRecords db(dir.file("r.db"));

@@ -1,7 +1,7 @@
 // Benchmark support: a real local pool for the benchmarks that measure candidates.
-// An in-process tracker and one kestrel-device child (host::LocalPool), one io thread
-// running the TrackerClient and a MeasureClient that holds one lease; the benchmark
-// thread hands coroutines to the io thread with on_io() and waits for them.
+// A host::LeasedPool on the embedded local pool (an in-process tracker and one
+// kestrel-device child) holding one lease, run by one io thread; the benchmark thread
+// hands coroutines to the io thread with on_io() and waits for them.
 #pragma once
 
 #include <chrono>
@@ -15,11 +15,10 @@
 #include <string>
 #include <thread>
 
-#include "kestrel/host/local_pool.h"
+#include "kestrel/host/leased_pool.h"
 #include "kestrel/host/measure_client.h"
 #include "kestrel/host/target.h"
 #include "kestrel/base/log.h"
-#include "kestrel/rpc/tracker_client.h"
 
 #ifndef KESTREL_DEVICE_BIN_PATH
 #define KESTREL_DEVICE_BIN_PATH ""
@@ -43,25 +42,18 @@ class BenchPool {
   // Starts everything and leases the device; throws on any failure. `call_limit` bounds
   // every on_io() hand-off.
   BenchPool(const std::string& client_name, std::chrono::seconds call_limit) : call_limit_(call_limit) {
-    pool_ = std::make_unique<host::LocalPool>(1, "bench");
+    host::PoolOptions options;
+    options.key = "bench";
+    options.client_name = client_name;
+    options.wait = std::chrono::seconds(30);  // the device child registers first
+    options.reconnect_window = std::chrono::milliseconds(0);
+    pool_ = std::make_unique<host::LeasedPool>(options);
     guard_.emplace(asio::make_work_guard(io_));
     std::packaged_task<void()> run([this] { io_.run(); });
     io_done_ = run.get_future();
     io_thread_ = std::thread(std::move(run));
-
-    rpc::Endpoint endpoint = pool_->endpoint();
-    client_ = on_io<std::shared_ptr<rpc::TrackerClient>>(
-        [endpoint, client_name]() -> rpc::awaitable<std::shared_ptr<rpc::TrackerClient>> {
-          rpc::ClientOptions options;
-          options.name = client_name;
-          co_return co_await rpc::TrackerClient::connect(endpoint, options);
-        });
-    host::MeasureClientOptions options;
-    options.key = pool_->key();
-    options.request_timeout = std::chrono::seconds(30);  // the device child registers first
-    measurer_ = std::make_unique<host::MeasureClient>(client_, options);
-    on_io<void>([this]() -> rpc::awaitable<void> { co_await measurer_->open(); });
-    target_ = host::target_for_device(measurer_->leases().front().info);
+    on_io<void>([this]() -> rpc::awaitable<void> { co_await pool_->open(); });
+    target_ = host::target_for_device(pool_->device());
   }
   ~BenchPool() { stop(); }
   BenchPool(const BenchPool&) = delete;
@@ -81,34 +73,24 @@ class BenchPool {
                                          const rpc::MeasureSettings& options) {
     return on_io<std::vector<host::Measurement>>(
         [this, &workload, &candidates, &options]() -> rpc::awaitable<std::vector<host::Measurement>> {
-          co_return co_await measurer_->measure(workload, candidates, options);
+          co_return co_await pool_->measurer().measure(workload, candidates, options);
         });
   }
 
-  host::MeasureClient& measurer() { return *measurer_; }
+  host::MeasureClient& measurer() { return pool_->measurer(); }
   const host::Target& target() const { return target_; }
-  const std::string& key() const { return pool_->key(); }
+  const std::string& key() const { return pool_->options().key; }
 
   // Releases the lease, closes the client, winds the io thread down and stops the pool.
   // Returns false when the teardown was not clean. Idempotent.
   bool stop() {
     if (!pool_) return true;
     bool clean = true;
-    if (measurer_) {
-      try {
-        on_io<void>([this]() -> rpc::awaitable<void> { co_await measurer_->close(); });
-      } catch (const std::exception& e) {
-        log::error("bench", "closing the measure client: ", e.what());
-        clean = false;
-      }
-    }
-    if (client_) {
-      std::promise<void> closed;
-      asio::post(io_, [this, &closed] {
-        measurer_ ? measurer_->tracker()->close() : client_->close();
-        closed.set_value();
-      });
-      closed.get_future().wait();
+    try {
+      on_io<void>([this]() -> rpc::awaitable<void> { co_await pool_->close(); });
+    } catch (const std::exception& e) {
+      log::error("bench", "closing the pool: ", e.what());
+      clean = false;
     }
     guard_.reset();
     if (io_thread_.joinable()) {
@@ -119,21 +101,17 @@ class BenchPool {
       }
       io_thread_.join();
     }
-    measurer_.reset();
-    client_.reset();
     pool_.reset();
     return clean;
   }
 
  private:
   std::chrono::seconds call_limit_;
-  std::unique_ptr<host::LocalPool> pool_;
   asio::io_context io_;
+  std::unique_ptr<host::LeasedPool> pool_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   std::thread io_thread_;
   std::future<void> io_done_;
-  std::shared_ptr<rpc::TrackerClient> client_;
-  std::unique_ptr<host::MeasureClient> measurer_;
   host::Target target_;
 };
 

@@ -5,8 +5,8 @@
 // K=64,R=3,S=3,pad=1 ("conv2d"). For each one, every strategy (sa, random, anneal, ga by
 // default) runs from scratch with every seed (1,2,3) for up to T trials (160), proposing
 // 16 configurations per batch. The cost of a configuration is a real measurement: the
-// kernel is compiled in-process (host::Compiler, 2 threads, via compile_async) and run on
-// the kestrel-device child of a host::LocalPool through a MeasureClient (repeat=3,
+// configuration goes through tuner::MeasuredEvaluator: compiled in-process (host::Compiler,
+// 2 threads) and run on the kestrel-device child of the bench's host::LeasedPool (repeat=3,
 // min_repeat_ms=10, all cores), checked against the op's reference kernel.
 //
 // Every measurement is cached by configuration in a records database (--db, default
@@ -29,9 +29,8 @@
 //
 // Threads: as in kestrel-bench-candidate, the TrackerClient and MeasureClient live on one
 // io_context run by a background thread (heartbeats flow while the main thread runs the
-// strategies); the main thread hands each compile_async / measure over with co_spawn +
-// use_future and waits. Teardown: MeasureClient::close, TrackerClient::close, the io
-// thread joined, then the LocalPool destroyed.
+// strategies); the main thread hands each evaluation over with co_spawn + use_future and
+// waits. Teardown: the pool's leases released, the io thread joined, the pool stopped.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -53,7 +52,7 @@
 #include <utility>
 #include <vector>
 
-#include "kestrel/host/compile_async.h"
+#include "kestrel/tuner/evaluator.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/local_pool.h"
 #include "bench_pool.h"
@@ -100,12 +99,6 @@ std::vector<std::string> split(const std::string& text) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return kInf;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 std::int64_t now_unix_ms() {
@@ -214,6 +207,7 @@ Options parse_options(int argc, char** argv) {
 struct Env {
   std::unique_ptr<bench::BenchPool> pool;
   std::unique_ptr<host::Compiler> compiler;
+  std::unique_ptr<tuner::MeasuredEvaluator> evaluator;
   host::Target target;
   std::string device_key;
 
@@ -224,29 +218,21 @@ struct Env {
     host::CompilerOptions compiler_options;
     compiler_options.threads = 2;
     compiler = std::make_unique<host::Compiler>(compiler_options);
+    evaluator = std::make_unique<tuner::MeasuredEvaluator>(*compiler, pool->measurer(), device_key);
   }
 
-  std::vector<host::CompileResult> compile(const std::vector<host::CompileRequest>& requests) {
-    return pool->on_io<std::vector<host::CompileResult>>(
-        [this, &requests]() -> rpc::awaitable<std::vector<host::CompileResult>> {
-          co_return co_await host::compile_async(*compiler, requests);
+  // Checks, compiles and measures `configs` of `task` on the io thread.
+  std::vector<tuner::Evaluation> evaluate(const tuner::Task& task, const std::vector<ops::Config>& configs,
+                                          const rpc::MeasureSettings& options) {
+    return pool->on_io<std::vector<tuner::Evaluation>>(
+        [this, &task, &configs, &options]() -> rpc::awaitable<std::vector<tuner::Evaluation>> {
+          co_return co_await evaluator->evaluate(task, configs, options);
         });
-  }
-
-  std::vector<host::Measurement> measure(const host::Workload& workload, const std::vector<host::Candidate>& candidates,
-                                         const rpc::MeasureSettings& options) {
-    return pool->measure(workload, candidates, options);
-  }
-
-  tuner::DeviceClass device_class(const std::string& device) const {
-    for (const auto& lease : pool->measurer().leases()) {
-      if (lease.info.name == device) return tuner::device_class_of(device_key, lease.info, target);
-    }
-    return {device_key, "", ""};
   }
 
   // Returns false when the teardown was not clean.
   bool stop() {
+    evaluator.reset();
     bool clean = pool ? pool->stop() : true;
     compiler.reset();
     pool.reset();
@@ -283,69 +269,27 @@ class Oracle {
     options_.min_repeat_ms = 10;
     options_.cooldown_ms = 0;
     options_.threads = 0;
-
-    std::vector<host::CompileRequest> requests(1);
-    requests[0].source = op_.reference(params_);
-    requests[0].target = env_.target;
-    std::vector<host::CompileResult> compiled = env_.compile(requests);
-    if (!compiled.at(0).ok) throw std::runtime_error("the reference kernel does not compile:\n" + compiled[0].diagnostics);
-    for (const auto& t : op_.tensors(params_)) workload_.args.push_back({t.elements(), t.role == ops::Role::output});
-    workload_.reference.hash = compiled[0].hash;
-    workload_.reference.image = std::make_shared<std::vector<std::uint8_t>>(std::move(compiled[0].shared_object));
-    workload_.tolerance = op_.tolerance(params_);
+    task_.op = &op_;
+    task_.params = params_;
+    task_.target = env_.target;
   }
 
-  // The costs of a batch of points; measures (in one compile + one measure call) those
-  // not in the cache.
+  // The costs of a batch of points; measures (in one evaluate call) those not in the cache.
   std::vector<Cost> evaluate(const std::vector<std::uint64_t>& indices) {
     std::vector<Cost> out(indices.size());
     std::vector<std::string> names(indices.size());
-    std::vector<host::CompileRequest> requests;
-    std::vector<std::string> request_names;
+    std::vector<ops::Config> configs;
     std::map<std::string, bool> queued;
     last_new_ = 0;
     for (std::size_t i = 0; i < indices.size(); ++i) {
       ops::Config config = space_.config(indices[i]);
       names[i] = ops::format_config(config);
       if (cache_.contains(names[i]) || queued.contains(names[i])) continue;
-      std::string invalid = op_.check(params_, config);
-      if (!invalid.empty()) {
-        record(names[i], host::Status::instantiation_error, invalid, {}, "", 0);
-        continue;
-      }
-      host::CompileRequest request;
-      request.source = op_.source(ops::Backend::cpu, params_, config);
-      request.target = env_.target;
-      requests.push_back(std::move(request));
-      request_names.push_back(names[i]);
+      configs.push_back(std::move(config));
       queued[names[i]] = true;
     }
-    if (!requests.empty()) {
-      std::vector<host::CompileResult> compiled = env_.compile(requests);
-      std::vector<host::Candidate> candidates;
-      std::vector<double> compile_ms;
-      std::vector<std::string> candidate_names;
-      for (std::size_t k = 0; k < compiled.size(); ++k) {
-        host::CompileResult& c = compiled[k];
-        if (!c.ok) {
-          record(request_names[k], host::Status::host_compile_error, c.diagnostics, {}, "", c.compile_ms);
-          continue;
-        }
-        host::Candidate candidate;
-        candidate.id = candidates.size();
-        candidate.module.hash = c.hash;
-        candidate.module.image = std::make_shared<std::vector<std::uint8_t>>(std::move(c.shared_object));
-        candidates.push_back(std::move(candidate));
-        compile_ms.push_back(c.compile_ms);
-        candidate_names.push_back(request_names[k]);
-      }
-      if (!candidates.empty()) {
-        std::vector<host::Measurement> results = env_.measure(workload_, candidates, options_);
-        for (const host::Measurement& m : results) {
-          if (m.id >= candidate_names.size()) throw std::runtime_error("a measurement with an unknown id");
-          record(candidate_names[m.id], m.status, m.message, m.round_seconds, m.device, compile_ms[m.id]);
-        }
-      }
+    if (!configs.empty()) {
+      for (const tuner::Evaluation& e : env_.evaluate(task_, configs, options_)) record(e);
     }
     for (std::size_t i = 0; i < indices.size(); ++i) {
       auto it = cache_.find(names[i]);
@@ -378,28 +322,27 @@ class Oracle {
   const std::string& target_name() const { return target_name_; }
 
  private:
-  void record(const std::string& config, host::Status status, const std::string& message,
-              const std::vector<double>& rounds, const std::string& device, double compile_ms) {
+  void record(const tuner::Evaluation& e) {
     tuner::Record r;
     r.op = std::string(op_.name());
     r.workload = params_;
     r.target = target_name_;
-    r.device_class = env_.device_class(device);
-    r.device = device;
-    r.config = ops::parse_pairs(config);
-    r.is_default = r.config == op_.default_config(params_);
-    r.status = status;
-    r.message = message;
-    r.round_seconds = rounds;
-    r.cost = status == host::Status::ok ? median(rounds) : kInf;
+    r.device_class = e.device_class;
+    r.device = e.device;
+    r.config = e.config;
+    r.is_default = e.config == op_.default_config(params_);
+    r.status = e.status;
+    r.message = e.message;
+    r.round_seconds = e.round_seconds;
+    r.cost = e.ok() ? e.cost : kInf;
     r.gflops = gflops(r.cost);
-    r.compile_ms = compile_ms;
+    r.compile_ms = e.compile_ms;
     r.tool_version = std::string(software_version());
     r.time_unix_ms = now_unix_ms();
     r.session = session_;
     db_.add(r);
-    bool ok = status == host::Status::ok && std::isfinite(r.cost) && r.cost > 0;
-    cache_[config] = Cost{ok ? r.cost : kInf, ok};
+    bool ok = e.ok() && std::isfinite(r.cost) && r.cost > 0;
+    cache_[ops::format_config(r.config)] = Cost{ok ? r.cost : kInf, ok};
     ++measured_now_;
     ++last_new_;
     if (!ok) ++failures_now_;
@@ -412,7 +355,7 @@ class Oracle {
   const tuner::Space& space_;
   std::string workload_name_, target_name_, session_;
   double flops_ = 0;
-  host::Workload workload_;
+  tuner::Task task_;
   rpc::MeasureSettings options_;
   std::map<std::string, Cost> cache_;
   std::size_t resumed_ = 0, measured_now_ = 0, failures_now_ = 0, last_new_ = 0;

@@ -8,13 +8,14 @@ SUDO="${SUDO-}"
 if [ -z "$SUDO" ] && [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 APT_TRIES="${KESTREL_APT_TRIES:-4}"
+APT_DELAY="${KESTREL_APT_RETRY_DELAY:-5}"  # seconds; the n-th retry waits n times this
 
 apt_update() {
   local try
   for try in $(seq 1 "$APT_TRIES"); do
     if $SUDO apt-get update -qq; then return 0; fi
     echo "setup: apt-get update failed (try $try of $APT_TRIES)" >&2
-    [ "$try" -lt "$APT_TRIES" ] && sleep $((try * 5))
+    [ "$try" -lt "$APT_TRIES" ] && sleep $((try * APT_DELAY))
   done
   echo "setup: going on with the package indexes apt has; the install says if something is missing" >&2
   return 0
@@ -25,7 +26,7 @@ apt_install() {
   for try in $(seq 1 "$APT_TRIES"); do
     if $SUDO apt-get install -y -qq --no-install-recommends "$@"; then return 0; fi
     echo "setup: apt-get install failed (try $try of $APT_TRIES)" >&2
-    if [ "$try" -lt "$APT_TRIES" ]; then sleep $((try * 5)); apt_update; fi
+    if [ "$try" -lt "$APT_TRIES" ]; then sleep $((try * APT_DELAY)); apt_update; fi
   done
   echo "setup: could not install: $*" >&2
   return 1

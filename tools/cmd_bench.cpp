@@ -283,16 +283,19 @@ int run_bench(int argc, char** argv) {
     if (args.has("tune-trials")) {
       db = tuner::open_records(db_path);
       TuneSessionOptions tune_options;
-      tune_options.pool.key = "local";
-      tune_options.tune.trials = static_cast<std::size_t>(args.get_int("tune-trials", 0, 1, 100'000'000));
-      tune_options.tune.measure.repeat = 5;
+      tune_options.session.pool.key = "local";
+      tune_options.session.pool.client_name = "kestrel bench";
+      tune_options.session.tune.trials = static_cast<std::size_t>(args.get_int("tune-trials", 0, 1, 100'000'000));
+      tune_options.session.tune.measure.repeat = 5;
       tune_options.quiet = json;
       tune_options.program = "kestrel bench";
-      std::vector<TuneJob> jobs;
+      std::vector<tuner::TuneJob> jobs;
       for (const auto& w : workloads) jobs.push_back({w.label, w.op, w.params});
-      if (!json) std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << tune_options.tune.trials
-                           << " trials each into " << db_path << "\n";
-      TuneSessionResult tuned = run_tune_session(jobs, *db, tune_options);
+      if (!json) {
+        std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << tune_options.session.tune.trials
+                  << " trials each into " << db_path << "\n";
+      }
+      tuner::SessionResult tuned = run_tune_session(jobs, *db, tune_options);
       if (tuned.interrupted) {
         std::cerr << "kestrel bench: tuning interrupted; records so far are in " << db_path << "\n";
         return 130;

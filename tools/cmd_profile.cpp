@@ -11,13 +11,12 @@
 
 #include "args.h"
 #include "commands.h"
-#include "kestrel/host/compile_async.h"
-#include "kestrel/host/compiler.h"
-#include "kestrel/host/measure_client.h"
-#include "kestrel/ops/op.h"
-#include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
-#include "kestrel/host/local_pool.h"
+#include "kestrel/host/compiler.h"
+#include "kestrel/host/leased_pool.h"
+#include "kestrel/ops/op.h"
+#include "kestrel/tuner/evaluator.h"
+#include "kestrel/tuner/task.h"
 #include "measure_args.h"
 
 namespace kestrel::tools {
@@ -48,34 +47,31 @@ std::string read_file(const std::string& path) {
   return buffer.str();
 }
 
-// What is being profiled: sources, arguments, FLOPs, tolerance.
+// What is being profiled: an op's configuration (a task) or a user kernel file.
 struct Subject {
   std::string label;
-  ops::KernelSource kernel;
-  std::optional<ops::KernelSource> reference;
-  std::vector<rpc::TensorArg> args;
   double flops = 0;
-  double tolerance = 1e-4;
-  std::string instantiation_error;
+  // --op
+  std::optional<tuner::Task> task;
+  ops::Config config;
+  // --kernel
+  tuner::PreparedKernel kernel;
+  tuner::PreparedWorkload workload;
 };
 
-// The op's variant for `backend` (GPU kernels have knobs of their own).
+// The op's variant for `target`'s backend (GPU kernels have knobs of their own).
 Subject subject_from_op(const ops::Registry& registry, const Args& args, const host::Target& target) {
   const ops::Op& op = registry.get(args.get("op"), target.backend);
   if (!args.has("shape")) throw UsageError("--shape is required with --op (see `kestrel ops --op " + args.get("op") + "`)");
-  ops::Params params = ops::parse_params(op, args.get("shape"));
-  ops::Config config = ops::parse_config(op, params, args.get("config"));
   Subject s;
-  s.label = std::string(op.name()) + " " + ops::format_params(params) + " [" + ops::format_config(config) + "]";
-  s.flops = op.flops(params);
-  s.tolerance = op.tolerance(params);
-  for (const auto& t : op.tensors(params)) s.args.push_back({t.elements(), t.role == ops::Role::output});
-  s.instantiation_error = op.check(params, config);
-  if (s.instantiation_error.empty()) {
-    s.kernel = op.source(target.backend, params, config);
-    s.instantiation_error = host::check_launch(s.kernel, target);
-  }
-  s.reference = op.reference(params);
+  tuner::Task task;
+  task.op = &op;
+  task.params = ops::parse_params(op, args.get("shape"));
+  task.target = target;
+  s.config = ops::parse_config(op, task.params, args.get("config"));
+  s.label = task.op_name() + " " + task.workload() + " [" + ops::format_config(s.config) + "]";
+  s.flops = task.flops();
+  s.task = std::move(task);
   return s;
 }
 
@@ -89,8 +85,8 @@ Subject subject_from_file(const Args& args) {
   if (spec.is_discarded() || !spec.is_object()) throw UsageError("spec '" + spec_path + "' is not a JSON object");
   Subject s;
   s.label = args.get("kernel");
-  s.kernel.file_name = std::filesystem::path(args.get("kernel")).filename().string();
-  s.kernel.text = read_file(args.get("kernel"));
+  s.kernel.source.file_name = std::filesystem::path(args.get("kernel")).filename().string();
+  s.kernel.source.text = read_file(args.get("kernel"));
   if (!spec.contains("args") || !spec["args"].is_array() || spec["args"].empty()) {
     throw UsageError("spec '" + spec_path + "' needs \"args\": [{\"elements\": N, \"output\": bool}, ...]");
   }
@@ -98,34 +94,34 @@ Subject subject_from_file(const Args& args) {
     if (!a.contains("elements") || !a["elements"].is_number_integer() || a["elements"].get<std::int64_t>() <= 0) {
       throw UsageError("spec '" + spec_path + "': every arg needs a positive integer \"elements\"");
     }
-    s.args.push_back({a["elements"].get<std::int64_t>(), a.value("output", false)});
+    s.workload.workload.args.push_back({a["elements"].get<std::int64_t>(), a.value("output", false)});
   }
   if (spec.contains("defines")) {
     for (const auto& [name, value] : spec["defines"].items()) {
-      s.kernel.defines.push_back({name, value.is_string() ? value.get<std::string>() : value.dump()});
+      s.kernel.source.defines.push_back({name, value.is_string() ? value.get<std::string>() : value.dump()});
     }
   }
   s.flops = spec.value("flops", 0.0);
-  s.tolerance = spec.value("tolerance", 1e-4);
+  s.workload.workload.tolerance = spec.value("tolerance", 1e-4);
   if (spec.contains("reference")) {
     auto ref_path = std::filesystem::path(spec_path).parent_path() / spec["reference"].get<std::string>();
     ops::KernelSource ref;
     ref.file_name = ref_path.filename().string();
     ref.text = read_file(ref_path.string());
-    ref.defines = s.kernel.defines;
-    s.reference = ref;
+    ref.defines = s.kernel.source.defines;
+    s.workload.reference = ref;
   }
   return s;
 }
 
-void print_text(const Subject& subject, const host::Measurement& m, const host::Target& target, double compile_ms) {
+void print_text(const Subject& subject, const tuner::Evaluation& m, const host::Target& target) {
   std::cout << "kernel:   " << subject.label << "\n"
             << "target:   " << target.to_string() << "\n"
             << "device:   " << (m.device.empty() ? "-" : m.device) << "\n"
-            << "status:   " << host::to_string(m.status) << "\n";
+            << "status:   " << kernel::to_string(m.status) << "\n";
   if (!m.message.empty()) std::cout << "message:  " << m.message << "\n";
-  if (compile_ms > 0) std::cout << "compile:  " << std::fixed << std::setprecision(1) << compile_ms << " ms\n";
-  if (m.status != host::Status::ok) return;
+  if (m.compile_ms > 0) std::cout << "compile:  " << std::fixed << std::setprecision(1) << m.compile_ms << " ms\n";
+  if (m.status != kernel::Status::ok) return;
   Stats s = stats_of(m.round_seconds);
   std::cout << std::fixed << std::setprecision(3) << "rounds:   " << m.round_seconds.size() << " x " << m.number
             << " calls\n"
@@ -139,15 +135,14 @@ void print_text(const Subject& subject, const host::Measurement& m, const host::
   std::cout << std::scientific << std::setprecision(2) << "max err:  " << m.max_error << "\n";
 }
 
-nlohmann::json to_json(const Subject& subject, const host::Measurement& m, const host::Target& target,
-                       double compile_ms) {
+nlohmann::json to_json(const Subject& subject, const tuner::Evaluation& m, const host::Target& target) {
   Stats s = stats_of(m.round_seconds);
   nlohmann::json out = {{"kernel", subject.label},      {"target", target.to_string()},
-                        {"device", m.device},           {"status", host::to_string(m.status)},
-                        {"message", m.message},         {"compile_ms", compile_ms},
+                        {"device", m.device},           {"status", kernel::to_string(m.status)},
+                        {"message", m.message},         {"compile_ms", m.compile_ms},
                         {"number", m.number},           {"round_seconds", m.round_seconds},
                         {"max_error", m.max_error},     {"flops", subject.flops}};
-  if (m.status == host::Status::ok) {
+  if (m.status == kernel::Status::ok) {
     out["min_s"] = s.min;
     out["median_s"] = s.median;
     out["mean_s"] = s.mean;
@@ -192,72 +187,42 @@ int run_profile(int argc, char** argv) {
       subject = subject_from_file(args);
     }
     rpc::MeasureSettings measure = measure_options(args);
-    PoolChoice pool = pool_choice(args);
+    host::PoolOptions pool_options = tools::pool_options(args, "kestrel profile");
+    pool_options.reconnect_window = std::chrono::milliseconds(0);
 
-    std::unique_ptr<host::LocalPool> local;
-    if (!pool.tracker) local = std::make_unique<host::LocalPool>(1, pool.key);
-    rpc::Endpoint endpoint = pool.tracker ? *pool.tracker : local->endpoint();
+    host::LeasedPool leased(pool_options);
 
-    host::Measurement result;
+    tuner::Evaluation result;
     host::Target target;
-    double compile_ms = 0;
     asio::io_context io;
     std::exception_ptr failure;
     asio::co_spawn(
         io,
         [&]() -> rpc::awaitable<void> {
-          rpc::ClientOptions client_options;
-          client_options.name = "kestrel profile";
-          client_options.token = pool.token;
-          auto client = co_await rpc::TrackerClient::connect(endpoint, client_options);
-          host::MeasureClientOptions measure_client;
-          measure_client.key = pool.key;
-          measure_client.request_timeout = pool.wait;
-          host::MeasureClient measurer(client, measure_client);
           try {
-            co_await measurer.open();
-            target = resolve_target(args, measurer.leases().front().info);
+            co_await leased.open();
+            target = resolve_target(args, leased.device());
             if (args.has("op")) {
               subject = subject_from_op(registry, args, target);
             } else if (target.is_gpu()) {
               throw UsageError("--kernel files are CPU C kernels; use --op for " + target.to_string() + " kernels");
             }
-            result.device = measurer.leases().front().info.name;
-            if (!subject.instantiation_error.empty()) {
-              result.status = host::Status::instantiation_error;
-              result.message = subject.instantiation_error;
+            host::Compiler compiler({2});
+            tuner::MeasuredEvaluator evaluator(compiler, leased.measurer(), pool_options.key);
+            std::vector<tuner::Evaluation> results;
+            if (subject.task) {
+              std::vector<ops::Config> configs(1, subject.config);
+              results = co_await evaluator.evaluate(*subject.task, configs, measure);
             } else {
-              host::Compiler compiler({2});
-              std::vector<host::CompileRequest> requests(1, host::CompileRequest{subject.kernel, target});
-              if (subject.reference) requests.push_back(host::CompileRequest{*subject.reference, target.reference_target()});
-              // On the compiler's pool: this io thread must keep answering heartbeats.
-              auto compiled = co_await host::compile_async(compiler, std::move(requests));
-              host::CompileResult& kernel = compiled.front();
-              compile_ms = kernel.compile_ms;
-              host::Workload workload;
-              workload.args = subject.args;
-              workload.tolerance = subject.tolerance;
-              if (subject.reference) {
-                host::CompileResult& ref = compiled.back();
-                if (!ref.ok) throw std::runtime_error("the reference kernel does not compile:\n" + ref.diagnostics);
-                workload.reference = {ref.hash, std::make_shared<std::vector<std::uint8_t>>(std::move(ref.shared_object))};
-              }
-              if (!kernel.ok) {
-                result.status = host::Status::host_compile_error;
-                result.message = kernel.diagnostics;
-              } else {
-                host::Candidate candidate{1, {kernel.hash, std::make_shared<std::vector<std::uint8_t>>(
-                                                               std::move(kernel.shared_object))}, ""};
-                std::vector<host::Candidate> candidates(1, candidate);
-                auto results = co_await measurer.measure(workload, candidates, measure);
-                result = results.front();
-              }
+              std::vector<tuner::PreparedKernel> kernels(1, subject.kernel);
+              results = co_await evaluator.evaluate_kernels(kernels, subject.workload, target, measure);
             }
+            result = results.front();
+            if (result.device.empty()) result.device = leased.device().name;
           } catch (...) {
             failure = std::current_exception();
           }
-          co_await measurer.close();
-          measurer.tracker()->close();
+          co_await leased.close();
         },
         [&](std::exception_ptr e) {
           if (e && !failure) failure = e;
@@ -265,11 +230,11 @@ int run_profile(int argc, char** argv) {
     io.run();
     if (failure) std::rethrow_exception(failure);
     if (args.has("json")) {
-      std::cout << to_json(subject, result, target, compile_ms).dump(2) << "\n";
+      std::cout << to_json(subject, result, target).dump(2) << "\n";
     } else {
-      print_text(subject, result, target, compile_ms);
+      print_text(subject, result, target);
     }
-    return result.status == host::Status::ok ? 0 : 1;
+    return result.ok() ? 0 : 1;
   } catch (const UsageError& e) {
     std::cerr << "kestrel profile: " << e.what() << "\n(see kestrel profile --help)\n";
     return 2;

@@ -10,7 +10,6 @@
 #include "args.h"
 #include "commands.h"
 #include "kestrel/ops/workload_sets.h"
-#include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/strategy.h"
@@ -21,15 +20,23 @@
 namespace kestrel::tools {
 namespace {
 
+// "90", "90s", "15m", "2h"; anything else is a usage error.
 std::chrono::seconds parse_duration(const std::string& text) {
   if (text.empty()) throw UsageError("--time-budget needs a value such as 90s, 15m or 2h");
-  char unit = text.back();
-  std::string number = std::isdigit(static_cast<unsigned char>(unit)) ? text : text.substr(0, text.size() - 1);
+  const char unit = text.back();
+  const bool has_unit = !std::isdigit(static_cast<unsigned char>(unit));
+  if (has_unit && unit != 's' && unit != 'm' && unit != 'h') {
+    throw UsageError("--time-budget '" + text + "' has an unknown unit '" + std::string(1, unit) +
+                     "' (use s, m or h, e.g. 90s, 15m or 2h)");
+  }
+  std::string number = has_unit ? text.substr(0, text.size() - 1) : text;
   long value = 0;
   try {
     std::size_t used = 0;
     value = std::stol(number, &used);
-    if (used != number.size() || value < 0) throw std::invalid_argument("");
+    if (used != number.size() || value < 0 || number.empty() || !std::isdigit(static_cast<unsigned char>(number[0]))) {
+      throw std::invalid_argument("");
+    }
   } catch (const std::exception&) {
     throw UsageError("--time-budget '" + text + "' is not a duration such as 90s, 15m or 2h");
   }
@@ -53,18 +60,40 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
   }
   if (r.transfer_records) std::cout << "model seeded with " << r.transfer_records << " records of other workloads\n";
   if (r.final.empty()) {
-    std::cout << "no successful measurement\n";
-    return;
-  }
-  std::cout << "\n" << std::left << std::setw(6) << "RANK" << std::setw(12) << "GFLOP/s" << std::setw(12)
-            << "MEDIAN ms" << std::setw(10) << "SPEED-UP" << "CONFIG\n";
-  int rank = 1;
-  for (const auto& f : r.final) {
-    std::ostringstream speedup;
-    if (r.default_gflops > 0 && f.gflops > 0) speedup << std::fixed << std::setprecision(2) << f.gflops / r.default_gflops << "x";
-    std::cout << std::left << std::setw(6) << rank++ << std::setw(12) << std::fixed << std::setprecision(1) << f.gflops
-              << std::setw(12) << std::setprecision(3) << f.median_s * 1e3 << std::setw(10) << speedup.str()
-              << f.config << "\n";
+    if (!r.best_recorded) {
+      std::cout << "no successful measurement\n";
+      return;
+    }
+    const tuner::FinalEntry& b = *r.best_recorded;
+    std::cout << "\nbest recorded (not re-measured): " << b.config << "\n"
+              << std::fixed << std::setprecision(1) << "  " << b.gflops << " GFLOP/s, median "
+              << std::setprecision(3) << b.median_s * 1e3 << " ms";
+    if (r.default_gflops > 0 && !b.is_default) {
+      std::cout << std::setprecision(2) << ", " << b.gflops / r.default_gflops << "x default";
+    }
+    std::cout << "\n";
+  } else {
+    std::cout << "\nfinal: the best configurations and the default, re-measured interleaved (median of all rounds)\n"
+              << std::left << std::setw(6) << "RANK" << std::setw(12) << "GFLOP/s" << std::setw(12) << "MEDIAN ms"
+              << std::setw(10) << "SPEED-UP" << std::setw(9) << "SPREAD" << "CONFIG\n";
+    int rank = 1;
+    for (const auto& f : r.final) {
+      std::ostringstream speedup, spread;
+      if (r.default_gflops > 0 && f.gflops > 0) {
+        speedup << std::fixed << std::setprecision(2) << f.gflops / r.default_gflops << "x";
+      }
+      if (f.status == "ok") spread << std::fixed << std::setprecision(0) << f.spread * 100 << "%";
+      std::cout << std::left << std::setw(6) << rank++ << std::setw(12) << std::fixed << std::setprecision(1)
+                << f.gflops << std::setw(12) << std::setprecision(3) << f.median_s * 1e3 << std::setw(10)
+                << speedup.str() << std::setw(9) << spread.str() << f.config;
+      if (f.is_default) std::cout << "  (default)";
+      if (f.noisy) std::cout << "  noisy: its rounds disagree";
+      if (f.status != "ok") std::cout << "  " << f.status;
+      std::cout << "\n";
+    }
+    if (r.default_is_best) {
+      std::cout << "no configuration beat the default in the final re-measurement: the default is the recommendation\n";
+    }
   }
   if (r.default_gflops > 0) {
     std::cout << std::fixed << std::setprecision(1) << "default config: " << r.default_gflops << " GFLOP/s\n";
@@ -72,17 +101,22 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
   std::cout << "records: " << db_path << " (kestrel best --db " << db_path << ")\n";
 }
 
+nlohmann::json entry_json(const tuner::FinalEntry& f) {
+  return {{"config", f.config}, {"median_s", f.median_s}, {"gflops", f.gflops},     {"status", f.status},
+          {"spread", f.spread}, {"noisy", f.noisy},       {"is_default", f.is_default}};
+}
+
 nlohmann::json result_json(const tuner::TuneResult& result) {
   nlohmann::json final = nlohmann::json::array();
-  for (const auto& f : result.final) {
-    final.push_back({{"config", f.config}, {"median_s", f.median_s}, {"gflops", f.gflops}, {"status", f.status}});
-  }
-  return {{"session", result.session},         {"op", result.op},
-          {"workload", result.workload},       {"target", result.target},
-          {"trials", result.trials},           {"this_session", result.this_session},
-          {"resumed", result.resumed},         {"statuses", result.statuses},
-          {"stop_reason", result.stop_reason}, {"default_gflops", result.default_gflops},
-          {"final", final}};
+  for (const auto& f : result.final) final.push_back(entry_json(f));
+  nlohmann::json out = {{"session", result.session},         {"op", result.op},
+                        {"workload", result.workload},       {"target", result.target},
+                        {"trials", result.trials},           {"this_session", result.this_session},
+                        {"resumed", result.resumed},         {"statuses", result.statuses},
+                        {"stop_reason", result.stop_reason}, {"default_gflops", result.default_gflops},
+                        {"default_is_best", result.default_is_best}, {"final", final}};
+  if (result.best_recorded) out["best_recorded"] = entry_json(*result.best_recorded);
+  return out;
 }
 
 }  // namespace
@@ -109,8 +143,9 @@ int run_tune(int argc, char** argv) {
   args.option("devices", "N", "devices of the key to lease in parallel", "1");
   args.option("compile-threads", "N", "host compile threads; 0 = one per core", "0");
   args.option("reconnect-ms", "MS", "how long to keep reconnecting when the tracker goes away", "120000");
-  args.option("final-top", "N", "best configurations re-measured at the end", "3");
-  args.option("final-repeat", "N", "their timed rounds", "15");
+  args.option("final-top", "N", "best configurations re-measured at the end beside the default; 0: none (the best "
+                                "recorded is the result)", "3");
+  args.option("final-repeat", "N", "their timed rounds, spread over interleaved passes", "15");
   args.flag("no-transfer", "do not seed the cost model with records of other workloads");
   args.flag("quiet", "no progress output");
   args.flag("json", "print the result as JSON");
@@ -130,7 +165,7 @@ int run_tune(int argc, char** argv) {
     set_log_level(args, "warn");
     ops::Registry registry = ops::builtin_ops();
     bool from_set = args.has("workloads");
-    std::vector<TuneJob> jobs;
+    std::vector<tuner::TuneJob> jobs;
     if (from_set) {
       if (args.has("shape")) throw UsageError("give either --shape or --workloads, not both");
       std::string op_override = args.has("op") ? args.get("op") : "";
@@ -161,7 +196,7 @@ int run_tune(int argc, char** argv) {
     options.final_repeat = static_cast<std::uint32_t>(args.get_int("final-repeat", 15, 1, 10'000));
     options.transfer = !args.has("no-transfer");
     options.measure = measure_options(args);
-    PoolChoice pool = pool_choice(args);
+    host::PoolOptions pool = pool_options(args, "kestrel tune");
     options.device_key = pool.key;
     unsigned devices = static_cast<unsigned>(args.get_int("devices", 1, 1, 4096));
     unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
@@ -170,15 +205,17 @@ int run_tune(int argc, char** argv) {
     auto db = tuner::open_records(db_path);  // fails early on a bad file
 
     TuneSessionOptions session_options;
-    session_options.pool = pool;
-    session_options.devices = devices;
-    session_options.compile_threads = compile_threads;
-    session_options.reconnect_window = reconnect_window;
-    session_options.tune = options;
+    session_options.session.pool = pool;
+    session_options.session.pool.devices = devices;
+    session_options.session.pool.reconnect_window = reconnect_window;
+    session_options.session.compile_threads = compile_threads;
+    session_options.session.tune = options;
+    session_options.session.choose_target = [&args](const rpc::DeviceInfo& device) {
+      return resolve_target(args, device);
+    };
+    session_options.session.registry = &registry;
     session_options.quiet = args.has("quiet") || args.has("json");
-    session_options.target_args = &args;
-    session_options.registry = &registry;
-    TuneSessionResult session = run_tune_session(jobs, *db, session_options);
+    tuner::SessionResult session = run_tune_session(jobs, *db, session_options);
     if (args.has("json")) {
       if (!from_set) {
         nlohmann::json out = result_json(session.results.front());

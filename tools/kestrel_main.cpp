@@ -6,8 +6,7 @@
 
 #include "commands.h"
 #include "kestrel/base/suggest.h"
-#include "kestrel/base/version.h"
-#include "kestrel/rpc/handshake.h"
+#include "kestrel/host/version.h"
 
 namespace {
 
@@ -18,7 +17,7 @@ struct Command {
 };
 
 int run_version(int, char**) {
-  std::cout << "kestrel " << kestrel::software_version() << " (protocol " << kestrel::rpc::protocol_version() << ")\n";
+  std::cout << kestrel::host::version_text() << "\n";
   return 0;
 }
 

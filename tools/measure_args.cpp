@@ -19,16 +19,17 @@ void add_pool_options(Args& args) {
   args.option("features", "FEATURES", "extra target features, e.g. +avx2");
 }
 
-PoolChoice pool_choice(const Args& args) {
-  PoolChoice choice;
-  if (args.has("tracker")) choice.tracker = rpc::parse_endpoint(args.get("tracker"));
-  choice.key = args.get("key", "local");
-  if (!choice.tracker && args.has("key") && choice.key != "local") {
-    throw UsageError("--key " + choice.key + " needs --tracker HOST:PORT (without --tracker a local device is used)");
+host::PoolOptions pool_options(const Args& args, std::string client_name) {
+  host::PoolOptions pool;
+  if (args.has("tracker")) pool.tracker = rpc::parse_endpoint(args.get("tracker"));
+  pool.key = args.get("key", "local");
+  if (!pool.tracker && args.has("key") && pool.key != "local") {
+    throw UsageError("--key " + pool.key + " needs --tracker HOST:PORT (without --tracker a local device is used)");
   }
-  if (args.has("token-file")) choice.token = rpc::Token::from_file(args.get("token-file"));
-  choice.wait = std::chrono::milliseconds(args.get_int("wait-ms", 30'000, 1, 24 * 3'600'000));
-  return choice;
+  if (args.has("token-file")) pool.token = rpc::Token::from_file(args.get("token-file"));
+  pool.wait = std::chrono::milliseconds(args.get_int("wait-ms", 30'000, 1, 24 * 3'600'000));
+  pool.client_name = std::move(client_name);
+  return pool;
 }
 
 void add_measure_options(Args& args) {
@@ -39,7 +40,7 @@ void add_measure_options(Args& args) {
   args.flag("flush-cache", "overwrite the CPU caches before every round");
   args.option("timeout-ms", "MS", "time limit per candidate on the device", "10000");
   args.option("threads", "N", "threads the kernel may use; 0 = all cores", "0");
-  args.option("data-seed", "N", "seed of the random input data the kernels run on", "1");
+  args.option("data-seed", "N", "seed of the random input data", "1");
 }
 
 rpc::MeasureSettings measure_options(const Args& args) {

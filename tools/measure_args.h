@@ -6,22 +6,14 @@
 #include <string>
 
 #include "args.h"
-#include "kestrel/host/measure_client.h"
+#include "kestrel/host/leased_pool.h"
 #include "kestrel/host/target.h"
-#include "kestrel/rpc/auth.h"
-#include "kestrel/rpc/connection.h"
 
 namespace kestrel::tools {
 
-struct PoolChoice {
-  std::optional<rpc::Endpoint> tracker;  // none: a local pool (embedded default)
-  std::string key;
-  std::optional<rpc::Token> token;
-  std::chrono::milliseconds wait{30'000};
-};
-
 void add_pool_options(Args& args);
-PoolChoice pool_choice(const Args& args);
+// --tracker (none: the embedded local pool), --key, --token-file, --wait-ms.
+host::PoolOptions pool_options(const Args& args, std::string client_name);
 
 void add_measure_options(Args& args);
 rpc::MeasureSettings measure_options(const Args& args);

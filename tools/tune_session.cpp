@@ -1,4 +1,5 @@
-// The tuning session behind `kestrel tune` and `kestrel bench --tune-trials`.
+// The tuning session's wiring in `kestrel tune` and `kestrel bench --tune-trials`: Ctrl-C
+// and the progress bar.
 #include "tune_session.h"
 
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <iostream>
 #include <sstream>
 
-#include "kestrel/host/local_pool.h"
-#include "kestrel/rpc/errors.h"
 
 namespace kestrel::tools {
 namespace {
@@ -63,92 +62,50 @@ class ProgressView {
 
 }  // namespace
 
-TuneSessionResult run_tune_session(const std::vector<TuneJob>& jobs, tuner::RecordStore& db,
-                                   const TuneSessionOptions& options) {
-  TuneSessionResult session;
-  if (jobs.empty()) return session;
-  const PoolChoice& pool = options.pool;
-  std::unique_ptr<host::LocalPool> local;
-  if (!pool.tracker) local = std::make_unique<host::LocalPool>(1, pool.key);
-  rpc::Endpoint endpoint = pool.tracker ? *pool.tracker : local->endpoint();
-
+tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, tuner::RecordStore& db,
+                                      const TuneSessionOptions& options) {
+  tuner::SessionResult result;
+  if (jobs.empty()) return result;
+  tuner::TuneSession session(jobs, db, options.session);
   asio::io_context io;
-  tuner::TuningLoop* loop_ptr = nullptr;
-  bool stop_requested = false;
   int interrupts = 0;
   asio::signal_set signals(io, SIGINT, SIGTERM);
   std::function<void()> wait_signal = [&] {
     signals.async_wait([&](std::error_code ec, int signo) {
       if (ec) return;
-      if (++interrupts > 1 || !loop_ptr) {
+      if (++interrupts > 1 || !session.request_stop()) {
         std::cerr << "\n" << options.program << ": interrupted; records so far are in " << db.location() << "\n";
         std::_Exit(130);
       }
       std::cerr << "\n" << options.program << ": signal " << signo
                 << ": stopping after the batch in flight (again to quit now); records are kept\n";
-      stop_requested = true;
-      loop_ptr->request_stop();
       wait_signal();
     });
   };
   wait_signal();
 
+  std::vector<ProgressView> views;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    std::string prefix;
+    if (jobs.size() > 1) {
+      prefix = "(" + std::to_string(i + 1) + "/" + std::to_string(jobs.size()) + " " +
+               (jobs[i].label.empty() ? std::string(jobs[i].op->name()) : jobs[i].label) + ") ";
+    }
+    views.emplace_back(options.quiet, prefix);
+  }
   std::exception_ptr failure;
   asio::co_spawn(
       io,
       [&]() -> rpc::awaitable<void> {
-        rpc::ClientOptions client_options;
-        client_options.name = options.program;
-        client_options.token = pool.token;
-        auto client = co_await rpc::TrackerClient::connect(endpoint, client_options);
-        host::MeasureClientOptions measure_client;
-        measure_client.key = pool.key;
-        measure_client.devices = options.devices;
-        measure_client.request_timeout = pool.wait;
-        measure_client.reconnect_timeout = options.reconnect_window;
-        // An overnight session outlives a tracker restart: reconnect and lease again.
-        measure_client.reconnect = [endpoint, client_options]() {
-          return rpc::TrackerClient::connect(endpoint, client_options);
-        };
-        host::MeasureClient measurer(client, measure_client);
-        try {
-          co_await measurer.open();
-          host::Target target = options.target_args ? resolve_target(*options.target_args, measurer.leases().front().info)
-                                                    : host::target_for_device(measurer.leases().front().info);
-          host::Compiler compiler({options.compile_threads});
-          for (std::size_t i = 0; i < jobs.size() && !stop_requested; ++i) {
-            const TuneJob& job = jobs[i];
-            std::string prefix;
-            if (jobs.size() > 1) {
-              prefix = "(" + std::to_string(i + 1) + "/" + std::to_string(jobs.size()) + " " +
-                       (job.label.empty() ? std::string(job.op->name()) : job.label) + ") ";
-            }
-            ProgressView view(options.quiet, prefix);
-            // OpError when the op has no kernel for the target's backend.
-            const ops::Op& op = options.registry ? options.registry->get(job.op->name(), target.backend) : *job.op;
-            tuner::TuningLoop loop(op, job.params, target, db, compiler, measurer, options.tune);
-            loop_ptr = &loop;
-            tuner::TuneResult result = co_await loop.run([&](const tuner::TuneProgress& p) { view.update(p); });
-            loop_ptr = nullptr;
-            if (result.stop_reason == "interrupted") stop_requested = true;
-            session.results.push_back(std::move(result));
-          }
-        } catch (...) {
-          loop_ptr = nullptr;
-          failure = std::current_exception();
-        }
-        co_await measurer.close();
-        measurer.tracker()->close();
-        signals.cancel();
+        result = co_await session.run([&](std::size_t job, const tuner::TuneProgress& p) { views[job].update(p); });
       },
       [&](std::exception_ptr e) {
-        if (e && !failure) failure = e;
+        failure = e;
         signals.cancel();
       });
   io.run();
   if (failure) std::rethrow_exception(failure);
-  session.interrupted = stop_requested;
-  return session;
+  return result;
 }
 
 }  // namespace kestrel::tools

@@ -55,8 +55,17 @@ LocalPool::LocalPool(unsigned devices, std::string key) : impl_(std::make_unique
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    // In a process group of its own: a terminal's Ctrl-C goes to the foreground group,
+    // which must be `kestrel` alone (it stops after the batch in flight and then stops
+    // this child); the device would otherwise die mid-batch with the candidates on it.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
     pid_t pid = -1;
-    if (::posix_spawn(&pid, binary.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+    int spawned = ::posix_spawn(&pid, binary.c_str(), nullptr, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    if (spawned != 0) {
       shutdown();  // the destructor will not run: undo what was started
       throw std::runtime_error("cannot start " + binary);
     }

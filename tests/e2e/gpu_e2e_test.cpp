@@ -99,7 +99,12 @@ TEST_CASE("opencl: kestrel tune tunes a small gemm on the device's OpenCL driver
     CHECK((status == "ok" || status == "instantiation error"));
   }
   CHECK(result["statuses"]["ok"].get<int>() >= 4);
-  REQUIRE(result["final"].size() == 2);
+  // The two best, re-measured beside the default (one entry when it is one of them).
+  std::size_t finalists = 0;
+  for (const auto& f : result["final"]) finalists += f["is_default"].get<bool>() ? 0 : 1;
+  REQUIRE(result["final"].size() == finalists + 1);
+  REQUIRE(finalists >= 1);
+  REQUIRE(finalists <= 2);
   CHECK(result["final"][0]["status"] == "ok");
   CHECK(result["final"][0]["gflops"].get<double>() > 0);
   CHECK(result["default_gflops"].get<double>() > 0);

@@ -47,8 +47,10 @@ class TempDir {
 
 class Process {
  public:
-  // Starts argv[0] with stdout and stderr appended to `log_path`.
-  Process(std::vector<std::string> argv, std::string log_path) : log_path_(std::move(log_path)) {
+  // Starts argv[0] with stdout and stderr appended to `log_path`; with `new_group`, in a
+  // process group of its own (as a shell starts a foreground job; see signal_group).
+  Process(std::vector<std::string> argv, std::string log_path, bool new_group = false)
+      : log_path_(std::move(log_path)) {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -57,7 +59,14 @@ class Process {
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
-    int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    if (new_group) {
+      posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+      posix_spawnattr_setpgroup(&attr, 0);
+    }
+    int rc = ::posix_spawn(&pid_, args[0], &actions, &attr, args.data(), environ);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
     REQUIRE(rc == 0);
   }
@@ -72,6 +81,8 @@ class Process {
 
   pid_t pid() const { return pid_; }
   void signal(int sig) const { ::kill(pid_, sig); }
+  // Signals the whole process group, as a terminal's Ctrl-C does (needs new_group).
+  void signal_group(int sig) const { ::kill(-pid_, sig); }
   bool running() {
     if (status_) return false;
     int status = 0;

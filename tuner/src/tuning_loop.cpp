@@ -1,39 +1,28 @@
-// The tuning loop: propose, compile, measure, record, learn; then re-measure the best.
+// The tuning loop: propose, evaluate, record, learn a batch per step; then re-measure
+// the finalists and the default, interleaved.
 #include "kestrel/tuner/tuning_loop.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <random>
-#include <future>
-#include <set>
 #include <type_traits>
 
-#include "kestrel/host/compile_async.h"
-#include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
-#include "kestrel/tuner/dataset.h"
+#include "kestrel/rpc/handshake.h"
 #include "kestrel/tuner/features.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/strategy.h"
+#include "loop_records.h"
 
 namespace kestrel::tuner {
 namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 constexpr std::string_view kLog = "tune";
-
-double median(std::vector<double> v) {
-  if (v.empty()) return std::numeric_limits<double>::infinity();
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-std::int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Runs `fn` on another thread and waits without blocking the io thread (model fitting
 // and annealing take a fraction of a second; heartbeats must flow meanwhile).
@@ -48,6 +37,15 @@ rpc::awaitable<std::invoke_result_t<Fn>> off_thread(Fn fn) {
   co_return future.get();
 }
 
+// The q-quantile (0..1) of sorted values, linearly interpolated.
+double quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return kInf;
+  double pos = q * static_cast<double>(sorted.size() - 1);
+  auto lo = static_cast<std::size_t>(std::floor(pos));
+  auto hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
 }  // namespace
 
 std::string new_session_id() {
@@ -59,282 +57,321 @@ std::string new_session_id() {
   return text;
 }
 
-TuningLoop::TuningLoop(const ops::Op& op, ops::Params params, host::Target target, RecordStore& db,
-                       host::Compiler& compiler, host::MeasureClient& measurer, TuneOptions options)
-    : op_(op),
-      params_(std::move(params)),
-      target_(std::move(target)),
+TuningLoop::TuningLoop(Task task, RecordStore& db, Evaluator& evaluator, TuneOptions options)
+    : task_(std::move(task)),
       db_(db),
-      compiler_(compiler),
-      measurer_(measurer),
-      options_(std::move(options)) {}
+      evaluator_(evaluator),
+      options_(std::move(options)),
+      best_cost_(kInf),
+      default_cost_(kInf) {}
 
-rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress&)> on_progress) {
-  op_.validate(params_);
-  Space space(op_, params_);
-  TuneResult result;
-  result.session = new_session_id();
-  result.op = std::string(op_.name());
-  result.workload = ops::format_params(params_);
-  result.target = target_.to_string();
-  const double flops = op_.flops(params_);
-  const auto started = Clock::now();
+TuningLoop::~TuningLoop() = default;
+
+void TuningLoop::report(const std::string& phase) {
+  const double flops = task_.flops();
+  progress_.total = options_.trials;
+  progress_.trials = measured_.size();
+  progress_.this_session = result_.this_session;
+  progress_.failures = failures_;
+  progress_.best_gflops = std::isfinite(best_cost_) ? flops / best_cost_ / 1e9 : 0;
+  progress_.default_gflops = std::isfinite(default_cost_) ? flops / default_cost_ / 1e9 : 0;
+  progress_.best_config = best_config_;
+  progress_.elapsed = Clock::now() - started_;
+  progress_.phase = phase;
+  if (result_.this_session > 0 && progress_.trials < progress_.total) {
+    auto per_trial = progress_.elapsed / result_.this_session;
+    progress_.eta = per_trial * static_cast<long>(progress_.total - progress_.trials);
+  } else {
+    progress_.eta.reset();
+  }
+  if (on_progress_) on_progress_(progress_);
+}
+
+rpc::awaitable<void> TuningLoop::start() {
+  task_.op->validate(task_.params);
+  space_ = std::make_unique<Space>(*task_.op, task_.params);
+  started_ = Clock::now();
+  result_ = {};
+  result_.session = new_session_id();
+  result_.op = task_.op_name();
+  result_.workload = task_.workload();
+  result_.target = task_.target_name();
+  const ops::Config default_config = task_.op->default_config(task_.params);
+  default_config_ = ops::format_config(default_config);
 
   // ---- what earlier sessions measured ------------------------------------------
-  std::set<std::uint64_t> measured;
+  // A configuration whose device was lost was never measured: it is tried again.
   std::vector<Observation> history;
-  double best_cost = std::numeric_limits<double>::infinity();
-  std::string best_config;
-  double default_cost = std::numeric_limits<double>::infinity();
-  const ops::Config default_config = op_.default_config(params_);
-  for (const Record& r : db_.find(result.op, params_, result.target)) {
-    if (r.final_measurement) continue;
+  for (const auto& past : loop_records::of_task(db_, task_, options_.device_class)) {
+    if (past.final_measurement || past.status == kernel::Status::device_lost) continue;
     std::uint64_t index = 0;
     try {
-      index = space.index(r.config);
+      index = space_->index(past.config);
     } catch (const ops::OpError&) {
       continue;  // recorded with another knob space (older Kestrel)
     }
-    if (!measured.insert(index).second) continue;
-    history.push_back({index, r.ok() ? r.cost : std::numeric_limits<double>::infinity(), r.ok()});
-    if (r.ok() && r.cost < best_cost) {
-      best_cost = r.cost;
-      best_config = ops::format_config(r.config);
+    if (!measured_.insert(index).second) continue;
+    history.push_back({index, past.cost, past.ok()});
+    const std::string config = ops::format_config(past.config);
+    if (past.ok() && past.cost < best_cost_) {
+      best_cost_ = past.cost;
+      best_config_ = config;
     }
-    if (r.config == default_config && r.ok()) default_cost = r.cost;
+    if (config == default_config_ && past.ok()) default_cost_ = past.cost;
   }
-  result.resumed = measured.size();
+  result_.resumed = measured_.size();
 
   StrategyOptions strategy_options;
   strategy_options.seed = options_.seed;
   if (options_.transfer) {
-    for (const Sample& row : make_dataset(op_, db_.find_other_workloads(result.op, params_, result.target)).rows) {
-      strategy_options.transfer.push_back({row.features, row.cost});
+    for (const auto& other : loop_records::of_other_workloads(db_, task_)) {
+      try {
+        strategy_options.transfer.push_back({feature_vector(*task_.op, other.params, other.config), other.cost});
+      } catch (const std::exception&) {
+        continue;
+      }
     }
-    result.transfer_records = strategy_options.transfer.size();
+    result_.transfer_records = strategy_options.transfer.size();
   }
-  auto strategy = make_strategy(options_.strategy, space, strategy_options);
-  if (!history.empty()) strategy->observe(history);
-  if (result.resumed > 0) {
-    log::info(kLog, "resuming: ", result.resumed, " configurations already measured on ", result.target);
+  strategy_ = make_strategy(options_.strategy, *space_, strategy_options);
+  if (!history.empty()) strategy_->observe(history);
+  if (result_.resumed > 0) {
+    log::info(kLog, "resuming: ", result_.resumed, " configurations already measured on ", result_.target);
   }
-
-  // ---- progress --------------------------------------------------------------
-  std::size_t failures = 0;
-  std::size_t since_improvement = 0;
-  TuneProgress progress;
-  progress.total = options_.trials;
-  auto report = [&](const std::string& phase) {
-    progress.trials = measured.size();
-    progress.this_session = result.this_session;
-    progress.failures = failures;
-    progress.best_gflops = std::isfinite(best_cost) ? flops / best_cost / 1e9 : 0;
-    progress.default_gflops = std::isfinite(default_cost) ? flops / default_cost / 1e9 : 0;
-    progress.best_config = best_config;
-    progress.elapsed = Clock::now() - started;
-    progress.phase = phase;
-    if (result.this_session > 0 && progress.trials < progress.total) {
-      auto per_trial = progress.elapsed / result.this_session;
-      progress.eta = per_trial * static_cast<long>(progress.total - progress.trials);
-    } else {
-      progress.eta.reset();
-    }
-    if (on_progress) on_progress(progress);
-  };
-
-  // Records one measured configuration; returns its cost.
-  auto record = [&](const ops::Config& config, host::Status status, const std::string& message,
-                    const std::vector<double>& rounds, const std::string& device, double compile_ms,
-                    bool final_measurement) {
-    Record r;
-    r.op = result.op;
-    r.workload = params_;
-    r.target = result.target;
-    r.device_class.key = options_.device_key;
-    r.device = device;
-    // Candidates that never reached a device belong to the session's device class.
-    if (!measurer_.leases().empty()) {
-      r.device_class = device_class_of(options_.device_key, measurer_.leases().front().info, target_);
-    }
-    for (const auto& lease : measurer_.leases()) {
-      if (lease.info.name == device) r.device_class = device_class_of(options_.device_key, lease.info, target_);
-    }
-    r.config = config;
-    r.is_default = config == default_config;
-    r.status = status;
-    r.message = message;
-    r.round_seconds = rounds;
-    r.cost = status == host::Status::ok ? median(rounds) : std::numeric_limits<double>::infinity();
-    r.gflops = std::isfinite(r.cost) && r.cost > 0 ? flops / r.cost / 1e9 : 0;
-    r.compile_ms = compile_ms;
-    r.tool_version = std::string(software_version());
-    r.time_unix_ms = now_unix_ms();
-    r.session = result.session;
-    r.final_measurement = final_measurement;
-    db_.add(r);
-    if (!final_measurement) {
-      ++result.statuses[std::string(host::to_string(status))];
-      ++result.this_session;
-      if (status != host::Status::ok) ++failures;
-    }
-    return r.cost;
-  };
-
-  // Compiles and measures a list of configurations; records each result as it arrives.
-  auto evaluate = [&](const std::vector<std::uint64_t>& indices, const rpc::MeasureSettings& measure,
-                      bool final_measurement) -> rpc::awaitable<std::vector<Observation>> {
-    std::vector<Observation> observations(indices.size());
-    std::vector<ops::Config> configs(indices.size());
-    std::vector<host::CompileRequest> requests;
-    std::vector<std::size_t> request_of;
-    for (std::size_t i = 0; i < indices.size(); ++i) {
-      observations[i].index = indices[i];
-      ops::Config config = space.config(indices[i]);
-      configs[i] = config;
-      std::string invalid = op_.check(params_, config);
-      if (!invalid.empty()) {
-        record(configs[i], host::Status::instantiation_error, invalid, {}, "", 0, final_measurement);
-        continue;
-      }
-      ops::KernelSource source = op_.source(target_.backend, params_, config);
-      // A launch beyond the device's limits (threads, shared memory) is never compiled.
-      if (std::string over = host::check_launch(source, target_); !over.empty()) {
-        record(configs[i], host::Status::instantiation_error, over, {}, "", 0, final_measurement);
-        continue;
-      }
-      requests.push_back({std::move(source), target_});
-      request_of.push_back(i);
-    }
-    // The reference is a CPU kernel, for the device's CPU, whatever the target.
-    requests.push_back({op_.reference(params_), target_.reference_target()});
-    auto compiled = co_await host::compile_async(compiler_, requests);
-    const host::CompileResult& reference = compiled.back();
-    if (!reference.ok) throw std::runtime_error("the reference kernel does not compile:\n" + reference.diagnostics);
-
-    host::Workload workload;
-    for (const auto& t : op_.tensors(params_)) workload.args.push_back({t.elements(), t.role == ops::Role::output});
-    workload.reference = {reference.hash, std::make_shared<std::vector<std::uint8_t>>(reference.shared_object)};
-    workload.tolerance = op_.tolerance(params_);
-    std::vector<host::Candidate> candidates;
-    std::map<std::uint64_t, double> compile_ms;
-    for (std::size_t k = 0; k + 1 < compiled.size(); ++k) {
-      std::size_t i = request_of[k];
-      const host::CompileResult& c = compiled[k];
-      if (!c.ok) {
-        record(configs[i], host::Status::host_compile_error, c.diagnostics, {}, "", c.compile_ms, final_measurement);
-        continue;
-      }
-      compile_ms[i] = c.compile_ms;
-      candidates.push_back({i, {c.hash, std::make_shared<std::vector<std::uint8_t>>(c.shared_object)}, ""});
-    }
-    if (!candidates.empty()) {
-      co_await measurer_.measure(workload, candidates, measure, [&](const host::Measurement& m) {
-        std::size_t i = m.id;
-        double cost = record(configs[i], m.status, m.message, m.round_seconds, m.device, compile_ms[i],
-                             final_measurement);
-        observations[i].cost = cost;
-        observations[i].ok = m.status == host::Status::ok;
-      });
-    }
-    co_return observations;
-  };
+  started_ok_ = true;
+  result_.stop_reason = "trials";
+  report("tuning");
 
   // ---- the default configuration first: the baseline of every speed-up ---------
-  report("tuning");
-  std::uint64_t default_index = space.index(op_.default_config(params_));
-  if (!measured.contains(default_index) && measured.size() < options_.trials) {
+  std::uint64_t default_index = space_->index(default_config);
+  if (!measured_.contains(default_index) && measured_.size() < options_.trials) {
     std::vector<std::uint64_t> first(1, default_index);
-    auto observed = co_await evaluate(first, options_.measure, false);
-    measured.insert(default_index);
-    strategy->observe(observed);
-    if (observed[0].ok) {
-      default_cost = observed[0].cost;
-      if (default_cost < best_cost) {
-        best_cost = default_cost;
-        best_config = ops::format_config(default_config);
+    auto observed = co_await evaluate(first);
+    if (observed.front().ok()) {
+      default_cost_ = observed.front().cost;
+      if (default_cost_ < best_cost_) {
+        best_cost_ = default_cost_;
+        best_config_ = default_config_;
       }
     }
     report("tuning");
   }
+}
 
-  // ---- the search --------------------------------------------------------------
-  result.stop_reason = "trials";
-  while (true) {
-    if (measured.size() >= options_.trials) {
-      result.stop_reason = "trials";
-      break;
-    }
-    if (stop_.load()) {
-      result.stop_reason = "interrupted";
-      break;
-    }
-    if (options_.time_budget.count() > 0 && Clock::now() - started >= options_.time_budget) {
-      result.stop_reason = "time budget";
-      break;
-    }
-    if (options_.early_stopping > 0 && since_improvement >= options_.early_stopping) {
-      result.stop_reason = "early stopping";
-      break;
-    }
-    std::size_t n = std::min(options_.batch_size, options_.trials - measured.size());
-    std::vector<std::uint64_t> batch;
-    auto proposed = co_await off_thread([&strategy, n] { return strategy->propose(n); });
-    for (std::uint64_t index : proposed) {
-      if (measured.insert(index).second) batch.push_back(index);
-    }
-    if (batch.empty()) {
-      result.stop_reason = "space exhausted";
-      break;
-    }
-    auto observed = co_await evaluate(batch, options_.measure, false);
-    strategy->observe(observed);
-    for (const auto& o : observed) {
-      if (o.ok && o.cost < best_cost) {
-        best_cost = o.cost;
-        best_config = ops::format_config(space.config(o.index));
-        since_improvement = 0;
-      } else {
-        ++since_improvement;
-      }
-    }
-    report("tuning");
+rpc::awaitable<std::vector<Evaluation>> TuningLoop::evaluate(const std::vector<std::uint64_t>& indices) {
+  std::vector<ops::Config> configs;
+  for (std::uint64_t index : indices) {
+    measured_.insert(index);
+    configs.push_back(space_->config(index));
   }
+  loop_records::Context context{result_.session, options_.device_key, options_.device_class};
+  auto evaluations = co_await evaluator_.evaluate(
+      task_, configs, options_.measure, [&](std::size_t, const Evaluation& e) {
+        loop_records::add(db_, task_, e, context, false);
+        ++result_.statuses[std::string(kernel::to_string(e.status))];
+        ++result_.this_session;
+        if (!e.ok()) ++failures_;
+      });
+  std::vector<Observation> observations;
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    const Evaluation& e = evaluations[i];
+    // Lost with its device: not measured; a later session tries it again.
+    if (e.status == kernel::Status::device_lost) {
+      measured_.erase(indices[i]);
+      continue;
+    }
+    observations.push_back({indices[i], e.ok() ? e.cost : kInf, e.ok()});
+  }
+  if (!observations.empty()) strategy_->observe(observations);
+  co_return evaluations;
+}
 
-  // ---- final re-measurement of the best few --------------------------------------
+std::optional<std::string> TuningLoop::stop_reason() const {
+  if (measured_.size() >= options_.trials) return "trials";
+  if (stop_.load()) return "interrupted";
+  if (options_.time_budget.count() > 0 && Clock::now() - started_ >= options_.time_budget) return "time budget";
+  if (options_.early_stopping > 0 && since_improvement_ >= options_.early_stopping) return "early stopping";
+  return std::nullopt;
+}
+
+rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
+  if (!started_ok_) throw std::logic_error("TuningLoop::step() before start()");
+  if (done_) co_return std::nullopt;
+  if (auto reason = stop_reason()) {
+    result_.stop_reason = *reason;
+    done_ = true;
+    co_return std::nullopt;
+  }
+  std::size_t n = std::min(options_.batch_size, options_.trials - measured_.size());
+  Strategy* strategy = strategy_.get();
+  auto proposed = co_await off_thread([strategy, n] { return strategy->propose(n); });
+  std::vector<std::uint64_t> batch;
+  for (std::uint64_t index : proposed) {
+    if (!measured_.contains(index) && std::find(batch.begin(), batch.end(), index) == batch.end()) {
+      batch.push_back(index);
+    }
+  }
+  if (batch.empty()) {
+    result_.stop_reason = "space exhausted";
+    done_ = true;
+    co_return std::nullopt;
+  }
+  auto evaluations = co_await evaluate(batch);
+  for (std::size_t i = 0; i < evaluations.size(); ++i) {
+    const Evaluation& e = evaluations[i];
+    if (e.ok() && e.cost < best_cost_) {
+      best_cost_ = e.cost;
+      best_config_ = ops::format_config(e.config);
+      since_improvement_ = 0;
+    } else {
+      ++since_improvement_;
+    }
+  }
+  report("tuning");
+  co_return progress_;
+}
+
+void TuningLoop::final_round_from_records() {
+  // No re-measurement: the best recorded configuration, as measured during the search.
+  double best = kInf;
+  ops::Config config;
+  for (const auto& past : loop_records::of_task(db_, task_, options_.device_class)) {
+    if (!past.ok() || past.final_measurement) continue;
+    if (past.cost < best) {
+      best = past.cost;
+      config = past.config;
+    }
+  }
+  if (!std::isfinite(best)) return;
+  FinalEntry entry;
+  entry.config = ops::format_config(config);
+  entry.median_s = best;
+  entry.gflops = task_.flops() / best / 1e9;
+  entry.status = "ok";
+  entry.is_default = entry.config == default_config_;
+  result_.best_recorded = entry;
+}
+
+rpc::awaitable<TuneResult> TuningLoop::finish() {
+  if (!started_ok_) throw std::logic_error("TuningLoop::finish() before start()");
+  if (!done_) {
+    if (auto reason = stop_reason()) result_.stop_reason = *reason;
+    done_ = true;
+  }
+  const double flops = task_.flops();
+  result_.default_gflops = std::isfinite(default_cost_) ? flops / default_cost_ / 1e9 : 0;
+
+  // ---- the finalists: the best few of the search, by their recorded cost ----------
   std::vector<std::pair<double, std::uint64_t>> ranked;
-  for (const Record& r : db_.find(result.op, params_, result.target)) {
-    if (r.final_measurement || !r.ok()) continue;
+  for (const auto& past : loop_records::of_task(db_, task_, options_.device_class)) {
+    if (past.final_measurement || !past.ok()) continue;
     try {
-      ranked.push_back({r.cost, space.index(r.config)});
+      ranked.push_back({past.cost, space_->index(past.config)});
     } catch (const ops::OpError&) {
     }
   }
   std::sort(ranked.begin(), ranked.end());
-  std::vector<std::uint64_t> top;
+  std::vector<std::uint64_t> finalists;
   for (const auto& [cost, index] : ranked) {
-    if (top.size() >= options_.final_top) break;
-    if (std::find(top.begin(), top.end(), index) == top.end()) top.push_back(index);
+    if (finalists.size() >= options_.final_top) break;
+    if (std::find(finalists.begin(), finalists.end(), index) == finalists.end()) finalists.push_back(index);
   }
-  if (!top.empty() && !stop_.load()) {
-    report("final");
-    rpc::MeasureSettings final_measure = options_.measure;
-    final_measure.repeat = std::max(final_measure.repeat, options_.final_repeat);
-    auto observed = co_await evaluate(top, final_measure, true);
-    for (const auto& o : observed) {
-      FinalEntry entry;
-      entry.config = ops::format_config(space.config(o.index));
-      entry.median_s = o.cost;
-      entry.gflops = o.ok ? flops / o.cost / 1e9 : 0;
-      entry.status = o.ok ? "ok" : "failed";
-      result.final.push_back(entry);
+
+  if (finalists.empty() || stop_.load()) {
+    final_round_from_records();
+    result_.trials = measured_.size();
+    report("done");
+    co_return result_;
+  }
+
+  // ---- finalists and the default, interleaved over passes, order alternating -----
+  report("final");
+  std::vector<ops::Config> configs;
+  for (std::uint64_t index : finalists) configs.push_back(space_->config(index));
+  const ops::Config default_config = task_.op->default_config(task_.params);
+  std::size_t default_at = configs.size();
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    if (ops::format_config(configs[i]) == default_config_) default_at = i;
+  }
+  if (default_at == configs.size()) configs.push_back(default_config);
+
+  const std::uint32_t passes = std::max<std::uint32_t>(1, std::min(options_.final_passes, options_.final_repeat));
+  rpc::MeasureSettings settings = options_.measure;
+  settings.repeat = std::max<std::uint32_t>(1, (options_.final_repeat + passes - 1) / passes);
+
+  std::vector<Evaluation> merged(configs.size());
+  for (std::size_t i = 0; i < configs.size(); ++i) merged[i].config = configs[i];
+  for (std::uint32_t pass = 0; pass < passes; ++pass) {
+    if (pass > 0 && stop_.load()) break;
+    std::vector<std::size_t> order(configs.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    if (pass % 2 == 1) std::reverse(order.begin(), order.end());
+    std::vector<ops::Config> pass_configs;
+    for (std::size_t i : order) pass_configs.push_back(configs[i]);
+    auto evaluations = co_await evaluator_.evaluate(task_, pass_configs, settings);
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      Evaluation& m = merged[order[k]];
+      const Evaluation& e = evaluations[k];
+      if (m.ok() && !e.ok()) {
+        m.status = e.status;
+        m.message = e.message;
+      }
+      m.round_seconds.insert(m.round_seconds.end(), e.round_seconds.begin(), e.round_seconds.end());
+      if (m.device.empty()) {
+        m.device = e.device;
+        m.device_class = e.device_class;
+      }
+      m.compile_ms = std::max(m.compile_ms, e.compile_ms);
+      m.number = e.number;
+      m.max_error = std::max(m.max_error, e.max_error);
     }
-    std::sort(result.final.begin(), result.final.end(),
-              [](const FinalEntry& a, const FinalEntry& b) { return a.median_s < b.median_s; });
   }
-  result.trials = measured.size();
-  result.default_gflops = std::isfinite(default_cost) ? flops / default_cost / 1e9 : 0;
+
+  loop_records::Context context{result_.session, options_.device_key, options_.device_class};
+  std::optional<FinalEntry> default_entry;
+  for (std::size_t i = 0; i < merged.size(); ++i) {
+    Evaluation& m = merged[i];
+    if (m.round_seconds.empty() && m.ok()) m.status = kernel::Status::device_lost;
+    m.cost = m.ok() ? median_of(m.round_seconds) : kInf;
+    const bool is_default = ops::format_config(m.config) == default_config_;
+    loop_records::add(db_, task_, m, context, true);
+    FinalEntry entry;
+    entry.config = ops::format_config(m.config);
+    entry.is_default = is_default;
+    entry.status = std::string(kernel::to_string(m.status));
+    if (m.ok()) {
+      std::vector<double> sorted = m.round_seconds;
+      std::sort(sorted.begin(), sorted.end());
+      entry.median_s = m.cost;
+      entry.gflops = flops / m.cost / 1e9;
+      entry.spread = (quantile(sorted, 0.9) - quantile(sorted, 0.1)) / m.cost;
+      entry.noisy = entry.spread > options_.noisy_spread;
+    } else {
+      entry.median_s = kInf;
+    }
+    if (is_default) default_entry = entry;
+    result_.final.push_back(entry);
+  }
+  std::stable_sort(result_.final.begin(), result_.final.end(),
+                   [](const FinalEntry& a, const FinalEntry& b) { return a.median_s < b.median_s; });
+  if (default_entry && default_entry->status == "ok") {
+    result_.default_gflops = default_entry->gflops;
+    // Never recommend a configuration that measured slower than the default.
+    result_.default_is_best = result_.final.front().is_default;
+  }
+  result_.trials = measured_.size();
   report("done");
-  co_return result;
+  co_return result_;
+}
+
+rpc::awaitable<TuneResult> TuningLoop::run(std::function<void(const TuneProgress&)> on_progress) {
+  if (on_progress) on_progress_ = std::move(on_progress);
+  co_await start();
+  while (true) {  // (GCC 12 miscompiles a co_await in a loop condition)
+    std::optional<TuneProgress> progress = co_await step();
+    if (!progress) break;
+  }
+  co_return co_await finish();
 }
 
 }  // namespace kestrel::tuner

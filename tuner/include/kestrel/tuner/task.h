@@ -1,9 +1,11 @@
-// What is tuned, and for which devices a measurement holds.
+// What is tuned (a Task: one op on one workload for one compile target) and which
+// devices a measurement is valid for (a DeviceClass).
 #pragma once
 
 #include <string>
 
 #include "kestrel/host/target.h"
+#include "kestrel/ops/op.h"
 #include "kestrel/rpc/device_info.h"
 
 namespace kestrel::tuner {
@@ -23,5 +25,18 @@ struct DeviceClass {
 // GPU target, else the device's CPU model. A GPU the device did not register leaves the
 // model empty.
 DeviceClass device_class_of(const std::string& key, const rpc::DeviceInfo& device, const host::Target& target);
+
+// What is tuned: one op on one workload for one compile target. `op` is borrowed and
+// must outlive the task (the registry owns it).
+struct Task {
+  const ops::Op* op = nullptr;      // the backend variant (registry.get(name, target.backend))
+  ops::Params params;
+  host::Target target;
+  std::string op_name() const;      // op->name()
+  std::string workload() const;     // ops::format_params(params)
+  std::string target_name() const;  // target.to_string()
+  std::string key() const;          // stable: "<op>/<workload>/<target>"
+  double flops() const;
+};
 
 }  // namespace kestrel::tuner

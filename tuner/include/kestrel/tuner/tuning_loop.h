@@ -1,40 +1,54 @@
-// The tuning loop: propose a batch -> compile in parallel -> measure on every leased
-// device -> record -> learn, until the trial budget, the time budget or early stopping
-// ends it; then the best configurations are measured again with more repeats (the best
-// of a noisy search is biased upward).
+// The tuning loop of one task: propose a batch -> evaluate (check, compile, measure) ->
+// record -> learn, a batch per step(), until the trial budget, the time budget or early
+// stopping ends it; then finish() measures the finalists and the op's default config
+// again, interleaved over several passes, and ranks them by the median of all rounds
+// (the best of a noisy search is biased upward; a lucky round must not win).
 //
 // Every measurement is committed to the records database as it arrives. Trials count
-// per (op, workload, target) across sessions: running the same command again resumes,
-// skipping what is recorded and warm-starting the search from it.
+// per task (op, workload, target) across sessions: running the same command again
+// resumes, skipping what is recorded (except configurations whose device was lost) and
+// warm-starting the search from it.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "kestrel/host/compiler.h"
-#include "kestrel/host/measure_client.h"
 #include "kestrel/ops/op.h"
+#include "kestrel/rpc/measure.h"
+#include "kestrel/tuner/evaluator.h"
 #include "kestrel/tuner/records.h"
+#include "kestrel/tuner/task.h"
 
 namespace kestrel::tuner {
+
+class Space;
+class Strategy;
 
 struct TuneOptions {
   std::string strategy = "sa";
   std::uint64_t seed = 1;
-  std::size_t trials = 200;                  // total for this (op, workload, target)
+  std::size_t trials = 200;                  // total for this task, earlier sessions included
   std::chrono::seconds time_budget{0};       // 0: none
   std::size_t early_stopping = 0;            // stop after this many trials without improvement; 0: off
   std::size_t batch_size = 16;
   rpc::MeasureSettings measure;
-  std::size_t final_top = 3;                 // configurations re-measured at the end
-  std::uint32_t final_repeat = 15;           // their repeats
+  std::size_t final_top = 3;                 // finalists re-measured at the end (with the default); 0: none
+  std::uint32_t final_repeat = 15;           // timed rounds of each, spread over the passes
+  std::uint32_t final_passes = 3;            // interleaved passes over finalists + default
+  double noisy_spread = 0.15;                // (p90 - p10) / median above this: "noisy"
   bool transfer = true;                      // seed the model with other workloads' records
   std::string device_key;                    // recorded with every measurement
+  // The class of the devices measuring (key, model, fingerprint): resume and the final
+  // ranking read only that class's records, and evaluations that never reached a device
+  // (invalid configs, compile errors) are recorded under it. None: every class.
+  std::optional<DeviceClass> device_class;
 };
 
 struct TuneProgress {
@@ -47,14 +61,17 @@ struct TuneProgress {
   std::string best_config;
   std::chrono::steady_clock::duration elapsed{};
   std::optional<std::chrono::steady_clock::duration> eta;
-  std::string phase;             // "tuning", "final"
+  std::string phase;             // "tuning", "final", "done"
 };
 
 struct FinalEntry {
   std::string config;
-  double median_s = 0;
+  double median_s = 0;           // median of every final round
   double gflops = 0;
-  std::string status;
+  std::string status;            // "ok" or the first failure's status
+  double spread = 0;             // (p90 - p10) / median of the rounds
+  bool noisy = false;            // spread above TuneOptions::noisy_spread
+  bool is_default = false;       // the op's default configuration
 };
 
 struct TuneResult {
@@ -65,34 +82,71 @@ struct TuneResult {
   std::size_t resumed = 0;                    // records found from earlier sessions
   std::size_t transfer_records = 0;
   std::map<std::string, std::size_t> statuses;  // this session's measurements by status
-  std::vector<FinalEntry> final;              // best first
-  double default_gflops = 0;
-  std::string stop_reason;                    // "trials", "time budget", "early stopping", "interrupted", "space exhausted"
+  std::vector<FinalEntry> final;              // the re-measured finalists and default, best first
+  double default_gflops = 0;                  // from the final re-measurement when there was one
+  bool default_is_best = false;               // no finalist beat the default: it is the recommendation
+  std::optional<FinalEntry> best_recorded;    // without a final round: the best recorded config
+  std::string stop_reason;  // "trials", "time budget", "early stopping", "interrupted", "space exhausted"
 };
 
 class TuningLoop {
  public:
-  // All references must outlive run(). `measurer` must be open (devices leased).
-  TuningLoop(const ops::Op& op, ops::Params params, host::Target target, RecordStore& db, host::Compiler& compiler,
-             host::MeasureClient& measurer, TuneOptions options);
+  // `db` and `evaluator` are borrowed and must outlive the loop; so must the task's op.
+  TuningLoop(Task task, RecordStore& db, Evaluator& evaluator, TuneOptions options);
+  ~TuningLoop();
+  TuningLoop(const TuningLoop&) = delete;
+  TuningLoop& operator=(const TuningLoop&) = delete;
 
-  // Throws ops::OpError for a workload the op cannot handle, std::invalid_argument for
-  // an unknown strategy.
+  // Reads what earlier sessions measured, seeds the strategy (and the transfer records)
+  // and measures the default configuration when it is not recorded yet. Throws
+  // ops::OpError for a workload the op cannot handle, std::invalid_argument for an
+  // unknown strategy.
+  rpc::awaitable<void> start();
+  // Measures one batch. Returns the progress after it, or nothing when the search is over
+  // (the reason is result().stop_reason); nothing is measured then.
+  rpc::awaitable<std::optional<TuneProgress>> step();
+  // Re-measures the finalists and the default (unless interrupted or final_top is 0)
+  // and returns the session's result.
+  rpc::awaitable<TuneResult> finish();
+  // start(), step() until done, finish().
   rpc::awaitable<TuneResult> run(std::function<void(const TuneProgress&)> on_progress = {});
 
-  // Asks run() to stop after the batch in flight; safe from a signal handler's
+  // Called with the progress after every change (set before start()).
+  void on_progress(std::function<void(const TuneProgress&)> callback) { on_progress_ = std::move(callback); }
+  // Asks the loop to stop after the batch in flight; safe from a signal handler's
   // completion (same thread) at any time.
   void request_stop() { stop_.store(true); }
+  const TuneProgress& progress() const { return progress_; }
+  const TuneResult& result() const { return result_; }
+  const Task& task() const { return task_; }
 
  private:
-  const ops::Op& op_;
-  ops::Params params_;
-  host::Target target_;
+  rpc::awaitable<std::vector<Evaluation>> evaluate(const std::vector<std::uint64_t>& indices);
+  std::optional<std::string> stop_reason() const;
+  void report(const std::string& phase);
+  void final_round_from_records();
+
+  Task task_;
   RecordStore& db_;
-  host::Compiler& compiler_;
-  host::MeasureClient& measurer_;
+  Evaluator& evaluator_;
   TuneOptions options_;
   std::atomic<bool> stop_{false};
+  std::function<void(const TuneProgress&)> on_progress_;
+
+  std::unique_ptr<Space> space_;
+  std::unique_ptr<Strategy> strategy_;
+  std::chrono::steady_clock::time_point started_;
+  std::set<std::uint64_t> measured_;
+  double best_cost_;
+  std::string best_config_;
+  double default_cost_;
+  std::string default_config_;
+  std::size_t failures_ = 0;
+  std::size_t since_improvement_ = 0;
+  bool started_ok_ = false;
+  bool done_ = false;
+  TuneProgress progress_;
+  TuneResult result_;
 };
 
 // A fresh session id (16 hex digits).

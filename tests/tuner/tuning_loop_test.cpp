@@ -1,0 +1,353 @@
+// Tests of the tuning loop with a synthetic evaluator and a temporary records file:
+// the trial budget, resume, early stopping, failures, stepping, the final round.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "kestrel/tuner/evaluator.h"
+#include "kestrel/tuner/records.h"
+#include "kestrel/tuner/tuning_loop.h"
+#include "tuner/toy_op.h"
+
+namespace {
+
+using namespace kestrel;
+using tuner::Evaluation;
+using tuner::SyntheticEvaluator;
+using tuner::TuneOptions;
+using tuner::TuningLoop;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "kestrel-loop-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) FAIL("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+template <typename T>
+T sync(rpc::awaitable<T> work) {
+  asio::io_context io;
+  auto future = asio::co_spawn(io, std::move(work), asio::use_future);
+  io.run();
+  return future.get();
+}
+
+// 8 x 8 configurations; the default is a=1,b=1; the fastest a=5,b=3.
+test::ToyOp grid_op() {
+  return test::ToyOp({{"a", {1, 2, 3, 4, 5, 6, 7, 8}, ""}, {"b", {1, 2, 3, 4, 5, 6, 7, 8}, ""}},
+                     [](const ops::Config&) { return true; });
+}
+
+double bowl(const ops::Config& c) {
+  double a = static_cast<double>(c.at("a")), b = static_cast<double>(c.at("b"));
+  return 1e-3 * (1 + (a - 5) * (a - 5) + (b - 3) * (b - 3));
+}
+
+tuner::Task task_of(const ops::Op& op) {
+  tuner::Task task;
+  task.op = &op;
+  task.target.triple = "x86_64-linux-gnu";
+  return task;
+}
+
+TuneOptions options(std::size_t trials, std::size_t batch = 5) {
+  TuneOptions o;
+  o.strategy = "random";
+  o.trials = trials;
+  o.batch_size = batch;
+  o.final_top = 0;
+  o.transfer = false;
+  o.measure.repeat = 3;
+  o.device_key = "test";
+  return o;
+}
+
+std::size_t search_records(const tuner::RecordStore& db, const tuner::Task& task) {
+  std::size_t n = 0;
+  for (const auto& r : db.find(task.op_name(), task.params, task.target_name())) n += r.final_measurement ? 0 : 1;
+  return n;
+}
+
+// Lets a synthetic evaluator lose the device of some configurations.
+class LosingEvaluator final : public tuner::Evaluator {
+ public:
+  LosingEvaluator(tuner::Evaluator& inner, std::set<std::string> lost) : inner_(inner), lost_(std::move(lost)) {}
+  rpc::awaitable<std::vector<Evaluation>> evaluate(const tuner::Task& task, const std::vector<ops::Config>& configs,
+                                                   const rpc::MeasureSettings& settings,
+                                                   tuner::ResultCallback on_result) override {
+    auto out = co_await inner_.evaluate(task, configs, settings);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (lost_.contains(ops::format_config(out[i].config))) {
+        out[i].status = kernel::Status::device_lost;
+        out[i].round_seconds.clear();
+        out[i].cost = std::numeric_limits<double>::infinity();
+        ++losses;
+      }
+      if (on_result) on_result(i, out[i]);
+    }
+    co_return out;
+  }
+  std::size_t losses = 0;
+
+ private:
+  tuner::Evaluator& inner_;
+  std::set<std::string> lost_;
+};
+
+}  // namespace
+
+TEST_CASE("tuning loop: the trial budget is honoured exactly", "[tuning_loop]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  auto evaluator = SyntheticEvaluator::constant(bowl);
+  TuningLoop loop(task_of(op), db, evaluator, options(23, 5));
+  auto result = sync(loop.run());
+  CHECK(result.trials == 23);
+  CHECK(result.this_session == 23);
+  CHECK(result.stop_reason == "trials");
+  CHECK(evaluator.evaluations() == 23);
+  CHECK(search_records(db, loop.task()) == 23);
+  for (const auto& [config, count] : evaluator.counts()) CHECK(count == 1);
+}
+
+TEST_CASE("tuning loop: resuming measures nothing twice", "[tuning_loop]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  auto first = SyntheticEvaluator::constant(bowl);
+  {
+    TuningLoop loop(task_of(op), db, first, options(12, 4));
+    CHECK(sync(loop.run()).trials == 12);
+  }
+  auto second = SyntheticEvaluator::constant(bowl);
+  TuningLoop loop(task_of(op), db, second, options(30, 4));
+  auto result = sync(loop.run());
+  CHECK(result.resumed == 12);
+  CHECK(result.this_session == 18);
+  CHECK(result.trials == 30);
+  CHECK(second.evaluations() == 18);
+  for (const auto& [config, count] : second.counts()) {
+    INFO(config);
+    CHECK_FALSE(first.counts().contains(config));
+  }
+  // A third run with the budget spent measures nothing at all.
+  auto third = SyntheticEvaluator::constant(bowl);
+  TuningLoop again(task_of(op), db, third, options(30, 4));
+  auto done = sync(again.run());
+  CHECK(third.evaluations() == 0);
+  CHECK(done.this_session == 0);
+  CHECK(done.trials == 30);
+}
+
+TEST_CASE("tuning loop: records of another device class are not resumed", "[tuning_loop]") {
+  // Two boards of one target (say a Pi 4 and a Jetson, both aarch64) tuned into one
+  // database: the second measures its own trials instead of resuming the first's.
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  auto constant = [](const ops::Config& c, std::uint32_t) { return bowl(c); };
+  TuneOptions pi4 = options(12, 4), jetson = options(12, 4);
+  pi4.device_class = tuner::DeviceClass{"synthetic", "pi4", "pi4"};
+  jetson.device_class = tuner::DeviceClass{"synthetic", "jetson", "jetson"};
+  SyntheticEvaluator on_pi4(constant, "pi4"), on_jetson(constant, "jetson");
+  {
+    TuningLoop loop(task_of(op), db, on_pi4, pi4);
+    CHECK(sync(loop.run()).this_session == 12);
+  }
+  TuningLoop loop(task_of(op), db, on_jetson, jetson);
+  auto result = sync(loop.run());
+  CHECK(result.resumed == 0);
+  CHECK(result.this_session == 12);
+  CHECK(on_jetson.evaluations() == 12);
+  // The first class resumes its own records and measures nothing more.
+  SyntheticEvaluator again(constant, "pi4");
+  TuningLoop resumed(task_of(op), db, again, pi4);
+  auto done = sync(resumed.run());
+  CHECK(done.resumed == 12);
+  CHECK(again.evaluations() == 0);
+}
+
+TEST_CASE("tuning loop: configurations lost with their device are measured again on resume", "[tuning_loop]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  auto inner = SyntheticEvaluator::constant(bowl);
+  // The default is measured first, alone: lose it.
+  LosingEvaluator losing(inner, {"a=1,b=1"});
+  {
+    TuningLoop loop(task_of(op), db, losing, options(6, 5));
+    auto result = sync(loop.run());
+    CHECK(losing.losses >= 1);
+    CHECK(result.statuses.at("device lost") >= 1);
+  }
+  auto second = SyntheticEvaluator::constant(bowl);
+  TuningLoop loop(task_of(op), db, second, options(8, 5));
+  auto result = sync(loop.run());
+  CHECK(second.counts().contains("a=1,b=1"));
+  CHECK(result.default_gflops > 0);
+}
+
+TEST_CASE("tuning loop: early stopping ends a search that stopped improving", "[tuning_loop]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  auto evaluator = SyntheticEvaluator::constant([](const ops::Config&) { return 1e-3; });
+  auto o = options(60, 1);
+  o.early_stopping = 5;
+  TuningLoop loop(task_of(op), db, evaluator, o);
+  auto result = sync(loop.run());
+  CHECK(result.stop_reason == "early stopping");
+  CHECK(result.trials == 6);  // the default, then five without improvement
+}
+
+TEST_CASE("tuning loop: a failing configuration is counted as a failure and recorded", "[tuning_loop]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  auto evaluator = SyntheticEvaluator::constant([](const ops::Config& c) {
+    return c.at("a") == 2 ? std::numeric_limits<double>::infinity() : bowl(c);
+  });
+  TuningLoop loop(task_of(op), db, evaluator, options(64, 8));
+  auto result = sync(loop.run());
+  CHECK(result.trials == 64);
+  CHECK(result.statuses.at("runtime error") == 8);
+  CHECK(result.statuses.at("ok") == 56);
+  CHECK(loop.progress().failures == 8);
+  std::size_t failed = 0;
+  for (const auto& r : db.find("toy", {}, loop.task().target_name())) {
+    if (!r.ok()) {
+      ++failed;
+      CHECK(std::isinf(r.cost));
+      CHECK(r.message == "synthetic failure");
+    }
+  }
+  CHECK(failed == 8);
+  CHECK(result.stop_reason == "trials");
+}
+
+TEST_CASE("tuning loop: step() measures one batch at a time and reports progress", "[tuning_loop]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  auto evaluator = SyntheticEvaluator::constant(bowl);
+  TuningLoop loop(task_of(op), db, evaluator, options(14, 4));
+  sync(loop.start());
+  CHECK(evaluator.evaluations() == 1);  // the default configuration
+  CHECK(loop.progress().trials == 1);
+  CHECK(loop.progress().default_gflops > 0);
+  std::vector<std::size_t> trials;
+  for (auto progress = sync(loop.step()); progress; progress = sync(loop.step())) {
+    trials.push_back(progress->trials);
+    CHECK(progress->total == 14);
+    CHECK(progress->best_gflops >= progress->default_gflops);
+    CHECK(evaluator.evaluations() == progress->trials);
+  }
+  CHECK(trials == std::vector<std::size_t>{5, 9, 13, 14});
+  CHECK(loop.result().stop_reason == "trials");
+  CHECK_FALSE(sync(loop.step()));  // done stays done
+  auto result = sync(loop.finish());
+  CHECK(result.trials == 14);
+}
+
+TEST_CASE("tuning loop: the final round re-measures finalists and the default, interleaved", "[tuning_loop]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  // a=8,b=8 was lucky in the search (0.1 ms) but is slow in every later round (5 ms); the
+  // a=7 configs were fast in the search, later their rounds disagree (0.5 ms, 3 ms, 3 ms);
+  // the default is 1 ms throughout.
+  std::map<std::string, int> seen;
+  std::vector<std::string> order;
+  SyntheticEvaluator evaluator([&](const ops::Config& c, std::uint32_t round) {
+    std::string text = ops::format_config(c);
+    if (round == 0) {
+      ++seen[text];
+      order.push_back(text);
+    }
+    if (text == "a=1,b=1") return 1e-3;
+    if (text == "a=8,b=8") return seen[text] == 1 ? 1e-4 : 5e-3;
+    if (c.at("a") == 7) return seen[text] == 1 ? 2e-4 : (round == 0 ? 5e-4 : 3e-3);
+    return 2e-3;
+  });
+  auto o = options(64, 16);
+  o.final_top = 3;
+  o.final_repeat = 9;
+  o.final_passes = 3;
+  TuningLoop loop(task_of(op), db, evaluator, o);
+  auto result = sync(loop.run());
+  REQUIRE(result.final.size() == 4);  // three finalists and the default
+  CHECK(result.final.front().is_default);
+  CHECK(result.default_is_best);
+  CHECK(result.final.front().config == "a=1,b=1");
+  CHECK(result.final.front().median_s == Approx(1e-3));
+  bool noisy = false;
+  for (const auto& f : result.final) {
+    if (f.config.rfind("a=7,", 0) == 0) {
+      CHECK(f.noisy);
+      noisy = true;
+    }
+    if (f.config == "a=8,b=8") CHECK(f.median_s == Approx(5e-3));
+  }
+  CHECK(noisy);
+  // Each of the four measured in each of three passes, the order alternating.
+  std::vector<std::string> final_order(order.end() - 12, order.end());
+  CHECK(std::vector<std::string>(final_order.begin(), final_order.begin() + 4) ==
+        std::vector<std::string>(final_order.rbegin() + 4, final_order.rbegin() + 8));
+  CHECK(seen.at("a=1,b=1") == 4);  // the search, then three passes
+  // One final record per configuration, with every round; the default's marked.
+  std::size_t finals = 0;
+  for (const auto& r : db.find("toy", {}, loop.task().target_name())) {
+    if (!r.final_measurement) continue;
+    ++finals;
+    CHECK(r.round_seconds.size() == 9);
+    CHECK(r.is_default == (ops::format_config(r.config) == "a=1,b=1"));
+  }
+  CHECK(finals == 4);
+}
+
+TEST_CASE("tuning loop: without a final round the best recorded configuration is the result", "[tuning_loop]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  auto evaluator = SyntheticEvaluator::constant(bowl);
+  SECTION("final top 0") {
+    TuningLoop loop(task_of(op), db, evaluator, options(64, 16));
+    auto result = sync(loop.run());
+    CHECK(result.final.empty());
+    REQUIRE(result.best_recorded);
+    CHECK(result.best_recorded->config == "a=5,b=3");
+    CHECK(result.best_recorded->median_s == Approx(1e-3));
+  }
+  SECTION("interrupted") {
+    auto o = options(64, 4);
+    o.final_top = 3;
+    TuningLoop loop(task_of(op), db, evaluator, o);
+    sync(loop.start());
+    REQUIRE(sync(loop.step()));
+    loop.request_stop();
+    CHECK_FALSE(sync(loop.step()));
+    auto result = sync(loop.finish());
+    CHECK(result.stop_reason == "interrupted");
+    CHECK(result.trials == 5);
+    CHECK(result.final.empty());
+    REQUIRE(result.best_recorded);
+    CHECK(evaluator.evaluations() == 5);  // nothing re-measured after the interrupt
+  }
+}

@@ -1,0 +1,64 @@
+// A tuning session: a list of jobs (op + workload) tuned in turn into one records
+// database on one leased pool (a tracker's devices, or the embedded local pool). Shared
+// by `kestrel tune` (one workload or a --workloads set) and `kestrel bench --tune-trials`.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kestrel/host/leased_pool.h"
+#include "kestrel/host/target.h"
+#include "kestrel/ops/op.h"
+#include "kestrel/tuner/records.h"
+#include "kestrel/tuner/tuning_loop.h"
+
+namespace kestrel::tuner {
+
+struct TuneJob {
+  std::string label;            // shown in progress lines; may be empty
+  const ops::Op* op = nullptr;  // borrowed; must outlive the session
+  ops::Params params;
+};
+
+struct SessionOptions {
+  host::PoolOptions pool;
+  unsigned compile_threads = 0;  // 0: one per core
+  TuneOptions tune;              // its device_key is the pool's key
+  // The compile target for the leased device (throws to refuse it); empty: the device's CPU.
+  std::function<host::Target(const rpc::DeviceInfo&)> choose_target;
+  // Where each job's op is looked up again for the target's backend (a GPU target tunes
+  // the op's GPU variant, with its own knobs); null: the jobs' ops as given.
+  const ops::Registry* registry = nullptr;
+};
+
+struct SessionResult {
+  std::vector<TuneResult> results;  // one per job tuned, in order
+  bool interrupted = false;         // request_stop(): the remaining jobs were not tuned
+};
+
+class TuneSession {
+ public:
+  // `db` is borrowed and must outlive the session.
+  TuneSession(std::vector<TuneJob> jobs, RecordStore& db, SessionOptions options);
+
+  // Leases the pool, tunes the jobs in turn, releases the pool. `on_progress` gets the
+  // job's index with each progress report. Throws what the pool, the compiler or the
+  // loop throw (rpc errors, ops::OpError, RecordsError), after releasing the pool.
+  rpc::awaitable<SessionResult> run(std::function<void(std::size_t job, const TuneProgress&)> on_progress = {});
+
+  // Stops after the batch in flight and tunes no further job. Returns false when no job
+  // is being tuned yet (the pool is still being leased): nothing to stop gracefully.
+  bool request_stop();
+
+  const std::vector<TuneJob>& jobs() const { return jobs_; }
+
+ private:
+  std::vector<TuneJob> jobs_;
+  RecordStore& db_;
+  SessionOptions options_;
+  TuningLoop* loop_ = nullptr;
+  bool stop_ = false;
+};
+
+}  // namespace kestrel::tuner

@@ -1,0 +1,73 @@
+// Reading and writing the records of a tuning loop (see loop_records.h).
+#include "loop_records.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "kestrel/base/version.h"
+
+namespace kestrel::tuner::loop_records {
+namespace {
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::vector<Past> of_task(const RecordStore& db, const Task& task, const std::optional<DeviceClass>& device_class) {
+  std::vector<Past> out;
+  for (const Record& r : db.find(task.op_name(), task.params, task.target_name(),
+                                 device_class ? &*device_class : nullptr)) {
+    Past p;
+    p.config = r.config;
+    p.status = r.status;
+    p.cost = p.ok() ? r.cost : std::numeric_limits<double>::infinity();
+    p.final_measurement = r.final_measurement;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<Other> of_other_workloads(const RecordStore& db, const Task& task) {
+  std::vector<Other> out;
+  for (const Record& r : db.find_other_workloads(task.op_name(), task.params, task.target_name())) {
+    if (r.workload.empty() || r.config.empty()) continue;
+    Other o;
+    o.params = r.workload;
+    o.config = r.config;
+    o.ok = r.ok();
+    o.cost = o.ok ? r.cost : std::numeric_limits<double>::infinity();
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void add(RecordStore& db, const Task& task, const Evaluation& e, const Context& context, bool final_measurement) {
+  Record r;
+  r.op = task.op_name();
+  r.workload = task.params;
+  r.target = task.target_name();
+  r.device_class = e.device_class;
+  if (r.device_class.fingerprint.empty() && context.device_class) r.device_class = *context.device_class;
+  if (r.device_class.key.empty()) r.device_class.key = context.device_key;
+  r.device = e.device;
+  r.config = e.config;
+  r.is_default = e.config == task.op->default_config(task.params);
+  r.status = e.status;
+  r.message = e.message;
+  r.round_seconds = e.round_seconds;
+  r.cost = e.ok() ? e.cost : std::numeric_limits<double>::infinity();
+  double flops = task.flops();
+  r.gflops = std::isfinite(r.cost) && r.cost > 0 ? flops / r.cost / 1e9 : 0;
+  r.compile_ms = e.compile_ms;
+  r.tool_version = std::string(software_version());
+  r.time_unix_ms = now_unix_ms();
+  r.session = context.session;
+  r.final_measurement = final_measurement;
+  db.add(r);
+}
+
+}  // namespace kestrel::tuner::loop_records

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "kestrel/base/str.h"
@@ -79,7 +80,11 @@ bool from_wire(wire::MeasureBatch::Reader in, BatchRequest& out, std::string& er
   out.reference_entry = in.getReferenceEntry();
   out.tolerance = in.getTolerance();
   if (!std::isfinite(out.tolerance) || out.tolerance < 0) {
-    error = str("tolerance ", out.tolerance, " is not a finite non-negative number");
+    // snprintf, not str(): formatting a double with std::to_chars pulls its tables
+    // (~100 KB) into kestrel-device, whose size ships to every board.
+    char text[64];
+    std::snprintf(text, sizeof text, "%g", out.tolerance);
+    error = str("tolerance ", text, " is not a finite non-negative number");
     return false;
   }
   out.settings = from_wire(in.getSettings());

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Fails if a cross-built device runtime (scripts/build-device.sh, stripped, MinSizeRel)
+# outgrows its budget: the runtime ships to every board and its size is a product figure.
+# The budgets leave about 8% over the sizes of 2026-11-23 (aarch64 922 KB, its fully
+# static build 1,650 KB, armv7a 606 KB). A double formatted with std::to_chars in device
+# code, for one, adds ~130 KB of tables to a runtime linked with -static-libstdc++.
+# Exits 77 (skipped) when no cross-built runtime exists.
+set -euo pipefail
+root="$1"
+checked=0
+status=0
+check() {
+  local dir="$1" budget="$2" binary="$root/$1/kestrel-device"
+  [ -x "$binary" ] || return 0
+  checked=$((checked + 1))
+  local bytes
+  bytes=$(stat -c %s "$binary")
+  if [ "$bytes" -gt "$budget" ]; then
+    echo "FAIL: $dir/kestrel-device is $bytes bytes, over its budget of $budget"
+    status=1
+  else
+    echo "$dir/kestrel-device: $bytes bytes (budget $budget)"
+  fi
+}
+check build-device-aarch64-linux-gnu 1000000
+check build-device-aarch64-linux-gnu-static 1780000
+check build-device-armv7a-linux-gnueabihf 655000
+if [ "$checked" -eq 0 ]; then
+  echo "no cross-built runtime under $root (scripts/build-device.sh TRIPLE): skipped"
+  exit 77
+fi
+exit $status

@@ -107,22 +107,7 @@ std::string Args::get(const std::string& name, const std::string& fallback) cons
 
 std::int64_t Args::get_int(const std::string& name, std::int64_t fallback, std::int64_t min, std::int64_t max) const {
   auto it = values_.find(name);
-  if (it == values_.end()) return fallback;
-  std::size_t used = 0;
-  std::int64_t value = 0;
-  try {
-    value = std::stoll(it->second, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != it->second.size() || used == 0) {
-    throw UsageError("option '--" + name + "' expects an integer, got '" + it->second + "'");
-  }
-  if (value < min || value > max) {
-    throw UsageError("option '--" + name + "' must be between " + std::to_string(min) + " and " +
-                     std::to_string(max) + ", got " + it->second);
-  }
-  return value;
+  return it == values_.end() ? fallback : parse_int_option(name, it->second, min, max);
 }
 
 std::string Args::help() const { return output_.empty() ? app_->help() : output_; }

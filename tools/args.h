@@ -11,16 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "usage.h"
+
 namespace CLI {
 class App;
 }
 
 namespace kestrel::tools {
-
-// A user error on the command line; main prints it with a hint to --help.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 class Args {
  public:

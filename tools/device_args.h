@@ -14,13 +14,9 @@
 
 #include "kestrel/base/suggest.h"
 #include "kestrel/base/version.h"
+#include "usage.h"
 
 namespace kestrel::tools {
-
-// A user error on the command line; main prints it with a hint to --help.
-struct DeviceUsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 class DeviceArgs {
  public:
@@ -36,7 +32,7 @@ class DeviceArgs {
   void epilog(std::string text) { epilog_ = std::move(text); }
 
   // Parses argv[first..]; returns false if --help or --version was given (the text to
-  // print in `help()`). Throws DeviceUsageError on unknown options (naming the closest
+  // print in `help()`). Throws UsageError on unknown options (naming the closest
   // one), missing values, or an option given twice.
   bool parse(int argc, char** argv, int first) {
     for (int i = first; i < argc; ++i) {
@@ -46,7 +42,7 @@ class DeviceArgs {
         version_ = program_ + " " + std::string(software_version()) + "\n";
         return false;
       }
-      if (arg.rfind("--", 0) != 0) throw DeviceUsageError("unexpected argument '" + arg + "'");
+      if (arg.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + arg + "'");
       std::string name = arg.substr(2);
       std::optional<std::string> inline_value;
       if (auto eq = name.find('='); eq != std::string::npos) {
@@ -57,16 +53,16 @@ class DeviceArgs {
       if (!spec) {
         std::vector<std::string> names;
         for (const auto& known : specs_) names.push_back("--" + known.name);
-        throw DeviceUsageError("unknown option '--" + name + "'" + did_you_mean("--" + name, names));
+        throw UsageError("unknown option '--" + name + "'" + did_you_mean("--" + name, names));
       }
-      if (values_.contains(name)) throw DeviceUsageError("option '--" + name + "' given twice");
+      if (values_.contains(name)) throw UsageError("option '--" + name + "' given twice");
       if (spec->is_flag) {
-        if (inline_value) throw DeviceUsageError("option '--" + name + "' takes no value");
+        if (inline_value) throw UsageError("option '--" + name + "' takes no value");
         values_[name] = "1";
       } else if (inline_value) {
         values_[name] = *inline_value;
       } else {
-        if (i + 1 >= argc) throw DeviceUsageError("option '--" + name + "' needs a value (" + spec->value_name + ")");
+        if (i + 1 >= argc) throw UsageError("option '--" + name + "' needs a value (" + spec->value_name + ")");
         values_[name] = argv[++i];
       }
     }
@@ -80,23 +76,9 @@ class DeviceArgs {
   }
   std::int64_t get_int(const std::string& name, std::int64_t fallback, std::int64_t min, std::int64_t max) const {
     auto it = values_.find(name);
-    if (it == values_.end()) return fallback;
-    std::size_t used = 0;
-    std::int64_t value = 0;
-    try {
-      value = std::stoll(it->second, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != it->second.size() || used == 0) {
-      throw DeviceUsageError("option '--" + name + "' expects an integer, got '" + it->second + "'");
-    }
-    if (value < min || value > max) {
-      throw DeviceUsageError("option '--" + name + "' must be between " + std::to_string(min) + " and " +
-                       std::to_string(max) + ", got " + it->second);
-    }
-    return value;
+    return it == values_.end() ? fallback : parse_int_option(name, it->second, min, max);
   }
+
 
   std::string help() const {
     if (!version_.empty()) return version_;

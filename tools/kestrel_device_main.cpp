@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     }
     log::Level level;
     if (!log::parse_level(args.get("log-level", "info"), level)) {
-      throw tools::DeviceUsageError("--log-level must be debug, info, warn, error or off");
+      throw tools::UsageError("--log-level must be debug, info, warn, error or off");
     }
     log::set_level(level);
     if (args.has("exit-with-parent")) {
@@ -81,8 +81,8 @@ int main(int argc, char** argv) {
       print_info(info);
       return 0;
     }
-    if (!args.has("tracker")) throw tools::DeviceUsageError("--tracker HOST:PORT is required");
-    if (!args.has("key")) throw tools::DeviceUsageError("--key KEY is required");
+    if (!args.has("tracker")) throw tools::UsageError("--tracker HOST:PORT is required");
+    if (!args.has("key")) throw tools::UsageError("--key KEY is required");
 
     device::AgentOptions options;
     options.tracker = rpc::parse_endpoint(args.get("tracker"));
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
               info.cores, " cores) serving key '", options.key, "' via ", options.tracker.to_string());
     io.run();
     return status;
-  } catch (const tools::DeviceUsageError& e) {
+  } catch (const tools::UsageError& e) {
     err(str("kestrel-device: ", e.what(), "\n(see kestrel-device --help)\n"));
     return 2;
   } catch (const rpc::RpcError& e) {

@@ -11,6 +11,7 @@
 #include "kestrel/tuner/evaluator.h"
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/tuning_loop.h"
+#include "support/process.h"
 #include "tuner/toy_op.h"
 
 namespace {
@@ -21,24 +22,7 @@ using tuner::SyntheticEvaluator;
 using tuner::TuneOptions;
 using tuner::TuningLoop;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "kestrel-loop-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) FAIL("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test::TempDir;
 
 template <typename T>
 T sync(rpc::awaitable<T> work) {

@@ -20,6 +20,7 @@
 #include "kestrel/base/log.h"
 #include "ops/kernel_harness.h"
 #include "support/async.h"
+#include "support/fixtures.h"
 
 using namespace kestrel;
 using namespace kestrel::device;
@@ -37,11 +38,7 @@ void add_candidates(BatchSpec& spec, std::initializer_list<FixtureCandidate> can
   for (const auto& c : candidates) spec.add(c.request, c.fd);
 }
 
-std::vector<std::uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::read_bytes;
 
 // 64 hex digits derived from the content (four FNV-1a passes with different seeds): like
 // the host's hashes, equal modules get equal names, so the on-disk program cache is safe.

@@ -14,20 +14,14 @@
 #include <vector>
 
 #include "kestrel/device_runtime/kernel_services.h"
+#include "support/fixtures.h"
 
 using namespace kestrel::device;
 
 namespace {
 
-std::string fixture_path(const std::string& name) {
-  return std::string(KESTREL_FIXTURE_DIR) + "/fixture_" + name + ".so";
-}
-
-std::vector<std::uint8_t> fixture_bytes(const std::string& name) {
-  std::ifstream in(fixture_path(name), std::ios::binary);
-  REQUIRE(in);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using kestrel::test::fixture_path;
+std::vector<std::uint8_t> fixture_bytes(const std::string& name) { return kestrel::test::read_fixture(name); }
 
 std::optional<CpuKernelModule> load_file(const std::string& name, const std::string& entry, std::string& error) {
   int fd = ::open(fixture_path(name).c_str(), O_RDONLY | O_CLOEXEC);

@@ -11,6 +11,7 @@
 #include "kestrel/device_runtime/module_store.h"
 #include "kestrel/base/log.h"
 #include "support/async.h"
+#include "support/fixtures.h"
 
 using namespace kestrel;
 using namespace kestrel::device;
@@ -28,11 +29,7 @@ void add_candidates(BatchSpec& spec, std::initializer_list<FixtureCandidate> can
   for (const auto& c : candidates) spec.add(c.request, c.fd);
 }
 
-std::vector<std::uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::read_bytes;
 
 std::string fake_hash(int n) {
   std::string hex = "0123456789abcdef";

@@ -10,6 +10,7 @@
 #include "kestrel/device_runtime/session_server.h"
 #include "kestrel/rpc/measure.h"
 #include "support/async.h"
+#include "support/fixtures.h"
 
 using namespace kestrel;
 using namespace kestrel::device;
@@ -17,17 +18,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<std::uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<std::uint8_t> fixture(const std::string& name) {
-  return read_bytes(std::string(KESTREL_FIXTURE_DIR) + "/fixture_" + name + ".so");
-}
-
-std::string hash_of(char c) { return std::string(64, c); }
+using test::hash_of;
+std::vector<std::uint8_t> fixture(const std::string& name) { return test::read_fixture(name); }
 
 // The holder's end of the pipe: what it sent and what came back, per lease.
 struct Pipe {
@@ -87,15 +79,8 @@ struct Pipe {
 };
 
 rpc::BatchRequest add_batch(std::uint64_t seq, std::int64_t n = 4096) {
-  rpc::BatchRequest batch;
+  rpc::BatchRequest batch = test::add_batch_request(n, hash_of('a'));
   batch.seq = seq;
-  batch.args = {{n, false}, {n, false}, {n, true}};
-  batch.reference_hash = hash_of('a');
-  batch.tolerance = 1e-6;
-  batch.settings.repeat = 2;
-  batch.settings.min_repeat_ms = 2;
-  batch.settings.timeout_ms = 3000;
-  batch.settings.threads = 1;
   return batch;
 }
 

@@ -10,6 +10,7 @@
 #include "kestrel/rpc/device_session.h"
 #include "support/async.h"
 #include "support/pool.h"
+#include "support/fixtures.h"
 
 using namespace kestrel;
 using namespace kestrel::rpc;
@@ -17,25 +18,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<std::uint8_t> fixture(const std::string& name) {
-  std::ifstream in(std::string(KESTREL_FIXTURE_DIR) + "/fixture_" + name + ".so", std::ios::binary);
-  REQUIRE(in);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::string hash_of(char c) { return std::string(64, c); }
-
-BatchRequest add_batch(std::int64_t n = 4096) {
-  BatchRequest batch;
-  batch.args = {{n, false}, {n, false}, {n, true}};
-  batch.reference_hash = hash_of('a');
-  batch.tolerance = 1e-6;
-  batch.settings.repeat = 2;
-  batch.settings.min_repeat_ms = 2;
-  batch.settings.timeout_ms = 3000;
-  batch.settings.threads = 1;
-  return batch;
-}
+using test::hash_of;
+std::vector<std::uint8_t> fixture(const std::string& name) { return test::read_fixture(name); }
+BatchRequest add_batch(std::int64_t n = 4096) { return test::add_batch_request(n, hash_of('a')); }
 
 }  // namespace
 

@@ -55,6 +55,18 @@ std::size_t record_count(const std::string& db) {
   }
 }
 
+// A rerun with 4 more trials than the `kept` records resumes all of them and measures 4.
+void check_rerun_resumes(const TempDir& dir, const std::string& db, std::size_t kept) {
+  std::string output;
+  auto argv = tune_args(db, static_cast<int>(kept) + 4);
+  argv.push_back("--json");
+  REQUIRE(test::run_command(argv, output, dir.file("rerun.out")) == 0);
+  auto result = parse_json(output);
+  REQUIRE(result.is_object());
+  CHECK(result["resumed"].get<std::size_t>() == kept);
+  CHECK(result["this_session"] == 4);
+}
+
 }  // namespace
 
 TEST_CASE("kestrel tune on the embedded default tunes, records every trial, and shows the best",
@@ -175,14 +187,7 @@ TEST_CASE("Ctrl-C in the middle of a batch keeps the records and the next run re
   std::size_t kept = record_count(db);
   CHECK(kept >= 6);
 
-  std::string output;
-  auto argv = tune_args(db, static_cast<int>(kept) + 4);
-  argv.push_back("--json");
-  REQUIRE(test::run_command(argv, output, dir.file("rerun.out")) == 0);
-  auto result = parse_json(output);
-  REQUIRE(result.is_object());
-  CHECK(result["resumed"].get<std::size_t>() == kept);
-  CHECK(result["this_session"] == 4);
+  check_rerun_resumes(dir, db, kept);
 }
 
 // A terminal's Ctrl-C signals the whole foreground process group: the embedded device
@@ -216,14 +221,7 @@ TEST_CASE("Ctrl-C to the whole process group stops cleanly, loses no device, and
   CHECK_THAT(run.log(), !Catch::Contains("no successful measurement"));
   CHECK_THAT(run.log(), Catch::Contains("best recorded"));
 
-  std::string output;
-  auto argv = tune_args(db, static_cast<int>(kept) + 4);
-  argv.push_back("--json");
-  REQUIRE(test::run_command(argv, output, dir.file("rerun.out")) == 0);
-  auto result = parse_json(output);
-  REQUIRE(result.is_object());
-  CHECK(result["resumed"].get<std::size_t>() == kept);
-  CHECK(result["this_session"] == 4);
+  check_rerun_resumes(dir, db, kept);
 }
 
 TEST_CASE("kestrel tune --final-top 0 shows the best recorded configuration", "[e2e][tune]") {

@@ -231,22 +231,12 @@ rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
   co_return progress_;
 }
 
-void TuningLoop::final_round_from_records() {
+void TuningLoop::final_round_from_records(double cost, std::uint64_t index) {
   // No re-measurement: the best recorded configuration, as measured during the search.
-  double best = kInf;
-  ops::Config config;
-  for (const auto& past : loop_records::of_task(db_, task_, options_.device_class)) {
-    if (!past.ok() || past.final_measurement) continue;
-    if (past.cost < best) {
-      best = past.cost;
-      config = past.config;
-    }
-  }
-  if (!std::isfinite(best)) return;
   FinalEntry entry;
-  entry.config = ops::format_config(config);
-  entry.median_s = best;
-  entry.gflops = task_.flops() / best / 1e9;
+  entry.config = ops::format_config(space_->config(index));
+  entry.median_s = cost;
+  entry.gflops = task_.flops() / cost / 1e9;
   entry.status = "ok";
   entry.is_default = entry.config == default_config_;
   result_.best_recorded = entry;
@@ -278,7 +268,7 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
   }
 
   if (finalists.empty() || stop_.load()) {
-    final_round_from_records();
+    if (!ranked.empty()) final_round_from_records(ranked.front().first, ranked.front().second);
     result_.trials = measured_.size();
     report("done");
     co_return result_;

@@ -124,7 +124,8 @@ class TuningLoop {
   rpc::awaitable<std::vector<Evaluation>> evaluate(const std::vector<std::uint64_t>& indices);
   std::optional<std::string> stop_reason() const;
   void report(const std::string& phase);
-  void final_round_from_records();
+  // The best recorded result (`cost` of the config at space `index`) as the outcome.
+  void final_round_from_records(double cost, std::uint64_t index);
 
   Task task_;
   RecordStore& db_;

@@ -144,3 +144,38 @@ TEST_CASE("GPU conv2d: launch geometry, staged weights and constraints", "[ops][
     CHECK(op.check(q, op.default_config(q)).empty());
   }
 }
+
+TEST_CASE("GPU batch_matmul: launch geometry, defines and constraints", "[ops][gpu][batch_matmul]") {
+  Registry registry = builtin_ops();
+  const Op& cpu = registry.get("batch_matmul");
+  const Op& op = registry.get("batch_matmul", Backend::opencl);
+  CHECK(&op == &registry.get("batch_matmul", Backend::cuda));
+  CHECK(&op != &cpu);
+  Params p = parse_params(op, "batch=12,M=100,N=70,K=64,trans_b=1");
+  CHECK(op.flops(p) == cpu.flops(p));
+  CHECK(op.reference(p).text == cpu.reference(p).text);
+  Config c = parse_config(op, p, "bm=32,bn=16,bk=8,tm=4,tn=2,unroll=4");
+  REQUIRE(op.check(p, c, TargetTraits{}).empty());
+  for (Backend backend : {Backend::opencl, Backend::cuda}) {
+    KernelSource s = op.source(backend, p, c);
+    CHECK(s.file_name == (backend == Backend::cuda ? "batch_matmul.cu" : "batch_matmul.cl"));
+    CHECK(s.launch.entry == "batch_matmul");
+    CHECK(s.launch.grid == std::array<std::int64_t, 3>{5, 4, 12});  // ceil(70/16), ceil(100/32), batch
+    CHECK(s.launch.block == std::array<std::int64_t, 3>{8, 8, 1});  // bn/tn, bm/tm
+    CHECK(s.launch.shared_bytes == (32 + 16) * 8 * 4);
+    CHECK(define(s, "BMM_TRANS_B") == "1");
+    CHECK(define(s, "BMM_TRANS_A") == "<missing>");
+    CHECK(define(s, "BMM_BATCH") == "12");
+  }
+  auto why = [&](const std::string& text) { return op.check(p, parse_config(op, p, text), TargetTraits{}); };
+  CHECK_THAT(why("bm=16,tm=8,bn=16,tn=8"), Catch::Equals(""));
+  CHECK_THAT(why("bm=128,bn=128,tm=1,tn=1"), Catch::Contains("16384 threads"));
+  CHECK_THAT(why("bm=32,tm=8,bn=16,tn=4,bk=32"), Catch::Equals(""));
+  CHECK_THROWS_AS(parse_config(op, p, "tn=16"), OpError);
+  CHECK_THROWS_WITH(op.source(Backend::cpu, p, op.default_config(p, TargetTraits{})), Catch::Contains("no cpu kernel"));
+  for (std::string shape : {"batch=1,M=1,N=1,K=1", "batch=12,M=384,N=384,K=64,trans_b=1", "batch=3,M=5,N=1000,K=7"}) {
+    Params q = parse_params(op, shape);
+    INFO(shape << ": " << format_config(op.default_config(q, TargetTraits{})));
+    CHECK(op.check(q, op.default_config(q, TargetTraits{}), TargetTraits{}).empty());
+  }
+}

@@ -26,12 +26,26 @@ using device::FloatBuffer;
 
 std::vector<std::vector<std::int64_t>> Problem::input_shapes() const {
   if (kind == Kind::gemm) return {{m, k}, {k, n}};
+  if (kind == Kind::batch_matmul) {
+    return {trans_a ? std::vector<std::int64_t>{batch, k, m} : std::vector<std::int64_t>{batch, m, k},
+            trans_b ? std::vector<std::int64_t>{batch, n, k} : std::vector<std::int64_t>{batch, k, n}};
+  }
   return {{batch, c, h, w}, {out_c, c, r, s}};
 }
 
 std::vector<std::int64_t> Problem::output_shape() const {
   if (kind == Kind::gemm) return {m, n};
+  if (kind == Kind::batch_matmul) return {batch, m, n};
   return {batch, out_c, p(), q()};
+}
+
+std::string_view to_string(Problem::Kind kind) {
+  switch (kind) {
+    case Problem::Kind::gemm: return "gemm";
+    case Problem::Kind::batch_matmul: return "batch_matmul";
+    case Problem::Kind::conv2d: return "conv2d";
+  }
+  return "?";
 }
 
 std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params) {
@@ -45,6 +59,23 @@ std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params)
     p.m = params.at("M");
     p.n = params.at("N");
     p.k = params.at("K");
+    return p;
+  }
+  if (has({"batch", "M", "N", "K"})) {
+    // Every parameter must be understood (transposes only).
+    for (const auto& [name, value] : params) {
+      static const char* known[] = {"batch", "M", "N", "K", "trans_a", "trans_b"};
+      if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return name == k; })) {
+        return std::nullopt;
+      }
+    }
+    p.kind = Problem::Kind::batch_matmul;
+    p.batch = params.at("batch");
+    p.m = params.at("M");
+    p.n = params.at("N");
+    p.k = params.at("K");
+    p.trans_a = params.contains("trans_a") && params.at("trans_a") != 0;
+    p.trans_b = params.contains("trans_b") && params.at("trans_b") != 0;
     return p;
   }
   if (has({"N", "C", "H", "W", "K", "R", "S"})) {
@@ -116,6 +147,33 @@ class OpenBlasGemm final : public Contender {
   FloatBuffer c_;
 };
 
+// A batched matmul as a loop of cblas_sgemm calls over the batch, transposes passed to
+// sgemm (no copies).
+class OpenBlasBatchGemm final : public Contender {
+ public:
+  OpenBlasBatchGemm(const Problem& p, const float* a, const float* b)
+      : p_(p), a_(a), b_(b), c_(p.batch * p.m * p.n) {}
+  std::string name() const override { return "openblas"; }
+  std::string description() const override {
+    return std::string("a loop of cblas_sgemm over the batch, row-major, ") + (p_.trans_a ? "A^T" : "A") + " * " +
+           (p_.trans_b ? "B^T" : "B");
+  }
+  void run() override {
+    const auto m = static_cast<blasint>(p_.m), n = static_cast<blasint>(p_.n), k = static_cast<blasint>(p_.k);
+    for (std::int64_t t = 0; t < p_.batch; ++t) {
+      cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans, p_.trans_b ? CblasTrans : CblasNoTrans, m, n,
+                  k, 1.0f, a_ + t * p_.m * p_.k, p_.trans_a ? m : k, b_ + t * p_.k * p_.n, p_.trans_b ? k : n, 0.0f,
+                  c_.data() + t * p_.m * p_.n, n);
+    }
+  }
+  std::span<const float> output() override { return c_.view(); }
+
+ private:
+  Problem p_;
+  const float *a_, *b_;
+  FloatBuffer c_;
+};
+
 // Convolution the way a gemm-only library does it: im2col of the input into
 // [C*R*S][P*Q] columns (single-threaded), then weights[K][C*R*S] times the columns.
 class OpenBlasIm2col final : public Contender {
@@ -165,13 +223,23 @@ class OpenBlasIm2col final : public Contender {
 using dnnl::memory;
 using tag = memory::format_tag;
 
+// A matmul on plain row-major tensors: 2-D for gemm, 3-D with the batch outermost for
+// batch_matmul (a transposed operand is described by its strides: tag acb).
 class OneDnnMatmul final : public Contender {
  public:
   OneDnnMatmul(const Problem& p, const float* a, const float* b)
-      : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), c_(p.m * p.n) {
-    memory::desc a_md({p.m, p.k}, memory::data_type::f32, tag::ab);
-    memory::desc b_md({p.k, p.n}, memory::data_type::f32, tag::ab);
-    memory::desc c_md({p.m, p.n}, memory::data_type::f32, tag::ab);
+      : batched_(p.kind == Problem::Kind::batch_matmul), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_),
+        c_(p.batch * p.m * p.n) {
+    memory::desc a_md, b_md, c_md;
+    if (batched_) {
+      a_md = memory::desc({p.batch, p.m, p.k}, memory::data_type::f32, p.trans_a ? tag::acb : tag::abc);
+      b_md = memory::desc({p.batch, p.k, p.n}, memory::data_type::f32, p.trans_b ? tag::acb : tag::abc);
+      c_md = memory::desc({p.batch, p.m, p.n}, memory::data_type::f32, tag::abc);
+    } else {
+      a_md = memory::desc({p.m, p.k}, memory::data_type::f32, tag::ab);
+      b_md = memory::desc({p.k, p.n}, memory::data_type::f32, tag::ab);
+      c_md = memory::desc({p.m, p.n}, memory::data_type::f32, tag::ab);
+    }
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
     impl_ = pd.impl_info_str();
     primitive_ = dnnl::matmul(pd);
@@ -180,7 +248,10 @@ class OneDnnMatmul final : public Contender {
     c_mem_ = memory(c_md, engine_, c_.data());
   }
   std::string name() const override { return "onednn"; }
-  std::string description() const override { return "matmul primitive, plain row-major (" + impl_ + ")"; }
+  std::string description() const override {
+    return std::string(batched_ ? "matmul primitive on 3-D tensors" : "matmul primitive") + ", plain row-major (" +
+           impl_ + ")";
+  }
   void run() override {
     primitive_.execute(stream_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_mem_}});
     stream_.wait();
@@ -188,6 +259,7 @@ class OneDnnMatmul final : public Contender {
   std::span<const float> output() override { return c_.view(); }
 
  private:
+  bool batched_;
   dnnl::engine engine_;
   dnnl::stream stream_;
   FloatBuffer c_;
@@ -293,11 +365,15 @@ std::vector<std::unique_ptr<Contender>> make_contenders(const Problem& problem, 
   if (inputs.size() != 2) throw std::invalid_argument("make_contenders: expected two inputs");
 #if KESTREL_HAVE_OPENBLAS
   if (problem.kind == Problem::Kind::gemm) out.push_back(std::make_unique<OpenBlasGemm>(problem, inputs[0], inputs[1]));
-  else out.push_back(std::make_unique<OpenBlasIm2col>(problem, inputs[0], inputs[1]));
+  else if (problem.kind == Problem::Kind::batch_matmul) {
+    out.push_back(std::make_unique<OpenBlasBatchGemm>(problem, inputs[0], inputs[1]));
+  } else {
+    out.push_back(std::make_unique<OpenBlasIm2col>(problem, inputs[0], inputs[1]));
+  }
 #endif
 #if KESTREL_HAVE_ONEDNN
   try {
-    if (problem.kind == Problem::Kind::gemm) {
+    if (problem.kind == Problem::Kind::gemm || problem.kind == Problem::Kind::batch_matmul) {
       out.push_back(std::make_unique<OneDnnMatmul>(problem, inputs[0], inputs[1]));
     } else {
       out.push_back(std::make_unique<OneDnnConv>(problem, inputs[0], inputs[1], false));

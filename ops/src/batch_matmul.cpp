@@ -203,10 +203,15 @@ class BatchMatmulOp final : public Op {
 
   double tolerance(const Params& p) const override { return detail::dot_tolerance(static_cast<double>(p.at("K"))); }
 
-  // Parameters and knobs, then derived quantities; the same names in the same order for
-  // every workload and configuration, all finite and >= 0.
+  // Parameters (the optional transposes too, when left out) and knobs, then derived
+  // quantities; the same names in the same order for every workload and configuration,
+  // all finite and >= 0.
   std::vector<std::pair<std::string, double>> features(const Params& p, const Config& c) const override {
-    auto out = Op::features(p, c);
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& spec : params()) {
+      out.emplace_back("param." + spec.name, static_cast<double>(detail::param_or(p, spec.name, spec.fallback)));
+    }
+    for (const auto& [name, value] : c) out.emplace_back("knob." + name, static_cast<double>(value));
     auto add = [&out](const char* name, double value) { out.emplace_back(std::string("batch_matmul.") + name, value); };
     const double batch = static_cast<double>(p.at("batch")), m = static_cast<double>(p.at("M")),
                  n = static_cast<double>(p.at("N")), k = static_cast<double>(p.at("K"));
@@ -220,8 +225,6 @@ class BatchMatmulOp final : public Op {
     const double items = c.at("split") == 0 ? batch : batch * row_blocks;
     const double waves = std::ceil(items / kTypicalCores);
     add("flops", 2.0 * batch * m * n * k);
-    add("trans_a", static_cast<double>(detail::param_or(p, "trans_a", 0)));
-    add("trans_b", static_cast<double>(detail::param_or(p, "trans_b", 0)));
     add("accumulators", accumulators);
     add("vector_registers", static_cast<double>(mr * (nr / vec) + nr / vec + 1));
     add("vectors_per_row", static_cast<double>(nr / vec));

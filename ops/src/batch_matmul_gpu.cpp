@@ -95,7 +95,11 @@ class BatchMatmulGpuOp final : public detail::GpuVariant {
   }
 
   std::vector<std::pair<std::string, double>> features(const Params& p, const Config& c) const override {
-    auto out = Op::features(p, c);
+    std::vector<std::pair<std::string, double>> out;  // every parameter, the optional ones too
+    for (const auto& spec : params()) {
+      out.emplace_back("param." + spec.name, static_cast<double>(detail::param_or(p, spec.name, spec.fallback)));
+    }
+    for (const auto& [name, value] : c) out.emplace_back("knob." + name, static_cast<double>(value));
     auto add = [&out](const char* name, double value) {
       out.emplace_back(std::string("batch_matmul_gpu.") + name, value);
     };

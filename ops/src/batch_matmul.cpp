@@ -107,9 +107,9 @@ class BatchMatmulOp final : public Op {
     if (nr % vec != 0) return "nr=" + std::to_string(nr) + " is not a multiple of vec=" + std::to_string(vec);
     if (std::int64_t registers = micro_tile_registers(mr, nr, vec, traits); registers > traits.vector_registers) {
       return "micro-tile " + std::to_string(mr) + "x" + std::to_string(nr) + " with vec=" + std::to_string(vec) +
-             " needs " + std::to_string(registers) + " vector registers (mr*nr/vec accumulators + nr/vec for B + 1 "
-             "broadcast, each vector " + std::to_string(registers_per_vector(vec, traits)) + " register(s)), more "
-             "than the " + std::to_string(traits.vector_registers) + " of " + std::string(to_string(traits.isa));
+             " needs " + std::to_string(registers) + " vector registers on " + std::string(to_string(traits.isa)) +
+             " (mr*nr/vec accumulators + nr/vec for B + 1 broadcast, " + std::to_string(traits.vector_floats) +
+             " floats per register), more than its " + std::to_string(traits.vector_registers);
     }
     if (mb > 1 && (mb / 2) * mr >= m) {
       return "mb=" + std::to_string(mb) + " row blocks of " + std::to_string(mb * mr) + " rows: mb=" +
@@ -152,8 +152,8 @@ class BatchMatmulOp final : public Op {
         break;
       }
     }
-    const std::int64_t nv = nr / vec, per_vector = registers_per_vector(vec, traits);
-    const std::int64_t mr_fit = std::max<std::int64_t>(1, (traits.vector_registers / per_vector - nv - 1) / nv);
+    const std::int64_t nv = nr / vec, per_vector = traits.registers_per_vector(vec);
+    const std::int64_t mr_fit = std::max<std::int64_t>(1, ((traits.vector_registers - 1) / per_vector - nv) / nv);
     const std::int64_t mr = detail::largest_at_most(mr_domain, std::min<std::int64_t>(8, mr_fit));
     // kc: the whole K when its B panel fits in half of L1, else the largest block that does.
     const std::int64_t kc_fit = std::max<std::int64_t>(16, traits.l1d_bytes / 2 / (nr * 4));
@@ -184,9 +184,7 @@ class BatchMatmulOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("batch_matmul has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    // The largest register file any target has: a tile over it spills everywhere; the
-    // kernel refuses tiles over the compile target's own registers.
-    if (auto reason = check(p, c, TargetTraits::of(Isa::avx512)); !reason.empty()) {
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) {
       throw OpError("invalid batch_matmul configuration: " + reason);
     }
     KernelSource out{Backend::cpu, "batch_matmul.c", std::string(embedded::batch_matmul_c()), {}};
@@ -203,15 +201,10 @@ class BatchMatmulOp final : public Op {
 
   double tolerance(const Params& p) const override { return detail::dot_tolerance(static_cast<double>(p.at("K"))); }
 
-  // Parameters (the optional transposes too, when left out) and knobs, then derived
-  // quantities; the same names in the same order for every workload and configuration,
-  // all finite and >= 0.
+  // Parameters and knobs, then derived quantities; the same names in the same order for
+  // every workload and configuration, all finite and >= 0.
   std::vector<std::pair<std::string, double>> features(const Params& p, const Config& c) const override {
-    std::vector<std::pair<std::string, double>> out;
-    for (const auto& spec : params()) {
-      out.emplace_back("param." + spec.name, static_cast<double>(detail::param_or(p, spec.name, spec.fallback)));
-    }
-    for (const auto& [name, value] : c) out.emplace_back("knob." + name, static_cast<double>(value));
+    auto out = Op::features(p, c);
     auto add = [&out](const char* name, double value) { out.emplace_back(std::string("batch_matmul.") + name, value); };
     const double batch = static_cast<double>(p.at("batch")), m = static_cast<double>(p.at("M")),
                  n = static_cast<double>(p.at("N")), k = static_cast<double>(p.at("K"));
@@ -245,14 +238,11 @@ class BatchMatmulOp final : public Op {
   }
 
  private:
-  // A vector of vec floats wider than the target's registers takes vec/vector_floats.
-  static std::int64_t registers_per_vector(std::int64_t vec, const TargetTraits& traits) {
-    return std::max<std::int64_t>(1, vec / std::max(1, traits.vector_floats));
-  }
-  // Vector registers the micro-kernel keeps live: accumulators, one row of B, the broadcast.
+  // Vector registers the micro-kernel keeps live on `traits`: the accumulators and one row
+  // of B (a vector wider than the target's registers takes several), and the broadcast.
   static std::int64_t micro_tile_registers(std::int64_t mr, std::int64_t nr, std::int64_t vec,
                                            const TargetTraits& traits) {
-    return registers_per_vector(vec, traits) * (mr * (nr / vec) + nr / vec + 1);
+    return (mr * (nr / vec) + nr / vec) * traits.registers_per_vector(vec) + 1;
   }
 };
 

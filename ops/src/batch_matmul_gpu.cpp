@@ -77,7 +77,7 @@ class BatchMatmulGpuOp final : public detail::GpuVariant {
       throw OpError("this batch_matmul variant has no " + std::string(to_string(backend)) +
                     " kernel (backends: cuda, opencl)");
     }
-    if (auto reason = check(p, c, TargetTraits{}); !reason.empty()) {
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) {
       throw OpError("invalid batch_matmul configuration: " + reason);
     }
     KernelSource out;
@@ -95,11 +95,7 @@ class BatchMatmulGpuOp final : public detail::GpuVariant {
   }
 
   std::vector<std::pair<std::string, double>> features(const Params& p, const Config& c) const override {
-    std::vector<std::pair<std::string, double>> out;  // every parameter, the optional ones too
-    for (const auto& spec : params()) {
-      out.emplace_back("param." + spec.name, static_cast<double>(detail::param_or(p, spec.name, spec.fallback)));
-    }
-    for (const auto& [name, value] : c) out.emplace_back("knob." + name, static_cast<double>(value));
+    auto out = Op::features(p, c);
     auto add = [&out](const char* name, double value) {
       out.emplace_back(std::string("batch_matmul_gpu.") + name, value);
     };

@@ -256,9 +256,9 @@ TEST_CASE("opencl: the GPU batch_matmul kernels match the reference for every tr
       };
       std::vector<std::string> labels;
       for (std::size_t i = 0; i < configs.size(); ++i) {
-        ops::Config config = ops::parse_config(op, params, configs[i]);
+        ops::Config config = ops::parse_config(op, params, configs[i], test::fixed_traits());
         INFO(ops::format_params(params) << " [" << configs[i] << "]");
-        REQUIRE(op.check(params, config, ops::TargetTraits{}).empty());
+        REQUIRE(op.check(params, config, test::fixed_traits()).empty());
         add_candidates(spec, {m.candidate(i, m.put(op_module(op.source(ops::Backend::opencl, params, config))))});
         labels.push_back(ops::format_config(config));
       }

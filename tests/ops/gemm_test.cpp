@@ -198,6 +198,11 @@ TEST_CASE("gemm epilogues match the reference: every activation, with and withou
   // ragged M and N, A and B packed or in place, every split.
   Registry registry = builtin_ops();
   const Op& gemm = registry.get("gemm");
+  // The epilogue's parameters are optional: at 0 they are left out of the workload.
+  CHECK(parse_params(gemm, "M=5,N=6,K=7,bias=0,residual=0,act=0") == parse_params(gemm, "5x6x7"));
+  CHECK(parse_params(gemm, "M=5,N=6,K=7,act=2").at("act") == 2);
+  CHECK_THROWS_WITH(parse_params(gemm, "M=5,N=6,K=7,act=4"), Catch::Contains("act=4 is outside 0..3"));
+  CHECK_THROWS_WITH(parse_params(gemm, "5x6x7x1"), Catch::Contains("at most 3"));
   for (int act = 0; act <= 3; ++act) {
     for (int bias = 0; bias <= 1; ++bias) {
       for (int residual = 0; residual <= 1; ++residual) {
@@ -214,7 +219,7 @@ TEST_CASE("gemm epilogues match the reference: every activation, with and withou
                                  "mc=24,nc=32,kc=32,mr=6,nr=32,vec=16,pack_a=1,pack_b=1,split=3,order=0",
                                  "mc=16,nc=48,kc=64,mr=4,nr=24,vec=8,pack_a=1,pack_b=0,split=2,order=2"};
         for (const char* text : configs) {
-          Config c = parse_config(gemm, params, text);
+          Config c = parse_config(gemm, params, text, test::native_traits());
           INFO(format_config(c));
           CHECK(checker.check(c));
         }
@@ -229,7 +234,7 @@ TEST_CASE("gemm epilogue checks catch injected bugs", "[gemm][kernel][epilogue]"
   Params params = parse_params(gemm, "M=37,N=70,K=100,bias=1,residual=1,act=1");
   test::WorkloadChecker checker(gemm, params);
   KernelSource s = gemm.source(Backend::cpu, params,
-                               parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=16,vec=8,pack_a=1,pack_b=1"));
+                               parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=16,vec=8,pack_a=1,pack_b=1", test::native_traits()));
   CHECK(checker.matches(s));
   // The epilogue runs on every k block (bias added four times, ReLU on partial sums).
   CHECK_FALSE(checker.matches(inject(s, "const int last = pc + kc >= GEMM_K;", "const int last = 1;")));

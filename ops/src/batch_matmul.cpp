@@ -87,6 +87,7 @@ class BatchMatmulOp final : public Op {
 
   std::vector<Knob> knobs(const Params& p) const override {
     const std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
+    const bool trans_b = detail::param_or(p, "trans_b", 0) != 0;
     return {
         {"mr", tiles_for(kMr, m), "rows of the register micro-tile"},
         {"nr", tiles_for(kNr, n), "columns of the register micro-tile; multiple of vec"},
@@ -94,8 +95,9 @@ class BatchMatmulOp final : public Op {
         {"kc", tiles_for(kKc, k), "reduction length per k block (the B panel's depth: kc x nr floats stay in L1)"},
         {"mb", kMb, "micro-panels of mr rows per row block (the unit of work with split=1; A block in L2)"},
         {"unroll", {1, 2, 4, 8}, "unroll count of the micro-kernel's k loop"},
-        {"pack_b", {0, 1}, "1 = copy each batch matrix of B into nr-wide panels, 0 = read B in place (needs "
-                           "trans_b=0)"},
+        {"pack_b", trans_b ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{0, 1},
+         "1 = copy each batch matrix of B into nr-wide panels, 0 = read B in place (a transposed B is always "
+         "packed: 1 only)"},
         {"split", {0, 1}, "threads take: 0 = whole batch matrices (each packs its own B), 1 = (batch, row block) "
                           "pairs after every B is packed"},
     };
@@ -114,9 +116,6 @@ class BatchMatmulOp final : public Op {
     if (mb > 1 && (mb / 2) * mr >= m) {
       return "mb=" + std::to_string(mb) + " row blocks of " + std::to_string(mb * mr) + " rows: mb=" +
              std::to_string(mb / 2) + " already covers M=" + std::to_string(m);
-    }
-    if (c.at("pack_b") == 0 && detail::param_or(p, "trans_b", 0) != 0) {
-      return "pack_b=0 reads B in place, which needs trans_b=0 (a transposed B is packed)";
     }
     if (c.at("split") == 1 && c.at("pack_b") == 1) {
       const std::int64_t packed = p.at("batch") * detail::ceil_div(p.at("N"), nr) * nr * p.at("K");

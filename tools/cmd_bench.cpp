@@ -407,7 +407,7 @@ int run_bench(int argc, char** argv) {
       std::map<std::string, std::string> descriptions;
       for (const auto& row : rows) {
         for (const auto& [name, t] : row.libraries) {
-          std::string kind = prepared[row.workload].problem->kind == Problem::Kind::gemm ? "gemm" : "conv2d";
+          std::string kind(benchmark::to_string(prepared[row.workload].problem->kind));
           descriptions.emplace(name + " (" + kind + ")", t.description);
         }
       }

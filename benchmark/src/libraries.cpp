@@ -5,9 +5,11 @@
 #include "kestrel/device_runtime/kernel_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <unordered_map>
 
 #if KESTREL_HAVE_OPENBLAS
 #include <cblas.h>
@@ -25,13 +27,32 @@ using device::FloatBuffer;
 // ---- problems ------------------------------------------------------------------
 
 std::vector<std::vector<std::int64_t>> Problem::input_shapes() const {
-  if (kind == Kind::gemm) return {{m, k}, {k, n}};
+  if (kind == Kind::gemm) {
+    std::vector<std::vector<std::int64_t>> shapes = {{m, k}, {k, n}};
+    if (bias) shapes.push_back({n});
+    if (residual) shapes.push_back({m, n});
+    return shapes;
+  }
+  if (kind == Kind::batch_matmul) {
+    return {trans_a ? std::vector<std::int64_t>{batch, k, m} : std::vector<std::int64_t>{batch, m, k},
+            trans_b ? std::vector<std::int64_t>{batch, n, k} : std::vector<std::int64_t>{batch, k, n}};
+  }
   return {{batch, c, h, w}, {out_c, c, r, s}};
 }
 
 std::vector<std::int64_t> Problem::output_shape() const {
   if (kind == Kind::gemm) return {m, n};
+  if (kind == Kind::batch_matmul) return {batch, m, n};
   return {batch, out_c, p(), q()};
+}
+
+std::string_view to_string(Problem::Kind kind) {
+  switch (kind) {
+    case Problem::Kind::gemm: return "gemm";
+    case Problem::Kind::batch_matmul: return "batch_matmul";
+    case Problem::Kind::conv2d: return "conv2d";
+  }
+  return "?";
 }
 
 std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params) {
@@ -40,11 +61,31 @@ std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params)
     return std::all_of(names.begin(), names.end(), [&](const char* n) { return params.contains(n); });
   };
   Problem p;
-  if (params.size() == 3 && has({"M", "N", "K"})) {
+  auto only = [&](std::initializer_list<const char*> known) {
+    return std::all_of(params.begin(), params.end(), [&](const auto& entry) {
+      return std::any_of(known.begin(), known.end(), [&](const char* k) { return entry.first == k; });
+    });
+  };
+  if (has({"M", "N", "K"}) && !params.contains("batch") && only({"M", "N", "K", "bias", "residual", "act"})) {
     p.kind = Problem::Kind::gemm;
     p.m = params.at("M");
     p.n = params.at("N");
     p.k = params.at("K");
+    p.bias = params.contains("bias") && params.at("bias") != 0;
+    p.residual = params.contains("residual") && params.at("residual") != 0;
+    p.act = params.contains("act") ? static_cast<int>(params.at("act")) : 0;
+    if (p.act < 0 || p.act > 3) return std::nullopt;
+    return p;
+  }
+  if (has({"batch", "M", "N", "K"})) {
+    if (!only({"batch", "M", "N", "K", "trans_a", "trans_b"})) return std::nullopt;  // all understood
+    p.kind = Problem::Kind::batch_matmul;
+    p.batch = params.at("batch");
+    p.m = params.at("M");
+    p.n = params.at("N");
+    p.k = params.at("K");
+    p.trans_a = params.contains("trans_a") && params.at("trans_a") != 0;
+    p.trans_b = params.contains("trans_b") && params.at("trans_b") != 0;
     return p;
   }
   if (has({"N", "C", "H", "W", "K", "R", "S"})) {
@@ -98,15 +139,68 @@ namespace {
 
 #if KESTREL_HAVE_OPENBLAS
 
+// gemm; with an epilogue, cblas_sgemm then one pass over C for bias, residual and the
+// activation (single-threaded).
 class OpenBlasGemm final : public Contender {
  public:
-  OpenBlasGemm(const Problem& p, const float* a, const float* b) : p_(p), a_(a), b_(b), c_(p.m * p.n) {}
+  OpenBlasGemm(const Problem& p, const std::vector<const float*>& in)
+      : p_(p), a_(in[0]), b_(in[1]), bias_(p.bias ? in[2] : nullptr), residual_(p.residual ? in[2 + p.bias] : nullptr),
+        c_(p.m * p.n) {}
   std::string name() const override { return "openblas"; }
-  std::string description() const override { return "cblas_sgemm, row-major, no transposes"; }
+  std::string description() const override {
+    return std::string("cblas_sgemm, row-major, no transposes") +
+           (epilogue() ? " + one pass for bias/residual/activation" : "");
+  }
   void run() override {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(p_.m), static_cast<blasint>(p_.n),
                 static_cast<blasint>(p_.k), 1.0f, a_, static_cast<blasint>(p_.k), b_, static_cast<blasint>(p_.n), 0.0f,
                 c_.data(), static_cast<blasint>(p_.n));
+    if (!epilogue()) return;
+    float* c = c_.data();
+    for (std::int64_t i = 0; i < p_.m; ++i) {
+      for (std::int64_t j = 0; j < p_.n; ++j) {
+        float v = c[i * p_.n + j];
+        if (bias_) v += bias_[j];
+        if (residual_) v += residual_[i * p_.n + j];
+        c[i * p_.n + j] = activate(v, p_.act);
+      }
+    }
+  }
+  std::span<const float> output() override { return c_.view(); }
+
+ private:
+  bool epilogue() const { return p_.bias || p_.residual || p_.act != 0; }
+  static float activate(float x, int act) {
+    switch (act) {
+      case 1: return std::max(x, 0.0f);
+      case 2: return std::min(std::max(x, 0.0f), 6.0f);
+      case 3: return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+      default: return x;
+    }
+  }
+  Problem p_;
+  const float *a_, *b_, *bias_, *residual_;
+  FloatBuffer c_;
+};
+
+// A batched matmul as a loop of cblas_sgemm calls over the batch, transposes passed to
+// sgemm (no copies).
+class OpenBlasBatchGemm final : public Contender {
+ public:
+  OpenBlasBatchGemm(const Problem& p, const float* a, const float* b)
+      : p_(p), a_(a), b_(b), c_(p.batch * p.m * p.n) {}
+  std::string name() const override { return "openblas"; }
+  std::string description() const override {
+    return std::string("a loop of cblas_sgemm over the batch, row-major, ") + (p_.trans_a ? "A^T" : "A") + " * " +
+           (p_.trans_b ? "B^T" : "B");
+  }
+  void run() override {
+    const auto m = static_cast<blasint>(p_.m), n = static_cast<blasint>(p_.n), k = static_cast<blasint>(p_.k);
+    for (std::int64_t t = 0; t < p_.batch; ++t) {
+      cblas_sgemm(CblasRowMajor, p_.trans_a ? CblasTrans : CblasNoTrans, p_.trans_b ? CblasTrans : CblasNoTrans, m, n,
+                  k, 1.0f, a_ + t * p_.m * p_.k, p_.trans_a ? m : k, b_ + t * p_.k * p_.n, p_.trans_b ? k : n, 0.0f,
+                  c_.data() + t * p_.m * p_.n, n);
+    }
   }
   std::span<const float> output() override { return c_.view(); }
 
@@ -165,34 +259,73 @@ class OpenBlasIm2col final : public Contender {
 using dnnl::memory;
 using tag = memory::format_tag;
 
+// A matmul on plain row-major tensors: 2-D for gemm, 3-D with the batch outermost for
+// batch_matmul (a transposed operand is described by its strides: tag acb).
 class OneDnnMatmul final : public Contender {
  public:
-  OneDnnMatmul(const Problem& p, const float* a, const float* b)
-      : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), c_(p.m * p.n) {
-    memory::desc a_md({p.m, p.k}, memory::data_type::f32, tag::ab);
-    memory::desc b_md({p.k, p.n}, memory::data_type::f32, tag::ab);
-    memory::desc c_md({p.m, p.n}, memory::data_type::f32, tag::ab);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
+  OneDnnMatmul(const Problem& p, const std::vector<const float*>& in)
+      : batched_(p.kind == Problem::Kind::batch_matmul), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_),
+        c_(p.batch * p.m * p.n) {
+    const float* a = in[0];
+    const float* b = in[1];
+    memory::desc a_md, b_md, c_md;
+    if (batched_) {
+      a_md = memory::desc({p.batch, p.m, p.k}, memory::data_type::f32, p.trans_a ? tag::acb : tag::abc);
+      b_md = memory::desc({p.batch, p.k, p.n}, memory::data_type::f32, p.trans_b ? tag::acb : tag::abc);
+      c_md = memory::desc({p.batch, p.m, p.n}, memory::data_type::f32, tag::abc);
+    } else {
+      a_md = memory::desc({p.m, p.k}, memory::data_type::f32, tag::ab);
+      b_md = memory::desc({p.k, p.n}, memory::data_type::f32, tag::ab);
+      c_md = memory::desc({p.m, p.n}, memory::data_type::f32, tag::ab);
+    }
+    // gemm's epilogue as oneDNN's own fusion: the matmul's bias ([1][n]), then post-ops
+    // (a binary add of the residual, the activation as an eltwise).
+    dnnl::post_ops post_ops;
+    if (p.residual) {
+      memory::desc r_md({p.m, p.n}, memory::data_type::f32, tag::ab);
+      post_ops.append_binary(dnnl::algorithm::binary_add, r_md);
+      args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
+          memory(r_md, engine_, const_cast<float*>(in[2 + p.bias]));
+    }
+    if (p.act == 1) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    if (p.act == 2) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
+    if (p.act == 3) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(post_ops);
+    fused_ = p.bias || p.residual || p.act != 0;
+    std::optional<dnnl::matmul::desc> desc;
+    if (p.bias) {
+      memory::desc bias_md({1, p.n}, memory::data_type::f32, tag::ab);
+      desc.emplace(a_md, b_md, bias_md, c_md);
+      args_[DNNL_ARG_BIAS] = memory(bias_md, engine_, const_cast<float*>(in[2]));
+    } else {
+      desc.emplace(a_md, b_md, c_md);
+    }
+    dnnl::matmul::primitive_desc pd(*desc, attr, engine_);
     impl_ = pd.impl_info_str();
     primitive_ = dnnl::matmul(pd);
-    a_ = memory(a_md, engine_, const_cast<float*>(a));
-    b_ = memory(b_md, engine_, const_cast<float*>(b));
-    c_mem_ = memory(c_md, engine_, c_.data());
+    args_[DNNL_ARG_SRC] = memory(a_md, engine_, const_cast<float*>(a));
+    args_[DNNL_ARG_WEIGHTS] = memory(b_md, engine_, const_cast<float*>(b));
+    args_[DNNL_ARG_DST] = memory(c_md, engine_, c_.data());
   }
   std::string name() const override { return "onednn"; }
-  std::string description() const override { return "matmul primitive, plain row-major (" + impl_ + ")"; }
+  std::string description() const override {
+    return std::string(batched_ ? "matmul primitive on 3-D tensors" : "matmul primitive") +
+           (fused_ ? " with bias/post-ops (binary add, eltwise)" : "") + ", plain row-major (" + impl_ + ")";
+  }
   void run() override {
-    primitive_.execute(stream_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_mem_}});
+    primitive_.execute(stream_, args_);
     stream_.wait();
   }
   std::span<const float> output() override { return c_.view(); }
 
  private:
+  bool batched_, fused_ = false;
   dnnl::engine engine_;
   dnnl::stream stream_;
   FloatBuffer c_;
   dnnl::primitive primitive_;
-  memory a_, b_, c_mem_;
+  std::unordered_map<int, memory> args_;
   std::string impl_;
 };
 
@@ -290,15 +423,22 @@ std::vector<std::unique_ptr<Contender>> make_contenders(const Problem& problem, 
   std::vector<std::unique_ptr<Contender>> out;
   (void)problem;
   (void)notes;
-  if (inputs.size() != 2) throw std::invalid_argument("make_contenders: expected two inputs");
+  if (inputs.size() != problem.input_shapes().size()) {
+    throw std::invalid_argument("make_contenders: expected " + std::to_string(problem.input_shapes().size()) +
+                                " inputs");
+  }
 #if KESTREL_HAVE_OPENBLAS
-  if (problem.kind == Problem::Kind::gemm) out.push_back(std::make_unique<OpenBlasGemm>(problem, inputs[0], inputs[1]));
-  else out.push_back(std::make_unique<OpenBlasIm2col>(problem, inputs[0], inputs[1]));
+  if (problem.kind == Problem::Kind::gemm) out.push_back(std::make_unique<OpenBlasGemm>(problem, inputs));
+  else if (problem.kind == Problem::Kind::batch_matmul) {
+    out.push_back(std::make_unique<OpenBlasBatchGemm>(problem, inputs[0], inputs[1]));
+  } else {
+    out.push_back(std::make_unique<OpenBlasIm2col>(problem, inputs[0], inputs[1]));
+  }
 #endif
 #if KESTREL_HAVE_ONEDNN
   try {
-    if (problem.kind == Problem::Kind::gemm) {
-      out.push_back(std::make_unique<OneDnnMatmul>(problem, inputs[0], inputs[1]));
+    if (problem.kind == Problem::Kind::gemm || problem.kind == Problem::Kind::batch_matmul) {
+      out.push_back(std::make_unique<OneDnnMatmul>(problem, inputs));
     } else {
       out.push_back(std::make_unique<OneDnnConv>(problem, inputs[0], inputs[1], false));
       out.push_back(std::make_unique<OneDnnConv>(problem, inputs[0], inputs[1], true));

@@ -15,6 +15,12 @@
  *                 blocks it uses itself); 3 = B shared: per (NC, KC) block of B the
  *                 threads pack its panels together once, then take one MC block of rows
  *                 each (the loop nest is jc,pc,ic, whatever GEMM_ORDER says)
+ *   epilogue (optional, 0 when absent) GEMM_BIAS: add bias[N] per column; GEMM_RESIDUAL:
+ *                 add residual[M][N]; GEMM_ACT: then apply activation 0 none, 1 relu,
+ *                 2 relu6, 3 gelu (kestrel/kernel/math.h). C = act(A*B + bias + residual),
+ *                 applied in the micro-kernel's store path of the last k block only, so
+ *                 once per element after the full reduction. Arguments: A, B, [bias],
+ *                 [residual], C.
  *
  * Structure (Goto/BLIS): A blocks are packed into MR-row panels (k-major, rows padded
  * with zeros), B into NR-column panels; the micro-kernel keeps an MR x NR tile of C in
@@ -29,6 +35,7 @@
  * accumulate). Returns 0, 1 when scratch memory runs out, 2 on bad arguments.
  */
 #include "kestrel/kernel/abi.h"
+#include "kestrel/kernel/math.h"
 
 #if !defined(GEMM_M) || !defined(GEMM_N) || !defined(GEMM_K) || !defined(GEMM_MC) || !defined(GEMM_NC) || \
     !defined(GEMM_KC) || !defined(GEMM_MR) || !defined(GEMM_NR) || !defined(GEMM_VEC) ||                 \
@@ -36,6 +43,16 @@
     !defined(GEMM_SPLIT)
 #error "gemm.c needs GEMM_{M,N,K,MC,NC,KC,MR,NR,VEC,UNROLL,ORDER,PACK_A,PACK_B,SPLIT}"
 #endif
+#ifndef GEMM_BIAS
+#define GEMM_BIAS 0
+#endif
+#ifndef GEMM_RESIDUAL
+#define GEMM_RESIDUAL 0
+#endif
+#ifndef GEMM_ACT
+#define GEMM_ACT 0
+#endif
+#define HAS_EPILOGUE (GEMM_BIAS || GEMM_RESIDUAL || GEMM_ACT)
 #if GEMM_NR % GEMM_VEC != 0 || GEMM_MC % GEMM_MR != 0 || GEMM_NC % GEMM_NR != 0
 #error "gemm.c: NR must be a multiple of VEC, MC of MR, NC of NR"
 #endif
@@ -86,6 +103,12 @@ typedef float vf __attribute__((vector_size(GEMM_VEC * sizeof(float))));
 #define VLOAD(v, p) __builtin_memcpy(&(v), (p), sizeof(vf))
 #define VSTORE(p, v) __builtin_memcpy((p), &(v), sizeof(vf))
 INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+/* Row `row` below the residual element at p (p itself, null, without GEMM_RESIDUAL). */
+#if GEMM_RESIDUAL
+#define RES_AT(p, row) ((p) + (row) * GEMM_N)
+#else
+#define RES_AT(p, row) (p)
+#endif
 
 /* Packs A[row.., pc..] (rows x kc, rows <= MR) into one MR-row panel: panel[k][i], zero
  * rows past `rows`. */
@@ -133,9 +156,21 @@ static void pack_b(float* restrict bp, const float* restrict b, int64_t pc, int6
 #endif
 
 /* c[0..mr)[0..nr) (+)= sum over k < kc of a[i * ars + k * aks] * b[k * ldb + j]: a packed
- * panel (ars = 1, aks = MR) or A in place (ars = K, aks = 1). */
+ * panel (ars = 1, aks = MR) or A in place (ars = K, aks = 1). On the last k block (`last`)
+ * the epilogue follows: c = act(c + bias[j] + res[i * N + j]) (bias and res point at the
+ * tile's first column / element; unused without GEMM_BIAS / GEMM_RESIDUAL). */
 INLINE void micro_kernel(int64_t kc, const float* restrict a, int64_t ars, int64_t aks, const float* restrict b,
-                         int64_t ldb, float* restrict c, int64_t mr, int64_t nr, int accumulate) {
+                         int64_t ldb, float* restrict c, const float* restrict bias, const float* restrict res,
+                         int last, int64_t mr, int64_t nr, int accumulate) {
+#if !HAS_EPILOGUE
+  (void)last;
+#endif
+#if !GEMM_BIAS
+  (void)bias;
+#endif
+#if !GEMM_RESIDUAL
+  (void)res;
+#endif
   vf acc[GEMM_MR][NV];
   UNROLL_FULL for (int i = 0; i < GEMM_MR; ++i) {
     UNROLL_FULL for (int j = 0; j < NV; ++j) acc[i][j] = (vf){0};
@@ -157,6 +192,21 @@ INLINE void micro_kernel(int64_t kc, const float* restrict a, int64_t ars, int64
           VLOAD(old, p);
           acc[i][j] += old;
         }
+#if HAS_EPILOGUE
+        if (last) {
+#if GEMM_BIAS
+          vf bv;
+          VLOAD(bv, bias + j * GEMM_VEC);
+          acc[i][j] += bv;
+#endif
+#if GEMM_RESIDUAL
+          vf rv;
+          VLOAD(rv, res + i * GEMM_N + j * GEMM_VEC);
+          acc[i][j] += rv;
+#endif
+          acc[i][j] = kestrel_activate(acc[i][j], GEMM_ACT);
+        }
+#endif
         VSTORE(p, acc[i][j]);
       }
     }
@@ -170,48 +220,71 @@ INLINE void micro_kernel(int64_t kc, const float* restrict a, int64_t ars, int64
       } else {
         for (int64_t j = 0; j < nr; ++j) p[j] = tile[j];
       }
+#if HAS_EPILOGUE
+      if (last) {
+        for (int64_t j = 0; j < nr; ++j) {
+          float v = p[j];
+#if GEMM_BIAS
+          v += bias[j];
+#endif
+#if GEMM_RESIDUAL
+          v += res[i * GEMM_N + j];
+#endif
+          p[j] = kestrel_activate(v, GEMM_ACT);
+        }
+      }
+#endif
     }
   }
 }
 
 /* The micro-kernel down one B panel (kc x NR at b, row stride ldb) for every MR-row panel
- * of the block's rows: C[ic.., jc + jr..] at crow. */
+ * of the block's rows: C[ic.., jc + jr..] at crow; the epilogue's bias and residual at
+ * bias_col and res_row (the same column, and element, as crow; null without them). */
 INLINE void row_panels(const float* restrict ap, const float* restrict a, const float* restrict b, int64_t ldb,
-                       float* restrict crow, int64_t ic, int64_t pc, int64_t mc, int64_t kc, int64_t nr) {
+                       float* restrict crow, const float* restrict bias_col, const float* restrict res_row, int64_t ic,
+                       int64_t pc, int64_t mc, int64_t kc, int64_t nr) {
+  const int last = pc + kc >= GEMM_K;
 #if GEMM_PACK_A
   (void)a;
   (void)ic;
   for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-    micro_kernel(kc, ap + ir * kc, 1, GEMM_MR, b, ldb, crow + ir * GEMM_N, min64(GEMM_MR, mc - ir), nr, pc > 0);
+    micro_kernel(kc, ap + ir * kc, 1, GEMM_MR, b, ldb, crow + ir * GEMM_N, bias_col, RES_AT(res_row, ir), last,
+                 min64(GEMM_MR, mc - ir), nr, pc > 0);
   }
 #else
   int64_t full = mc / GEMM_MR * GEMM_MR;
   for (int64_t ir = 0; ir < full; ir += GEMM_MR) {
-    micro_kernel(kc, a + (ic + ir) * GEMM_K + pc, GEMM_K, 1, b, ldb, crow + ir * GEMM_N, GEMM_MR, nr, pc > 0);
+    micro_kernel(kc, a + (ic + ir) * GEMM_K + pc, GEMM_K, 1, b, ldb, crow + ir * GEMM_N, bias_col,
+                 RES_AT(res_row, ir), last, GEMM_MR, nr, pc > 0);
   }
-  if (full < mc) micro_kernel(kc, ap, 1, GEMM_MR, b, ldb, crow + full * GEMM_N, mc - full, nr, pc > 0);
+  if (full < mc) micro_kernel(kc, ap, 1, GEMM_MR, b, ldb, crow + full * GEMM_N, bias_col, RES_AT(res_row, full), last,
+                              mc - full, nr, pc > 0);
 #endif
 }
 
 /* One cache block: C[ic.., jc..] (+)= A block * B block. ap is the packed A block (or its
  * short edge panel), bp the packed B block (PACK_B) or an NR-wide edge panel buffer. */
 static void macro_kernel(const float* restrict ap, float* restrict bp, const float* restrict a,
-                         const float* restrict b, float* restrict c, int64_t ic, int64_t jc, int64_t pc, int64_t mc,
-                         int64_t nc, int64_t kc) {
+                         const float* restrict b, float* restrict c, const float* restrict bias,
+                         const float* restrict res, int64_t ic, int64_t jc, int64_t pc, int64_t mc, int64_t nc,
+                         int64_t kc) {
 #if GEMM_PACK_B
   (void)b;
 #endif
   for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
     int64_t nr = min64(GEMM_NR, nc - jr);
     float* crow = c + ic * GEMM_N + jc + jr;
+    const float* bias_col = GEMM_BIAS ? bias + jc + jr : 0;
+    const float* res_row = GEMM_RESIDUAL ? res + ic * GEMM_N + jc + jr : 0;
 #if GEMM_PACK_B
-    row_panels(ap, a, bp + jr * kc, GEMM_NR, crow, ic, pc, mc, kc, nr);
+    row_panels(ap, a, bp + jr * kc, GEMM_NR, crow, bias_col, res_row, ic, pc, mc, kc, nr);
 #else
     if (nr == GEMM_NR) {
-      row_panels(ap, a, b + pc * GEMM_N + jc + jr, GEMM_N, crow, ic, pc, mc, kc, nr);
+      row_panels(ap, a, b + pc * GEMM_N + jc + jr, GEMM_N, crow, bias_col, res_row, ic, pc, mc, kc, nr);
     } else {
       pack_b_panel(bp, b, pc, jc + jr, nr, kc);
-      row_panels(ap, a, bp, GEMM_NR, crow, ic, pc, mc, kc, nr);
+      row_panels(ap, a, bp, GEMM_NR, crow, bias_col, res_row, ic, pc, mc, kc, nr);
     }
 #endif
   }
@@ -222,6 +295,8 @@ typedef struct gemm_ctx {
   const float* a;
   const float* b;
   float* c;
+  const float* bias; /* [N], null without GEMM_BIAS */
+  const float* res;  /* [M][N], null without GEMM_RESIDUAL */
   int failed;
 } gemm_ctx;
 
@@ -236,6 +311,8 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
     const float* a = ctx->a;
     const float* b = ctx->b;
     float* c = ctx->c;
+    const float* bias = ctx->bias;
+    const float* res = ctx->res;
 #define MC_OF(ic) min64(GEMM_MC, GEMM_M - (ic))
 #define NC_OF(jc) min64(GEMM_NC, GEMM_N - (jc))
 #define KC_OF(pc) min64(GEMM_KC, GEMM_K - (pc))
@@ -250,7 +327,7 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
         PACK_B_BLOCK(pc, jc);
         for (int64_t ic = mb0 * GEMM_MC; ic < mb1 * GEMM_MC && ic < GEMM_M; ic += GEMM_MC) {
           pack_a(ap, a, ic, pc, MC_OF(ic), KC_OF(pc));
-          macro_kernel(ap, bp, a, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
+          macro_kernel(ap, bp, a, b, c, bias, res, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
         }
       }
     }
@@ -260,7 +337,7 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
         pack_a(ap, a, ic, pc, MC_OF(ic), KC_OF(pc));
         for (int64_t jc = nb0 * GEMM_NC; jc < nb1 * GEMM_NC && jc < GEMM_N; jc += GEMM_NC) {
           PACK_B_BLOCK(pc, jc);
-          macro_kernel(ap, bp, a, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
+          macro_kernel(ap, bp, a, b, c, bias, res, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
         }
       }
     }
@@ -270,7 +347,7 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
         for (int64_t pc = 0; pc < GEMM_K; pc += GEMM_KC) {
           PACK_B_BLOCK(pc, jc);
           pack_a(ap, a, ic, pc, MC_OF(ic), KC_OF(pc));
-          macro_kernel(ap, bp, a, b, c, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
+          macro_kernel(ap, bp, a, b, c, bias, res, ic, jc, pc, MC_OF(ic), NC_OF(jc), KC_OF(pc));
         }
       }
     }
@@ -312,7 +389,7 @@ static void row_block_task(int64_t t, void* p) {
     __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
   } else {
     pack_a(ap, ctx->a, ic, s->pc, mc, s->kc);
-    macro_kernel(ap, bp, ctx->a, ctx->b, ctx->c, ic, s->jc, s->pc, mc, s->nc, s->kc);
+    macro_kernel(ap, bp, ctx->a, ctx->b, ctx->c, ctx->bias, ctx->res, ic, s->jc, s->pc, mc, s->nc, s->kc);
   }
   if (ap) kestrel_release(ctx->svc, ap);
   if (!GEMM_PACK_B && bp) kestrel_release(ctx->svc, bp);
@@ -357,13 +434,26 @@ static void task(int64_t t, void* p) {
 }
 #endif
 
+/* Arguments: A, B, [bias], [residual], C. */
+#define ARG_BIAS 2
+#define ARG_RES (2 + GEMM_BIAS)
+#define ARG_C (2 + GEMM_BIAS + GEMM_RESIDUAL)
+
 KESTREL_KERNEL(svc, args, num_args) {
-  if (num_args != 3 || !args[0].data || !args[1].data || !args[2].data ||
+  if (num_args != ARG_C + 1 || !args[0].data || !args[1].data || !args[ARG_C].data ||
       args[0].i64 != (int64_t)GEMM_M * GEMM_K || args[1].i64 != (int64_t)GEMM_K * GEMM_N ||
-      args[2].i64 != (int64_t)GEMM_M * GEMM_N) {
+      args[ARG_C].i64 != (int64_t)GEMM_M * GEMM_N) {
     return 2;
   }
-  gemm_ctx ctx = {svc, (const float*)args[0].data, (const float*)args[1].data, (float*)args[2].data, 0};
+  if (GEMM_BIAS && (!args[ARG_BIAS].data || args[ARG_BIAS].i64 != GEMM_N)) return 2;
+  if (GEMM_RESIDUAL && (!args[ARG_RES].data || args[ARG_RES].i64 != (int64_t)GEMM_M * GEMM_N)) return 2;
+  gemm_ctx ctx = {svc,
+                  (const float*)args[0].data,
+                  (const float*)args[1].data,
+                  (float*)args[ARG_C].data,
+                  GEMM_BIAS ? (const float*)args[ARG_BIAS].data : 0,
+                  GEMM_RESIDUAL ? (const float*)args[ARG_RES].data : 0,
+                  0};
 #if GEMM_SPLIT == 0
   kestrel_parallel_for(svc, MB, task, &ctx);
 #elif GEMM_SPLIT == 1

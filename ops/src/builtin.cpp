@@ -1,5 +1,6 @@
 // The built-in op library: gemm, conv2d, the blocked-channel convolution conv2d_nchwc
-// with its layout transform layout_nchwc, and the GPU variants of gemm and conv2d.
+// with its layout transform layout_nchwc, batch_matmul, and the GPU variants of gemm,
+// conv2d and batch_matmul.
 #include "builtin_ops.h"
 
 namespace kestrel::ops {
@@ -10,8 +11,10 @@ Registry builtin_ops() {
   registry.add(make_conv2d_op());
   registry.add(make_conv2d_nchwc_op());
   registry.add(make_layout_nchwc_op());
+  registry.add(make_batch_matmul_op());
   registry.add(make_gemm_gpu_op());
   registry.add(make_conv2d_gpu_op());
+  registry.add(make_batch_matmul_gpu_op());
   return registry;
 }
 

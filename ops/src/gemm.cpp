@@ -1,5 +1,6 @@
-// gemm: C[M][N] = A[M][K] * B[K][N], fp32 row-major. The op's knob space, constraints
-// and default; the kernel itself is ops/gemm/gemm.c, the reference ops/gemm/gemm_ref.c.
+// gemm: C[M][N] = act(A[M][K] * B[K][N] + bias + residual), fp32 row-major, the epilogue
+// optional. The op's knob space, constraints and default; the kernel itself is
+// ops/gemm/gemm.c, the reference ops/gemm/gemm_ref.c.
 #include "builtin_ops.h"
 #include "knob_util.h"
 
@@ -33,8 +34,9 @@ class GemmOp final : public Op {
   std::string_view name() const override { return "gemm"; }
 
   std::string_view description() const override {
-    return "fp32 matrix multiply C[M][N] = A[M][K] * B[K][N], row-major; packed (or in-place) A/B panels "
-           "and an MR x NR broadcast-FMA register micro-kernel on vector types";
+    return "fp32 matrix multiply C[M][N] = act(A[M][K] * B[K][N] + bias + residual), row-major (the epilogue "
+           "optional); packed (or in-place) A/B panels and an MR x NR broadcast-FMA register micro-kernel on vector "
+           "types, the epilogue fused into its last store";
   }
 
   std::vector<ParamSpec> params() const override {
@@ -42,12 +44,17 @@ class GemmOp final : public Op {
         {"M", "rows of A and C", 1, kMaxDim, 0},
         {"N", "columns of B and C", 1, kMaxDim, 0},
         {"K", "columns of A, rows of B (the reduction length)", 1, kMaxDim, 0},
+        {"bias", "1: add a bias per column of C (tensor bias[N])", 0, 1, 0, true},
+        {"residual", "1: add a tensor of C's shape (residual[M][N])", 0, 1, 0, true},
+        {"act", "activation applied last: 0 none, 1 relu, 2 relu6, 3 gelu (erf)", 0, 3, 0, true},
     };
   }
 
   void validate(const Params& p) const override {
-    for (const auto& spec : params()) {
+    const auto specs = params();
+    for (const auto& spec : specs) {
       auto it = p.find(spec.name);
+      if (it == p.end() && spec.optional) continue;
       if (it == p.end()) throw OpError("gemm: missing parameter " + spec.name + " (" + spec.help + ")");
       if (it->second < spec.min || it->second > spec.max) {
         throw OpError("gemm: parameter " + spec.name + "=" + std::to_string(it->second) + " is outside " +
@@ -55,8 +62,8 @@ class GemmOp final : public Op {
       }
     }
     for (const auto& entry : p) {
-      if (entry.first != "M" && entry.first != "N" && entry.first != "K") {
-        throw OpError("gemm: unknown parameter " + entry.first + " (parameters: M,N,K)");
+      if (std::none_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == entry.first; })) {
+        throw OpError("gemm: unknown parameter " + entry.first + " (parameters: M,N,K and optional bias,residual,act)");
       }
     }
     for (const auto& tensor : tensors(p)) {
@@ -67,13 +74,17 @@ class GemmOp final : public Op {
     }
   }
 
+  // A, B, then the epilogue's bias [N] and residual [M][N] when the workload has them, C.
   std::vector<TensorSpec> tensors(const Params& p) const override {
     std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
-    return {
+    std::vector<TensorSpec> out = {
         {"A", DType::f32, Role::input, {m, k}},
         {"B", DType::f32, Role::input, {k, n}},
-        {"C", DType::f32, Role::output, {m, n}},
     };
+    if (detail::param_or(p, "bias", 0) != 0) out.push_back({"bias", DType::f32, Role::input, {n}});
+    if (detail::param_or(p, "residual", 0) != 0) out.push_back({"residual", DType::f32, Role::input, {m, n}});
+    out.push_back({"C", DType::f32, Role::output, {m, n}});
+    return out;
   }
 
   double flops(const Params& p) const override {

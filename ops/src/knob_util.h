@@ -25,6 +25,10 @@ std::string_view gemm_cu();
 std::string_view gemm_cl();
 std::string_view conv2d_cu();
 std::string_view conv2d_cl();
+std::string_view batch_matmul_c();
+std::string_view batch_matmul_ref_c();
+std::string_view batch_matmul_cu();
+std::string_view batch_matmul_cl();
 }  // namespace kestrel::embedded
 
 namespace kestrel::ops::detail {

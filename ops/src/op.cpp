@@ -164,11 +164,14 @@ Params parse_params(const Op& op, std::string_view text) {
   Params params;
   std::string trimmed = trim(std::string(text));
   if (!trimmed.empty() && trimmed.find('=') == std::string::npos) {
-    // Positional form: "512x256x128" in the order of params().
+    // Positional form: "512x256x128" in the order of params(), optional parameters (an
+    // epilogue, a transpose) only by name.
     auto parts = split(trimmed, 'x');
-    if (parts.size() > specs.size()) {
+    std::size_t positional = 0;
+    while (positional < specs.size() && !specs[positional].optional) ++positional;
+    if (parts.size() > positional) {
       throw OpError("shape '" + trimmed + "' has " + std::to_string(parts.size()) + " values but " +
-                    std::string(op.name()) + " takes at most " + std::to_string(specs.size()) + " (" +
+                    std::string(op.name()) + " takes at most " + std::to_string(positional) + " (" +
                     param_names(op) + ")");
     }
     for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -161,7 +161,12 @@ std::vector<Workload> resolve_workload_sets(const Registry& registry, std::strin
 std::string describe_workload(const Op& op, const Params& params) {
   auto specs = op.params();
   std::string out(op.name());
-  if (specs.size() <= 3) {
+  // Optional parameters (an epilogue) at their fallback are absent and not counted: gemm
+  // stays "gemm MxNxK" unless it has an epilogue.
+  std::size_t given_optional = 0;
+  for (const auto& spec : specs) given_optional += spec.optional && params.contains(spec.name) ? 1 : 0;
+  std::erase_if(specs, [&](const ParamSpec& spec) { return spec.optional && !params.contains(spec.name); });
+  if (specs.size() <= 3 && given_optional == 0) {
     out += " ";
     for (std::size_t i = 0; i < specs.size(); ++i) {
       auto it = params.find(specs[i].name);

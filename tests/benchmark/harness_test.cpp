@@ -132,3 +132,40 @@ TEST_CASE("the bench never times a kernel that computes the wrong answer", "[ben
   CHECK(kestrel.rounds.empty());
   CHECK_FALSE(speed_ratio(kestrel, nullptr));
 }
+
+TEST_CASE("the bench compares batch_matmul and gemm with an epilogue with the libraries", "[benchmark]") {
+  // Transposed operands and a fused epilogue reach the libraries as the same computation:
+  // every contender's output is checked against the first one's (and Kestrel's).
+  ops::Registry registry = ops::builtin_ops();
+  const ops::Op& bmm = registry.get("batch_matmul");
+  const ops::Op& gemm = registry.get("gemm");
+  Options options;
+  options.workloads.push_back({"qk", &bmm, ops::parse_params(bmm, "batch=3,M=20,N=20,K=16,trans_b=1")});
+  options.workloads.push_back({"ta", &bmm, ops::parse_params(bmm, "batch=2,M=12,N=9,K=7,trans_a=1")});
+  options.workloads.push_back({"dense", &gemm, ops::parse_params(gemm, "M=24,N=20,K=16,bias=1,residual=1,act=3")});
+  options.threads = {1};
+  options.timing.repeat = 3;
+  options.timing.min_round_s = 0.002;
+  options.timing.settle_s = 0.0;
+  options.target = host::parse_target("native");
+  Report report = run(options);
+  REQUIRE(report.rows.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    REQUIRE(report.workloads[i].problem);
+    const Row& row = report.rows[i];
+    INFO(report.workloads[i].workload.label << ": " << row.kestrel.status);
+    CHECK(row.kestrel.status == "ok");
+    CHECK_FALSE(row.checked_against.empty());
+    for (const auto& [name, t] : row.libraries) {
+      INFO(name << ": " << t.status);
+      CHECK(t.status == "ok");
+    }
+  }
+  CHECK(report.workloads[0].problem->kind == Problem::Kind::batch_matmul);
+  CHECK(report.workloads[0].problem->trans_b);
+  CHECK(report.workloads[1].problem->trans_a);
+  CHECK(report.workloads[2].problem->kind == Problem::Kind::gemm);
+  CHECK(report.workloads[2].problem->act == 3);
+  // Parameters the libraries do not know are not compared.
+  CHECK_FALSE(problem_for(bmm, {{"batch", 2}, {"M", 3}, {"N", 4}, {"K", 5}, {"groups", 2}}));
+}

@@ -227,6 +227,52 @@ TEST_CASE("opencl: the GPU gemm kernels match the reference for every knob famil
   }
 }
 
+TEST_CASE("opencl: the GPU batch_matmul kernels match the reference for every transpose", "[gpu][opencl][batch_matmul]") {
+  log::set_level(log::Level::warn);
+  ops::Registry registry = ops::builtin_ops();
+  const ops::Op& op = registry.get("batch_matmul", ops::Backend::opencl);
+  ops::test::TempDir dir;
+  int n = 0;
+  // Ragged (no dimension a multiple of any tile) with every transpose, and whole tiles.
+  for (std::string shape : {"batch=3,M=37,N=29,K=19", "batch=3,M=37,N=29,K=19,trans_b=1",
+                            "batch=3,M=37,N=29,K=19,trans_a=1", "batch=3,M=37,N=29,K=19,trans_a=1,trans_b=1",
+                            "batch=2,M=32,N=64,K=32,trans_b=1"}) {
+    ops::Params params = ops::parse_params(op, shape);
+    Modules m;
+    BatchSpec spec;
+    for (const auto& t : op.tensors(params)) spec.request.args.push_back({t.elements(), t.role == ops::Role::output});
+    std::string name = "bmm_ref_" + std::to_string(n++);
+    ops::test::Kernel::build(op.reference(params), dir.path(), name);
+    spec.request.reference_hash = m.put(read_bytes(dir.path() / (name + ".so")));
+    spec.reference_fd = m.store.fd(spec.request.reference_hash);
+    spec.request.tolerance = op.tolerance(params);
+    spec.request.settings.repeat = 1;
+    spec.request.settings.number = 1;
+    spec.request.settings.timeout_ms = 30'000;
+    const std::vector<std::string> configs = {
+        "",                                            // the default
+        "bm=16,bn=16,bk=8,tm=1,tn=1,unroll=1",         // one element per work-item
+        "bm=32,bn=16,bk=16,tm=4,tn=2,unroll=4",        // rectangular thread tile
+    };
+    std::vector<std::string> labels;
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      ops::Config config = ops::parse_config(op, params, configs[i], test::fixed_traits());
+      INFO(ops::format_params(params) << " [" << configs[i] << "]");
+      REQUIRE(op.check(params, config, test::fixed_traits()).empty());
+      add_candidates(spec, {m.candidate(i, m.put(op_module(op.source(ops::Backend::opencl, params, config))))});
+      labels.push_back(ops::format_config(config));
+    }
+    Outcome out = run_batch(spec);
+    REQUIRE(out.done);
+    CHECK(out.done->empty());
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      INFO(ops::format_params(params) << " [" << labels[i] << "]: " << out.results[i].message);
+      CHECK(out.results[i].status == Status::ok);
+      CHECK(out.results[i].max_error <= spec.request.tolerance * 4);
+    }
+  }
+}
+
 #ifdef KESTREL_FIXTURE_ADD_PTX
 TEST_CASE("cuda: PTX candidates are loaded by the driver, checked against the CPU reference and timed with events",
           "[gpu][cuda]") {

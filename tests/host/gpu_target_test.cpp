@@ -157,6 +157,16 @@ TEST_CASE("CUDA kernels compile in-process with NVRTC to cubin and PTX", "[host]
     INFO(text << ": " << r.diagnostics);
     CHECK(r.ok);
   }
+  const ops::Op& bmm = registry.get("batch_matmul", ops::Backend::cuda);
+  for (std::string shape : {"batch=12,M=128,N=128,K=64,trans_b=1", "batch=3,M=37,N=29,K=19,trans_a=1"}) {
+    ops::Params bp = ops::parse_params(bmm, shape);
+    for (const std::string& text : {std::string(""), std::string("bm=16,bn=32,bk=32,tm=2,tn=8,unroll=1")}) {
+      ops::Config c = ops::parse_config(bmm, bp, text, test::fixed_traits());
+      host::CompileResult r = compiler.compile({bmm.source(ops::Backend::cuda, bp, c), sm90});
+      INFO(shape << " [" << text << "]: " << r.diagnostics);
+      CHECK(r.ok);
+    }
+  }
   // A CUDA compile error is a host compile error with NVRTC's log.
   ops::KernelSource broken = op.source(ops::Backend::cuda, p, op.default_config(p, test::fixed_traits()));
   broken.text += "\nthis is not CUDA;\n";

@@ -34,9 +34,10 @@ std::string define(const KernelSource& source, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("builtin registry holds gemm, conv2d, conv2d_nchwc and layout_nchwc", "[ops]") {
+TEST_CASE("builtin registry holds gemm, conv2d, conv2d_nchwc, layout_nchwc and batch_matmul", "[ops]") {
   Registry registry = builtin_ops();
-  REQUIRE(registry.all().size() == 4);
+  REQUIRE(registry.all().size() == 5);
+  CHECK(registry.find("batch_matmul") != nullptr);
   CHECK(registry.find("gemm") != nullptr);
   CHECK(registry.find("conv2d") != nullptr);
   CHECK(registry.find("conv2d_nchwc") != nullptr);

@@ -31,7 +31,7 @@ TEST_CASE("gemm has a CPU op and a GPU variant, found by backend", "[ops][gpu]")
   const Op& opencl = registry.get("gemm", Backend::opencl);
   CHECK(&cuda == &opencl);
   CHECK(&cuda != &cpu);
-  CHECK(registry.all().size() == 4);  // primary ops only: gemm, conv2d, conv2d_nchwc, layout_nchwc
+  CHECK(registry.all().size() == 5);  // primary ops only: gemm, conv2d, conv2d_nchwc, layout_nchwc, batch_matmul
   REQUIRE(registry.variants("gemm").size() == 2);
   CHECK(registry.variants("gemm")[0] == &cpu);
   CHECK(registry.find("conv2d", Backend::cuda) != &registry.get("conv2d"));
@@ -142,6 +142,41 @@ TEST_CASE("GPU conv2d: launch geometry, staged weights and constraints", "[ops][
   CHECK_THAT(op.check(big, parse_config(op, big, "bk=64,cc=16,stage=1", kTraits), kTraits), Catch::Contains("shared memory"));
   for (std::string shape : {"C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3", "C=1,H=1,W=1,K=1,R=1,S=1",
                             "C=512,H=7,W=7,K=512,R=3,S=3,pad=1"}) {
+    Params q = parse_params(op, shape);
+    INFO(shape << ": " << format_config(op.default_config(q, kTraits)));
+    CHECK(op.check(q, op.default_config(q, kTraits), kTraits).empty());
+  }
+}
+
+TEST_CASE("GPU batch_matmul: launch geometry, defines and constraints", "[ops][gpu][batch_matmul]") {
+  Registry registry = builtin_ops();
+  const Op& cpu = registry.get("batch_matmul");
+  const Op& op = registry.get("batch_matmul", Backend::opencl);
+  CHECK(&op == &registry.get("batch_matmul", Backend::cuda));
+  CHECK(&op != &cpu);
+  Params p = parse_params(op, "batch=12,M=100,N=70,K=64,trans_b=1");
+  CHECK(op.flops(p) == cpu.flops(p));
+  CHECK(op.reference(p).text == cpu.reference(p).text);
+  Config c = parse_config(op, p, "bm=32,bn=16,bk=8,tm=4,tn=2,unroll=4", kTraits);
+  REQUIRE(op.check(p, c, kTraits).empty());
+  for (Backend backend : {Backend::opencl, Backend::cuda}) {
+    KernelSource s = op.source(backend, p, c);
+    CHECK(s.file_name == (backend == Backend::cuda ? "batch_matmul.cu" : "batch_matmul.cl"));
+    CHECK(s.launch.entry == "batch_matmul");
+    CHECK(s.launch.grid == std::array<std::int64_t, 3>{5, 4, 12});  // ceil(70/16), ceil(100/32), batch
+    CHECK(s.launch.block == std::array<std::int64_t, 3>{8, 8, 1});  // bn/tn, bm/tm
+    CHECK(s.launch.shared_bytes == (32 + 16) * 8 * 4);
+    CHECK(define(s, "BMM_TRANS_B") == "1");
+    CHECK(define(s, "BMM_TRANS_A") == "<missing>");
+    CHECK(define(s, "BMM_BATCH") == "12");
+  }
+  auto why = [&](const std::string& text) { return op.check(p, parse_config(op, p, text, kTraits), kTraits); };
+  CHECK_THAT(why("bm=16,tm=8,bn=16,tn=8"), Catch::Equals(""));
+  CHECK_THAT(why("bm=128,bn=128,tm=1,tn=1"), Catch::Contains("16384 threads"));
+  CHECK_THAT(why("bm=32,tm=8,bn=16,tn=4,bk=32"), Catch::Equals(""));
+  CHECK_THROWS_AS(parse_config(op, p, "tn=16", kTraits), OpError);
+  CHECK_THROWS_WITH(op.source(Backend::cpu, p, op.default_config(p, kTraits)), Catch::Contains("no cpu kernel"));
+  for (std::string shape : {"batch=1,M=1,N=1,K=1", "batch=12,M=384,N=384,K=64,trans_b=1", "batch=3,M=5,N=1000,K=7"}) {
     Params q = parse_params(op, shape);
     INFO(shape << ": " << format_config(op.default_config(q, kTraits)));
     CHECK(op.check(q, op.default_config(q, kTraits), kTraits).empty());

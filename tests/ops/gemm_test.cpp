@@ -191,3 +191,59 @@ TEST_CASE("gemm checks catch injected bugs", "[gemm][kernel]") {
   // wrong as one that accepts broken ones).
   CHECK(checker.matches(inject(b, "for (int64_t k = 0; k < kc; ++k) panel[k * GEMM_MR + i] = 0.0f;", "")));
 }
+
+TEST_CASE("gemm epilogues match the reference: every activation, with and without bias and residual",
+          "[gemm][kernel][epilogue]") {
+  // K = 100 in k blocks of 32 (the epilogue must apply once, after the full reduction),
+  // ragged M and N, A and B packed or in place, every split.
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  // The epilogue's parameters are optional: at 0 they are left out of the workload.
+  CHECK(parse_params(gemm, "M=5,N=6,K=7,bias=0,residual=0,act=0") == parse_params(gemm, "5x6x7"));
+  CHECK(parse_params(gemm, "M=5,N=6,K=7,act=2").at("act") == 2);
+  CHECK_THROWS_WITH(parse_params(gemm, "M=5,N=6,K=7,act=4"), Catch::Contains("act=4 is outside 0..3"));
+  CHECK_THROWS_WITH(parse_params(gemm, "5x6x7x1"), Catch::Contains("at most 3"));
+  for (int act = 0; act <= 3; ++act) {
+    for (int bias = 0; bias <= 1; ++bias) {
+      for (int residual = 0; residual <= 1; ++residual) {
+        Params params = parse_params(gemm, "M=37,N=70,K=100,bias=" + std::to_string(bias) +
+                                               ",residual=" + std::to_string(residual) + ",act=" + std::to_string(act));
+        INFO(format_params(params));
+        auto tensors = gemm.tensors(params);
+        REQUIRE(tensors.size() == static_cast<std::size_t>(3 + bias + residual));
+        if (bias) CHECK(tensors[2].shape == std::vector<std::int64_t>{70});
+        if (residual) CHECK(tensors[2 + bias].shape == std::vector<std::int64_t>{37, 70});
+        CHECK(tensors.back().name == "C");
+        test::WorkloadChecker checker(gemm, params);
+        const char* configs[] = {"mc=24,nc=64,kc=32,mr=6,nr=16,vec=8,pack_a=0,pack_b=0,split=1,unroll=2",
+                                 "mc=24,nc=32,kc=32,mr=6,nr=32,vec=16,pack_a=1,pack_b=1,split=3,order=0",
+                                 "mc=16,nc=48,kc=64,mr=4,nr=24,vec=8,pack_a=1,pack_b=0,split=2,order=2"};
+        for (const char* text : configs) {
+          Config c = parse_config(gemm, params, text, test::native_traits());
+          INFO(format_config(c));
+          CHECK(checker.check(c));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm epilogue checks catch injected bugs", "[gemm][kernel][epilogue]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  Params params = parse_params(gemm, "M=37,N=70,K=100,bias=1,residual=1,act=1");
+  test::WorkloadChecker checker(gemm, params);
+  KernelSource s = gemm.source(Backend::cpu, params,
+                               parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=16,vec=8,pack_a=1,pack_b=1", test::native_traits()));
+  CHECK(checker.matches(s));
+  // The epilogue runs on every k block (bias added four times, ReLU on partial sums).
+  CHECK_FALSE(checker.matches(inject(s, "const int last = pc + kc >= GEMM_K;", "const int last = 1;")));
+  // The epilogue never runs.
+  CHECK_FALSE(checker.matches(inject(s, "const int last = pc + kc >= GEMM_K;", "const int last = 0;")));
+  // Full tiles read the residual of the tile's first row for every row.
+  CHECK_FALSE(checker.matches(inject(s, "VLOAD(rv, res + i * GEMM_N + j * GEMM_VEC);", "VLOAD(rv, res + j * GEMM_VEC);")));
+  // Edge tiles add the first column's bias everywhere.
+  CHECK_FALSE(checker.matches(inject(s, "v += bias[j];", "v += bias[0];")));
+  // The activation is skipped on full tiles.
+  CHECK_FALSE(checker.matches(inject(s, "acc[i][j] = kestrel_activate(acc[i][j], GEMM_ACT);", "")));
+}

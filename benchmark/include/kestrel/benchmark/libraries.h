@@ -1,6 +1,7 @@
 // The vendor libraries `kestrel bench` compares Kestrel's kernels with: OpenBLAS
-// (cblas_sgemm; conv2d as im2col + sgemm) and oneDNN (matmul; convolution on plain NCHW
-// and on the layout oneDNN picks). Both are optional build dependencies: without them
+// (cblas_sgemm; batched matmul as a loop of cblas_sgemm; conv2d as im2col + sgemm) and
+// oneDNN (matmul, on 3-D tensors for batched matmul; convolution on plain NCHW and on the
+// layout oneDNN picks). Both are optional build dependencies: without them
 // the contenders are absent and library_status() says what to install.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kestrel/ops/op.h"
@@ -16,20 +18,29 @@
 namespace kestrel::benchmark {
 
 // What a workload computes, in the libraries' terms. Found from the op's parameter names,
-// so any op with gemm's (M, N, K) or conv2d's parameters is compared.
+// so any op with gemm's (M, N, K and the epilogue's bias, residual, act), batch_matmul's (batch, M, N, K, trans_a, trans_b) or
+// conv2d's parameters is compared.
 struct Problem {
-  enum class Kind { gemm, conv2d } kind = Kind::gemm;
+  enum class Kind { gemm, batch_matmul, conv2d } kind = Kind::gemm;
   std::int64_t m = 0, n = 0, k = 0;                               // gemm: C[m][n] = A[m][k] B[k][n]
+  bool trans_a = false, trans_b = false;  // batch_matmul: A stored [batch][k][m], B [batch][n][k]
+  // gemm's epilogue: C = act(A B + bias[n] + residual[m][n]), act 0 none, 1 relu, 2 relu6,
+  // 3 gelu (erf form).
+  bool bias = false, residual = false;
+  int act = 0;
   std::int64_t batch = 1, c = 0, h = 0, w = 0, out_c = 0, r = 0, s = 0, stride = 1, pad = 0, dilation = 1;  // conv
   std::int64_t p() const { return (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1; }
   std::int64_t q() const { return (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1; }
-  // The canonical tensors: gemm A[m][k], B[k][n] -> C[m][n]; conv input NCHW, weights
-  // KCRS (OIHW) -> output NKPQ.
+  // The canonical tensors: gemm A[m][k], B[k][n], [bias[n]], [residual[m][n]] -> C[m][n]; batch_matmul A[batch][m][k]
+  // (or [batch][k][m]), B[batch][k][n] (or [batch][n][k]) -> C[batch][m][n]; conv input
+  // NCHW, weights KCRS (OIHW) -> output NKPQ.
   std::vector<std::vector<std::int64_t>> input_shapes() const;
   std::vector<std::int64_t> output_shape() const;
 };
 
-// Null when the op's parameters are neither gemm's nor conv2d's.
+std::string_view to_string(Problem::Kind kind);  // "gemm", "batch_matmul", "conv2d"
+
+// Null when the op's parameters are not gemm's, batch_matmul's or conv2d's.
 std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params);
 
 // True when the op's tensors are exactly the canonical ones (same order and shapes), so

@@ -156,8 +156,8 @@ class Registry {
 };
 
 // The built-in op library: gemm, conv2d, the blocked-channel convolution conv2d_nchwc
-// with its layout transform layout_nchwc (CPU), and the GPU variants of gemm and conv2d
-// (CUDA and OpenCL).
+// with its layout transform layout_nchwc, batch_matmul (CPU), and the GPU variants of
+// gemm, conv2d and batch_matmul (CUDA and OpenCL).
 Registry builtin_ops();
 
 // Parses "M=512,N=256,K=128" (or "512x256x128" in the order of params()) into a

@@ -174,12 +174,13 @@ INLINE void tile(const dw_ctx* ctx, int64_t n, int64_t cb, int64_t p0, int64_t q
 }
 
 /* Every column of the row tile at p0: checked single columns on the left, unchecked
- * tiles while the window stays inside the input, one checked tile for the rest. */
+ * tiles while the window stays inside the input, checked tiles for the rest (one, unless
+ * the right border is wider than a tile). */
 INLINE void row_tile(const dw_ctx* ctx, int64_t n, int64_t cb, int64_t p0) {
   int64_t q0 = 0;
   for (; q0 < Q_LO; ++q0) tile(ctx, n, cb, p0, q0, 1, 1);
   UNROLL_COUNT(CONV_UNROLL) for (; q0 + OW <= Q_HI; q0 += OW) tile(ctx, n, cb, p0, q0, OW, 0);
-  if (q0 < Q) tile(ctx, n, cb, p0, q0, OW, 1);
+  for (; q0 < Q; q0 += OW) tile(ctx, n, cb, p0, q0, OW, 1);
 }
 
 static void task(int64_t t, void* p) {

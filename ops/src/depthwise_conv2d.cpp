@@ -26,15 +26,10 @@ detail::ConvShape shape_of(const Params& p) {
           p.at("dilation"), 1};
 }
 
-// Vector registers one vector of `block` floats takes on the target (2 for 16-float
-// blocks on AVX2, for instance).
-std::int64_t registers_per_vector(std::int64_t block, const TargetTraits& traits) {
-  return ceil_div(block, std::max(1, traits.vector_floats));
-}
-
-// Registers the micro-kernel needs: oh*ow accumulators, oh weight vectors, one input.
+// Registers the micro-kernel needs on the target: oh*ow accumulators, oh weight vectors
+// and one input vector, each of `block` floats (two ymm registers for 16 floats on AVX2).
 std::int64_t registers_needed(const Config& c, std::int64_t block, const TargetTraits& traits) {
-  return (c.at("oh") * c.at("ow") + c.at("oh") + 1) * registers_per_vector(block, traits);
+  return (c.at("oh") * c.at("ow") + c.at("oh") + 1) * traits.registers_per_vector(block);
 }
 
 class DepthwiseConv2dOp final : public Op {
@@ -61,7 +56,7 @@ class DepthwiseConv2dOp final : public Op {
         {"dilation", "filter dilation in both dimensions (default 1)", 1, 64, 1},
         {"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1, 64, 16},
     };
-    for (auto& spec : detail::epilogue_params()) out.push_back(std::move(spec));
+    for (auto& spec : detail::conv_epilogue_params()) out.push_back(std::move(spec));
     return out;
   }
 
@@ -82,7 +77,7 @@ class DepthwiseConv2dOp final : public Op {
         {"weight", DType::f32, Role::input, {cb, s.r, s.s, b}},
     };
     std::vector<std::int64_t> output = {s.n, cb, s.p(), s.q(), b};
-    detail::add_epilogue_tensors(out, params, {cb * b}, output);
+    detail::add_conv_epilogue_tensors(out, params, {cb * b}, output);
     out.push_back({"output", DType::f32, Role::output, output});
     return out;
   }
@@ -105,7 +100,7 @@ class DepthwiseConv2dOp final : public Op {
     if (std::int64_t needed = registers_needed(c, block, traits); needed > traits.vector_registers) {
       return "register tile oh x ow = " + std::to_string(c.at("oh")) + "x" + std::to_string(c.at("ow")) + " needs " +
              std::to_string(needed) + " vector registers ((oh*ow accumulators + oh weights + 1 input) x " +
-             std::to_string(registers_per_vector(block, traits)) + " per " + std::to_string(block) +
+             std::to_string(traits.registers_per_vector(block)) + " per " + std::to_string(block) +
              "-float vector), more than the " + std::to_string(traits.vector_registers) + " of " +
              std::string(to_string(traits.isa));
     }
@@ -120,7 +115,7 @@ class DepthwiseConv2dOp final : public Op {
     detail::ConvShape s = shape_of(params);
     const std::int64_t q = s.q(), block = params.at("block");
     const std::int64_t cap = std::max<std::int64_t>(
-        1, std::min<std::int64_t>(traits.vector_registers / (2 * registers_per_vector(block, traits)), 16));
+        1, std::min<std::int64_t>(traits.vector_registers / (2 * traits.registers_per_vector(block)), 16));
     Config config{{"ow", 1}, {"oh", 1}, {"unroll", 1}, {"split", 2}};
     std::int64_t best_ow = 1, best_waste = q;
     for (auto ow : tiles_for(kOw, q)) {
@@ -141,7 +136,7 @@ class DepthwiseConv2dOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("depthwise_conv2d has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    if (auto reason = detail::check_domains(knobs(params), c); !reason.empty()) {
+    if (auto reason = check(params, c, detail::any_target()); !reason.empty()) {
       throw OpError("invalid depthwise_conv2d configuration: " + reason);
     }
     KernelSource out{Backend::cpu, "depthwise_conv2d.c", std::string(embedded::depthwise_conv2d_c()), {}};

@@ -191,7 +191,7 @@ TEST_CASE("conv2d_nchwc matches its reference: every activation with and without
         Params params = parse_params(conv, shape);
         CHECK(conv.tensors(params).size() == static_cast<std::size_t>(3 + bias + residual));
         test::WorkloadChecker checker(conv, params);
-        CHECK(checker.check(parse_config(conv, params, "tc=1")));  // one pass per input-channel block
+        CHECK(checker.check(parse_config(conv, params, "tc=1", test::native_traits())));  // one pass per input-channel block
         for (const auto& config : test::random_configs(conv, params, 2, seed++)) CHECK(checker.check(config));
       }
     }
@@ -224,14 +224,14 @@ TEST_CASE("conv2d_nchwc checks catch injected bugs in groups and the epilogue", 
   const Op& conv = registry.get("conv2d_nchwc");
   Params grouped = parse_params(conv, "C=32,H=6,W=7,K=16,R=3,S=3,pad=1,groups=2,block=8");
   test::WorkloadChecker group_checker(conv, grouped);
-  KernelSource g = conv.source(Backend::cpu, grouped, parse_config(conv, grouped, "ow=4,ok=1,oh=2,tc=1,unroll=2,split=2"));
+  KernelSource g = conv.source(Backend::cpu, grouped, parse_config(conv, grouped, "ow=4,ok=1,oh=2,tc=1,unroll=2,split=2", test::native_traits()));
   CHECK(group_checker.matches(g));
   // Every group reads the first group's input blocks.
   CHECK_FALSE(group_checker.matches(inject(g, "(group * CBG + cb0) * XCB", "cb0 * XCB")));
 
   Params fused = parse_params(conv, "C=20,H=6,W=7,K=11,R=3,S=3,pad=1,block=8,bias=1,residual=1,act=2");
   test::WorkloadChecker checker(conv, fused);
-  KernelSource good = conv.source(Backend::cpu, fused, parse_config(conv, fused, "ow=4,ok=1,oh=2,tc=1,unroll=2,split=2"));
+  KernelSource good = conv.source(Backend::cpu, fused, parse_config(conv, fused, "ow=4,ok=1,oh=2,tc=1,unroll=2,split=2", test::native_traits()));
   CHECK(checker.matches(good));
   // The epilogue runs after every input-channel pass instead of the last one.
   CHECK_FALSE(checker.matches(inject(good, "int last = cb0 + cn >= CBG;", "int last = 1;")));

@@ -75,7 +75,7 @@ TEST_CASE("conv2d checks catch injected bugs in the grouped kernel", "[conv2d][k
   const Op& conv = registry.get("conv2d");
   Params params = parse_params(conv, "C=8,H=9,W=10,K=12,R=3,S=3,pad=1,groups=4");
   test::WorkloadChecker checker(conv, params);
-  KernelSource good = conv.source(Backend::cpu, params, parse_config(conv, params, "tk=2,th=2,tw=8,tc=1,unroll=1,vec=4,split=2"));
+  KernelSource good = conv.source(Backend::cpu, params, parse_config(conv, params, "tk=2,th=2,tw=8,tc=1,unroll=1,vec=4,split=2", test::native_traits()));
   CHECK(checker.matches(good));
   // Every group reads the first group's input channels.
   CHECK_FALSE(checker.matches(inject(good, "(kb / KBG * CG + cb) * XCH", "cb * XCH")));

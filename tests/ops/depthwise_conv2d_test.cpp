@@ -18,7 +18,7 @@ void check_shape(const std::string& shape, std::uint64_t seed, int count = 8) {
   Params params = parse_params(op, shape);
   INFO(shape);
   test::WorkloadChecker checker(op, params);
-  CHECK(checker.check(op.default_config(params, TargetTraits::of(Isa::avx2))));
+  CHECK(checker.check(op.default_config(params, test::native_traits())));
   auto configs = test::random_configs(op, params, count, seed);
   CHECK(configs.size() == static_cast<std::size_t>(count));
   for (const auto& config : configs) CHECK(checker.check(config));
@@ -72,7 +72,7 @@ TEST_CASE("depthwise_conv2d matches its reference: every activation with and wit
         Params params = parse_params(op, shape);
         CHECK(op.tensors(params).size() == static_cast<std::size_t>(3 + bias + residual));
         test::WorkloadChecker checker(op, params);
-        CHECK(checker.check(op.default_config(params, TargetTraits::of(Isa::avx2))));
+        CHECK(checker.check(op.default_config(params, test::native_traits())));
         for (const auto& config : test::random_configs(op, params, 2, seed++)) CHECK(checker.check(config));
       }
     }
@@ -106,12 +106,12 @@ TEST_CASE("depthwise_conv2d: the register budget and the default follow the targ
   Registry registry = builtin_ops();
   const Op& op = registry.get("depthwise_conv2d");
   Params p8 = parse_params(op, "C=32,H=112,W=112,pad=1,block=8");
-  Config wide = parse_config(op, p8, "ow=8,oh=3,unroll=1,split=2");  // 24 + 3 + 1 = 28 vectors
+  Config wide = parse_config(op, p8, "ow=8,oh=3,unroll=1,split=2", TargetTraits::of(Isa::avx512));  // 24 + 3 + 1 = 28 vectors
   CHECK(op.check(p8, wide, TargetTraits::of(Isa::avx512)).empty());
   CHECK_THAT(op.check(p8, wide, TargetTraits::of(Isa::avx2)), Catch::Contains("vector registers"));
   // 16-float blocks take two ymm registers per vector on AVX2.
   Params p16 = parse_params(op, "C=32,H=112,W=112,pad=1,block=16");
-  Config eight = parse_config(op, p16, "ow=8,oh=1,unroll=1,split=2");  // (8 + 1 + 1) x 2 = 20
+  Config eight = parse_config(op, p16, "ow=8,oh=1,unroll=1,split=2", TargetTraits::of(Isa::avx512));  // (8 + 1 + 1) x 2 = 20
   CHECK(op.check(p16, eight, TargetTraits::of(Isa::avx512)).empty());
   CHECK_FALSE(op.check(p16, eight, TargetTraits::of(Isa::avx2)).empty());
   // Every ISA's default fits its registers, for every MobileNetV2 depthwise shape.
@@ -135,10 +135,12 @@ TEST_CASE("depthwise_conv2d: the register budget and the default follow the targ
 TEST_CASE("depthwise_conv2d checks catch injected bugs", "[depthwise_conv2d][kernel]") {
   Registry registry = builtin_ops();
   const Op& op = registry.get("depthwise_conv2d");
-  // Partial last block, borders on every side, ragged row and column tiles, full epilogue.
-  Params params = parse_params(op, "C=13,H=10,W=11,pad=1,block=8,bias=1,residual=1,act=1");
+  // Partial last block, borders two columns wide on every side (the right one wider than
+  // a tile), ragged row and column tiles, full epilogue.
+  Params params = parse_params(op, "C=13,H=9,W=11,pad=2,block=8,bias=1,residual=1,act=1");
   test::WorkloadChecker checker(op, params);
-  KernelSource good = op.source(Backend::cpu, params, parse_config(op, params, "ow=4,oh=2,unroll=1,split=2"));
+  KernelSource good =
+      op.source(Backend::cpu, params, parse_config(op, params, "ow=2,oh=2,unroll=1,split=2", test::native_traits()));
   CHECK(checker.matches(good));
   // Output lanes past C keep what the epilogue made of junk lanes.
   CHECK_FALSE(checker.matches(inject(good, "keep[l] = l < CONV_C % B ? -1 : 0;", "keep[l] = -1;")));
@@ -146,6 +148,8 @@ TEST_CASE("depthwise_conv2d checks catch injected bugs", "[depthwise_conv2d][ker
   CHECK_FALSE(checker.matches(inject(good, "for (int s = 0; s < CONV_S; ++s) {", "for (int s = 0; s + 1 < CONV_S; ++s) {")));
   // The left border columns are not computed.
   CHECK_FALSE(checker.matches(inject(good, "for (; q0 < Q_LO; ++q0)", "for (q0 = Q_LO; q0 < Q_LO; ++q0)")));
+  // Only one checked tile on the right, however wide the border.
+  CHECK_FALSE(checker.matches(inject(good, "for (; q0 < Q; q0 += OW) tile(", "if (q0 < Q) tile(")));
   // The checked tail tile stores past the row's last column into the next row.
   CHECK_FALSE(checker.matches(inject(good, "if (checked && q0 + q >= Q) break;", "")));
   // An input row shared by two output rows is used for only the first.

@@ -109,21 +109,24 @@ class DepthwiseConv2dOp final : public Op {
 
   Config default_config(const Params& params, const TargetTraits& traits) const override {
     // One output row of ow columns, ow at most half the register file (wider tiles spill
-    // once the compiler keeps the filter's weights in registers: measured on AVX2), and
-    // among those the width that computes the fewest columns past Q, the widest on ties
-    // (7 for MobileNet's 7/14/28-column layers, 8 for 56/112 on AVX2).
+    // once the compiler keeps the filter's weights in registers: measured on AVX2); among
+    // those the width with the fewest tiles per row (each reloads the filter), then the
+    // fewest columns computed past Q: 7 for MobileNet's 7/14/28-column layers, 8 for 56
+    // and 112 with 8-float blocks on AVX2, 4 with 16-float blocks there.
     detail::ConvShape s = shape_of(params);
     const std::int64_t q = s.q(), block = params.at("block");
     const std::int64_t cap = std::max<std::int64_t>(
         1, std::min<std::int64_t>(traits.vector_registers / (2 * traits.registers_per_vector(block)), 16));
     Config config{{"ow", 1}, {"oh", 1}, {"unroll", 1}, {"split", 2}};
-    std::int64_t best_ow = 1, best_waste = q;
+    std::int64_t best_ow = 1, best_tiles = q, best_waste = 0;
     for (auto ow : tiles_for(kOw, q)) {
       config["ow"] = ow;
       if (ow > cap || registers_needed(config, block, traits) > traits.vector_registers) continue;
-      if (std::int64_t w = ceil_div(q, ow) * ow - q; w <= best_waste) {
+      const std::int64_t tiles = ceil_div(q, ow), waste = tiles * ow - q;
+      if (tiles < best_tiles || (tiles == best_tiles && waste < best_waste)) {
         best_ow = ow;
-        best_waste = w;
+        best_tiles = tiles;
+        best_waste = waste;
       }
     }
     config["ow"] = best_ow;

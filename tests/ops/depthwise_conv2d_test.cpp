@@ -130,6 +130,9 @@ TEST_CASE("depthwise_conv2d: the register budget and the default follow the targ
   CHECK(op.default_config(parse_params(op, "C=960,H=7,W=7,pad=1,block=8"), avx2).at("ow") == 7);
   CHECK(op.default_config(parse_params(op, "C=192,H=28,W=28,pad=1,block=8"), avx2).at("ow") == 7);
   CHECK(op.default_config(parse_params(op, "C=32,H=112,W=112,pad=1,block=8"), avx2).at("ow") == 8);
+  // 16-float blocks take two registers per vector on AVX2: at most 4 columns, 2 tiles for 7.
+  CHECK(op.default_config(parse_params(op, "C=960,H=7,W=7,pad=1,block=16"), avx2).at("ow") == 4);
+  CHECK(op.default_config(parse_params(op, "C=960,H=7,W=7,pad=1,block=16"), TargetTraits::of(Isa::avx512)).at("ow") == 7);
 }
 
 TEST_CASE("depthwise_conv2d checks catch injected bugs", "[depthwise_conv2d][kernel]") {

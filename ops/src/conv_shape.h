@@ -39,9 +39,9 @@ inline ConvShape conv_shape(const Params& p) {
 // The optional epilogue parameters of a convolution: out = act(acc + bias + residual).
 inline std::vector<ParamSpec> conv_epilogue_params() {
   return {
-      {"bias", "1 = add a bias per output channel (a tensor after the inputs; default 0)", 0, 1, 0, true},
-      {"residual", "1 = add a tensor of the output's shape (ResNet's shortcut; default 0)", 0, 1, 0, true},
-      {"act", "activation of the sum: 0 none, 1 relu, 2 relu6, 3 gelu (erf form) (default 0)", 0, 3, 0, true},
+      {"bias", "1 = add a bias per output channel (a tensor after the inputs)", 0, 1, 0, true},
+      {"residual", "1 = add a tensor of the output's shape (ResNet's shortcut)", 0, 1, 0, true},
+      {"act", "activation of the sum: 0 none, 1 relu, 2 relu6, 3 gelu (erf form)", 0, 3, 0, true},
   };
 }
 
@@ -69,7 +69,7 @@ inline std::vector<ParamSpec> conv_params() {
       {"pad", "zero padding on each side in both dimensions (default 0)", 0, 1024, 0},
       {"dilation", "filter dilation in both dimensions (default 1)", 1, 64, 1},
       {"groups", "channel groups: each output channel sums over the C/groups input channels of its group "
-                 "(ResNeXt; default 1)", 1, 65536, 1, true},
+                 "(ResNeXt)", 1, 65536, 1, true},
   };
 }
 

@@ -1,6 +1,6 @@
-// The built-in op library: gemm, conv2d, the blocked-channel convolution conv2d_nchwc
-// with its layout transform layout_nchwc, batch_matmul, and the GPU variants of gemm,
-// conv2d and batch_matmul.
+// The built-in op library: gemm, batch_matmul, conv2d, the blocked-channel convolutions
+// conv2d_nchwc and depthwise_conv2d with their layout transform layout_nchwc, and the GPU
+// variants of gemm, batch_matmul and conv2d.
 #include "builtin_ops.h"
 
 namespace kestrel::ops {
@@ -10,6 +10,7 @@ Registry builtin_ops() {
   registry.add(make_gemm_op());
   registry.add(make_conv2d_op());
   registry.add(make_conv2d_nchwc_op());
+  registry.add(make_depthwise_conv2d_op());
   registry.add(make_layout_nchwc_op());
   registry.add(make_batch_matmul_op());
   registry.add(make_gemm_gpu_op());

@@ -34,13 +34,14 @@ std::string define(const KernelSource& source, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("builtin registry holds gemm, conv2d, conv2d_nchwc, layout_nchwc and batch_matmul", "[ops]") {
+TEST_CASE("builtin registry holds gemm, batch_matmul, conv2d, conv2d_nchwc, depthwise_conv2d and layout_nchwc", "[ops]") {
   Registry registry = builtin_ops();
-  REQUIRE(registry.all().size() == 5);
+  REQUIRE(registry.all().size() == 6);
   CHECK(registry.find("batch_matmul") != nullptr);
   CHECK(registry.find("gemm") != nullptr);
   CHECK(registry.find("conv2d") != nullptr);
   CHECK(registry.find("conv2d_nchwc") != nullptr);
+  CHECK(registry.find("depthwise_conv2d") != nullptr);
   CHECK(registry.find("layout_nchwc") != nullptr);
   CHECK(registry.find("softmax") == nullptr);
   CHECK_THROWS_WITH(registry.get("softmax"), Catch::Contains("gemm, conv2d"));
@@ -314,9 +315,13 @@ TEST_CASE("op features: the same names for every workload, finite values", "[ops
   };
   for (const auto& [op, texts] : std::vector<std::pair<const Op*, std::vector<std::string>>>{
            {&gemm, {"256x256x256", "7x1000x33", "1x1x1"}},
-           {&conv, {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "N=2,C=3,H=19,W=300,K=5,R=7,S=1,stride=2,dilation=2"}},
+           {&conv, {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "N=2,C=3,H=19,W=300,K=5,R=7,S=1,stride=2,dilation=2",
+                    "C=256,H=28,W=28,K=256,R=3,S=3,pad=1,groups=32"}},
            {&registry.get("conv2d_nchwc"), {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3",
-                                             "N=2,C=5,H=9,W=7,K=3,R=1,S=3,block=4,dilation=2"}},
+                                             "N=2,C=5,H=9,W=7,K=3,R=1,S=3,block=4,dilation=2",
+                                             "C=32,H=9,W=9,K=32,R=3,S=3,groups=2,block=8,bias=1,residual=1,act=1"}},
+           {&registry.get("depthwise_conv2d"), {"C=32,H=112,W=112,pad=1", "N=2,C=13,H=7,W=9,stride=2,block=8,bias=1,act=3",
+                                                 "C=5,H=1,W=1,R=1,S=1,block=4"}},
            {&registry.get("layout_nchwc"), {"C=64,H=56,W=56", "N=3,C=5,H=1,W=1,block=4"}}}) {
     std::vector<std::string> expected;
     for (const auto& text : texts) {

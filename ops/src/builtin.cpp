@@ -1,5 +1,6 @@
 // The built-in op library: gemm, conv2d, the blocked-channel convolution conv2d_nchwc
-// with its layout transform layout_nchwc, and the GPU variants of gemm and conv2d.
+// with its layout transform layout_nchwc, the glue ops pool2d, softmax, layernorm and
+// elementwise, and the GPU variants of gemm, conv2d, softmax, layernorm and elementwise.
 #include "builtin_ops.h"
 
 namespace kestrel::ops {
@@ -12,6 +13,13 @@ Registry builtin_ops() {
   registry.add(make_layout_nchwc_op());
   registry.add(make_gemm_gpu_op());
   registry.add(make_conv2d_gpu_op());
+  registry.add(make_pool2d_op());
+  registry.add(make_softmax_op());
+  registry.add(make_layernorm_op());
+  registry.add(make_elementwise_op());
+  registry.add(make_softmax_gpu_op());
+  registry.add(make_layernorm_gpu_op());
+  registry.add(make_elementwise_gpu_op());
   return registry;
 }
 

@@ -1,6 +1,7 @@
 // The built-in op library: gemm, conv2d, the blocked-channel convolution conv2d_nchwc
 // with its layout transform layout_nchwc, the glue ops pool2d, softmax, layernorm and
-// elementwise, and the GPU variants of gemm, conv2d, softmax, layernorm and elementwise.
+// elementwise, and the GPU variants of gemm, conv2d, pool2d, softmax, layernorm and
+// elementwise.
 #include "builtin_ops.h"
 
 namespace kestrel::ops {
@@ -20,6 +21,7 @@ Registry builtin_ops() {
   registry.add(make_softmax_gpu_op());
   registry.add(make_layernorm_gpu_op());
   registry.add(make_elementwise_gpu_op());
+  registry.add(make_pool2d_gpu_op());
   return registry;
 }
 

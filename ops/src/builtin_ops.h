@@ -22,5 +22,6 @@ std::unique_ptr<Op> make_conv2d_gpu_op();
 std::unique_ptr<Op> make_softmax_gpu_op();
 std::unique_ptr<Op> make_layernorm_gpu_op();
 std::unique_ptr<Op> make_elementwise_gpu_op();
+std::unique_ptr<Op> make_pool2d_gpu_op();
 
 }  // namespace kestrel::ops

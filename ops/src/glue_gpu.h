@@ -1,7 +1,7 @@
-// The GPU variants of the glue ops softmax, layernorm and elementwise share one shape:
-// a work-group size knob (and for elementwise, items per work-item), a kernel per backend
-// embedded at build time and a one-dimensional launch. ops/src/softmax_gpu.cpp,
-// layernorm_gpu.cpp and elementwise_gpu.cpp fill it in.
+// The GPU variants of the glue ops (pool2d, softmax, layernorm, elementwise) share one
+// shape: a work-group size knob (and for elementwise, items per work-item), a kernel per
+// backend embedded at build time and a one-dimensional launch. ops/src/*_gpu.cpp fill it
+// in.
 #pragma once
 
 #include <string>

@@ -30,6 +30,8 @@ std::string_view layernorm_cu();
 std::string_view layernorm_cl();
 std::string_view elementwise_cu();
 std::string_view elementwise_cl();
+std::string_view pool2d_cu();
+std::string_view pool2d_cl();
 }  // namespace kestrel::embedded
 
 namespace kestrel::ops::detail {

@@ -1,4 +1,4 @@
-// The GPU kernels of the glue ops (softmax, layernorm, elementwise) through the sandboxed
+// The GPU kernels of the glue ops (pool2d, softmax, layernorm, elementwise) through the sandboxed
 // measurement path, against their CPU references: OpenCL on whatever OpenCL device this
 // machine has (PoCL on the CPU in CI). Each test needs its backend (tests/gpu_main.cpp:
 // skipped, exit 77, without it). The CUDA kernels run the same way where a GPU exists.
@@ -114,4 +114,15 @@ TEST_CASE("opencl: the GPU elementwise kernel matches the reference for every ki
   }
   check_gpu_bug(ops::Backend::opencl, "elementwise", "n=1000,kind=5", "erf(x * 0.70710678118654752f)",
                 "tanh(x * 0.7978845608f * (1.0f + 0.044715f * x * x))");
+}
+
+TEST_CASE("opencl: the GPU pool2d kernel matches the reference: max, average, global, NCHW and NCHWc",
+          "[gpu][opencl][pool2d]") {
+  log::set_level(log::Level::warn);
+  check_gpu(ops::Backend::opencl, "pool2d",
+            {"N=2,C=13,H=9,W=11,R=3,S=3,stride=2,pad=1,kind=0", "C=20,H=10,W=13,R=3,S=2,pad=1,kind=1,block=8",
+             "N=2,C=21,H=7,W=9,kind=1,global=1,block=16"},
+            {"", "threads=64"});
+  check_gpu_bug(ops::Backend::opencl, "pool2d", "C=13,H=9,W=11,R=3,S=3,stride=2,pad=1,kind=1,block=4",
+                "acc / (float)((he - hs) * (xe - xs))", "acc / (float)(R * S)");
 }

@@ -1,4 +1,4 @@
-// The GPU variants of softmax, layernorm and elementwise: registry lookup by backend,
+// The GPU variants of pool2d, softmax, layernorm and elementwise: registry lookup by backend,
 // launch geometry, defines and knob domains. (Their kernels run against the reference
 // on an OpenCL device in tests/device_runtime/glue_gpu_measure_test.cpp.)
 #include <catch2/catch.hpp>
@@ -47,7 +47,20 @@ TEST_CASE("GPU glue ops: variants of the CPU ops with the CPU workload and refer
     }
     CHECK_THROWS_WITH(gpu.source(Backend::cpu, p, c), Catch::Contains("no cpu kernel"));
   }
-  CHECK(registry.find("pool2d", Backend::opencl) == nullptr);
+}
+
+TEST_CASE("GPU pool2d: one thread per output element", "[ops][gpu][glue]") {
+  Registry registry = builtin_ops();
+  const Op& op = registry.get("pool2d", Backend::opencl);
+  CHECK(&op != &registry.get("pool2d"));
+  Params p = parse_params(op, "N=2,C=13,H=9,W=11,R=3,S=3,stride=2,pad=1,kind=1,block=4");
+  KernelSource s = op.source(Backend::opencl, p, parse_config(op, p, "threads=128"));
+  CHECK(s.launch.entry == "pool2d");
+  CHECK(s.launch.grid == std::array<std::int64_t, 3>{8, 1, 1});  // ceil(2*4*5*6*4 / 128)
+  CHECK(s.launch.block == std::array<std::int64_t, 3>{128, 1, 1});
+  CHECK(define(s, "POOL_GLOBAL") == "0");  // optional parameters reach the kernel at their fallback
+  CHECK(define(s, "POOL_THREADS") == "128");
+  CHECK(op.tolerance(p) == registry.get("pool2d").tolerance(p));
 }
 
 TEST_CASE("GPU softmax and layernorm: one work-group per row", "[ops][gpu][glue]") {

@@ -15,8 +15,8 @@ float reduce_sum(__local float* scratch, float value) {
   const int lid = get_local_id(0);
   scratch[lid] = value;
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int half = THREADS / 2; half > 0; half /= 2) {
-    if (lid < half) scratch[lid] += scratch[lid + half];
+  for (int span = THREADS / 2; span > 0; span /= 2) {
+    if (lid < span) scratch[lid] += scratch[lid + span];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   const float out = scratch[0];

@@ -15,8 +15,8 @@ __device__ __forceinline__ float reduce_sum(float* scratch, float value) {
   const int lid = threadIdx.x;
   scratch[lid] = value;
   __syncthreads();
-  for (int half = THREADS / 2; half > 0; half /= 2) {
-    if (lid < half) scratch[lid] += scratch[lid + half];
+  for (int span = THREADS / 2; span > 0; span /= 2) {
+    if (lid < span) scratch[lid] += scratch[lid + span];
     __syncthreads();
   }
   const float out = scratch[0];

@@ -14,9 +14,9 @@ __device__ __forceinline__ float reduce(float* scratch, float value, bool is_max
   const int lid = threadIdx.x;
   scratch[lid] = value;
   __syncthreads();
-  for (int half = THREADS / 2; half > 0; half /= 2) {
-    if (lid < half) {
-      scratch[lid] = is_max ? fmaxf(scratch[lid], scratch[lid + half]) : scratch[lid] + scratch[lid + half];
+  for (int span = THREADS / 2; span > 0; span /= 2) {
+    if (lid < span) {
+      scratch[lid] = is_max ? fmaxf(scratch[lid], scratch[lid + span]) : scratch[lid] + scratch[lid + span];
     }
     __syncthreads();
   }

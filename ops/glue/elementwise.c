@@ -12,11 +12,6 @@
 #include "kestrel/kernel/abi.h"
 #include "kestrel/kernel/math.h"
 
-/* Vectors wider than the target's registers (16 floats without AVX-512) are passed to
- * the always-inlined math functions and helpers; no call survives inlining, so the ABI
- * difference -Wpsabi warns about never exists. */
-#pragma clang diagnostic ignored "-Wpsabi"
-
 #if !defined(ELEMENTWISE_N) || !defined(ELEMENTWISE_KIND) || !defined(ELEMENTWISE_VEC) || \
     !defined(ELEMENTWISE_UNROLL) || !defined(ELEMENTWISE_GRAIN)
 #error "elementwise.c needs ELEMENTWISE_{N,KIND,VEC,UNROLL,GRAIN}"
@@ -38,9 +33,7 @@ typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
 #define VLOAD(v, p) __builtin_memcpy(&(v), (p), sizeof(vf))
 #define VSTORE(p, v) __builtin_memcpy((p), &(v), sizeof(vf))
 
-/* The operation on one vector, in place in *x (y: the second operand of binary kinds).
- * Pointers, not vector values, so that no vector wider than the target's registers
- * crosses a function boundary. */
+/* The operation on one vector, in place in *x (y: the second operand of binary kinds). */
 static inline __attribute__((always_inline)) void apply(vf* x, const vf* y) {
   (void)y;
 #if ELEMENTWISE_KIND == 0
@@ -56,7 +49,7 @@ static inline __attribute__((always_inline)) void apply(vf* x, const vf* y) {
 #elif ELEMENTWISE_KIND == 5
   *x = kestrel_gelu(*x);
 #elif ELEMENTWISE_KIND == 6
-  *x = 1.0f / (1.0f + kestrel_exp(-*x));
+  *x = kestrel_sigmoid(*x);
 #else
   *x = kestrel_tanh(*x);
 #endif

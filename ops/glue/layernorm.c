@@ -16,11 +16,6 @@
 #include "kestrel/kernel/abi.h"
 #include "kestrel/kernel/math.h"
 
-/* Vectors wider than the target's registers (16 floats without AVX-512) are passed to
- * the always-inlined math functions and helpers; no call survives inlining, so the ABI
- * difference -Wpsabi warns about never exists. */
-#pragma clang diagnostic ignored "-Wpsabi"
-
 #if !defined(LAYERNORM_ROWS) || !defined(LAYERNORM_COLS) || !defined(LAYERNORM_EPSILON) || \
     !defined(LAYERNORM_RESIDUAL) || !defined(LAYERNORM_VEC) || !defined(LAYERNORM_UNROLL) || !defined(LAYERNORM_GRAIN)
 #error "layernorm.c needs LAYERNORM_{ROWS,COLS,EPSILON,RESIDUAL,VEC,UNROLL,GRAIN}"

@@ -17,11 +17,6 @@
 #include "kestrel/kernel/abi.h"
 #include "kestrel/kernel/math.h"
 
-/* Vectors wider than the target's registers (16 floats without AVX-512) are passed to
- * the always-inlined math functions and helpers; no call survives inlining, so the ABI
- * difference -Wpsabi warns about never exists. */
-#pragma clang diagnostic ignored "-Wpsabi"
-
 #if !defined(POOL_N) || !defined(POOL_C) || !defined(POOL_H) || !defined(POOL_W) || !defined(POOL_R) || \
     !defined(POOL_S) || !defined(POOL_STRIDE) || !defined(POOL_PAD) || !defined(POOL_KIND) ||             \
     !defined(POOL_GLOBAL) || !defined(POOL_BLOCK) || !defined(POOL_TW) || !defined(POOL_SPLIT)

@@ -14,11 +14,6 @@
 #include "kestrel/kernel/abi.h"
 #include "kestrel/kernel/math.h"
 
-/* Vectors wider than the target's registers (16 floats without AVX-512) are passed to
- * the always-inlined math functions and helpers; no call survives inlining, so the ABI
- * difference -Wpsabi warns about never exists. */
-#pragma clang diagnostic ignored "-Wpsabi"
-
 #if !defined(SOFTMAX_ROWS) || !defined(SOFTMAX_COLS) || !defined(SOFTMAX_VEC) || !defined(SOFTMAX_UNROLL) || \
     !defined(SOFTMAX_GRAIN) || !defined(SOFTMAX_ONLINE)
 #error "softmax.c needs SOFTMAX_{ROWS,COLS,VEC,UNROLL,GRAIN,ONLINE}"

@@ -58,7 +58,7 @@ class ElementwiseOp final : public Op {
     if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) return reason;
     const std::int64_t vec = c.at("vec"), unroll = c.at("unroll");
     const std::int64_t registers =
-        unroll * detail::registers_per_vector(vec, traits) * live_per_vector(p.at("kind"));
+        unroll * traits.registers_per_vector(vec) * live_per_vector(p.at("kind"));
     if (registers > traits.vector_registers) {
       return "unroll=" + std::to_string(unroll) + " of vec=" + std::to_string(vec) + " keeps " +
              std::to_string(registers) + " vector registers live, more than the " +
@@ -72,7 +72,7 @@ class ElementwiseOp final : public Op {
   // per operand, L2-sized).
   Config default_config(const Params& p, const TargetTraits& traits) const override {
     const std::int64_t vec = detail::native_vec(kVec, traits);
-    const std::int64_t per_step = detail::registers_per_vector(vec, traits) * live_per_vector(p.at("kind"));
+    const std::int64_t per_step = traits.registers_per_vector(vec) * live_per_vector(p.at("kind"));
     std::int64_t unroll = 1;
     for (auto u : kUnroll) {
       if (u <= 4 && u * per_step <= traits.vector_registers) unroll = u;
@@ -89,7 +89,7 @@ class ElementwiseOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("elementwise has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) {
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) {
       throw OpError("invalid elementwise configuration: " + reason);
     }
     KernelSource out{Backend::cpu, "elementwise.c", std::string(embedded::elementwise_c()), {}};

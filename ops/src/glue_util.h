@@ -1,6 +1,6 @@
 // Helpers shared by the glue ops (pool2d, softmax, layernorm, elementwise): a workload
 // checked against the op's parameter specs, the workload with its optional parameters
-// filled in (for the kernels' #defines), and register counts on a target.
+// filled in (for the kernels' #defines), and the target's vector width.
 #pragma once
 
 #include <algorithm>
@@ -73,11 +73,6 @@ inline Params with_fallbacks(const std::vector<ParamSpec>& specs, const Params& 
   Params out = p;
   for (const auto& spec : specs) out.emplace(spec.name, spec.fallback);
   return out;
-}
-
-// Vector registers one vector of `floats` lanes occupies on the target.
-inline std::int64_t registers_per_vector(std::int64_t floats, const TargetTraits& traits) {
-  return ceil_div(floats, std::max(traits.vector_floats, 1));
 }
 
 // The target's vector width among the domain {1, 4, 8, 16}: the largest at most its

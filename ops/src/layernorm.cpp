@@ -90,7 +90,7 @@ class LayernormOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("layernorm has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) {
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) {
       throw OpError("invalid layernorm configuration: " + reason);
     }
     KernelSource out{Backend::cpu, "layernorm.c", std::string(embedded::layernorm_c()), {}};
@@ -126,7 +126,7 @@ class LayernormOp final : public Op {
  private:
   // Partial sums, one loaded vector, gamma, beta (and the residual's vector).
   static std::int64_t live_registers(const Config& c, const TargetTraits& traits) {
-    const std::int64_t per = detail::registers_per_vector(c.at("vec"), traits);
+    const std::int64_t per = traits.registers_per_vector(c.at("vec"));
     return c.at("unroll") * per + 4 * per;
   }
 };

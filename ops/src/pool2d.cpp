@@ -97,7 +97,9 @@ class Pool2dOp final : public Op {
 
   std::string check(const Params& p, const Config& c, const TargetTraits& traits) const override {
     if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) return reason;
-    if (std::int64_t registers = live_registers(p, c.at("tw"), traits); registers > traits.vector_registers) {
+    // One column at a time is always allowed: the block is the workload's, not a knob.
+    if (std::int64_t registers = live_registers(p, c.at("tw"), traits);
+        c.at("tw") > 1 && registers > traits.vector_registers) {
       return "tw=" + std::to_string(c.at("tw")) + " accumulators of block=" + std::to_string(p.at("block")) +
              " lanes need " + std::to_string(registers) + " vector registers, more than the " +
              std::to_string(traits.vector_registers) + " of " + std::string(to_string(traits.isa));
@@ -122,7 +124,7 @@ class Pool2dOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("pool2d has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) {
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) {
       throw OpError("invalid pool2d configuration: " + reason);
     }
     KernelSource out{Backend::cpu, "pool2d.c", std::string(embedded::pool2d_c()), {}};
@@ -168,7 +170,7 @@ class Pool2dOp final : public Op {
   }
   // tw accumulators of one block each, the loaded vector and a spare.
   static std::int64_t live_registers(const Params& p, std::int64_t tw, const TargetTraits& traits) {
-    return (tw + 2) * detail::registers_per_vector(p.at("block"), traits);
+    return (tw + 2) * traits.registers_per_vector(p.at("block"));
   }
 };
 

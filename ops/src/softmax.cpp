@@ -86,7 +86,7 @@ class SoftmaxOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("softmax has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) {
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) {
       throw OpError("invalid softmax configuration: " + reason);
     }
     KernelSource out{Backend::cpu, "softmax.c", std::string(embedded::softmax_c()), {}};
@@ -129,7 +129,7 @@ class SoftmaxOp final : public Op {
   // Accumulators (a max, or a max and a sum with `online`), one loaded vector and the
   // exponential's temporaries.
   static std::int64_t live_registers(const Config& c, const TargetTraits& traits) {
-    const std::int64_t per = detail::registers_per_vector(c.at("vec"), traits);
+    const std::int64_t per = traits.registers_per_vector(c.at("vec"));
     return c.at("unroll") * per * (c.at("online") ? 2 : 1) + per * (1 + kExpTemporaries);
   }
 };

@@ -39,7 +39,7 @@ void check_gpu(ops::Backend backend, const std::string& name, const std::vector<
     std::vector<std::string> labels;
     for (std::size_t i = 0; i < configs.size(); ++i) {
       ops::Config config = configs[i].empty() ? op.default_config(params, ops::TargetTraits{})
-                                              : ops::parse_config(op, params, configs[i]);
+                                              : ops::parse_config(op, params, configs[i], ops::TargetTraits{});
       labels.push_back(ops::format_config(config));
       std::string hash = m.put(test::op_gpu_module(op.source(backend, params, config)));
       spec.add({i, hash, ""}, m.store.fd(hash));

@@ -54,7 +54,7 @@ TEST_CASE("GPU pool2d: one thread per output element", "[ops][gpu][glue]") {
   const Op& op = registry.get("pool2d", Backend::opencl);
   CHECK(&op != &registry.get("pool2d"));
   Params p = parse_params(op, "N=2,C=13,H=9,W=11,R=3,S=3,stride=2,pad=1,kind=1,block=4");
-  KernelSource s = op.source(Backend::opencl, p, parse_config(op, p, "threads=128"));
+  KernelSource s = op.source(Backend::opencl, p, parse_config(op, p, "threads=128", TargetTraits{}));
   CHECK(s.launch.entry == "pool2d");
   CHECK(s.launch.grid == std::array<std::int64_t, 3>{8, 1, 1});  // ceil(2*4*5*6*4 / 128)
   CHECK(s.launch.block == std::array<std::int64_t, 3>{128, 1, 1});
@@ -67,7 +67,7 @@ TEST_CASE("GPU softmax and layernorm: one work-group per row", "[ops][gpu][glue]
   Registry registry = builtin_ops();
   const Op& softmax = registry.get("softmax", Backend::cuda);
   Params p = parse_params(softmax, "rows=1536,cols=128");
-  Config c = parse_config(softmax, p, "threads=64");
+  Config c = parse_config(softmax, p, "threads=64", TargetTraits{});
   KernelSource s = softmax.source(Backend::opencl, p, c);
   CHECK(s.launch.grid == std::array<std::int64_t, 3>{1536, 1, 1});
   CHECK(s.launch.block == std::array<std::int64_t, 3>{64, 1, 1});
@@ -77,10 +77,10 @@ TEST_CASE("GPU softmax and layernorm: one work-group per row", "[ops][gpu][glue]
   CHECK(softmax.default_config(parse_params(softmax, "rows=2,cols=7"), TargetTraits::of(Isa::avx2)).at("threads") == 64);
   CHECK(softmax.default_config(parse_params(softmax, "rows=2,cols=5000"), TargetTraits::of(Isa::avx2)).at("threads") ==
         256);
-  CHECK_THROWS_WITH(parse_config(softmax, p, "threads=48"), Catch::Contains("threads"));
+  CHECK_THROWS_WITH(parse_config(softmax, p, "threads=48", TargetTraits{}), Catch::Contains("threads"));
   const Op& layernorm = registry.get("layernorm", Backend::opencl);
   Params bert = parse_params(layernorm, "rows=384,cols=768,eps=12,residual=1");
-  KernelSource ln = layernorm.source(Backend::cuda, bert, parse_config(layernorm, bert, "threads=256"));
+  KernelSource ln = layernorm.source(Backend::cuda, bert, parse_config(layernorm, bert, "threads=256", TargetTraits{}));
   CHECK(ln.launch.grid == std::array<std::int64_t, 3>{384, 1, 1});
   CHECK(define(ln, "LAYERNORM_EPSILON") == "1e-12f");
   CHECK(define(ln, "LAYERNORM_RESIDUAL") == "1");
@@ -93,11 +93,11 @@ TEST_CASE("GPU elementwise: blocks of threads x items elements", "[ops][gpu][glu
   Registry registry = builtin_ops();
   const Op& op = registry.get("elementwise", Backend::cuda);
   Params p = parse_params(op, "n=100001,kind=2");
-  KernelSource s = op.source(Backend::cuda, p, parse_config(op, p, "threads=128,items=4"));
+  KernelSource s = op.source(Backend::cuda, p, parse_config(op, p, "threads=128,items=4", TargetTraits{}));
   CHECK(s.launch.grid == std::array<std::int64_t, 3>{196, 1, 1});  // ceil(100001 / 512)
   CHECK(s.launch.block == std::array<std::int64_t, 3>{128, 1, 1});
   CHECK(s.launch.shared_bytes == 0);
   CHECK(define(s, "ELEMENTWISE_KIND") == "2");
   CHECK(define(s, "ELEMENTWISE_ITEMS") == "4");
-  CHECK_THROWS_WITH(parse_config(op, p, "vec=4"), Catch::Contains("unknown knob 'vec'"));
+  CHECK_THROWS_WITH(parse_config(op, p, "vec=4", TargetTraits{}), Catch::Contains("unknown knob 'vec'"));
 }

@@ -112,22 +112,24 @@ TEST_CASE("glue ops: configurations over the target's registers are rejected", "
   const TargetTraits avx2 = TargetTraits::of(Isa::avx2), avx512 = TargetTraits::of(Isa::avx512);
   const Op& elementwise = registry.get("elementwise");
   Params gelu = parse_params(elementwise, "n=100000,kind=5");
-  Config wide = parse_config(elementwise, gelu, "vec=16,unroll=8,grain=16384");
+  Config wide = parse_config(elementwise, gelu, "vec=16,unroll=8,grain=16384", avx512);
   CHECK(elementwise.check(gelu, wide, avx512).empty());  // 8 x 1 x 4 = 32 zmm
   CHECK_THAT(elementwise.check(gelu, wide, avx2), Catch::Contains("64 vector registers") && Catch::Contains("16"));
   const Op& softmax = registry.get("softmax");
   Params p = parse_params(softmax, "rows=64,cols=1000");
-  Config online = parse_config(softmax, p, "vec=16,unroll=4,online=1");
+  Config online = parse_config(softmax, p, "vec=16,unroll=4,online=1", avx512);
   CHECK(softmax.check(p, online, avx512).empty());
   CHECK_THAT(softmax.check(p, online, avx2), Catch::Contains("online"));
-  CHECK_THAT(softmax.check(p, parse_config(softmax, p, "vec=16,unroll=4,online=0"), TargetTraits::of(Isa::neon32)),
+  CHECK_THAT(softmax.check(p, parse_config(softmax, p, "vec=16,unroll=4,online=0", avx512), TargetTraits::of(Isa::neon32)),
              Catch::Contains("neon32"));
   const Op& pool = registry.get("pool2d");
   Params blocked = parse_params(pool, "C=64,H=56,W=56,R=3,S=3,pad=1,block=16");
-  CHECK_THAT(pool.check(blocked, parse_config(pool, blocked, "tw=8"), TargetTraits::of(Isa::sse)),
+  CHECK_THAT(pool.check(blocked, parse_config(pool, blocked, "tw=8", avx512), TargetTraits::of(Isa::sse)),
              Catch::Contains("tw=8"));
-  CHECK(pool.check(blocked, parse_config(pool, blocked, "tw=8"), avx512).empty());
-  CHECK_THAT(softmax.check(p, parse_config(softmax, p, "vec=4,unroll=3"), avx2), Catch::Contains("not in its domain"));
+  CHECK(pool.check(blocked, parse_config(pool, blocked, "tw=8", avx512), avx512).empty());
+  Config odd = parse_config(softmax, p, "vec=4", avx512);
+  odd["unroll"] = 3;
+  CHECK_THAT(softmax.check(p, odd, avx2), Catch::Contains("unroll=3 is not in its domain"));
 }
 
 TEST_CASE("pool2d workloads: windows, padding, global pooling, blocks", "[ops][glue][pool2d]") {
@@ -224,7 +226,7 @@ TEST_CASE("softmax matches its reference on ragged rows", "[softmax][kernel]") {
   for (const char* c : {"vec=1,unroll=1,grain=1,online=0", "vec=4,unroll=4,grain=2,online=1",
                         "vec=8,unroll=2,grain=4,online=0", "vec=16,unroll=4,grain=1,online=1",
                         "vec=16,unroll=1,grain=8,online=0"}) {
-    CHECK(checker.check(parse_config(softmax, p, c)));
+    CHECK(checker.check(parse_config(softmax, p, c, test::native_traits())));
   }
 }
 
@@ -262,7 +264,7 @@ TEST_CASE("glue ops: the comparison catches injected bugs", "[glue][kernel]") {
     const Op& op = registry.get("softmax");
     Params p = parse_params(op, "rows=6,cols=385");
     test::WorkloadChecker checker(op, p);
-    KernelSource good = op.source(Backend::cpu, p, parse_config(op, p, "vec=8,unroll=2,online=0"));
+    KernelSource good = op.source(Backend::cpu, p, parse_config(op, p, "vec=8,unroll=2,online=0", avx2));
     REQUIRE(checker.matches(good));
     CHECK_FALSE(checker.matches(with_bug(good, "    sum += y[c];", "    sum += c + 1 < COLS ? y[c] : 0.0f;")));
   }
@@ -283,7 +285,7 @@ TEST_CASE("glue ops: the comparison catches injected bugs", "[glue][kernel]") {
     CHECK_FALSE(checker.matches(with_bug(good, "kestrel_gelu(*x)", "*x / (1.0f + kestrel_exp(-1.702f * *x))")));
     Params add = parse_params(op, "n=1001,kind=0");
     test::WorkloadChecker add_checker(op, add);
-    KernelSource plain = op.source(Backend::cpu, add, parse_config(op, add, "vec=8,unroll=2"));
+    KernelSource plain = op.source(Backend::cpu, add, parse_config(op, add, "vec=8,unroll=2", avx2));
     REQUIRE(add_checker.matches(plain));
     CHECK_FALSE(add_checker.matches(with_bug(plain, "i + l < end; ++l) out", "i + l + 1 < end; ++l) out")));
   }

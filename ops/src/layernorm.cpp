@@ -23,7 +23,7 @@ class LayernormOp final : public Op {
   }
 
   std::vector<ParamSpec> params() const override {
-    ParamSpec eps{"eps", "epsilon as a negative power of ten: 5 is 1e-5 (BERT: 12)", 1, 30, 5};
+    ParamSpec eps{"eps", "epsilon as a negative power of ten: 5 is 1e-5, BERT uses 12", 1, 30, 5};
     eps.optional = true;
     ParamSpec residual{"residual", "1: add a second input of x's shape before normalising (add & norm)", 0, 1, 0};
     residual.optional = true;

@@ -35,17 +35,17 @@ class Pool2dOp final : public Op {
       return spec;
     };
     return {
-        {"N", "batch size (default 1)", 1, 65536, 1},
+        {"N", "batch size", 1, 65536, 1},
         {"C", "channels", 1, 65536, 0},
         {"H", "input height", 1, 65536, 0},
         {"W", "input width", 1, 65536, 0},
-        optional({"R", "window height (default 1)", 1, 64, 1}),
-        optional({"S", "window width (default 1)", 1, 64, 1}),
-        optional({"stride", "stride in both dimensions (default 1)", 1, 64, 1}),
-        optional({"pad", "zero padding on each side, less than the window (default 0)", 0, 63, 0}),
-        {"kind", "0 max, 1 average (default 0)", 0, 1, 0},
-        optional({"global", "1: the window is the whole H x W plane, output 1 x 1 (default 0)", 0, 1, 0}),
-        {"block", "channels per block: 1 (NCHW), 4, 8 or 16 (default 1)", 1, 16, 1},
+        optional({"R", "window height", 1, 64, 1}),
+        optional({"S", "window width", 1, 64, 1}),
+        optional({"stride", "stride in both dimensions", 1, 64, 1}),
+        optional({"pad", "zero padding on each side, less than the window", 0, 63, 0}),
+        {"kind", "0 max, 1 average", 0, 1, 0},
+        optional({"global", "1: the window is the whole H x W plane, output 1 x 1", 0, 1, 0}),
+        {"block", "channels per block: 1 (NCHW), 4, 8 or 16", 1, 16, 1},
     };
   }
 

@@ -97,7 +97,14 @@ class Conv2dOp final : public Op {
       if (v % vec == 0 && v <= (vec == 1 ? std::min<std::int64_t>(q, 8) : 2 * vec)) tw = std::max(tw, v);
     }
     if (tw % vec != 0) tw = vec;
-    return {{"tk", detail::largest_at_most(tiles_for(kTk, s.k), 6)},
+    // As many output channels (up to 6) as the registers hold beside the input vectors.
+    std::int64_t tk = detail::largest_at_most(tiles_for(kTk, s.k), 6);
+    auto registers = [&](std::int64_t channels) {
+      return (channels + 1) * (tw / vec) * target.registers_per_vector(vec) + 1;
+    };
+    while (tk > 1 && registers(tk) > target.vector_registers) tk = detail::largest_at_most(tiles_for(kTk, s.k), tk - 1);
+    if (registers(tk) > target.vector_registers) tw = vec;
+    return {{"tk", tk},
             {"th", detail::largest_at_most(tiles_for(kTh, s.p()), 4)},
             {"tw", tw},
             {"tc", detail::largest_at_most(tiles_for(kTc, s.c), 64)},

@@ -31,6 +31,13 @@ std::int64_t tile_registers(std::int64_t ow, std::int64_t ok, std::int64_t block
   return (ow * ok + ok) * target.registers_per_vector(block) + 1;
 }
 
+// The registers a tile may use: the target's, or the smallest tile's (one column, one
+// block) when blocks are so much wider than the registers that even it spills: the layout
+// costs that, not the configuration.
+std::int64_t register_budget(std::int64_t block, const TargetTraits& target) {
+  return std::max<std::int64_t>(target.vector_registers, tile_registers(1, 1, block, target));
+}
+
 class Conv2dNchwcOp final : public Op {
  public:
   std::string_view name() const override { return "conv2d_nchwc"; }
@@ -91,7 +98,7 @@ class Conv2dNchwcOp final : public Op {
     if (auto reason = detail::check_domains(knobs(params), c); !reason.empty()) return reason;
     std::int64_t ow = c.at("ow"), ok = c.at("ok");
     if (std::int64_t registers = tile_registers(ow, ok, params.at("block"), target);
-        registers > target.vector_registers) {
+        registers > register_budget(params.at("block"), target)) {
       return "register tile ow x ok = " + std::to_string(ow) + "x" + std::to_string(ok) + " of " +
              std::to_string(params.at("block")) + "-float blocks needs " + std::to_string(registers) +
              " vector registers on " + std::string(to_string(target.isa)) +
@@ -112,14 +119,16 @@ class Conv2dNchwcOp final : public Op {
     // (With blocks wider than the registers, the tile of one block with more columns when
     // it holds more accumulators.)
     const std::int64_t block = params.at("block");
-    auto widest_ow = [&](std::int64_t ok) {
+    const std::int64_t budget = register_budget(block, target);
+    // The widest ow (in the domain) whose tile with `ok` blocks fits; 0 when none does.
+    auto widest_ow = [&](std::int64_t ok) -> std::int64_t {
       std::int64_t ow = std::min<std::int64_t>(s.q(), 14);
-      while (ow > 1 && tile_registers(ow, ok, block, target) > target.vector_registers) --ow;
-      return detail::largest_at_most(tiles_for(kOw, s.q()), ow);
+      while (ow >= 1 && tile_registers(ow, ok, block, target) > budget) --ow;
+      return ow < 1 ? 0 : detail::largest_at_most(tiles_for(kOw, s.q()), ow);
     };
     std::int64_t ok = std::find(ok_domain.begin(), ok_domain.end(), 2) != ok_domain.end() ? 2 : 1;
     std::int64_t ow = widest_ow(ok);
-    if (ok == 2 && widest_ow(1) > 2 * ow) {
+    if (ok == 2 && (ow == 0 || widest_ow(1) > 2 * ow)) {
       ok = 1;
       ow = widest_ow(1);
     }

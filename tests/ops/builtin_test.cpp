@@ -337,3 +337,44 @@ TEST_CASE("op features: the same names for every workload, finite values", "[ops
     }
   }
 }
+
+TEST_CASE("defaults are derived from the target's registers and fit them", "[ops][traits]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  const Op& nchwc = registry.get("conv2d_nchwc");
+  const Op& conv = registry.get("conv2d");
+  const Params g = parse_params(gemm, "1024x1024x1024");
+  const Params skinny = parse_params(gemm, "M=1,N=1000,K=512");
+  const Params c8 = parse_params(nchwc, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1,block=8");
+  const Params c16 = parse_params(nchwc, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1,block=16");
+  const Params plain = parse_params(conv, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1");
+  for (Isa isa : {Isa::scalar, Isa::sse, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon32}) {
+    const TargetTraits target = TargetTraits::of(isa);
+    INFO(target.to_string());
+    for (const auto& [op, params] : std::vector<std::pair<const Op*, Params>>{
+             {&gemm, g}, {&gemm, skinny}, {&nchwc, c8}, {&nchwc, c16}, {&conv, plain}}) {
+      INFO(op->name() << " " << format_params(params));
+      CHECK(op->check(params, op->default_config(params, target), target).empty());
+    }
+    // gemm: vectors of the register width, a tile using most of the register file.
+    const Config d = gemm.default_config(g, target);
+    CHECK(d.at("vec") == std::min(target.vector_floats, 16));
+    const std::int64_t registers = d.at("mr") * d.at("nr") / d.at("vec") + d.at("nr") / d.at("vec") + 1;
+    CHECK(registers <= target.vector_registers);
+    CHECK(registers >= std::min(15, target.vector_registers - 1));
+  }
+  // The shapes the defaults' comments promise.
+  auto tile = [&](Isa isa) {
+    const Config d = gemm.default_config(g, TargetTraits::of(isa));
+    return std::to_string(d.at("mr")) + "x" + std::to_string(d.at("nr")) + "/" + std::to_string(d.at("vec"));
+  };
+  CHECK(tile(Isa::avx2) == "6x16/8");
+  CHECK(tile(Isa::avx512) == "6x32/16");
+  CHECK(tile(Isa::neon) == "6x16/4");
+  CHECK(tile(Isa::neon32) == "6x8/4");
+  const Config n8 = nchwc.default_config(c8, TargetTraits::of(Isa::avx2));
+  CHECK(n8.at("ow") * n8.at("ok") >= 8);  // at least half the file as accumulators
+  const Config n16 = nchwc.default_config(c16, TargetTraits::of(Isa::avx512));
+  CHECK(n16.at("ow") == 14);
+  CHECK(n16.at("ok") == 2);
+}

@@ -17,5 +17,14 @@ std::unique_ptr<Op> make_batch_matmul_op();
 std::unique_ptr<Op> make_gemm_gpu_op();
 std::unique_ptr<Op> make_conv2d_gpu_op();
 std::unique_ptr<Op> make_batch_matmul_gpu_op();
+// The glue around convolutions and matmuls (ops/glue/).
+std::unique_ptr<Op> make_pool2d_op();
+std::unique_ptr<Op> make_softmax_op();
+std::unique_ptr<Op> make_layernorm_op();
+std::unique_ptr<Op> make_elementwise_op();
+std::unique_ptr<Op> make_softmax_gpu_op();
+std::unique_ptr<Op> make_layernorm_gpu_op();
+std::unique_ptr<Op> make_elementwise_gpu_op();
+std::unique_ptr<Op> make_pool2d_gpu_op();
 
 }  // namespace kestrel::ops

@@ -34,17 +34,18 @@ std::string define(const KernelSource& source, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("builtin registry holds gemm, batch_matmul, conv2d, conv2d_nchwc, depthwise_conv2d and layout_nchwc", "[ops]") {
+TEST_CASE("builtin registry holds gemm, batch_matmul, the convolutions, layout_nchwc and the glue ops", "[ops]") {
   Registry registry = builtin_ops();
-  REQUIRE(registry.all().size() == 6);
+  REQUIRE(registry.all().size() == 10);
   CHECK(registry.find("batch_matmul") != nullptr);
   CHECK(registry.find("gemm") != nullptr);
   CHECK(registry.find("conv2d") != nullptr);
   CHECK(registry.find("conv2d_nchwc") != nullptr);
   CHECK(registry.find("depthwise_conv2d") != nullptr);
   CHECK(registry.find("layout_nchwc") != nullptr);
-  CHECK(registry.find("softmax") == nullptr);
-  CHECK_THROWS_WITH(registry.get("softmax"), Catch::Contains("gemm, conv2d"));
+  for (const char* glue : {"pool2d", "softmax", "layernorm", "elementwise"}) CHECK(registry.find(glue) != nullptr);
+  CHECK(registry.find("attention") == nullptr);
+  CHECK_THROWS_WITH(registry.get("attention"), Catch::Contains("gemm, conv2d"));
   for (const Op* op : registry.all()) {
     CHECK(!op->description().empty());
     CHECK(op->backends() == std::vector<Backend>{Backend::cpu});

@@ -124,6 +124,28 @@ std::vector<WorkloadSet> builtin_workload_sets() {
                    {"layer3.conv2", "conv2d", "C=512,H=14,W=14,K=512,R=3,S=3,stride=1,pad=1,groups=32"},
                    {"layer4.0.conv2", "conv2d", "C=1024,H=14,W=14,K=1024,R=3,S=3,stride=2,pad=1,groups=32"},
                    {"layer4.conv2", "conv2d", "C=1024,H=7,W=7,K=1024,R=3,S=3,stride=1,pad=1,groups=32"}}});
+  // BERT-base (hidden 768, 12 heads of 64, FFN 3072) on one sequence: the attention's
+  // batched matmuls (QK^T and PV over the 12 heads) at sequence lengths 128 and 384.
+  sets.push_back({"bert-attention",
+                  "BERT-base attention's batched matmuls over 12 heads: scores QK^T (K transposed) and the "
+                  "weighted sum PV, at sequence lengths 128 and 384",
+                  {{"qk-128", "batch_matmul", "batch=12,M=128,N=128,K=64,trans_b=1"},
+                   {"pv-128", "batch_matmul", "batch=12,M=128,N=64,K=128"},
+                   {"qk-384", "batch_matmul", "batch=12,M=384,N=384,K=64,trans_b=1"},
+                   {"pv-384", "batch_matmul", "batch=12,M=384,N=64,K=384"}}});
+  // One BERT-base encoder layer on a 128-token sequence, op by op, epilogues fused.
+  sets.push_back({"bert-base",
+                  "one BERT-base encoder layer on a 128-token sequence: QKV and output projections, attention, "
+                  "softmax, the GELU feed-forward and the two add & layer norms",
+                  {{"qkv", "gemm", "M=128,N=2304,K=768,bias=1"},
+                   {"scores", "batch_matmul", "batch=12,M=128,N=128,K=64,trans_b=1"},
+                   {"softmax", "softmax", "rows=1536,cols=128"},
+                   {"context", "batch_matmul", "batch=12,M=128,N=64,K=128"},
+                   {"attention-out", "gemm", "M=128,N=768,K=768,bias=1,residual=1"},
+                   {"norm1", "layernorm", "rows=128,cols=768,eps=12"},
+                   {"ffn-up", "gemm", "M=128,N=3072,K=768,bias=1,act=3"},
+                   {"ffn-down", "gemm", "M=128,N=768,K=3072,bias=1,residual=1"},
+                   {"norm2", "layernorm", "rows=128,cols=768,eps=12"}}});
   sets.push_back({"smoke", "two tiny workloads (a gemm and a conv2d) for quick checks of the tools",
                   {{"gemm-tiny", "gemm", "M=48,N=40,K=32"},
                    {"conv-tiny", "conv2d", "N=1,C=8,H=10,W=10,K=8,R=3,S=3,stride=1,pad=1"}}});

@@ -75,6 +75,18 @@ TEST_CASE("the workload sets hold the documented shapes", "[ops][workload-sets]"
   // im2col of ResNet-18's layer2 3x3 convolution: 128 filters over 28x28 outputs, K = 128*3*3.
   CHECK(find(skinny, "im2col-layer2").params == Params{{"M", 128}, {"N", 784}, {"K", 1152}});
 
+  auto attention = resolve_workload_sets(registry, "bert-attention");
+  REQUIRE(attention.size() == 4);
+  CHECK(find(attention, "qk-384").params ==
+        Params{{"batch", 12}, {"M", 384}, {"N", 384}, {"K", 64}, {"trans_b", 1}});
+  CHECK(find(attention, "pv-128").params == Params{{"batch", 12}, {"M", 128}, {"N", 64}, {"K", 128}});
+  auto bert = resolve_workload_sets(registry, "bert-base");
+  REQUIRE(bert.size() == 9);
+  CHECK(find(bert, "ffn-up").params ==
+        Params{{"M", 128}, {"N", 3072}, {"K", 768}, {"bias", 1}, {"act", 3}});
+  CHECK(find(bert, "softmax").op->name() == "softmax");
+  CHECK(find(bert, "norm2").params.at("eps") == 12);
+
   auto resnet50 = resolve_workload_sets(registry, "resnet50-conv");
   REQUIRE(resnet50.size() == 23);
   // v1.5: the bottleneck's 3x3 convolution carries the stride.

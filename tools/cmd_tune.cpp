@@ -50,6 +50,7 @@ std::chrono::seconds parse_duration(const std::string& text) {
 void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
   std::cout << "\n"
             << r.op << " " << r.workload << " on " << r.target << "\n"
+            << "target traits: " << r.traits << "\n"
             << "trials: " << r.trials << " (" << r.this_session << " this session";
   if (r.resumed) std::cout << ", " << r.resumed << " resumed";
   std::cout << "), stopped by " << r.stop_reason << "\n";
@@ -110,7 +111,7 @@ nlohmann::json result_json(const tuner::TuneResult& result) {
   nlohmann::json final = nlohmann::json::array();
   for (const auto& f : result.final) final.push_back(entry_json(f));
   nlohmann::json out = {{"session", result.session},         {"op", result.op},
-                        {"workload", result.workload},       {"target", result.target},
+                        {"workload", result.workload},       {"target", result.target},       {"traits", result.traits},
                         {"trials", result.trials},           {"this_session", result.this_session},
                         {"resumed", result.resumed},         {"statuses", result.statuses},
                         {"stop_reason", result.stop_reason}, {"default_gflops", result.default_gflops},

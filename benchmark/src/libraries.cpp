@@ -37,7 +37,7 @@ std::vector<std::vector<std::int64_t>> Problem::input_shapes() const {
     return {trans_a ? std::vector<std::int64_t>{batch, k, m} : std::vector<std::int64_t>{batch, m, k},
             trans_b ? std::vector<std::int64_t>{batch, n, k} : std::vector<std::int64_t>{batch, k, n}};
   }
-  return {{batch, c, h, w}, {out_c, c, r, s}};
+  return {{batch, c, h, w}, {out_c, c / groups, r, s}};
 }
 
 std::vector<std::int64_t> Problem::output_shape() const {
@@ -56,7 +56,6 @@ std::string_view to_string(Problem::Kind kind) {
 }
 
 std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params) {
-  (void)op;
   auto has = [&](std::initializer_list<const char*> names) {
     return std::all_of(names.begin(), names.end(), [&](const char* n) { return params.contains(n); });
   };
@@ -88,13 +87,16 @@ std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params)
     p.trans_b = params.contains("trans_b") && params.at("trans_b") != 0;
     return p;
   }
-  if (has({"N", "C", "H", "W", "K", "R", "S"})) {
+  // Depthwise convolution has no K: one output channel per input channel (its parameters
+  // alone would not tell it from pooling, hence the name).
+  const bool depthwise = op.name() == "depthwise_conv2d" && has({"N", "C", "H", "W", "R", "S"});
+  if (depthwise || has({"N", "C", "H", "W", "K", "R", "S"})) {
     p.kind = Problem::Kind::conv2d;
     p.batch = params.at("N");
     p.c = params.at("C");
     p.h = params.at("H");
     p.w = params.at("W");
-    p.out_c = params.at("K");
+    p.out_c = depthwise ? p.c : params.at("K");
     p.r = params.at("R");
     p.s = params.at("S");
     auto get = [&](const char* name, std::int64_t fallback) {
@@ -104,12 +106,15 @@ std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params)
     p.stride = get("stride", 1);
     p.pad = get("pad", 0);
     p.dilation = get("dilation", 1);
-    // Parameters the libraries do not know (groups, a fused activation...) would change
-    // the computation: compare only when every parameter is understood. `block` (the
-    // channel block of conv2d_nchwc) changes only the layout; the libraries then run the
-    // same convolution on inputs of their own (see canonical_layout).
+    p.groups = depthwise ? p.c : get("groups", 1);
+    if (p.groups < 1 || p.c % p.groups != 0 || p.out_c % p.groups != 0) return std::nullopt;
+    // Parameters the libraries do not know (a fused activation...) would change the
+    // computation: compare only when every parameter is understood. `block` (the channel
+    // block of the NCHWc ops) changes only the layout; the libraries then run the same
+    // convolution on inputs of their own (see canonical_layout).
     for (const auto& [name, value] : params) {
-      static const char* known[] = {"N", "C", "H", "W", "K", "R", "S", "stride", "pad", "dilation", "block"};
+      static const char* known[] = {"N",      "C",   "H",        "W",      "K",    "R", "S",
+                                    "stride", "pad", "dilation", "groups", "block"};
       if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return name == k; })) {
         return std::nullopt;
       }
@@ -211,16 +216,20 @@ class OpenBlasBatchGemm final : public Contender {
 };
 
 // Convolution the way a gemm-only library does it: im2col of the input into
-// [C*R*S][P*Q] columns (single-threaded), then weights[K][C*R*S] times the columns.
+// [C*R*S][P*Q] columns (single-threaded), then per group weights[K/G][C/G*R*S] times the
+// group's C/G*R*S rows of the columns.
 class OpenBlasIm2col final : public Contender {
  public:
   OpenBlasIm2col(const Problem& p, const float* in, const float* weights)
       : p_(p), in_(in), weights_(weights), cols_(p.c * p.r * p.s * p.p() * p.q()),
         out_(p.batch * p.out_c * p.p() * p.q()) {}
   std::string name() const override { return "openblas"; }
-  std::string description() const override { return "im2col (1 thread) + cblas_sgemm"; }
+  std::string description() const override {
+    return p_.groups == 1 ? "im2col (1 thread) + cblas_sgemm"
+                          : "im2col (1 thread) + one cblas_sgemm per group (" + std::to_string(p_.groups) + ")";
+  }
   void run() override {
-    const std::int64_t pq = p_.p() * p_.q(), crs = p_.c * p_.r * p_.s;
+    const std::int64_t pq = p_.p() * p_.q(), kg = p_.out_c / p_.groups, crs = p_.c / p_.groups * p_.r * p_.s;
     for (std::int64_t n = 0; n < p_.batch; ++n) {
       const float* image = in_ + n * p_.c * p_.h * p_.w;
       float* col = cols_.data();
@@ -237,9 +246,12 @@ class OpenBlasIm2col final : public Contender {
           }
         }
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(p_.out_c), static_cast<blasint>(pq),
-                  static_cast<blasint>(crs), 1.0f, weights_, static_cast<blasint>(crs), cols_.data(),
-                  static_cast<blasint>(pq), 0.0f, out_.data() + n * p_.out_c * pq, static_cast<blasint>(pq));
+      for (std::int64_t g = 0; g < p_.groups; ++g) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(kg), static_cast<blasint>(pq),
+                    static_cast<blasint>(crs), 1.0f, weights_ + g * kg * crs, static_cast<blasint>(crs),
+                    cols_.data() + g * crs * pq, static_cast<blasint>(pq), 0.0f,
+                    out_.data() + (n * p_.out_c + g * kg) * pq, static_cast<blasint>(pq));
+      }
     }
   }
   std::span<const float> output() override { return out_.view(); }
@@ -329,17 +341,20 @@ class OneDnnMatmul final : public Contender {
   std::string impl_;
 };
 
-// Convolution on plain NCHW/OIHW tensors, or (any_layout) on the layouts oneDNN picks
-// for the shape: the input and weights are reordered into them once, before timing,
-// and the output is reordered back to NCHW only to check it; run() is the convolution
-// alone.
+// Convolution on plain NCHW/OIHW tensors (GOIHW with groups), or (any_layout) on the
+// layouts oneDNN picks for the shape (blocked, e.g. nChw8c with its depthwise kernel for
+// groups = C): the input and weights are reordered into them once, before timing, and the
+// output is reordered back to NCHW only to check it; run() is the convolution alone.
 class OneDnnConv final : public Contender {
  public:
   OneDnnConv(const Problem& p, const float* in, const float* weights, bool any_layout)
-      : any_(any_layout), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_),
+      : any_(any_layout), groups_(p.groups), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_),
         out_(p.batch * p.out_c * p.p() * p.q()) {
     memory::desc src_plain({p.batch, p.c, p.h, p.w}, memory::data_type::f32, tag::nchw);
-    memory::desc wei_plain({p.out_c, p.c, p.r, p.s}, memory::data_type::f32, tag::oihw);
+    memory::desc wei_plain = p.groups == 1
+                                 ? memory::desc({p.out_c, p.c, p.r, p.s}, memory::data_type::f32, tag::oihw)
+                                 : memory::desc({p.groups, p.out_c / p.groups, p.c / p.groups, p.r, p.s},
+                                                memory::data_type::f32, tag::goihw);
     memory::desc dst_plain({p.batch, p.out_c, p.p(), p.q()}, memory::data_type::f32, tag::nchw);
     auto pick = [&](const memory::desc& plain) {
       return any_ ? memory::desc(plain.dims(), memory::data_type::f32, tag::any) : plain;
@@ -362,7 +377,8 @@ class OneDnnConv final : public Contender {
   std::string name() const override { return any_ ? "onednn-any" : "onednn"; }
   std::string description() const override {
     return std::string(any_ ? "convolution primitive on oneDNN's chosen layouts" : "convolution primitive on NCHW") +
-           ", reorders excluded (" + impl_ + ", " + layouts_ + ")";
+           (groups_ > 1 ? ", " + std::to_string(groups_) + " groups" : "") + ", reorders excluded (" + impl_ + ", " +
+           layouts_ + ")";
   }
   void run() override {
     primitive_.execute(stream_, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}});
@@ -406,6 +422,7 @@ class OneDnnConv final : public Contender {
   }
 
   bool any_;
+  std::int64_t groups_;
   dnnl::engine engine_;
   dnnl::stream stream_;
   FloatBuffer out_;

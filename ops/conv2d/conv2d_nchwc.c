@@ -1,7 +1,10 @@
 /* conv2d_nchwc.c: direct 2-D convolution, fp32, blocked-channel layout (NCHWc), for the
- * CPU backend.
- *   out[n][k/B][p][q][k%B] = sum_{c,r,s} in[n][c/B][h][x][c%B] * w[k/B][c/B][r][s][c%B][k%B]
- *   with h = p*STRIDE - PAD + r*DILATION, x = q*STRIDE - PAD + s*DILATION (out of range: 0)
+ * CPU backend, optionally grouped, with an optional fused epilogue.
+ *   out[n][k/B][p][q][k%B] = act(sum_{c,r,s} in[n][c/B][h][x][c%B] * w[k/B][c'/B][r][s][c'%B][k%B]
+ *                                + bias[k] + residual[n][k/B][p][q][k%B])
+ *   with h = p*STRIDE - PAD + r*DILATION, x = q*STRIDE - PAD + s*DILATION (out of range: 0),
+ *   c over the input channels of k's group (GROUPS groups of C/GROUPS input and K/GROUPS
+ *   output channels, both multiples of B when GROUPS > 1) and c' = c - group*C/GROUPS
  *
  * Channels are split into blocks of B = CONV_BLOCK (input and output); channel lanes past
  * C in the input and past K in the weights are ignored (they may hold anything finite),
@@ -10,9 +13,12 @@
  *
  * Freestanding C specialised entirely by #defines (see conv2d_nchwc.cpp):
  *   workload  CONV_N CONV_C CONV_H CONV_W CONV_K CONV_R CONV_S CONV_STRIDE CONV_PAD CONV_DILATION
- *             CONV_BLOCK (channels per block = floats per vector)
+ *             CONV_BLOCK (channels per block = floats per vector), optional CONV_GROUPS
+ *             (default 1), CONV_BIAS CONV_RESIDUAL (0/1), CONV_ACT (0..3, see
+ *             kestrel/kernel/math.h)
  *   CONV_OW     output columns per register tile (one broadcast input float each)
- *   CONV_OK     output-channel blocks per register tile (one weight vector each); divides K/B
+ *   CONV_OK     output-channel blocks per register tile (one weight vector each); divides
+ *               the output-channel blocks of a group
  *   CONV_OH     output rows per work block
  *   CONV_TC     input-channel blocks per pass (outputs are revisited ceil(C/B / TC) times)
  *   CONV_UNROLL unroll count of the loop over the B lanes of an input-channel block
@@ -25,7 +31,10 @@
  * and columns of the padding, plus enough columns that tiles past Q compute on zeros),
  * so the inner loops have no bounds checks; lanes past C are zeroed there. When no padding
  * is needed (e.g. 1x1 convolutions without pad) the input is read in place. Weights are
- * always read in place. Returns 0, 1 when scratch memory runs out, 2 on bad arguments.
+ * always read in place. The epilogue (bias, residual, activation) is applied to the
+ * registers of the last input-channel pass before its store: no extra pass over the
+ * output. Tensors: input, weight, [bias [K/B*B]], [residual (the output's shape)],
+ * output. Returns 0, 1 when scratch memory runs out, 2 on bad arguments.
  */
 #include "kestrel/kernel/abi.h"
 
@@ -34,6 +43,21 @@
     !defined(CONV_DILATION) || !defined(CONV_BLOCK) || !defined(CONV_OW) || !defined(CONV_OK) ||                \
     !defined(CONV_OH) || !defined(CONV_TC) || !defined(CONV_UNROLL) || !defined(CONV_SPLIT)
 #error "conv2d_nchwc.c needs CONV_{N,C,H,W,K,R,S,STRIDE,PAD,DILATION,BLOCK,OW,OK,OH,TC,UNROLL,SPLIT}"
+#endif
+#ifndef CONV_GROUPS
+#define CONV_GROUPS 1
+#endif
+#ifndef CONV_BIAS
+#define CONV_BIAS 0
+#endif
+#ifndef CONV_RESIDUAL
+#define CONV_RESIDUAL 0
+#endif
+#ifndef CONV_ACT
+#define CONV_ACT 0
+#endif
+#if CONV_ACT != 0
+#include "kestrel/kernel/math.h"
 #endif
 
 #define B CONV_BLOCK
@@ -44,8 +68,13 @@
 #endif
 #define CB ((CONV_C + B - 1) / B) /* input-channel blocks */
 #define KB ((CONV_K + B - 1) / B) /* output-channel blocks */
-#if KB % CONV_OK != 0
-#error "conv2d_nchwc.c: OK must divide the number of output-channel blocks"
+#if CONV_GROUPS > 1 && (CONV_C % (CONV_GROUPS * B) != 0 || CONV_K % (CONV_GROUPS * B) != 0)
+#error "conv2d_nchwc.c: with groups, C/GROUPS and K/GROUPS must be multiples of the block"
+#endif
+#define CBG (CB / CONV_GROUPS) /* input-channel blocks of a group */
+#define KBG (KB / CONV_GROUPS) /* output-channel blocks of a group */
+#if KBG % CONV_OK != 0
+#error "conv2d_nchwc.c: OK must divide the number of output-channel blocks of a group"
 #endif
 /* Lanes of an input-channel block the reduction visits: all B, or only C when there is
  * one partial block (e.g. an RGB input). */
@@ -62,7 +91,7 @@
 #define XROW ((int64_t)WP * B)                             /* floats per padded row */
 #define XCB ((int64_t)HP * XROW)                           /* floats per padded channel block */
 #define WRS ((int64_t)B * B)                               /* floats per (r, s) of a weight block */
-#define WKB ((int64_t)CB * CONV_R * CONV_S * WRS)          /* floats per output-channel block */
+#define WKB ((int64_t)CBG * CONV_R * CONV_S * WRS)         /* floats per output-channel block */
 
 #define KESTREL_PRAGMA(x) _Pragma(#x)
 #define UNROLL_COUNT(n) KESTREL_PRAGMA(clang loop unroll_count(n))
@@ -79,9 +108,11 @@ typedef int32_t vi __attribute__((vector_size(B * sizeof(int32_t))));
 INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 typedef struct conv_ctx {
-  const float* in; /* the current image, [CB][H][W][B] */
-  const float* w;  /* [KB][CB][R][S][B][B] */
-  float* out;      /* the current image, [KB][P][Q][B] */
+  const float* in;       /* the current image, [CB][H][W][B] */
+  const float* w;        /* [KB][CBG][R][S][B][B] */
+  const float* bias;     /* [KB*B] (CONV_BIAS) */
+  const float* residual; /* the current image, [KB][P][Q][B] (CONV_RESIDUAL) */
+  float* out;            /* the current image, [KB][P][Q][B] */
   float* xp;       /* padded image, [CB][HP][WP][B] (scratch) */
   const float* x;  /* what the tiles read: xp, or the input itself (IN_PLACE) */
 } conv_ctx;
@@ -107,14 +138,16 @@ static void pad_row(int64_t t, void* p) {
 #endif
 
 /* One register tile: output-channel blocks kb0..kb0+OK, row p, columns q0..q0+OW, input
- * channel blocks cb0..cb0+cn; the first pass stores, later ones accumulate. */
+ * channel blocks cb0..cb0+cn of their group; the first pass stores, later ones accumulate,
+ * the last one applies the epilogue. */
 INLINE void tile(const conv_ctx* ctx, int64_t kb0, int64_t cb0, int64_t cn, int64_t p, int64_t q0) {
   vf acc[CONV_OW][CONV_OK];
   UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) {
     UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) acc[q][j] = (vf){0};
   }
   const float* wbase = ctx->w + kb0 * WKB + cb0 * CONV_R * CONV_S * WRS;
-  const float* xbase = ctx->x + cb0 * XCB + p * CONV_STRIDE * XROW + q0 * CONV_STRIDE * B;
+  const int64_t group = kb0 / KBG;
+  const float* xbase = ctx->x + (group * CBG + cb0) * XCB + p * CONV_STRIDE * XROW + q0 * CONV_STRIDE * B;
   for (int64_t c = 0; c < cn; ++c) {
     for (int r = 0; r < CONV_R; ++r) {
       for (int s = 0; s < CONV_S; ++s) {
@@ -132,24 +165,50 @@ INLINE void tile(const conv_ctx* ctx, int64_t kb0, int64_t cb0, int64_t cn, int6
     }
   }
   int accumulate = cb0 > 0;
+#if CONV_BIAS || CONV_RESIDUAL || CONV_ACT != 0
+  int last = cb0 + cn >= CBG;
+#endif
   UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) {
     int64_t kb = kb0 + j;
 #if CONV_K % B != 0
+    vi keep = (vi){0} - 1;
     if (kb == KB - 1) { /* lanes past K hold products of unused weights: zero them */
-      vi keep;
       UNROLL_FULL for (int l = 0; l < B; ++l) keep[l] = l < CONV_K % B ? -1 : 0;
-      UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) acc[q][j] = (vf)((vi)acc[q][j] & keep);
     }
 #endif
-    float* o = ctx->out + (kb * P + p) * (int64_t)Q * B + q0 * B;
+#if CONV_BIAS
+    vf bias;
+    VLOAD(bias, ctx->bias + kb * B);
+#endif
+    const int64_t at = (kb * P + p) * (int64_t)Q * B + q0 * B;
+    float* o = ctx->out + at;
     UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) {
       if (q0 + q < Q) {
+        vf v = acc[q][j];
         if (accumulate) {
           vf old;
           VLOAD(old, o + q * B);
-          acc[q][j] += old;
+          v += old;
         }
-        VSTORE(o + q * B, acc[q][j]);
+#if CONV_BIAS || CONV_RESIDUAL || CONV_ACT != 0
+        if (last) {
+#if CONV_BIAS
+          v += bias;
+#endif
+#if CONV_RESIDUAL
+          vf res;
+          VLOAD(res, ctx->residual + at + q * B);
+          v += res;
+#endif
+#if CONV_ACT != 0
+          v = kestrel_activate(v, CONV_ACT);
+#endif
+        }
+#endif
+#if CONV_K % B != 0
+        v = (vf)((vi)v & keep);
+#endif
+        VSTORE(o + q * B, v);
       }
     }
   }
@@ -159,8 +218,8 @@ INLINE void tile(const conv_ctx* ctx, int64_t kb0, int64_t cb0, int64_t cn, int6
 static void run_blocks(const conv_ctx* ctx, int64_t g0, int64_t g1, int64_t pb0, int64_t pb1) {
   int64_t p1 = min64(pb1 * CONV_OH, P);
   for (int64_t g = g0; g < g1; ++g) {
-    for (int64_t cb = 0; cb < CB; cb += CONV_TC) {
-      int64_t cn = min64(CONV_TC, CB - cb);
+    for (int64_t cb = 0; cb < CBG; cb += CONV_TC) {
+      int64_t cn = min64(CONV_TC, CBG - cb);
       for (int64_t p = pb0 * CONV_OH; p < p1; ++p) {
         for (int64_t q0 = 0; q0 < Q; q0 += CONV_OW) tile(ctx, g * CONV_OK, cb, cn, p, q0);
       }
@@ -182,13 +241,20 @@ static void task(int64_t t, void* p) {
 }
 
 KESTREL_KERNEL(svc, args, num_args) {
-  if (num_args != 3 || !args[0].data || !args[1].data || !args[2].data ||
-      args[0].i64 != (int64_t)CONV_N * CB * CONV_H * CONV_W * B ||
-      args[1].i64 != (int64_t)KB * WKB || args[2].i64 != (int64_t)CONV_N * KB * P * Q * B) {
+  enum { kBiasArg = 2, kResidualArg = 2 + CONV_BIAS, kOutArg = 2 + CONV_BIAS + CONV_RESIDUAL };
+  if (num_args != kOutArg + 1) return 2;
+  for (int i = 0; i < num_args; ++i) {
+    if (!args[i].data) return 2;
+  }
+  if (args[0].i64 != (int64_t)CONV_N * CB * CONV_H * CONV_W * B || args[1].i64 != (int64_t)KB * WKB ||
+      args[kOutArg].i64 != (int64_t)CONV_N * KB * P * Q * B ||
+      (CONV_BIAS && args[kBiasArg].i64 != (int64_t)KB * B) ||
+      (CONV_RESIDUAL && args[kResidualArg].i64 != args[kOutArg].i64)) {
     return 2;
   }
   conv_ctx ctx;
   ctx.w = (const float*)args[1].data;
+  ctx.bias = CONV_BIAS ? (const float*)args[kBiasArg].data : 0;
 #if IN_PLACE
   ctx.xp = 0;
 #else
@@ -197,7 +263,8 @@ KESTREL_KERNEL(svc, args, num_args) {
 #endif
   for (int64_t n = 0; n < CONV_N; ++n) {
     ctx.in = (const float*)args[0].data + n * (int64_t)CB * CONV_H * CONV_W * B;
-    ctx.out = (float*)args[2].data + n * (int64_t)KB * P * Q * B;
+    ctx.out = (float*)args[kOutArg].data + n * (int64_t)KB * P * Q * B;
+    ctx.residual = CONV_RESIDUAL ? (const float*)args[kResidualArg].data + n * (int64_t)KB * P * Q * B : 0;
 #if IN_PLACE
     ctx.x = ctx.in;
 #else

@@ -1,5 +1,6 @@
 // conv2d for OpenCL C 1.2: direct convolution, fp32 NCHW, with stride, zero padding
-// and dilation. out[N][K][P][Q] = input[N][C][H][W] * weight[K][C][R][S].
+// and dilation, optionally grouped. out[N][K][P][Q] = input[N][C][H][W] * weight[K][C/G][R][S]:
+// output channel k of group g = k / (K/G) sums over the input channels g*C/G .. (g+1)*C/G.
 //
 // A work-group computes CONV_BK output channels x CONV_BQ output columns of one output
 // row (n, p), with (BQ/TQ) x (BK/TK) work-items; each work-item accumulates TK channels
@@ -7,9 +8,15 @@
 // neighbouring work-items read neighbouring inputs). With CONV_STAGE the weights of the
 // block's channels for CONV_CC input channels at a time are first copied into local
 // memory; without it they are read from global memory. CONV_UNROLL unrolls the filter
-// column loop. Work-groups: x = column blocks of every (n, p) row, y = channel blocks.
+// column loop. Work-groups: x = column blocks of every (n, p) row, y = channel blocks of
+// every group (a block's channels lie within one group).
 //
-// Defines: CONV_{N,C,H,W,K,R,S,STRIDE,PAD,DILATION}, CONV_{BQ,BK,TQ,TK,CC,STAGE,UNROLL}.
+// Defines: CONV_{N,C,H,W,K,R,S,STRIDE,PAD,DILATION}, optional CONV_GROUPS (default 1),
+// CONV_{BQ,BK,TQ,TK,CC,STAGE,UNROLL}.
+
+#ifndef CONV_GROUPS
+#define CONV_GROUPS 1
+#endif
 
 #define P ((CONV_H + 2 * CONV_PAD - CONV_DILATION * (CONV_R - 1) - 1) / CONV_STRIDE + 1)
 #define Q ((CONV_W + 2 * CONV_PAD - CONV_DILATION * (CONV_S - 1) - 1) / CONV_STRIDE + 1)
@@ -23,6 +30,9 @@
 #define THREADS (TX * TY)
 #define RS (CONV_R * CONV_S)
 #define Q_BLOCKS ((Q + BQ - 1) / BQ)
+#define CG (CONV_C / CONV_GROUPS)          // input channels of a group
+#define KG (CONV_K / CONV_GROUPS)          // output channels of a group
+#define K_BLOCKS ((KG + BK - 1) / BK)      // channel blocks of a group
 
 #define KS_PRAGMA(x) _Pragma(#x)
 #define KS_UNROLL(n) KS_PRAGMA(unroll n)
@@ -32,7 +42,8 @@ void conv2d(__global const float* restrict in, __global const float* restrict w,
   const int tx = get_local_id(0), ty = get_local_id(1);
   const int row = get_group_id(0) / Q_BLOCKS;  // n * P + p
   const int q0 = (get_group_id(0) % Q_BLOCKS) * BQ;
-  const int k0 = get_group_id(1) * BK;
+  const int group = get_group_id(1) / K_BLOCKS;
+  const int k0 = get_group_id(1) % K_BLOCKS * BK;  // within the group
   const int n = row / P, p = row % P;
   float acc[TK][TQ];
   for (int i = 0; i < TK; ++i)
@@ -48,15 +59,15 @@ void conv2d(__global const float* restrict in, __global const float* restrict w,
 #if CONV_STAGE
   __local float ws[BK][CC * RS];
   const int lid = ty * TX + tx;
-  for (int c0 = 0; c0 < CONV_C; c0 += CC) {
+  for (int c0 = 0; c0 < CG; c0 += CC) {
     for (int idx = lid; idx < BK * CC * RS; idx += THREADS) {
       const int kk = idx / (CC * RS), rest = idx % (CC * RS);
       const int gk = k0 + kk, gc = c0 + rest / RS;
-      ws[kk][rest] = gk < CONV_K && gc < CONV_C ? w[((size_t)gk * CONV_C + gc) * RS + rest % RS] : 0.0f;
+      ws[kk][rest] = gk < KG && gc < CG ? w[((size_t)(group * KG + gk) * CG + gc) * RS + rest % RS] : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int cc = 0; cc < CC && c0 + cc < CONV_C; ++cc) {
-      __global const float* plane = in + ((size_t)n * CONV_C + c0 + cc) * CONV_H * CONV_W;
+    for (int cc = 0; cc < CC && c0 + cc < CG; ++cc) {
+      __global const float* plane = in + ((size_t)n * CONV_C + group * CG + c0 + cc) * CONV_H * CONV_W;
       for (int r = 0; r < CONV_R; ++r) {
         const int h = p * CONV_STRIDE - CONV_PAD + r * CONV_DILATION;
         if (h < 0 || h >= CONV_H) continue;
@@ -77,8 +88,8 @@ void conv2d(__global const float* restrict in, __global const float* restrict w,
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 #else
-  for (int c = 0; c < CONV_C; ++c) {
-    __global const float* plane = in + ((size_t)n * CONV_C + c) * CONV_H * CONV_W;
+  for (int c = 0; c < CG; ++c) {
+    __global const float* plane = in + ((size_t)n * CONV_C + group * CG + c) * CONV_H * CONV_W;
     for (int r = 0; r < CONV_R; ++r) {
       const int h = p * CONV_STRIDE - CONV_PAD + r * CONV_DILATION;
       if (h < 0 || h >= CONV_H) continue;
@@ -91,7 +102,7 @@ void conv2d(__global const float* restrict in, __global const float* restrict w,
         }
         for (int i = 0; i < TK; ++i) {
           const int k = k0 + ty + i * TY;
-          const float wv = k < CONV_K ? w[(((size_t)k * CONV_C + c) * CONV_R + r) * CONV_S + s] : 0.0f;
+          const float wv = k < KG ? w[(((size_t)(group * KG + k) * CG + c) * CONV_R + r) * CONV_S + s] : 0.0f;
           for (int j = 0; j < TQ; ++j) acc[i][j] = mad(wv, a[j], acc[i][j]);
         }
       }
@@ -101,9 +112,9 @@ void conv2d(__global const float* restrict in, __global const float* restrict w,
 
   for (int i = 0; i < TK; ++i) {
     const int k = k0 + ty + i * TY;
-    if (k >= CONV_K) continue;
+    if (k >= KG) continue;
     for (int j = 0; j < TQ; ++j) {
-      if (valid_q[j]) out[(((size_t)n * CONV_K + k) * P + p) * Q + q0 + tx + j * TX] = acc[i][j];
+      if (valid_q[j]) out[(((size_t)n * CONV_K + group * KG + k) * P + p) * Q + q0 + tx + j * TX] = acc[i][j];
     }
   }
 }

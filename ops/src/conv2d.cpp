@@ -1,4 +1,5 @@
-// conv2d: direct 2-D convolution, fp32 NCHW, with stride, zero padding and dilation.
+// conv2d: direct 2-D convolution, fp32 NCHW, with stride, zero padding, dilation and
+// groups.
 // The op's knob space, constraints and default; the kernel itself is
 // ops/conv2d/conv2d.c, the reference ops/conv2d/conv2d_ref.c.
 #include "builtin_ops.h"
@@ -29,8 +30,9 @@ class Conv2dOp final : public Op {
   std::string_view name() const override { return "conv2d"; }
 
   std::string_view description() const override {
-    return "fp32 NCHW direct convolution out[N][K][P][Q] = input[N][C][H][W] * weight[K][C][R][S] with stride, "
-           "zero padding and dilation; vectorised over output columns, register-tiled over output channels";
+    return "fp32 NCHW direct convolution out[N][K][P][Q] = input[N][C][H][W] * weight[K][C/groups][R][S] with "
+           "stride, zero padding, dilation and groups; vectorised over output columns, register-tiled over output "
+           "channels";
   }
 
   std::vector<ParamSpec> params() const override { return detail::conv_params(); }
@@ -44,7 +46,7 @@ class Conv2dOp final : public Op {
     Shape s = shape_of(params);
     return {
         {"input", DType::f32, Role::input, {s.n, s.c, s.h, s.w}},
-        {"weight", DType::f32, Role::input, {s.k, s.c, s.r, s.s}},
+        {"weight", DType::f32, Role::input, {s.k, s.c / s.groups, s.r, s.s}},
         {"output", DType::f32, Role::output, {s.n, s.k, s.p(), s.q()}},
     };
   }
@@ -54,10 +56,10 @@ class Conv2dOp final : public Op {
   std::vector<Knob> knobs(const Params& params) const override {
     Shape s = shape_of(params);
     return {
-        {"tk", tiles_for(kTk, s.k), "output channels per register tile (one broadcast weight each)"},
+        {"tk", tiles_for(kTk, s.k / s.groups), "output channels per register tile (one broadcast weight each)"},
         {"th", tiles_for(kTh, s.p()), "output rows per work block"},
         {"tw", tiles_for(kTw, s.q()), "output columns per register tile; multiple of vec"},
-        {"tc", tiles_for(kTc, s.c), "input channels per block (outputs are revisited C/tc times)"},
+        {"tc", tiles_for(kTc, s.c / s.groups), "input channels per block (outputs are revisited C/groups/tc times)"},
         {"unroll", {1, 2, 4}, "unroll count of the input-channel loop"},
         {"vec", {1, 4, 8, 16}, "floats per vector register along output columns (1 = scalar)"},
         {"split", {0, 1, 2}, "threads take: 0 = output-channel blocks (tk), 1 = row blocks (th), 2 = both"},
@@ -97,10 +99,17 @@ class Conv2dOp final : public Op {
       if (v % vec == 0 && v <= (vec == 1 ? std::min<std::int64_t>(q, 8) : 2 * vec)) tw = std::max(tw, v);
     }
     if (tw % vec != 0) tw = vec;
-    return {{"tk", detail::largest_at_most(tiles_for(kTk, s.k), 6)},
+    // As many output channels (up to 6) as the registers hold beside the input vectors.
+    std::int64_t tk = detail::largest_at_most(tiles_for(kTk, s.k / s.groups), 6);
+    auto registers = [&](std::int64_t channels) {
+      return (channels + 1) * (tw / vec) * target.registers_per_vector(vec) + 1;
+    };
+    while (tk > 1 && registers(tk) > target.vector_registers) tk = detail::largest_at_most(tiles_for(kTk, s.k / s.groups), tk - 1);
+    if (registers(tk) > target.vector_registers) tw = vec;
+    return {{"tk", tk},
             {"th", detail::largest_at_most(tiles_for(kTh, s.p()), 4)},
             {"tw", tw},
-            {"tc", detail::largest_at_most(tiles_for(kTc, s.c), 64)},
+            {"tc", detail::largest_at_most(tiles_for(kTc, s.c / s.groups), 64)},
             {"unroll", 1},
             {"vec", vec},
             {"split", 2}};
@@ -127,27 +136,29 @@ class Conv2dOp final : public Op {
 
   double tolerance(const Params& params) const override {
     Shape s = shape_of(params);
-    return detail::dot_tolerance(static_cast<double>(s.c * s.r * s.s));
+    return detail::dot_tolerance(static_cast<double>(s.c / s.groups * s.r * s.s));
   }
 
   // Parameters and knobs, then quantities derived from both. Every name is emitted for
   // every workload and configuration, in this order; all values are finite and >= 0.
+  // Channel counts are those of one group (the reduction's).
   std::vector<std::pair<std::string, double>> features(const Params& params, const Config& c) const override {
     auto out = Op::features(params, c);
     auto add = [&out](const char* name, double value) { out.emplace_back(std::string("conv2d.") + name, value); };
     const Shape s = shape_of(params);
     const auto d = [](std::int64_t v) { return static_cast<double>(v); };
     const double p = d(std::max<std::int64_t>(s.p(), 1)), q = d(std::max<std::int64_t>(s.q(), 1));
-    const double kk = d(s.k), cc = d(s.c), r = d(s.r), sw = d(s.s), stride = d(s.stride), dil = d(s.dilation);
+    const double g = d(s.groups), kk = d(s.k / s.groups), cc = d(s.c / s.groups);
+    const double r = d(s.r), sw = d(s.s), stride = d(s.stride), dil = d(s.dilation);
     const std::int64_t tk = c.at("tk"), th = c.at("th"), tw = c.at("tw"), tc = c.at("tc"), vec = c.at("vec"),
                        split = c.at("split");
     const double tc_eff = std::min(d(tc), cc), th_eff = std::min(d(th), p);
-    const double kb = std::ceil(kk / d(tk)), pb = std::ceil(p / d(th)), qb = std::ceil(q / d(tw)),
+    const double kb = g * std::ceil(kk / d(tk)), pb = std::ceil(p / d(th)), qb = std::ceil(q / d(tw)),
                  cb = std::ceil(cc / d(tc));
     const double accumulators = d(tk * std::max<std::int64_t>(tw / vec, 1));
     const double items = split == 0 ? kb : split == 1 ? pb : kb * pb;
     const double waves = std::ceil(items / kTypicalCores);
-    const double flops = 2.0 * d(s.n) * kk * p * q * cc * r * sw;
+    const double flops = s.flops();
     // Input floats one register tile reads per channel: R rows of its TW columns plus
     // the filter's reach, in every stride phase.
     const double tile_row = d(tw) * stride + (sw - 1) * dil;
@@ -170,12 +181,12 @@ class Conv2dOp final : public Op {
     add("accumulator_share", accumulators / d(kAccumulatorBudget));
     add("vectors_per_row", d(tw / vec));
     // Padding waste: channels, rows and columns computed on zeros, partial channel blocks.
-    add("waste_tk", waste(kk, kb * d(tk)));
+    add("waste_tk", waste(g * kk, kb * d(tk)));
     add("waste_th", waste(p, pb * d(th)));
     add("waste_tw", waste(q, qb * d(tw)));
     add("waste_tc", waste(cc, cb * d(tc)));
     // Useful share of the lanes computed, and the vector width.
-    add("vector_utilisation", (kk * q) / (kb * d(tk) * qb * d(tw)));
+    add("vector_utilisation", (g * kk * q) / (kb * d(tk) * qb * d(tw)));
     add("vector_width_share", d(vec) / 16.0);
     // Arithmetic intensity: per (c, r, s) step a tile loads TW input floats and TK weights
     // for TK*TW multiply-adds; per block, flops over the floats the block moves (output

@@ -1,7 +1,7 @@
-// conv2d for GPUs (CUDA and OpenCL): a variant of the CPU conv2d op with its own knob
-// space (block tile of output columns x channels, thread tile, weights staged in
-// shared/local memory per input-channel chunk, unrolling) and a launch geometry computed
-// from the knobs. Workload, tensors, FLOPs, reference kernel and tolerance are those of
+// conv2d for GPUs (CUDA and OpenCL): a variant of the CPU conv2d op (groups included) with
+// its own knob space (block tile of output columns x channels of one group, thread tile,
+// weights staged in shared/local memory per input-channel chunk, unrolling) and a launch
+// geometry computed from the knobs. Workload, tensors, FLOPs, reference kernel and tolerance are those of
 // the CPU op. Kernels: ops/gpu/conv2d.cu, ops/gpu/conv2d.cl.
 #include "builtin_ops.h"
 #include "gpu_knobs.h"
@@ -38,10 +38,11 @@ class Conv2dGpuOp final : public detail::GpuVariant {
   std::vector<Knob> knobs(const Params& p) const override {
     return {
         {"bq", tiles_for(kBq, out_size(p, "W", "S")), "output columns per block / work-group"},
-        {"bk", tiles_for(kBk, p.at("K")), "output channels per block / work-group"},
+        {"bk", tiles_for(kBk, p.at("K") / groups(p)), "output channels per block / work-group (within a group)"},
         {"tq", kTq, "output columns per thread"},
         {"tk", kTk, "output channels per thread"},
-        {"cc", tiles_for(kCc, p.at("C")), "input channels whose weights are staged per step (with stage=1)"},
+        {"cc", tiles_for(kCc, p.at("C") / groups(p)),
+         "input channels whose weights are staged per step (with stage=1)"},
         {"stage", {0, 1}, "1 = stage the block's weights in shared/local memory, 0 = read them from global memory"},
         {"unroll", {1, 2, 4}, "unroll count of the filter column loop"},
     };
@@ -61,7 +62,7 @@ class Conv2dGpuOp final : public detail::GpuVariant {
       return "staged weights need " + std::to_string(shared_bytes(p, c)) + " bytes of shared memory (bk*cc*R*S*4), "
              "more than " + std::to_string(detail::kMaxGpuSharedBytes);
     }
-    if (blocks_x(p, c) > (std::int64_t{1} << 31) - 1 || ceil_div(p.at("K"), bk) > 65535) {
+    if (blocks_x(p, c) > (std::int64_t{1} << 31) - 1 || blocks_y(p, c) > 65535) {
       return "the launch grid exceeds the GPU grid limits";
     }
     return {};
@@ -95,7 +96,7 @@ class Conv2dGpuOp final : public detail::GpuVariant {
     detail::add_defines(out.defines, "CONV_", p);
     detail::add_defines(out.defines, "CONV_", c);
     out.launch.entry = "conv2d";
-    out.launch.grid = {blocks_x(p, c), ceil_div(p.at("K"), c.at("bk")), 1};
+    out.launch.grid = {blocks_x(p, c), blocks_y(p, c), 1};
     out.launch.block = {c.at("bq") / c.at("tq"), c.at("bk") / c.at("tk"), 1};
     out.launch.shared_bytes = shared_bytes(p, c);
     return out;
@@ -104,11 +105,11 @@ class Conv2dGpuOp final : public detail::GpuVariant {
   std::vector<std::pair<std::string, double>> features(const Params& p, const Config& c) const override {
     auto out = Op::features(p, c);
     auto add = [&out](const char* name, double value) { out.emplace_back(std::string("conv2d_gpu.") + name, value); };
-    const double q = static_cast<double>(out_size(p, "W", "S")), k = static_cast<double>(p.at("K"));
+    const double q = static_cast<double>(out_size(p, "W", "S")), k = static_cast<double>(p.at("K") / groups(p));
     const double bq = static_cast<double>(c.at("bq")), bk = static_cast<double>(c.at("bk"));
     const double tq = static_cast<double>(c.at("tq")), tk = static_cast<double>(c.at("tk"));
     add("threads_per_block", (bq / tq) * (bk / tk));
-    add("blocks", static_cast<double>(blocks_x(p, c)) * std::ceil(k / bk));
+    add("blocks", static_cast<double>(blocks_x(p, c) * blocks_y(p, c)));
     add("accumulators", tq * tk);
     add("shared_bytes", static_cast<double>(shared_bytes(p, c)));
     add("waste_q", 1.0 - q / (std::ceil(q / bq) * bq));
@@ -120,6 +121,11 @@ class Conv2dGpuOp final : public detail::GpuVariant {
  private:
   static std::int64_t shared_bytes(const Params& p, const Config& c) {
     return c.at("stage") == 1 ? c.at("bk") * c.at("cc") * p.at("R") * p.at("S") * 4 : 0;
+  }
+  static std::int64_t groups(const Params& p) { return detail::param_or(p, "groups", 1); }
+  // Channel blocks of every group (a block's channels lie within one group).
+  static std::int64_t blocks_y(const Params& p, const Config& c) {
+    return groups(p) * ceil_div(p.at("K") / groups(p), c.at("bk"));
   }
   static std::int64_t blocks_x(const Params& p, const Config& c) {
     return ceil_div(out_size(p, "W", "S"), c.at("bq")) * p.at("N") * out_size(p, "H", "R");

@@ -1,6 +1,6 @@
 // conv2d_nchwc: direct 2-D convolution, fp32, in the blocked-channel layout (NCHWc, the
-// layout of oneDNN's nChw16c), with stride, zero padding and dilation. The op's knob
-// space, constraints and default; the kernel itself is ops/conv2d/conv2d_nchwc.c, the
+// layout of oneDNN's nChw16c), with stride, zero padding, dilation, groups and a fused
+// epilogue (bias, residual, activation). The op's knob space, constraints and default; the kernel itself is ops/conv2d/conv2d_nchwc.c, the
 // reference ops/conv2d/conv2d_nchwc_ref.c. The layout transform from NCHW is the op
 // layout_nchwc (layout_nchwc.cpp), measured on its own.
 #include "builtin_ops.h"
@@ -31,21 +31,30 @@ std::int64_t tile_registers(std::int64_t ow, std::int64_t ok, std::int64_t block
   return (ow * ok + ok) * target.registers_per_vector(block) + 1;
 }
 
+// The registers a tile may use: the target's, or the smallest tile's (one column, one
+// block) when blocks are so much wider than the registers that even it spills: the layout
+// costs that, not the configuration.
+std::int64_t register_budget(std::int64_t block, const TargetTraits& target) {
+  return std::max<std::int64_t>(target.vector_registers, tile_registers(1, 1, block, target));
+}
+
 class Conv2dNchwcOp final : public Op {
  public:
   std::string_view name() const override { return "conv2d_nchwc"; }
 
   std::string_view description() const override {
     return "fp32 direct convolution in the blocked-channel layout: input[N][C/B][H][W][B] * "
-           "weight[K/B][C/B][R][S][B][B] -> output[N][K/B][P][Q][B] (B = block, lanes past C ignored, past K "
-           "written as 0), with stride, zero padding and dilation; a register tile of ow output columns x ok "
-           "channel blocks, vectorised over the block. The NCHW -> NCHWc transform is the op layout_nchwc";
+           "weight[K/B][C/groups/B][R][S][B][B] -> output[N][K/B][P][Q][B] (B = block, lanes past C ignored, past K "
+           "written as 0), with stride, zero padding, dilation, groups (C/groups and K/groups multiples of B) and an "
+           "optional fused bias/residual/activation; a register tile of ow output columns x ok channel blocks, "
+           "vectorised over the block. The NCHW -> NCHWc transform is the op layout_nchwc";
   }
 
   std::vector<ParamSpec> params() const override {
     auto out = detail::conv_params();
     out.push_back({"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1,
                    64, 16});
+    for (auto& spec : detail::conv_epilogue_params()) out.push_back(std::move(spec));
     return out;
   }
 
@@ -55,33 +64,43 @@ class Conv2dNchwcOp final : public Op {
     if (block != 4 && block != 8 && block != 16) {
       throw OpError("conv2d_nchwc: parameter block=" + std::to_string(block) + " is not 4, 8 or 16");
     }
+    ConvShape s = detail::conv_shape(p);
+    if (s.groups > 1 && ((s.c / s.groups) % block != 0 || (s.k / s.groups) % block != 0)) {
+      throw OpError("conv2d_nchwc: groups=" + std::to_string(s.groups) + " needs C/groups and K/groups to be multiples "
+                    "of block=" + std::to_string(block) + " (C/groups=" + std::to_string(s.c / s.groups) +
+                    ", K/groups=" + std::to_string(s.k / s.groups) + "); use a smaller block or conv2d");
+    }
     detail::check_tensor_sizes(name(), tensors(p));
   }
 
   std::vector<TensorSpec> tensors(const Params& params) const override {
     ConvShape s = detail::conv_shape(params);
     std::int64_t b = params.at("block"), cb = ceil_div(s.c, b), kb = ceil_div(s.k, b);
-    return {
+    std::vector<TensorSpec> out = {
         {"input", DType::f32, Role::input, {s.n, cb, s.h, s.w, b}},
-        {"weight", DType::f32, Role::input, {kb, cb, s.r, s.s, b, b}},
-        {"output", DType::f32, Role::output, {s.n, kb, s.p(), s.q(), b}},
+        {"weight", DType::f32, Role::input, {kb, cb / s.groups, s.r, s.s, b, b}},
     };
+    std::vector<std::int64_t> output = {s.n, kb, s.p(), s.q(), b};
+    detail::add_conv_epilogue_tensors(out, params, {kb * b}, output);
+    out.push_back({"output", DType::f32, Role::output, output});
+    return out;
   }
 
   double flops(const Params& params) const override { return detail::conv_shape(params).flops(); }
 
   std::vector<Knob> knobs(const Params& params) const override {
     ConvShape s = detail::conv_shape(params);
-    std::int64_t kb = ceil_div(s.k, params.at("block")), cb = ceil_div(s.c, params.at("block"));
+    // Blocks of one group (all of them without groups).
+    std::int64_t kb = ceil_div(s.k, params.at("block")) / s.groups, cb = ceil_div(s.c, params.at("block")) / s.groups;
     std::vector<std::int64_t> ok;
     for (auto v : kOk) {
       if (kb % v == 0) ok.push_back(v);
     }
     return {
         {"ow", tiles_for(kOw, s.q()), "output columns per register tile (one broadcast input float each)"},
-        {"ok", ok, "output-channel blocks per register tile (one weight vector each); divides K/block"},
+        {"ok", ok, "output-channel blocks per register tile (one weight vector each); divides K/groups/block"},
         {"oh", tiles_for(kOh, s.p()), "output rows per work block"},
-        {"tc", tiles_for(kTc, cb), "input-channel blocks per pass (outputs are revisited C/block/tc times)"},
+        {"tc", tiles_for(kTc, cb), "input-channel blocks per pass (outputs are revisited C/groups/block/tc times)"},
         {"unroll", {1, 2, 4, 8, 16}, "unroll count of the loop over the lanes of an input-channel block"},
         {"split", {0, 1, 2}, "threads take: 0 = groups of ok channel blocks, 1 = row blocks (oh), 2 = both"},
     };
@@ -91,7 +110,7 @@ class Conv2dNchwcOp final : public Op {
     if (auto reason = detail::check_domains(knobs(params), c); !reason.empty()) return reason;
     std::int64_t ow = c.at("ow"), ok = c.at("ok");
     if (std::int64_t registers = tile_registers(ow, ok, params.at("block"), target);
-        registers > target.vector_registers) {
+        registers > register_budget(params.at("block"), target)) {
       return "register tile ow x ok = " + std::to_string(ow) + "x" + std::to_string(ok) + " of " +
              std::to_string(params.at("block")) + "-float blocks needs " + std::to_string(registers) +
              " vector registers on " + std::string(to_string(target.isa)) +
@@ -112,14 +131,16 @@ class Conv2dNchwcOp final : public Op {
     // (With blocks wider than the registers, the tile of one block with more columns when
     // it holds more accumulators.)
     const std::int64_t block = params.at("block");
-    auto widest_ow = [&](std::int64_t ok) {
+    const std::int64_t budget = register_budget(block, target);
+    // The widest ow (in the domain) whose tile with `ok` blocks fits; 0 when none does.
+    auto widest_ow = [&](std::int64_t ok) -> std::int64_t {
       std::int64_t ow = std::min<std::int64_t>(s.q(), 14);
-      while (ow > 1 && tile_registers(ow, ok, block, target) > target.vector_registers) --ow;
-      return detail::largest_at_most(tiles_for(kOw, s.q()), ow);
+      while (ow >= 1 && tile_registers(ow, ok, block, target) > budget) --ow;
+      return ow < 1 ? 0 : detail::largest_at_most(tiles_for(kOw, s.q()), ow);
     };
     std::int64_t ok = std::find(ok_domain.begin(), ok_domain.end(), 2) != ok_domain.end() ? 2 : 1;
     std::int64_t ow = widest_ow(ok);
-    if (ok == 2 && widest_ow(1) > 2 * ow) {
+    if (ok == 2 && (ow == 0 || widest_ow(1) > 2 * ow)) {
       ok = 1;
       ow = widest_ow(1);
     }
@@ -152,7 +173,7 @@ class Conv2dNchwcOp final : public Op {
 
   double tolerance(const Params& params) const override {
     ConvShape s = detail::conv_shape(params);
-    return detail::dot_tolerance(static_cast<double>(s.c * s.r * s.s));
+    return detail::dot_tolerance(static_cast<double>(s.c / s.groups * s.r * s.s + 2));
   }
 
   // Parameters and knobs, then quantities derived from both. Every name is emitted for
@@ -166,7 +187,8 @@ class Conv2dNchwcOp final : public Op {
     const auto d = [](std::int64_t v) { return static_cast<double>(v); };
     const double b = d(params.at("block"));
     const double p = d(s.p()), q = d(s.q()), r = d(s.r), sw = d(s.s), stride = d(s.stride), dil = d(s.dilation);
-    const double cb = std::ceil(d(s.c) / b), kb = std::ceil(d(s.k) / b);
+    // Input-channel blocks of a group (the reduction's), output-channel blocks of all groups.
+    const double cb = std::ceil(d(s.c) / b) / d(s.groups), kb = std::ceil(d(s.k) / b);
     const std::int64_t ow = c.at("ow"), ok = c.at("ok"), oh = c.at("oh"), tc = c.at("tc"), split = c.at("split");
     const double tc_eff = std::min(d(tc), cb), oh_eff = std::min(d(oh), p);
     const double groups = kb / d(ok), pb = std::ceil(p / d(oh)), qb = std::ceil(q / d(ow)), passes = std::ceil(cb / d(tc));
@@ -176,7 +198,7 @@ class Conv2dNchwcOp final : public Op {
     add("P", p);
     add("Q", q);
     add("flops", s.flops());
-    add("reduction", d(s.c) * r * sw);
+    add("reduction", d(s.c / s.groups) * r * sw);
     // Footprints in bytes: one pass's weights for a group, one tile's input per pass, one
     // work block's output.
     add("pass_weight_bytes", d(ok) * tc_eff * r * sw * b * b * 4);
@@ -200,6 +222,9 @@ class Conv2dNchwcOp final : public Op {
     add("core_occupancy", std::min(items, kTypicalCores) / kTypicalCores);
     add("load_balance", items / (waves * kTypicalCores));
     add("flops_per_item", s.flops() / (d(s.n) * items));
+    // Fused epilogue: terms added to each output and whether an activation follows.
+    add("epilogue_terms", d(detail::param_or(params, "bias", 0) + detail::param_or(params, "residual", 0)));
+    add("activation", detail::param_or(params, "act", 0) != 0 ? 1.0 : 0.0);
     return out;
   }
 };

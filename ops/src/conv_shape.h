@@ -1,5 +1,6 @@
-// Shared by the convolution ops (conv2d, conv2d_nchwc): the workload parameters, their
-// validation and the output size.
+// Shared by the convolution ops (conv2d, conv2d_nchwc, depthwise_conv2d): the workload
+// parameters (groups and the fused epilogue among them), their validation, the output
+// size and the epilogue's tensors.
 #pragma once
 
 #include <algorithm>
@@ -9,11 +10,12 @@
 #include <vector>
 
 #include "kestrel/ops/op.h"
+#include "knob_util.h"
 
 namespace kestrel::ops::detail {
 
 struct ConvShape {
-  std::int64_t n, c, h, w, k, r, s, stride, pad, dilation;
+  std::int64_t n, c, h, w, k, r, s, stride, pad, dilation, groups = 1;
   // Output rows and columns; 0 when the dilated filter exceeds the padded input.
   std::int64_t p() const { return out_size(h, r); }
   std::int64_t q() const { return out_size(w, s); }
@@ -21,18 +23,39 @@ struct ConvShape {
     std::int64_t span = in + 2 * pad - dilation * (filter - 1) - 1;
     return span < 0 ? 0 : span / stride + 1;
   }
+  // Each output sums over the c/groups input channels of its group.
   double flops() const {
     return 2.0 * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(p()) *
-           static_cast<double>(q()) * static_cast<double>(c) * static_cast<double>(r) * static_cast<double>(s);
+           static_cast<double>(q()) * static_cast<double>(c / groups) * static_cast<double>(r) *
+           static_cast<double>(s);
   }
 };
 
 inline ConvShape conv_shape(const Params& p) {
-  return {p.at("N"), p.at("C"), p.at("H"), p.at("W"), p.at("K"), p.at("R"), p.at("S"),
-          p.at("stride"), p.at("pad"), p.at("dilation")};
+  return {p.at("N"),      p.at("C"),   p.at("H"),        p.at("W"),           p.at("K"), p.at("R"), p.at("S"),
+          p.at("stride"), p.at("pad"), p.at("dilation"), param_or(p, "groups", 1)};
 }
 
-// N, C, H, W, K, R, S, stride, pad, dilation (the positional order of a shape).
+// The optional epilogue parameters of a convolution: out = act(acc + bias + residual).
+inline std::vector<ParamSpec> conv_epilogue_params() {
+  return {
+      {"bias", "1 = add a bias per output channel (a tensor after the inputs)", 0, 1, 0, true},
+      {"residual", "1 = add a tensor of the output's shape (ResNet's shortcut)", 0, 1, 0, true},
+      {"act", "activation of the sum: 0 none, 1 relu, 2 relu6, 3 gelu (erf form)", 0, 3, 0, true},
+  };
+}
+
+// Appends the epilogue's tensors the workload asks for: `bias` of shape `bias_shape`,
+// then `residual` of the output's shape (the contract's order: inputs, bias, residual,
+// output).
+inline void add_conv_epilogue_tensors(std::vector<TensorSpec>& tensors, const Params& p,
+                                      std::vector<std::int64_t> bias_shape, const std::vector<std::int64_t>& output) {
+  if (param_or(p, "bias", 0) != 0) tensors.push_back({"bias", DType::f32, Role::input, std::move(bias_shape)});
+  if (param_or(p, "residual", 0) != 0) tensors.push_back({"residual", DType::f32, Role::input, output});
+}
+
+// N, C, H, W, K, R, S, stride, pad, dilation (the positional order of a shape), then the
+// optional groups.
 inline std::vector<ParamSpec> conv_params() {
   return {
       {"N", "batch size (default 1)", 1, 65536, 1},
@@ -45,16 +68,22 @@ inline std::vector<ParamSpec> conv_params() {
       {"stride", "stride in both dimensions (default 1)", 1, 64, 1},
       {"pad", "zero padding on each side in both dimensions (default 0)", 0, 1024, 0},
       {"dilation", "filter dilation in both dimensions (default 1)", 1, 64, 1},
+      {"groups", "channel groups: each output channel sums over the C/groups input channels of its group "
+                 "(ResNeXt)", 1, 65536, 1, true},
   };
 }
 
-// Throws OpError (messages prefixed with `op`) unless every parameter of `specs` is present
-// and in range, no other is given, and the output is not empty.
+// Throws OpError (messages prefixed with `op`) unless every required parameter of `specs`
+// is present, every one given is in range, no other is given, groups (when given) divides
+// C and K, and the output is not empty.
 inline void validate_conv(std::string_view op, const std::vector<ParamSpec>& specs, const Params& p) {
   const std::string prefix = std::string(op) + ": ";
   for (const auto& spec : specs) {
     auto it = p.find(spec.name);
-    if (it == p.end()) throw OpError(prefix + "missing parameter " + spec.name + " (" + spec.help + ")");
+    if (it == p.end()) {
+      if (spec.optional) continue;
+      throw OpError(prefix + "missing parameter " + spec.name + " (" + spec.help + ")");
+    }
     if (it->second < spec.min || it->second > spec.max) {
       throw OpError(prefix + "parameter " + spec.name + "=" + std::to_string(it->second) + " is outside " +
                     std::to_string(spec.min) + ".." + std::to_string(spec.max));
@@ -64,7 +93,13 @@ inline void validate_conv(std::string_view op, const std::vector<ParamSpec>& spe
     bool known = std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == entry.first; });
     if (!known) throw OpError(prefix + "unknown parameter " + entry.first);
   }
-  ConvShape s = conv_shape(p);
+  if (auto g = p.find("groups"); g != p.end() && (p.at("C") % g->second != 0 || p.at("K") % g->second != 0)) {
+    throw OpError(prefix + "groups=" + std::to_string(g->second) + " does not divide C=" + std::to_string(p.at("C")) +
+                  " and K=" + std::to_string(p.at("K")));
+  }
+  ConvShape s = p.contains("K") ? conv_shape(p) : ConvShape{p.at("N"), p.at("C"), p.at("H"), p.at("W"), p.at("C"),
+                                                             p.at("R"), p.at("S"), p.at("stride"), p.at("pad"),
+                                                             p.at("dilation")};
   if (s.p() < 1 || s.q() < 1) {
     throw OpError(prefix + "empty output: the filter " + std::to_string(s.r) + "x" + std::to_string(s.s) +
                   " dilated by " + std::to_string(s.dilation) + " spans " +

@@ -306,14 +306,17 @@ TEST_CASE("cuda: PTX candidates are loaded by the driver, checked against the CP
 }
 #endif
 
-TEST_CASE("opencl: the GPU conv2d kernels match the reference for every knob family", "[gpu][opencl][conv2d]") {
+namespace {
+
+// Runs the OpenCL conv2d variant's `configs` on every shape through the device runtime,
+// each against the CPU reference.
+void check_opencl_conv2d(const std::vector<std::string>& shapes, const std::vector<std::string>& configs) {
   log::set_level(log::Level::warn);
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& op = registry.get("conv2d", ops::Backend::opencl);
   ops::test::TempDir dir;
-  // Padding, stride, dilation and ragged tiles.
   int n = 0;
-  for (std::string shape : {"N=2,C=5,H=9,W=11,K=6,R=3,S=3,pad=1", "C=4,H=12,W=10,K=9,R=3,S=2,stride=2,pad=2,dilation=2"}) {
+  for (const std::string& shape : shapes) {
     ops::Params params = ops::parse_params(op, shape);
     Modules m;
     BatchSpec spec;
@@ -326,13 +329,6 @@ TEST_CASE("opencl: the GPU conv2d kernels match the reference for every knob fam
     spec.request.settings.repeat = 1;
     spec.request.settings.number = 1;
     spec.request.settings.timeout_ms = 30'000;
-    const std::vector<std::string> configs = {
-        "",                                                  // the default
-        "stage=0,bq=8,bk=4,tq=1,tk=1,unroll=1",              // weights from global memory
-        "stage=0,bq=8,bk=8,tq=4,tk=2,unroll=4",              // bigger thread tile
-        "stage=1,bq=8,bk=4,tq=2,tk=4,cc=1,unroll=1",         // one channel staged per step
-        "stage=1,bq=8,bk=8,tq=2,tk=2,cc=4,unroll=2",         // chunks not dividing C
-    };
     std::vector<std::string> labels;
     for (std::size_t i = 0; i < configs.size(); ++i) {
       ops::Config config = ops::parse_config(op, params, configs[i], test::fixed_traits());
@@ -349,6 +345,34 @@ TEST_CASE("opencl: the GPU conv2d kernels match the reference for every knob fam
       CHECK(out.results[i].status == Status::ok);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("opencl: the GPU conv2d kernels match the reference for every knob family", "[gpu][opencl][conv2d]") {
+  // Padding, stride, dilation and ragged tiles.
+  check_opencl_conv2d({"N=2,C=5,H=9,W=11,K=6,R=3,S=3,pad=1", "C=4,H=12,W=10,K=9,R=3,S=2,stride=2,pad=2,dilation=2"},
+                      {
+                          "",                                           // the default
+                          "stage=0,bq=8,bk=4,tq=1,tk=1,unroll=1",       // weights from global memory
+                          "stage=0,bq=8,bk=8,tq=4,tk=2,unroll=4",       // bigger thread tile
+                          "stage=1,bq=8,bk=4,tq=2,tk=4,cc=1,unroll=1",  // one channel staged per step
+                          "stage=1,bq=8,bk=8,tq=2,tk=2,cc=4,unroll=2",  // chunks not dividing C
+                      });
+}
+
+TEST_CASE("opencl: the grouped GPU conv2d kernels match the reference", "[gpu][opencl][conv2d]") {
+  // Channels per group not a multiple of the block or the staged chunk; groups = C
+  // (depthwise); a ResNeXt-like shape with several blocks per group.
+  check_opencl_conv2d({"C=9,H=7,W=9,K=12,R=3,S=3,pad=1,groups=3", "N=2,C=6,H=10,W=8,K=6,R=3,S=3,stride=2,pad=1,groups=6",
+                       "C=24,H=6,W=6,K=64,R=3,S=3,pad=1,dilation=2,groups=4"},
+                      {
+                          "",                                           // the default
+                          "stage=0,bq=8,bk=4,tq=1,tk=1,unroll=1",       // weights from global memory
+                          "stage=0,bq=8,bk=4,tq=2,tk=4,unroll=2",       // one thread holds a block's channels
+                          "stage=1,bq=8,bk=4,tq=2,tk=2,cc=1,unroll=1",  // one channel staged per step
+                          "stage=1,bq=8,bk=4,tq=1,tk=2,cc=2,unroll=4",  // chunks not dividing C/groups (3)
+                      });
 }
 
 TEST_CASE("opencl: built programs are cached on disk by module hash across batches", "[gpu][opencl]") {

@@ -167,6 +167,15 @@ TEST_CASE("CUDA kernels compile in-process with NVRTC to cubin and PTX", "[host]
       CHECK(r.ok);
     }
   }
+  // Grouped (ResNeXt-like): a block's channels within one group.
+  ops::Params gp = ops::parse_params(conv, "C=16,H=14,W=14,K=32,R=3,S=3,pad=1,groups=4");
+  for (const std::string& text : {std::string(""), std::string("stage=1,tq=2,tk=2,bq=16,bk=8,cc=4,unroll=2")}) {
+    ops::Config c = ops::parse_config(conv, gp, text, test::fixed_traits());
+    host::CompileResult r = compiler.compile({conv.source(ops::Backend::cuda, gp, c), sm90});
+    INFO("groups=4 " << text << ": " << r.diagnostics);
+    CHECK(r.ok);
+    CHECK(conv.source(ops::Backend::cuda, gp, c).launch.grid[1] == 4 * ((8 + c.at("bk") - 1) / c.at("bk")));
+  }
   // A CUDA compile error is a host compile error with NVRTC's log.
   ops::KernelSource broken = op.source(ops::Backend::cuda, p, op.default_config(p, test::fixed_traits()));
   broken.text += "\nthis is not CUDA;\n";

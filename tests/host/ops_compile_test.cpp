@@ -8,14 +8,19 @@
 
 using namespace kestrel;
 
-TEST_CASE("gemm and conv2d compile for every supported triple", "[host][ops]") {
+TEST_CASE("gemm and the convolutions compile for every supported triple", "[host][ops]") {
   const std::map<std::string, std::string> machine = {{"x86_64-linux-gnu", "x86_64"},
                                                       {"aarch64-linux-gnu", "aarch64"},
                                                       {"armv7a-linux-gnueabihf", "arm"},
                                                       {"riscv64-linux-gnu", "riscv64"}};
   ops::Registry registry = ops::builtin_ops();
   const std::vector<std::pair<std::string, std::string>> workloads = {
-      {"gemm", "M=128,N=96,K=64"}, {"conv2d", "N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1"}};
+      {"gemm", "M=128,N=96,K=64"},
+      {"conv2d", "N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1"},
+      {"conv2d", "C=16,H=14,W=14,K=32,R=3,S=3,pad=1,groups=4"},
+      // The epilogues include the kernel math header, which the compiler serves from memory.
+      {"conv2d_nchwc", "C=32,H=14,W=14,K=32,R=3,S=3,pad=1,groups=2,block=8,residual=1,act=2"},
+      {"depthwise_conv2d", "C=20,H=14,W=14,stride=2,pad=1,block=16,bias=1,act=3"}};
   host::Compiler compiler({2});
   std::vector<host::CompileRequest> requests;
   std::vector<std::string> expected;

@@ -34,16 +34,18 @@ std::string define(const KernelSource& source, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("builtin registry holds gemm, conv2d, conv2d_nchwc, layout_nchwc and batch_matmul", "[ops]") {
+TEST_CASE("builtin registry holds gemm, batch_matmul, the convolutions, layout_nchwc and the glue ops", "[ops]") {
   Registry registry = builtin_ops();
-  REQUIRE(registry.all().size() == 5);
+  REQUIRE(registry.all().size() == 10);
   CHECK(registry.find("batch_matmul") != nullptr);
   CHECK(registry.find("gemm") != nullptr);
   CHECK(registry.find("conv2d") != nullptr);
   CHECK(registry.find("conv2d_nchwc") != nullptr);
+  CHECK(registry.find("depthwise_conv2d") != nullptr);
   CHECK(registry.find("layout_nchwc") != nullptr);
-  CHECK(registry.find("softmax") == nullptr);
-  CHECK_THROWS_WITH(registry.get("softmax"), Catch::Contains("gemm, conv2d"));
+  for (const char* glue : {"pool2d", "softmax", "layernorm", "elementwise"}) CHECK(registry.find(glue) != nullptr);
+  CHECK(registry.find("attention") == nullptr);
+  CHECK_THROWS_WITH(registry.get("attention"), Catch::Contains("gemm, conv2d"));
   for (const Op* op : registry.all()) {
     CHECK(!op->description().empty());
     CHECK(op->backends() == std::vector<Backend>{Backend::cpu});
@@ -315,9 +317,13 @@ TEST_CASE("op features: the same names for every workload, finite values", "[ops
   for (const auto& [op, texts] : std::vector<std::pair<const Op*, std::vector<std::string>>>{
            {&gemm, {"256x256x256", "7x1000x33", "1x1x1", "M=7,N=9,K=5,bias=1,residual=1,act=3"}},
            {&registry.get("batch_matmul"), {"batch=12,M=128,N=128,K=64,trans_b=1", "batch=3,M=7,N=1,K=300,trans_a=1"}},
-           {&conv, {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "N=2,C=3,H=19,W=300,K=5,R=7,S=1,stride=2,dilation=2"}},
+           {&conv, {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "N=2,C=3,H=19,W=300,K=5,R=7,S=1,stride=2,dilation=2",
+                    "C=256,H=28,W=28,K=256,R=3,S=3,pad=1,groups=32"}},
            {&registry.get("conv2d_nchwc"), {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3",
-                                             "N=2,C=5,H=9,W=7,K=3,R=1,S=3,block=4,dilation=2"}},
+                                             "N=2,C=5,H=9,W=7,K=3,R=1,S=3,block=4,dilation=2",
+                                             "C=32,H=9,W=9,K=32,R=3,S=3,groups=2,block=8,bias=1,residual=1,act=1"}},
+           {&registry.get("depthwise_conv2d"), {"C=32,H=112,W=112,pad=1", "N=2,C=13,H=7,W=9,stride=2,block=8,bias=1,act=3",
+                                                 "C=5,H=1,W=1,R=1,S=1,block=4"}},
            {&registry.get("layout_nchwc"), {"C=64,H=56,W=56", "N=3,C=5,H=1,W=1,block=4"}}}) {
     std::vector<std::string> expected;
     for (const auto& text : texts) {
@@ -337,4 +343,45 @@ TEST_CASE("op features: the same names for every workload, finite values", "[ops
       }
     }
   }
+}
+
+TEST_CASE("defaults are derived from the target's registers and fit them", "[ops][traits]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  const Op& nchwc = registry.get("conv2d_nchwc");
+  const Op& conv = registry.get("conv2d");
+  const Params g = parse_params(gemm, "1024x1024x1024");
+  const Params skinny = parse_params(gemm, "M=1,N=1000,K=512");
+  const Params c8 = parse_params(nchwc, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1,block=8");
+  const Params c16 = parse_params(nchwc, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1,block=16");
+  const Params plain = parse_params(conv, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1");
+  for (Isa isa : {Isa::scalar, Isa::sse, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon32}) {
+    const TargetTraits target = TargetTraits::of(isa);
+    INFO(target.to_string());
+    for (const auto& [op, params] : std::vector<std::pair<const Op*, Params>>{
+             {&gemm, g}, {&gemm, skinny}, {&nchwc, c8}, {&nchwc, c16}, {&conv, plain}}) {
+      INFO(op->name() << " " << format_params(params));
+      CHECK(op->check(params, op->default_config(params, target), target).empty());
+    }
+    // gemm: vectors of the register width, a tile using most of the register file.
+    const Config d = gemm.default_config(g, target);
+    CHECK(d.at("vec") == std::min(target.vector_floats, 16));
+    const std::int64_t registers = d.at("mr") * d.at("nr") / d.at("vec") + d.at("nr") / d.at("vec") + 1;
+    CHECK(registers <= target.vector_registers);
+    CHECK(registers >= std::min(15, target.vector_registers - 1));
+  }
+  // The shapes the defaults' comments promise.
+  auto tile = [&](Isa isa) {
+    const Config d = gemm.default_config(g, TargetTraits::of(isa));
+    return std::to_string(d.at("mr")) + "x" + std::to_string(d.at("nr")) + "/" + std::to_string(d.at("vec"));
+  };
+  CHECK(tile(Isa::avx2) == "6x16/8");
+  CHECK(tile(Isa::avx512) == "6x32/16");
+  CHECK(tile(Isa::neon) == "6x16/4");
+  CHECK(tile(Isa::neon32) == "6x8/4");
+  const Config n8 = nchwc.default_config(c8, TargetTraits::of(Isa::avx2));
+  CHECK(n8.at("ow") * n8.at("ok") >= 8);  // at least half the file as accumulators
+  const Config n16 = nchwc.default_config(c16, TargetTraits::of(Isa::avx512));
+  CHECK(n16.at("ow") == 14);
+  CHECK(n16.at("ok") == 2);
 }

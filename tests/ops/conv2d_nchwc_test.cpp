@@ -1,7 +1,8 @@
 // conv2d_nchwc and layout_nchwc kernel correctness: the default and random valid
-// configurations per shape against the op's blocked reference (serial and two-threaded);
-// the whole NCHW -> NCHWc -> convolution -> NCHW path against the NCHW conv2d reference;
-// and injected bugs that the comparison must catch.
+// configurations per shape against the op's blocked reference (serial and two-threaded),
+// groups and the fused epilogue (every activation, bias, residual) included; the whole
+// NCHW -> NCHWc -> convolution -> NCHW path against the NCHW conv2d reference; and
+// injected bugs that the comparison must catch.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -12,6 +13,7 @@ using namespace kestrel::ops;
 namespace {
 
 void check_shape(const std::string& shape, std::uint64_t seed, int count = 12) {
+  INFO(shape);
   Registry registry = builtin_ops();
   const Op& conv = registry.get("conv2d_nchwc");
   Params params = parse_params(conv, shape);
@@ -164,4 +166,79 @@ TEST_CASE("conv2d_nchwc and layout_nchwc checks catch injected bugs", "[conv2d_n
   // The transposed tiles swap two columns.
   CHECK_FALSE(layout_checker.matches(inject(transform, "dst[(x0 + x) * B + l] = tile[x][l];",
                                             "dst[(x0 + x) * B + l] = tile[LAYOUT_TW - 1 - x][l];")));
+}
+
+TEST_CASE("conv2d_nchwc matches its reference: groups (ResNeXt-like), stride 2", "[conv2d_nchwc][kernel]") {
+  check_shape("C=32,H=9,W=11,K=48,R=3,S=3,pad=1,groups=2,block=8", 11, 8);
+  check_shape("N=2,C=32,H=10,W=9,K=32,R=3,S=3,stride=2,pad=1,groups=4,block=8", 12, 8);
+  check_shape("C=16,H=7,W=7,K=32,R=1,S=1,groups=4,block=4", 13, 6);
+}
+
+TEST_CASE("conv2d_nchwc matches its reference: every activation with and without bias and residual",
+          "[conv2d_nchwc][kernel]") {
+  // K not a multiple of the block (junk lanes of bias and residual must not leak) and two
+  // input-channel blocks (the epilogue belongs to the last pass only).
+  Registry registry = builtin_ops();
+  const Op& conv = registry.get("conv2d_nchwc");
+  std::uint64_t seed = 30;
+  for (int act = 0; act <= 3; ++act) {
+    for (int bias = 0; bias <= 1; ++bias) {
+      for (int residual = 0; residual <= 1; ++residual) {
+        const std::string shape = "C=12,H=7,W=9,K=11,R=3,S=3,pad=" + std::to_string((act + residual) % 3) +
+                                  ",block=8,bias=" + std::to_string(bias) + ",residual=" + std::to_string(residual) +
+                                  ",act=" + std::to_string(act);
+        INFO(shape);
+        Params params = parse_params(conv, shape);
+        CHECK(conv.tensors(params).size() == static_cast<std::size_t>(3 + bias + residual));
+        test::WorkloadChecker checker(conv, params);
+        CHECK(checker.check(parse_config(conv, params, "tc=1", test::native_traits())));  // one pass per input-channel block
+        for (const auto& config : test::random_configs(conv, params, 2, seed++)) CHECK(checker.check(config));
+      }
+    }
+  }
+}
+
+TEST_CASE("conv2d_nchwc: groups must split the channels into whole blocks", "[conv2d_nchwc]") {
+  Registry registry = builtin_ops();
+  const Op& conv = registry.get("conv2d_nchwc");
+  Params p = parse_params(conv, "C=256,H=56,W=56,K=256,R=3,S=3,pad=1,groups=32,block=8");  // ResNeXt-50 conv2_x
+  CHECK(conv.tensors(p)[1].shape == std::vector<std::int64_t>{32, 1, 3, 3, 8, 8});
+  CHECK(conv.flops(p) == 2.0 * 256 * 56 * 56 * 8 * 9);
+  // ok divides a group's output blocks; tc counts a group's input blocks.
+  for (const auto& knob : conv.knobs(p)) {
+    if (knob.name == "ok") CHECK(knob.values == std::vector<std::int64_t>{1});
+  }
+  CHECK_THROWS_WITH(parse_params(conv, "C=256,H=56,W=56,K=256,R=3,S=3,pad=1,groups=32"),
+                    Catch::Contains("multiples of block=16"));
+  CHECK_THROWS_WITH(parse_params(conv, "C=24,H=5,W=5,K=16,R=3,S=3,groups=2,block=8"),
+                    Catch::Contains("C/groups=12"));
+  Params with_bias = parse_params(conv, "C=16,H=5,W=5,K=20,R=3,S=3,block=8,bias=1,residual=1,act=3");
+  auto tensors = conv.tensors(with_bias);
+  REQUIRE(tensors.size() == 5);
+  CHECK(tensors[2].shape == std::vector<std::int64_t>{24});
+  CHECK(tensors[3].shape == tensors[4].shape);
+}
+
+TEST_CASE("conv2d_nchwc checks catch injected bugs in groups and the epilogue", "[conv2d_nchwc][kernel]") {
+  Registry registry = builtin_ops();
+  const Op& conv = registry.get("conv2d_nchwc");
+  Params grouped = parse_params(conv, "C=32,H=6,W=7,K=16,R=3,S=3,pad=1,groups=2,block=8");
+  test::WorkloadChecker group_checker(conv, grouped);
+  KernelSource g = conv.source(Backend::cpu, grouped, parse_config(conv, grouped, "ow=4,ok=1,oh=2,tc=1,unroll=2,split=2", test::native_traits()));
+  CHECK(group_checker.matches(g));
+  // Every group reads the first group's input blocks.
+  CHECK_FALSE(group_checker.matches(inject(g, "(group * CBG + cb0) * XCB", "(group * 0 + cb0) * XCB")));
+
+  Params fused = parse_params(conv, "C=20,H=6,W=7,K=11,R=3,S=3,pad=1,block=8,bias=1,residual=1,act=2");
+  test::WorkloadChecker checker(conv, fused);
+  KernelSource good = conv.source(Backend::cpu, fused, parse_config(conv, fused, "ow=4,ok=1,oh=2,tc=1,unroll=2,split=2", test::native_traits()));
+  CHECK(checker.matches(good));
+  // The epilogue runs after every input-channel pass instead of the last one.
+  CHECK_FALSE(checker.matches(inject(good, "int last = cb0 + cn >= CBG;", "int last = 1;")));
+  // Bias, residual or activation left out.
+  CHECK_FALSE(checker.matches(inject(good, "v += bias;", "")));
+  CHECK_FALSE(checker.matches(inject(good, "v += res;", "")));
+  CHECK_FALSE(checker.matches(inject(good, "v = kestrel_activate(v, CONV_ACT);", "")));
+  // Lanes past K keep the epilogue's result of junk bias and residual lanes.
+  CHECK_FALSE(checker.matches(inject(good, "v = (vf)((vi)v & keep);", "")));
 }

@@ -30,6 +30,31 @@ TEST_CASE("every built-in workload set resolves, with unique labels and valid wo
   for (const char* expected : {"gemm-square", "gemm-skinny", "resnet18-conv", "smoke"}) CHECK(names.count(expected));
 }
 
+TEST_CASE("the MobileNetV2 and ResNeXt-50 sets hold their depthwise and grouped layers", "[ops][workload-sets]") {
+  Registry registry = builtin_ops();
+  auto dw = resolve_workload_sets(registry, "mobilenetv2-dw");
+  REQUIRE(dw.size() == 10);
+  for (const auto& w : dw) {
+    CHECK(w.op->name() == "depthwise_conv2d");
+    CHECK(w.params.at("R") == 3);
+    CHECK(w.params.at("pad") == 1);
+  }
+  CHECK(dw.front().params.at("C") == 32);
+  CHECK(dw.front().params.at("H") == 112);
+  CHECK(dw.back().params.at("C") == 960);
+  CHECK(dw.back().params.at("H") == 7);
+  auto grouped = resolve_workload_sets(registry, "resnext50-grouped");
+  REQUIRE(grouped.size() == 7);
+  for (const auto& w : grouped) {
+    CHECK(w.params.at("groups") == 32);
+    CHECK(w.op->tensors(w.params)[1].shape[1] == w.params.at("C") / 32);  // 4, 8, 16, 32 channels per group
+  }
+  // The same layers in the blocked layout, where a group holds whole blocks of 16.
+  CHECK(resolve_workload_sets(registry, "resnext50-grouped", "layer3.conv2", "conv2d_nchwc").size() == 1);
+  CHECK_THROWS_WITH(resolve_workload_sets(registry, "resnext50-grouped", "layer2.conv2", "conv2d_nchwc"),
+                    Catch::Contains("multiples of block=16"));
+}
+
 TEST_CASE("the workload sets hold the documented shapes", "[ops][workload-sets]") {
   Registry registry = builtin_ops();
   auto square = resolve_workload_sets(registry, "gemm-square");
@@ -49,6 +74,14 @@ TEST_CASE("the workload sets hold the documented shapes", "[ops][workload-sets]"
   CHECK(find(skinny, "fc-1x1000x512").params == Params{{"M", 1}, {"N", 1000}, {"K", 512}});
   // im2col of ResNet-18's layer2 3x3 convolution: 128 filters over 28x28 outputs, K = 128*3*3.
   CHECK(find(skinny, "im2col-layer2").params == Params{{"M", 128}, {"N", 784}, {"K", 1152}});
+
+  auto resnet50 = resolve_workload_sets(registry, "resnet50-conv");
+  REQUIRE(resnet50.size() == 23);
+  // v1.5: the bottleneck's 3x3 convolution carries the stride.
+  CHECK(find(resnet50, "layer3.0.conv2").params.at("stride") == 2);
+  CHECK(find(resnet50, "layer3.0.conv2").params.at("C") == 256);
+  CHECK(find(resnet50, "layer3.0.conv1").params.at("stride") == 1);
+  CHECK(find(resnet50, "layer4.0.downsample").params.at("K") == 2048);
 
   auto resnet = resolve_workload_sets(registry, "resnet18-conv");
   REQUIRE(resnet.size() == 11);

@@ -96,6 +96,7 @@ rpc::awaitable<void> TuningLoop::start() {
   result_.op = task_.op_name();
   result_.workload = task_.workload();
   result_.target = task_.target_name();
+  result_.traits = task_.target.traits.to_string();
   const ops::Config default_config = task_.op->default_config(task_.params, task_.target.traits);
   default_config_ = ops::format_config(default_config);
 

@@ -1,7 +1,8 @@
 // The vendor libraries `kestrel bench` compares Kestrel's kernels with: OpenBLAS
-// (cblas_sgemm; batched matmul as a loop of cblas_sgemm; conv2d as im2col + sgemm) and
-// oneDNN (matmul, on 3-D tensors for batched matmul; convolution on plain NCHW and on the
-// layout oneDNN picks). Both are optional build dependencies: without them
+// (cblas_sgemm; batched matmul as a loop of cblas_sgemm; conv2d as im2col + sgemm per
+// group) and oneDNN (matmul, on 3-D tensors for batched matmul; convolution, grouped and
+// depthwise too, on plain NCHW and on the layout oneDNN picks). Both are optional build
+// dependencies: without them
 // the contenders are absent and library_status() says what to install.
 #pragma once
 
@@ -18,8 +19,9 @@
 namespace kestrel::benchmark {
 
 // What a workload computes, in the libraries' terms. Found from the op's parameter names,
-// so any op with gemm's (M, N, K and the epilogue's bias, residual, act), batch_matmul's (batch, M, N, K, trans_a, trans_b) or
-// conv2d's parameters is compared.
+// so any op with gemm's (M, N, K and the epilogue's bias, residual, act), batch_matmul's
+// (batch, M, N, K, trans_a, trans_b) or conv2d's parameters (groups included) is compared;
+// depthwise_conv2d is the convolution with K = C and C groups.
 struct Problem {
   enum class Kind { gemm, batch_matmul, conv2d } kind = Kind::gemm;
   std::int64_t m = 0, n = 0, k = 0;                               // gemm: C[m][n] = A[m][k] B[k][n]
@@ -29,11 +31,13 @@ struct Problem {
   bool bias = false, residual = false;
   int act = 0;
   std::int64_t batch = 1, c = 0, h = 0, w = 0, out_c = 0, r = 0, s = 0, stride = 1, pad = 0, dilation = 1;  // conv
+  std::int64_t groups = 1;  // conv: output channel k sums over the c/groups input channels of group k/(out_c/groups)
   std::int64_t p() const { return (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1; }
   std::int64_t q() const { return (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1; }
-  // The canonical tensors: gemm A[m][k], B[k][n], [bias[n]], [residual[m][n]] -> C[m][n]; batch_matmul A[batch][m][k]
-  // (or [batch][k][m]), B[batch][k][n] (or [batch][n][k]) -> C[batch][m][n]; conv input
-  // NCHW, weights KCRS (OIHW) -> output NKPQ.
+  // The canonical tensors: gemm A[m][k], B[k][n], [bias[n]], [residual[m][n]] -> C[m][n];
+  // batch_matmul A[batch][m][k] (or [batch][k][m]), B[batch][k][n] (or [batch][n][k]) ->
+  // C[batch][m][n]; conv input NCHW, weights K(C/groups)RS (OIHW, groups' filters one after
+  // the other) -> output NKPQ.
   std::vector<std::vector<std::int64_t>> input_shapes() const;
   std::vector<std::int64_t> output_shape() const;
 };

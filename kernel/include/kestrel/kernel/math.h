@@ -8,7 +8,7 @@
  * at any width: `acc = kestrel_activate(acc + bias, KESTREL_ACT_RELU)`.
  *
  * Accuracy against double precision, sampled every 0.0037 on [-90, 90] with and without
- * FMA (the test in tests/kernel/math_test.cpp checks these bounds):
+ * FMA (tests/ops/math_test.cpp checks these bounds through a compiled kernel):
  *   kestrel_exp      relative error < 2.5e-7 where the result is a normal float; 0 below
  *                    -87.34 (FLT_MIN), +inf above 88.72
  *   kestrel_erf      absolute error < 3.5e-7

@@ -1,6 +1,6 @@
-// Named sets of workloads ("gemm-square", "gemm-skinny", "resnet18-conv", "smoke") that
-// `kestrel tune --workloads` and `kestrel bench --workloads` accept, so that tuning and
-// comparing run over the same, documented shapes.
+// Named sets of workloads ("gemm-square", "gemm-skinny", "resnet18-conv", "mobilenetv2-dw",
+// "resnext50-grouped", "smoke") that `kestrel tune --workloads` and `kestrel bench
+// --workloads` accept, so that tuning and comparing run over the same, documented shapes.
 #pragma once
 
 #include <string>

@@ -77,6 +77,7 @@ struct FinalEntry {
 struct TuneResult {
   std::string session;
   std::string op, workload, target;
+  std::string traits;  // the target's traits the constraints and default were computed for
   std::size_t trials = 0;
   std::size_t this_session = 0;
   std::size_t resumed = 0;                    // records found from earlier sessions

@@ -1,0 +1,101 @@
+// The library contenders' problems: grouped and depthwise convolutions are recognised from
+// the ops' parameters, and every library built in computes them (checked against a plain
+// loop here, so a wrong group offset in a contender shows).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "kestrel/benchmark/libraries.h"
+
+using namespace kestrel;
+using benchmark::Problem;
+
+namespace {
+
+// out[n][k][p][q] of a grouped convolution, straight from the definition.
+std::vector<float> grouped_conv(const Problem& p, const std::vector<float>& in, const std::vector<float>& w) {
+  const std::int64_t cg = p.c / p.groups, kg = p.out_c / p.groups;
+  std::vector<float> out(static_cast<std::size_t>(p.batch * p.out_c * p.p() * p.q()));
+  for (std::int64_t n = 0; n < p.batch; ++n) {
+    for (std::int64_t k = 0; k < p.out_c; ++k) {
+      for (std::int64_t y = 0; y < p.p(); ++y) {
+        for (std::int64_t x = 0; x < p.q(); ++x) {
+          double sum = 0;
+          for (std::int64_t c = 0; c < cg; ++c) {
+            for (std::int64_t r = 0; r < p.r; ++r) {
+              for (std::int64_t s = 0; s < p.s; ++s) {
+                std::int64_t iy = y * p.stride - p.pad + r * p.dilation, ix = x * p.stride - p.pad + s * p.dilation;
+                if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+                sum += static_cast<double>(in[static_cast<std::size_t>(((n * p.c + k / kg * cg + c) * p.h + iy) * p.w + ix)]) *
+                       w[static_cast<std::size_t>(((k * cg + c) * p.r + r) * p.s + s)];
+              }
+            }
+          }
+          out[static_cast<std::size_t>(((n * p.out_c + k) * p.p() + y) * p.q() + x)] = static_cast<float>(sum);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("grouped and depthwise convolutions are problems the libraries know", "[benchmark]") {
+  ops::Registry registry = ops::builtin_ops();
+  const ops::Op& conv = registry.get("conv2d");
+  auto grouped = benchmark::problem_for(conv, ops::parse_params(conv, "C=8,H=9,W=9,K=12,R=3,S=3,pad=1,groups=4"));
+  REQUIRE(grouped);
+  CHECK(grouped->groups == 4);
+  CHECK(grouped->input_shapes()[1] == std::vector<std::int64_t>{12, 2, 3, 3});
+  // The op's own tensors are the canonical ones: the libraries read Kestrel's inputs.
+  CHECK(benchmark::canonical_layout(conv, ops::parse_params(conv, "C=8,H=9,W=9,K=12,R=3,S=3,pad=1,groups=4"), *grouped));
+
+  const ops::Op& dw = registry.get("depthwise_conv2d");
+  auto depthwise = benchmark::problem_for(dw, ops::parse_params(dw, "C=24,H=14,W=14,stride=2,pad=1,block=8"));
+  REQUIRE(depthwise);
+  CHECK(depthwise->out_c == 24);
+  CHECK(depthwise->groups == 24);
+  CHECK(depthwise->p() == 7);
+  CHECK(depthwise->input_shapes()[1] == std::vector<std::int64_t>{24, 1, 3, 3});
+
+  // A fused epilogue is not what the libraries compute: no comparison.
+  CHECK_FALSE(benchmark::problem_for(dw, ops::parse_params(dw, "C=24,H=14,W=14,pad=1,act=1")));
+  const ops::Op& nchwc = registry.get("conv2d_nchwc");
+  CHECK_FALSE(benchmark::problem_for(nchwc, ops::parse_params(nchwc, "C=16,H=7,W=7,K=16,R=3,S=3,pad=1,bias=1")));
+}
+
+TEST_CASE("every library built in computes grouped and depthwise convolutions", "[benchmark]") {
+  benchmark::set_library_threads(1);
+  for (const char* shape : {"grouped", "depthwise"}) {
+    Problem p;
+    p.kind = Problem::Kind::conv2d;
+    if (std::string(shape) == "grouped") {
+      p.c = 8, p.h = 7, p.w = 9, p.out_c = 12, p.r = 3, p.s = 3, p.pad = 1, p.groups = 4;
+    } else {
+      p.c = 6, p.h = 9, p.w = 8, p.out_c = 6, p.r = 3, p.s = 3, p.stride = 2, p.pad = 1, p.groups = 6;
+    }
+    INFO(shape);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    std::vector<float> in(static_cast<std::size_t>(p.c * p.h * p.w)), w(static_cast<std::size_t>(p.out_c * p.c / p.groups * 9));
+    for (auto& v : in) v = dist(rng);
+    for (auto& v : w) v = dist(rng);
+    const auto want = grouped_conv(p, in, w);
+    std::vector<std::string> notes;
+    auto contenders = benchmark::make_contenders(p, {in.data(), w.data()}, notes);
+    for (const auto& note : notes) WARN(note);
+    auto status = benchmark::library_status();
+    CHECK(contenders.size() == (status.openblas ? 1u : 0u) + (status.onednn ? 2u : 0u));
+    for (auto& contender : contenders) {
+      INFO(contender->name() << ": " << contender->description());
+      contender->run();
+      auto got = contender->output();
+      REQUIRE(got.size() == want.size());
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) bad += std::fabs(got[i] - want[i]) > 1e-4f * (1 + std::fabs(want[i]));
+      CHECK(bad == 0);
+    }
+  }
+}

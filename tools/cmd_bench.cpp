@@ -206,8 +206,9 @@ void list_sets() {
 
 int run_bench(int argc, char** argv) {
   Args args("kestrel bench",
-            "Times Kestrel's best kernels against OpenBLAS (cblas_sgemm; im2col + sgemm for conv2d) and\n"
-            "oneDNN (matmul; convolution on NCHW and on the layout oneDNN picks) in this process, on the\n"
+            "Times Kestrel's best kernels against OpenBLAS (cblas_sgemm, a loop of it for batch_matmul;\n"
+            "im2col + sgemm for conv2d) and oneDNN (matmul, on 3-D tensors for batch_matmul, with its\n"
+            "post-ops for gemm's epilogue; convolution on NCHW and on the layout oneDNN picks) in this process, on the\n"
             "same inputs, interleaved round by round, for each thread count; prints GFLOP/s and the\n"
             "ratio to each library. Kestrel's output is checked against a library's before it is timed.");
   args.option("workloads", "SETS", "named workload sets, e.g. gemm-square,gemm-skinny,resnet18-conv (--list-sets)");

@@ -130,7 +130,7 @@ class BatchMatmulOp final : public Op {
   // Two vectors of the target's width per micro-tile row (three on AArch64's 32 registers
   // of 4 floats), as many rows as the register file holds (at most 8), the B panel kept in
   // half of L1 and the A block in half of L2, B packed, threads over whole batch matrices
-  // when there are enough of them to share out evenly.
+  // when there are enough of them to share out evenly, else over row blocks.
   Config default_config(const Params& p, const TargetTraits& traits) const override {
     const std::int64_t batch = p.at("batch"), m = p.at("M"), k = p.at("K");
     const auto kn = knobs(p);
@@ -173,6 +173,8 @@ class BatchMatmulOp final : public Op {
     }
     const std::int64_t cores = std::max(1, traits.cores);
     const bool whole_matrices = batch >= 4 * cores || batch % cores == 0;
+    // Sharing (batch, row block) pairs: row blocks small enough for 4 pairs per core.
+    while (!whole_matrices && mb > 1 && batch * detail::ceil_div(m, mb * mr) < 4 * cores) mb /= 2;
     return {{"mr", mr}, {"nr", nr}, {"vec", vec}, {"kc", kc}, {"mb", mb}, {"unroll", 4}, {"pack_b", 1},
             {"split", whole_matrices ? 0 : 1}};
   }

@@ -53,3 +53,37 @@ TEST_CASE("gemm and the convolutions compile for every supported triple", "[host
     CHECK(results[i].hash.size() == 64);
   }
 }
+
+TEST_CASE("batch_matmul and gemm with an epilogue compile for every triple with that target's default", "[host][ops]") {
+  // Each target's own default (its register file: NEON 8x12, ARMv7 6x8, ...), which the
+  // kernels' compile-time register checks must accept, and the references.
+  ops::Registry registry = ops::builtin_ops();
+  const std::vector<std::pair<std::string, std::string>> workloads = {
+      {"batch_matmul", "batch=12,M=128,N=128,K=64,trans_b=1"},
+      {"batch_matmul", "batch=2,M=37,N=45,K=70,trans_a=1"},
+      {"gemm", "M=37,N=70,K=100,bias=1,residual=1,act=3"}};
+  host::Compiler compiler({2});
+  std::vector<host::CompileRequest> requests;
+  std::vector<std::string> labels;
+  for (const auto& [name, shape] : workloads) {
+    const ops::Op& op = registry.get(name);
+    ops::Params params = ops::parse_params(op, shape);
+    for (const auto& triple : host::supported_triples()) {
+      host::Target target = host::parse_target(triple);
+      ops::Config config = op.default_config(params, target.traits);
+      INFO(name << " " << shape << " on " << target.traits.to_string() << ": " << ops::format_config(config));
+      REQUIRE(op.check(params, config, target.traits).empty());
+      requests.push_back({op.source(ops::Backend::cpu, params, config), target});
+      requests.push_back({op.reference(params), target});
+      labels.push_back(ops::format_config(config));
+      labels.push_back("reference");
+    }
+  }
+  auto results = compiler.compile_all(requests);
+  REQUIRE(results.size() == requests.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    INFO(requests[i].source.file_name << " [" << labels[i] << "] for " << requests[i].target.to_string() << ":\n"
+                                      << results[i].diagnostics);
+    CHECK(results[i].ok);
+  }
+}

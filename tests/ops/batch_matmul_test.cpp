@@ -14,6 +14,12 @@ namespace {
 const TargetTraits kAvx2 = TargetTraits::of(Isa::avx2);
 const TargetTraits kAvx512 = TargetTraits::of(Isa::avx512);
 
+// Row blocks of M rows under configuration c (mb micro-panels of mr rows each).
+std::int64_t row_blocks(std::int64_t m, const Config& c) {
+  const std::int64_t rows = c.at("mb") * c.at("mr");
+  return (m + rows - 1) / rows;
+}
+
 std::string transposes(int ta, int tb) {
   return ",trans_a=" + std::to_string(ta) + ",trans_b=" + std::to_string(tb);
 }
@@ -148,6 +154,15 @@ TEST_CASE("batch_matmul: the register budget and the default come from the targe
     CHECK(c.at("vec") == e.vec);
     CHECK(c.at("pack_b") == 1);
   }
+  // Threads share whole batch matrices when there are enough, else (batch, row block) pairs,
+  // at least four per core.
+  TargetTraits two_cores = TargetTraits::of(Isa::avx2);
+  two_cores.cores = 2;
+  CHECK(op.default_config(p, two_cores).at("split") == 0);  // 12 heads
+  Params single = parse_params(op, "batch=1,M=128,N=64,K=64");
+  Config one = op.default_config(single, two_cores);
+  CHECK(one.at("split") == 1);
+  CHECK(row_blocks(128, one) >= 8);
   // Any workload: the default is valid on every target, features are stable.
   std::vector<std::string> names;
   for (std::string shape : {"batch=1,M=1,N=1,K=1", "batch=5,M=3,N=2,K=9,trans_a=1", "batch=12,M=128,N=64,K=128",

@@ -315,7 +315,8 @@ TEST_CASE("op features: the same names for every workload, finite values", "[ops
     return out;
   };
   for (const auto& [op, texts] : std::vector<std::pair<const Op*, std::vector<std::string>>>{
-           {&gemm, {"256x256x256", "7x1000x33", "1x1x1"}},
+           {&gemm, {"256x256x256", "7x1000x33", "1x1x1", "M=7,N=9,K=5,bias=1,residual=1,act=3"}},
+           {&registry.get("batch_matmul"), {"batch=12,M=128,N=128,K=64,trans_b=1", "batch=3,M=7,N=1,K=300,trans_a=1"}},
            {&conv, {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "N=2,C=3,H=19,W=300,K=5,R=7,S=1,stride=2,dilation=2",
                     "C=256,H=28,W=28,K=256,R=3,S=3,pad=1,groups=32"}},
            {&registry.get("conv2d_nchwc"), {"C=64,H=56,W=56,K=64,R=3,S=3,pad=1", "C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3",

@@ -37,7 +37,10 @@ std::vector<std::vector<std::int64_t>> Problem::input_shapes() const {
     return {trans_a ? std::vector<std::int64_t>{batch, k, m} : std::vector<std::int64_t>{batch, m, k},
             trans_b ? std::vector<std::int64_t>{batch, n, k} : std::vector<std::int64_t>{batch, k, n}};
   }
-  return {{batch, c, h, w}, {out_c, c / groups, r, s}};
+  std::vector<std::vector<std::int64_t>> shapes = {{batch, c, h, w}, {out_c, c / groups, r, s}};
+  if (bias) shapes.push_back({out_c});
+  if (residual) shapes.push_back({batch, out_c, p(), q()});
+  return shapes;
 }
 
 std::vector<std::int64_t> Problem::output_shape() const {
@@ -108,13 +111,17 @@ std::optional<Problem> problem_for(const ops::Op& op, const ops::Params& params)
     p.dilation = get("dilation", 1);
     p.groups = depthwise ? p.c : get("groups", 1);
     if (p.groups < 1 || p.c % p.groups != 0 || p.out_c % p.groups != 0) return std::nullopt;
-    // Parameters the libraries do not know (a fused activation...) would change the
-    // computation: compare only when every parameter is understood. `block` (the channel
-    // block of the NCHWc ops) changes only the layout; the libraries then run the same
-    // convolution on inputs of their own (see canonical_layout).
+    p.bias = get("bias", 0) != 0;
+    p.residual = get("residual", 0) != 0;
+    p.act = static_cast<int>(get("act", 0));
+    if (p.act < 0 || p.act > 3) return std::nullopt;
+    // Parameters the libraries do not know would change the computation: compare only
+    // when every parameter is understood. `block` (the channel block of the NCHWc ops)
+    // changes only the layout; the libraries then run the same convolution on inputs of
+    // their own (see canonical_layout).
     for (const auto& [name, value] : params) {
-      static const char* known[] = {"N",      "C",   "H",        "W",      "K",    "R", "S",
-                                    "stride", "pad", "dilation", "groups", "block"};
+      static const char* known[] = {"N",      "C",      "H",    "W",        "K",   "R",  "S",   "stride",
+                                    "pad",    "dilation", "groups", "block", "bias", "residual", "act"};
       if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return name == k; })) {
         return std::nullopt;
       }
@@ -143,6 +150,16 @@ namespace {
 // ---- OpenBLAS --------------------------------------------------------------------------
 
 #if KESTREL_HAVE_OPENBLAS
+
+// The epilogue's activation, as the ops define it (0 none, 1 relu, 2 relu6, 3 gelu).
+float activate(float x, int act) {
+  switch (act) {
+    case 1: return std::max(x, 0.0f);
+    case 2: return std::min(std::max(x, 0.0f), 6.0f);
+    case 3: return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+    default: return x;
+  }
+}
 
 // gemm; with an epilogue, cblas_sgemm then one pass over C for bias, residual and the
 // activation (single-threaded).
@@ -175,14 +192,6 @@ class OpenBlasGemm final : public Contender {
 
  private:
   bool epilogue() const { return p_.bias || p_.residual || p_.act != 0; }
-  static float activate(float x, int act) {
-    switch (act) {
-      case 1: return std::max(x, 0.0f);
-      case 2: return std::min(std::max(x, 0.0f), 6.0f);
-      case 3: return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
-      default: return x;
-    }
-  }
   Problem p_;
   const float *a_, *b_, *bias_, *residual_;
   FloatBuffer c_;
@@ -217,16 +226,19 @@ class OpenBlasBatchGemm final : public Contender {
 
 // Convolution the way a gemm-only library does it: im2col of the input into
 // [C*R*S][P*Q] columns (single-threaded), then per group weights[K/G][C/G*R*S] times the
-// group's C/G*R*S rows of the columns.
+// group's C/G*R*S rows of the columns; with an epilogue, one pass over the output for
+// bias, residual and the activation (single-threaded).
 class OpenBlasIm2col final : public Contender {
  public:
-  OpenBlasIm2col(const Problem& p, const float* in, const float* weights)
-      : p_(p), in_(in), weights_(weights), cols_(p.c * p.r * p.s * p.p() * p.q()),
+  OpenBlasIm2col(const Problem& p, const std::vector<const float*>& in)
+      : p_(p), in_(in[0]), weights_(in[1]), bias_(p.bias ? in[2] : nullptr),
+        residual_(p.residual ? in[2 + p.bias] : nullptr), cols_(p.c * p.r * p.s * p.p() * p.q()),
         out_(p.batch * p.out_c * p.p() * p.q()) {}
   std::string name() const override { return "openblas"; }
   std::string description() const override {
-    return p_.groups == 1 ? "im2col (1 thread) + cblas_sgemm"
-                          : "im2col (1 thread) + one cblas_sgemm per group (" + std::to_string(p_.groups) + ")";
+    return (p_.groups == 1 ? "im2col (1 thread) + cblas_sgemm"
+                           : "im2col (1 thread) + one cblas_sgemm per group (" + std::to_string(p_.groups) + ")") +
+           std::string(epilogue() ? " + one pass for bias/residual/activation" : "");
   }
   void run() override {
     const std::int64_t pq = p_.p() * p_.q(), kg = p_.out_c / p_.groups, crs = p_.c / p_.groups * p_.r * p_.s;
@@ -252,13 +264,25 @@ class OpenBlasIm2col final : public Contender {
                     cols_.data() + g * crs * pq, static_cast<blasint>(pq), 0.0f,
                     out_.data() + (n * p_.out_c + g * kg) * pq, static_cast<blasint>(pq));
       }
+      if (!epilogue()) continue;
+      for (std::int64_t k = 0; k < p_.out_c; ++k) {
+        const std::int64_t at = (n * p_.out_c + k) * pq;
+        float* o = out_.data() + at;
+        for (std::int64_t i = 0; i < pq; ++i) {
+          float v = o[i];
+          if (bias_) v += bias_[k];
+          if (residual_) v += residual_[at + i];
+          o[i] = activate(v, p_.act);
+        }
+      }
     }
   }
   std::span<const float> output() override { return out_.view(); }
 
  private:
+  bool epilogue() const { return p_.bias || p_.residual || p_.act != 0; }
   Problem p_;
-  const float *in_, *weights_;
+  const float *in_, *weights_, *bias_, *residual_;
   FloatBuffer cols_, out_;
 };
 
@@ -347,9 +371,9 @@ class OneDnnMatmul final : public Contender {
 // output is reordered back to NCHW only to check it; run() is the convolution alone.
 class OneDnnConv final : public Contender {
  public:
-  OneDnnConv(const Problem& p, const float* in, const float* weights, bool any_layout)
-      : any_(any_layout), groups_(p.groups), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_),
-        out_(p.batch * p.out_c * p.p() * p.q()) {
+  OneDnnConv(const Problem& p, const std::vector<const float*>& in, bool any_layout)
+      : any_(any_layout), groups_(p.groups), fused_(p.bias || p.residual || p.act != 0),
+        engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), out_(p.batch * p.out_c * p.p() * p.q()) {
     memory::desc src_plain({p.batch, p.c, p.h, p.w}, memory::data_type::f32, tag::nchw);
     memory::desc wei_plain = p.groups == 1
                                  ? memory::desc({p.out_c, p.c, p.r, p.s}, memory::data_type::f32, tag::oihw)
@@ -359,29 +383,60 @@ class OneDnnConv final : public Contender {
     auto pick = [&](const memory::desc& plain) {
       return any_ ? memory::desc(plain.dims(), memory::data_type::f32, tag::any) : plain;
     };
-    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                         pick(src_plain), pick(wei_plain), pick(dst_plain), {p.stride, p.stride},
-                                         {p.dilation - 1, p.dilation - 1}, {p.pad, p.pad}, {p.pad, p.pad});
-    dnnl::convolution_forward::primitive_desc pd(desc, engine_);
+    memory::desc bias_md({p.out_c}, memory::data_type::f32, tag::x);
+    const dnnl::memory::dims strides = {p.stride, p.stride}, dilates = {p.dilation - 1, p.dilation - 1},
+                             padding = {p.pad, p.pad};
+    auto conv_desc = [&] {
+      return p.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                      dnnl::algorithm::convolution_direct, pick(src_plain),
+                                                      pick(wei_plain), bias_md, pick(dst_plain), strides, dilates,
+                                                      padding, padding)
+                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                      dnnl::algorithm::convolution_direct, pick(src_plain),
+                                                      pick(wei_plain), pick(dst_plain), strides, dilates, padding,
+                                                      padding);
+    };
+    // The epilogue as oneDNN's own fusion: the convolution's bias, then post-ops (a binary
+    // add of the residual, in the layout the plain convolution picks for dst, and the
+    // activation as an eltwise).
+    dnnl::primitive_attr attr;
+    memory::desc residual_md = dst_plain;
+    if (p.residual || p.act != 0) {
+      if (p.residual && any_) residual_md = dnnl::convolution_forward::primitive_desc(conv_desc(), engine_).dst_desc();
+      dnnl::post_ops post_ops;
+      if (p.residual) post_ops.append_binary(dnnl::algorithm::binary_add, residual_md);
+      if (p.act == 1) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      if (p.act == 2) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
+      if (p.act == 3) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+      attr.set_post_ops(post_ops);
+    }
+    dnnl::convolution_forward::primitive_desc pd(conv_desc(), attr, engine_);
     impl_ = pd.impl_info_str();
     primitive_ = dnnl::convolution_forward(pd);
-    memory src_user(src_plain, engine_, const_cast<float*>(in));
-    memory wei_user(wei_plain, engine_, const_cast<float*>(weights));
+    memory src_user(src_plain, engine_, const_cast<float*>(in[0]));
+    memory wei_user(wei_plain, engine_, const_cast<float*>(in[1]));
     dst_user_ = memory(dst_plain, engine_, out_.data());
-    src_ = adopt(src_user, pd.src_desc());
-    wei_ = adopt(wei_user, pd.weights_desc());
+    args_[DNNL_ARG_SRC] = adopt(src_user, pd.src_desc());
+    args_[DNNL_ARG_WEIGHTS] = adopt(wei_user, pd.weights_desc());
     dst_ = pd.dst_desc() == dst_plain ? dst_user_ : memory(pd.dst_desc(), engine_);
+    args_[DNNL_ARG_DST] = dst_;
+    if (p.bias) args_[DNNL_ARG_BIAS] = memory(bias_md, engine_, const_cast<float*>(in[2]));
+    if (p.residual) {
+      memory residual_user(dst_plain, engine_, const_cast<float*>(in[2 + p.bias]));
+      args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = adopt(residual_user, residual_md);
+    }
     layouts_ = "src " + describe(pd.src_desc()) + ", weights " + describe(pd.weights_desc()) + ", dst " +
                describe(pd.dst_desc());
   }
   std::string name() const override { return any_ ? "onednn-any" : "onednn"; }
   std::string description() const override {
     return std::string(any_ ? "convolution primitive on oneDNN's chosen layouts" : "convolution primitive on NCHW") +
-           (groups_ > 1 ? ", " + std::to_string(groups_) + " groups" : "") + ", reorders excluded (" + impl_ + ", " +
+           (groups_ > 1 ? ", " + std::to_string(groups_) + " groups" : "") +
+           (fused_ ? ", with bias/post-ops (binary add, eltwise)" : "") + ", reorders excluded (" + impl_ + ", " +
            layouts_ + ")";
   }
   void run() override {
-    primitive_.execute(stream_, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}});
+    primitive_.execute(stream_, args_);
     stream_.wait();
   }
   std::span<const float> output() override {
@@ -423,11 +478,13 @@ class OneDnnConv final : public Contender {
 
   bool any_;
   std::int64_t groups_;
+  bool fused_;
   dnnl::engine engine_;
   dnnl::stream stream_;
   FloatBuffer out_;
   dnnl::primitive primitive_;
-  memory src_, wei_, dst_, dst_user_;
+  memory dst_, dst_user_;
+  std::unordered_map<int, memory> args_;
   std::string impl_, layouts_;
 };
 
@@ -449,7 +506,7 @@ std::vector<std::unique_ptr<Contender>> make_contenders(const Problem& problem, 
   else if (problem.kind == Problem::Kind::batch_matmul) {
     out.push_back(std::make_unique<OpenBlasBatchGemm>(problem, inputs[0], inputs[1]));
   } else {
-    out.push_back(std::make_unique<OpenBlasIm2col>(problem, inputs[0], inputs[1]));
+    out.push_back(std::make_unique<OpenBlasIm2col>(problem, inputs));
   }
 #endif
 #if KESTREL_HAVE_ONEDNN
@@ -457,8 +514,8 @@ std::vector<std::unique_ptr<Contender>> make_contenders(const Problem& problem, 
     if (problem.kind == Problem::Kind::gemm || problem.kind == Problem::Kind::batch_matmul) {
       out.push_back(std::make_unique<OneDnnMatmul>(problem, inputs));
     } else {
-      out.push_back(std::make_unique<OneDnnConv>(problem, inputs[0], inputs[1], false));
-      out.push_back(std::make_unique<OneDnnConv>(problem, inputs[0], inputs[1], true));
+      out.push_back(std::make_unique<OneDnnConv>(problem, inputs, false));
+      out.push_back(std::make_unique<OneDnnConv>(problem, inputs, true));
     }
   } catch (const dnnl::error& e) {
     notes.push_back(std::string("oneDNN cannot run this workload: ") + e.what());

@@ -26,8 +26,9 @@ struct Problem {
   enum class Kind { gemm, batch_matmul, conv2d } kind = Kind::gemm;
   std::int64_t m = 0, n = 0, k = 0;                               // gemm: C[m][n] = A[m][k] B[k][n]
   bool trans_a = false, trans_b = false;  // batch_matmul: A stored [batch][k][m], B [batch][n][k]
-  // gemm's epilogue: C = act(A B + bias[n] + residual[m][n]), act 0 none, 1 relu, 2 relu6,
-  // 3 gelu (erf form).
+  // The epilogue of gemm and conv: C = act(A B + bias[n] + residual[m][n]) and
+  // out = act(conv + bias[k] + residual[n][k][p][q]); act 0 none, 1 relu, 2 relu6, 3 gelu
+  // (erf form).
   bool bias = false, residual = false;
   int act = 0;
   std::int64_t batch = 1, c = 0, h = 0, w = 0, out_c = 0, r = 0, s = 0, stride = 1, pad = 0, dilation = 1;  // conv
@@ -37,7 +38,7 @@ struct Problem {
   // The canonical tensors: gemm A[m][k], B[k][n], [bias[n]], [residual[m][n]] -> C[m][n];
   // batch_matmul A[batch][m][k] (or [batch][k][m]), B[batch][k][n] (or [batch][n][k]) ->
   // C[batch][m][n]; conv input NCHW, weights K(C/groups)RS (OIHW, groups' filters one after
-  // the other) -> output NKPQ.
+  // the other), [bias[K]], [residual NKPQ] -> output NKPQ.
   std::vector<std::vector<std::int64_t>> input_shapes() const;
   std::vector<std::int64_t> output_shape() const;
 };

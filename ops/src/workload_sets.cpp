@@ -146,6 +146,25 @@ std::vector<WorkloadSet> builtin_workload_sets() {
                    {"ffn-up", "gemm", "M=128,N=3072,K=768,bias=1,act=3"},
                    {"ffn-down", "gemm", "M=128,N=768,K=3072,bias=1,residual=1"},
                    {"norm2", "layernorm", "rows=128,cols=768,eps=12"}}});
+  // BERT-base's glue at batch 1 (hidden 768, 12 heads, FFN 3072) for sequences of 128
+  // and 384 (SQuAD): the attention softmax over each head's score rows, the add & norm
+  // after attention and after the FFN (one shape, eps 1e-12), and the FFN's GELU.
+  sets.push_back({"bert-glue",
+                  "BERT-base's softmax, add & norm and GELU at batch 1, sequence 128 and 384",
+                  {{"seq128.softmax", "softmax", "rows=1536,cols=128"},
+                   {"seq128.layernorm", "layernorm", "rows=128,cols=768,eps=12,residual=1"},
+                   {"seq128.gelu", "elementwise", "n=393216,kind=5"},
+                   {"seq384.softmax", "softmax", "rows=4608,cols=384"},
+                   {"seq384.layernorm", "layernorm", "rows=384,cols=768,eps=12,residual=1"},
+                   {"seq384.gelu", "elementwise", "n=1179648,kind=5"}}});
+  // The pooling layers of ResNet-50 and MobileNetV2 (224x224 input, batch 1) in the
+  // blocked layout of 16 channels.
+  sets.push_back({"cnn-pool",
+                  "the pooling of ResNet-50 (3x3 stride-2 max pool, global average pool) and MobileNetV2 (global "
+                  "average pool) at batch 1, NCHW16c",
+                  {{"resnet50.maxpool", "pool2d", "C=64,H=112,W=112,R=3,S=3,stride=2,pad=1,kind=0,block=16"},
+                   {"resnet50.avgpool", "pool2d", "C=2048,H=7,W=7,kind=1,global=1,block=16"},
+                   {"mobilenetv2.avgpool", "pool2d", "C=1280,H=7,W=7,kind=1,global=1,block=16"}}});
   sets.push_back({"smoke", "two tiny workloads (a gemm and a conv2d) for quick checks of the tools",
                   {{"gemm-tiny", "gemm", "M=48,N=40,K=32"},
                    {"conv-tiny", "conv2d", "N=1,C=8,H=10,W=10,K=8,R=3,S=3,stride=1,pad=1"}}});

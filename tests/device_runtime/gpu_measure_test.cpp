@@ -10,8 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <map>
-#include <optional>
 
 #include "support/traits.h"
 #include "kestrel/device_runtime/measure.h"
@@ -20,12 +18,11 @@
 #include "kestrel/kernel/gpu_module.h"
 #include "kestrel/base/log.h"
 #include "ops/kernel_harness.h"
-#include "support/async.h"
 #include "support/fixtures.h"
+#include "support/gpu_batch.h"
 
 using namespace kestrel;
 using namespace kestrel::device;
-using namespace std::chrono_literals;
 
 namespace {
 
@@ -41,27 +38,8 @@ void add_candidates(BatchSpec& spec, std::initializer_list<FixtureCandidate> can
 
 using test::read_bytes;
 
-// 64 hex digits derived from the content (four FNV-1a passes with different seeds): like
-// the host's hashes, equal modules get equal names, so the on-disk program cache is safe.
-std::string content_hash(const std::vector<std::uint8_t>& bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (std::uint64_t seed = 0; seed < 4; ++seed) {
-    std::uint64_t h = 1469598103934665603ull ^ (seed * 0x9E3779B97F4A7C15ull);
-    for (std::uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
-    for (int i = 15; i >= 0; --i) out += kDigits[(h >> (4 * i)) & 15];
-  }
-  return out;
-}
-
 // A store of modules named by their content, and candidates for them.
-struct Modules {
-  ModuleStore store;
-  std::string put(const std::vector<std::uint8_t>& image) {
-    std::string hash = content_hash(image);
-    REQUIRE(store.put(hash, image).empty());
-    return hash;
-  }
+struct Modules : test::ContentModules {
   FixtureCandidate candidate(std::uint64_t id, const std::string& hash) { return {{id, hash, ""}, store.fd(hash)}; }
 };
 
@@ -77,43 +55,9 @@ std::vector<std::uint8_t> opencl_module(const std::string& source, const std::st
   return kernel::encode_gpu_module(module);
 }
 
-// An op's kernel as a GPU module, the way the host packages it.
-std::vector<std::uint8_t> op_module(const ops::KernelSource& source) {
-  std::string text;
-  for (const auto& d : source.defines) text += "#define " + d.name + " " + d.value + "\n";
-  text += source.text;
-  kernel::GpuModule module;
-  module.backend = source.backend == ops::Backend::cuda ? kernel::GpuBackend::cuda : kernel::GpuBackend::opencl;
-  module.code_kind = kernel::GpuCodeKind::opencl_source;
-  module.code.assign(text.begin(), text.end());
-  module.entry = source.launch.entry;
-  for (int d = 0; d < 3; ++d) {
-    module.grid[d] = static_cast<std::uint32_t>(source.launch.grid[d]);
-    module.block[d] = static_cast<std::uint32_t>(source.launch.block[d]);
-  }
-  return kernel::encode_gpu_module(module);
-}
-
-struct Outcome {
-  std::map<std::uint64_t, rpc::CandidateResult> results;
-  std::optional<std::string> done;
-};
-
-Outcome run_batch(BatchSpec spec) {
-  asio::io_context io;
-  Outcome out;
-  test::run_async(
-      io,
-      [&]() -> rpc::awaitable<void> {
-        auto runner = BatchRunner::start(
-            io.get_executor(), std::move(spec), [&](const rpc::CandidateResult& r) { out.results[r.id] = r; },
-            [&](const std::string& message) { out.done = message; });
-        bool finished = co_await test::eventually([&] { return out.done.has_value(); }, 110s);
-        REQUIRE(finished);
-      },
-      {}, 115s);
-  return out;
-}
+using Outcome = test::BatchOutcome;
+constexpr auto* op_module = &test::op_gpu_module;
+constexpr auto* run_batch = &test::run_gpu_batch;
 
 constexpr std::int64_t kAddN = 10'000;
 

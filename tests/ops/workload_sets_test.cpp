@@ -55,6 +55,24 @@ TEST_CASE("the MobileNetV2 and ResNeXt-50 sets hold their depthwise and grouped 
                     Catch::Contains("multiples of block=16"));
 }
 
+TEST_CASE("the BERT glue and CNN pooling sets hold their softmax, add & norm, GELU and pools", "[ops][workload-sets]") {
+  Registry registry = builtin_ops();
+  auto bert = resolve_workload_sets(registry, "bert-glue");
+  REQUIRE(bert.size() == 6);
+  CHECK(bert[0].op->name() == "softmax");
+  CHECK(bert[0].params.at("rows") == 12 * 128);  // 12 heads x 128 queries
+  CHECK(bert[1].op->name() == "layernorm");
+  CHECK(bert[1].op->tensors(bert[1].params).size() == 5);  // x, gamma, beta, residual, y
+  CHECK(bert[1].params.at("eps") == 12);
+  CHECK(bert[2].op->name() == "elementwise");
+  CHECK(bert[2].params.at("n") == 128 * 3072);
+  CHECK(bert[5].params.at("n") == 384 * 3072);
+  auto pools = resolve_workload_sets(registry, "cnn-pool");
+  REQUIRE(pools.size() == 3);
+  CHECK(pools[0].op->tensors(pools[0].params)[1].shape == std::vector<std::int64_t>{1, 4, 56, 56, 16});
+  CHECK(pools[1].op->tensors(pools[1].params)[1].shape == std::vector<std::int64_t>{1, 128, 1, 1, 16});
+}
+
 TEST_CASE("the workload sets hold the documented shapes", "[ops][workload-sets]") {
   Registry registry = builtin_ops();
   auto square = resolve_workload_sets(registry, "gemm-square");

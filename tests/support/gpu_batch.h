@@ -1,7 +1,8 @@
 // Test support for GPU op kernels through the device runtime's measurement path: a module
 // store whose modules are named by their content, an op's kernel packaged as a GPU module
 // the way the host packages it, and one batch run to completion. Used by the GPU device
-// tests (tests/device_runtime/*_gpu_*_test.cpp), which link no LLVM.
+// tests (tests/device_runtime/gpu_measure_test.cpp, glue_gpu_measure_test.cpp), which
+// link no LLVM.
 #pragma once
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 // Named sets of workloads ("gemm-square", "gemm-skinny", "resnet18-conv", "mobilenetv2-dw",
-// "resnext50-grouped", "smoke") that `kestrel tune --workloads` and `kestrel bench
+// "resnext50-grouped", "bert-glue", "cnn-pool", "smoke") that `kestrel tune --workloads` and `kestrel bench
 // --workloads` accept, so that tuning and comparing run over the same, documented shapes.
 #pragma once
 

@@ -133,19 +133,19 @@ std::vector<WorkloadSet> builtin_workload_sets() {
                    {"pv-128", "batch_matmul", "batch=12,M=128,N=64,K=128"},
                    {"qk-384", "batch_matmul", "batch=12,M=384,N=384,K=64,trans_b=1"},
                    {"pv-384", "batch_matmul", "batch=12,M=384,N=64,K=384"}}});
-  // One BERT-base encoder layer on a 128-token sequence, op by op, epilogues fused.
+  // One BERT-base encoder layer on a 128-token sequence, op by op, epilogues fused (the
+  // residual adds into the projections before them, so the two layer norms share one shape).
   sets.push_back({"bert-base",
                   "one BERT-base encoder layer on a 128-token sequence: QKV and output projections, attention, "
-                  "softmax, the GELU feed-forward and the two add & layer norms",
+                  "softmax, the GELU feed-forward and the layer norm (twice per layer)",
                   {{"qkv", "gemm", "M=128,N=2304,K=768,bias=1"},
                    {"scores", "batch_matmul", "batch=12,M=128,N=128,K=64,trans_b=1"},
                    {"softmax", "softmax", "rows=1536,cols=128"},
                    {"context", "batch_matmul", "batch=12,M=128,N=64,K=128"},
                    {"attention-out", "gemm", "M=128,N=768,K=768,bias=1,residual=1"},
-                   {"norm1", "layernorm", "rows=128,cols=768,eps=12"},
+                   {"norm", "layernorm", "rows=128,cols=768,eps=12"},
                    {"ffn-up", "gemm", "M=128,N=3072,K=768,bias=1,act=3"},
-                   {"ffn-down", "gemm", "M=128,N=768,K=3072,bias=1,residual=1"},
-                   {"norm2", "layernorm", "rows=128,cols=768,eps=12"}}});
+                   {"ffn-down", "gemm", "M=128,N=768,K=3072,bias=1,residual=1"}}});
   // BERT-base's glue at batch 1 (hidden 768, 12 heads, FFN 3072) for sequences of 128
   // and 384 (SQuAD): the attention softmax over each head's score rows, the add & norm
   // after attention and after the FFN (one shape, eps 1e-12), and the FFN's GELU.

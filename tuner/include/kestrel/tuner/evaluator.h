@@ -31,6 +31,9 @@ struct Evaluation {  // one configuration's outcome
   DeviceClass device_class;
   std::uint32_t number = 0;  // calls per timed round
   double max_error = 0;      // largest |out - ref| seen
+  // Who made the kernel: "kestrel" (a configuration of the op), or the vendor library of
+  // a shim kernel ("openblas"); its config is then empty.
+  std::string implementation = kKestrelImplementation;
   bool ok() const { return status == kernel::Status::ok; }
 };
 

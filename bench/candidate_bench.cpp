@@ -113,8 +113,8 @@ double process_cpu_ms() {
 // with a fixed seed (the spaces of real workloads are far too large to enumerate).
 class ConfigSource {
  public:
-  ConfigSource(const ops::Op& op, ops::Params params, std::uint64_t seed)
-      : op_(&op), params_(std::move(params)), knobs_(op.knobs(params_)), rng_(seed) {}
+  ConfigSource(const ops::Op& op, ops::Params params, const ops::TargetTraits& target, std::uint64_t seed)
+      : op_(&op), params_(std::move(params)), target_(target), knobs_(op.knobs(params_)), rng_(seed) {}
 
   // The next unused valid configuration; nullopt when none was found in many draws.
   std::optional<ops::Config> next() {
@@ -124,7 +124,7 @@ class ConfigSource {
         std::uniform_int_distribution<std::size_t> pick(0, knob.values.size() - 1);
         config[knob.name] = knob.values[pick(rng_)];
       }
-      if (!op_->check(params_, config).empty()) continue;
+      if (!op_->check(params_, config, target_).empty()) continue;
       if (!seen_.insert(ops::format_config(config)).second) continue;
       return config;
     }
@@ -137,6 +137,7 @@ class ConfigSource {
  private:
   const ops::Op* op_;
   ops::Params params_;
+  ops::TargetTraits target_;
   std::vector<ops::Knob> knobs_;
   std::mt19937_64 rng_;
   std::set<std::string> seen_;
@@ -166,7 +167,7 @@ struct Env {
 
     const ops::Op& gemm = registry.get("gemm");
     tiny = ops::parse_params(gemm, "M=8,N=8,K=8");
-    tiny_configs = std::make_unique<ConfigSource>(gemm, tiny, 1);
+    tiny_configs = std::make_unique<ConfigSource>(gemm, tiny, target.traits, 1);
     compiler = std::make_unique<host::Compiler>(host::CompilerOptions{1, 4096});
     compiler2 = std::make_unique<host::Compiler>(host::CompilerOptions{2, 4096});
 
@@ -195,7 +196,7 @@ struct Env {
   ops::KernelSource next_tiny_source() {
     const ops::Op& gemm = tiny_configs->op();
     if (auto config = tiny_configs->next()) return gemm.source(ops::Backend::cpu, tiny, *config);
-    ops::KernelSource source = gemm.source(ops::Backend::cpu, tiny, gemm.default_config(tiny));
+    ops::KernelSource source = gemm.source(ops::Backend::cpu, tiny, gemm.default_config(tiny, target.traits));
     source.defines.push_back({"KESTREL_BENCH_NONCE", std::to_string(++nonce)});
     return source;
   }
@@ -357,7 +358,7 @@ const CompileSubject& compile_subject(int which) {
   const ops::Op& op = e.registry.get(which == 0 ? "gemm" : "conv2d");
   ops::Params params = ops::parse_params(
       op, which == 0 ? "M=512,N=512,K=512" : "N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,stride=1,dilation=1");
-  ConfigSource configs(op, params, 42);
+  ConfigSource configs(op, params, e.target.traits, 42);
   CompileSubject subject;
   subject.name = std::string(op.name()) + " " + ops::format_params(params);
   const std::size_t needed = static_cast<std::size_t>(kCompileIterations) * kCompileBatch;

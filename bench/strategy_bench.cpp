@@ -330,7 +330,7 @@ class Oracle {
     r.device_class = e.device_class;
     r.device = e.device;
     r.config = e.config;
-    r.is_default = e.config == op_.default_config(params_);
+    r.is_default = e.config == op_.default_config(params_, env_.target.traits);
     r.status = e.status;
     r.message = e.message;
     r.round_seconds = e.round_seconds;
@@ -426,13 +426,13 @@ bool bench_workload(Env& env, tuner::RecordStore& db, const Options& options, co
   const ops::Op& op = registry.get(which);
   ops::Params params = ops::parse_params(
       op, which == "gemm" ? "M=512,N=512,K=512" : "N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,stride=1,dilation=1");
-  tuner::Space space(op, params);
+  tuner::Space space(op, params, env.target.traits);
   Oracle oracle(env, db, op, params, space);
   std::fprintf(stderr, "[%s] %s on %s: %zu configurations already in %s\n", which.c_str(),
                oracle.workload_name().c_str(), oracle.target_name().c_str(), oracle.resumed(), options.db.c_str());
 
   // The op's default configuration, for reference (not part of any run).
-  std::vector<std::uint64_t> default_point(1, space.index(op.default_config(params)));
+  std::vector<std::uint64_t> default_point(1, space.index(op.default_config(params, env.target.traits)));
   Cost default_cost = oracle.evaluate(default_point).at(0);
 
   std::vector<Run> runs;

@@ -4,6 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
 
 namespace kestrel::tools {
@@ -11,16 +12,26 @@ namespace kestrel::tools {
 int run_ops(int argc, char** argv) {
   Args args("kestrel ops", "Lists the built-in ops and their workload parameters. With --op and --shape, shows\n"
                            "the knob space for that workload, its size, and the default configuration. GPU\n"
-                           "kernels (cuda, opencl) are variants of an op with knobs of their own.");
+                           "kernels (cuda, opencl) are variants of an op with knobs of their own. The default\n"
+                           "and the constraints follow the target's traits (vector width, registers, caches):\n"
+                           "this host's unless --target/--cpu name another.");
   args.option("op", "NAME", "op to describe");
   args.option("backend", "BACKEND", "cpu, cuda or opencl: only the variant with that backend's kernel");
   args.option("shape", "SHAPE", "workload, e.g. M=512,N=512,K=512 or 512x512x512");
+  args.option("target", "TRIPLE", "compile target whose traits pick the default (default: native)");
+  args.option("cpu", "CPU", "-mcpu of --target, e.g. cortex-a72 or skylake-avx512");
   try {
     if (!args.parse(argc, argv, 2)) {
       std::cout << args.help();
       return 0;
     }
     ops::Registry registry = ops::builtin_ops();
+    host::Target target;
+    try {
+      target = host::parse_target(args.has("target") ? args.get("target") : "native", args.has("cpu") ? args.get("cpu") : "");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
     std::vector<std::string> names;
     if (args.has("op")) {
       names.push_back(std::string(registry.get(args.get("op")).name()));
@@ -61,6 +72,7 @@ int run_ops(int argc, char** argv) {
         continue;
       }
       ops::Params params = ops::parse_params(primary, args.get("shape"));
+      std::cout << "  target: " << target.to_string() << ", " << target.traits.to_string() << "\n";
       std::cout << "  workload: " << ops::format_params(params) << ", " << primary.flops(params) / 1e9 << " GFLOP\n";
       std::cout << "  arguments:\n";
       for (const auto& t : primary.tensors(params)) {
@@ -80,7 +92,8 @@ int run_ops(int argc, char** argv) {
           std::cout << "}  " << k.help << "\n";
         }
         std::cout << "  space (" << backends << "): " << points << " points before constraints\n";
-        std::cout << "  default (" << backends << "): " << ops::format_config(op->default_config(params)) << "\n";
+        std::cout << "  default (" << backends << "): " << ops::format_config(op->default_config(params, target.traits))
+                  << "\n";
       }
       std::cout << "\n";
     }

@@ -68,7 +68,7 @@ Subject subject_from_op(const ops::Registry& registry, const Args& args, const h
   task.op = &op;
   task.params = ops::parse_params(op, args.get("shape"));
   task.target = target;
-  s.config = ops::parse_config(op, task.params, args.get("config"));
+  s.config = ops::parse_config(op, task.params, args.get("config"), target.traits);
   s.label = task.op_name() + " " + task.workload() + " [" + ops::format_config(s.config) + "]";
   s.flops = task.flops();
   s.task = std::move(task);

@@ -16,11 +16,12 @@ std::string fixed1(double value) {
 }  // namespace
 
 ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
+                           const ops::TargetTraits& traits,
                            const std::vector<tuner::Best>& best, const tuner::RecordStore* db,
                            const std::string& explicit_config) {
   ConfigChoice choice;
   if (!explicit_config.empty()) {
-    choice.config = ops::parse_config(op, params, explicit_config);
+    choice.config = ops::parse_config(op, params, explicit_config, traits);
     choice.source = "--config";
     return choice;
   }
@@ -31,13 +32,13 @@ ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const s
     if (own == nullptr) break;
     const std::string recorded = ops::format_config(own->config);
     try {
-      choice.config = ops::parse_config(op, params, recorded);
+      choice.config = ops::parse_config(op, params, recorded, traits);
     } catch (const ops::OpError& e) {
       // The op changed since it was tuned (a knob renamed or its domain narrowed).
       choice.detail = "the recorded best (" + recorded + ") is no longer valid: " + e.what();
       break;
     }
-    if (std::string why = op.check(params, choice.config); !why.empty()) {
+    if (std::string why = op.check(params, choice.config, traits); !why.empty()) {
       choice.detail = "the recorded best (" + recorded + ") is no longer valid: " + why;
       break;
     }
@@ -53,7 +54,7 @@ ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const s
     choice.detail = "best of " + std::to_string(trials) + " trials, " + fixed1(own->gflops) + " GFLOP/s when tuned";
     return choice;
   }
-  choice.config = op.default_config(params);
+  choice.config = op.default_config(params, traits);
   choice.source = "default";
   if (choice.detail.empty()) choice.detail = "no record for this workload and target";
   return choice;

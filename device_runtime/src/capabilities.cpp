@@ -96,6 +96,13 @@ std::string cpu_model_from_cpuinfo(const std::string& cpuinfo) {
   return {};
 }
 
+std::string cpu_part_from_cpuinfo(const std::string& cpuinfo) {
+  std::string implementer = cpuinfo_field(cpuinfo, "CPU implementer");
+  std::string part = cpuinfo_field(cpuinfo, "CPU part");
+  if (implementer.empty() || part.empty()) return {};
+  return implementer + ":" + part;
+}
+
 std::vector<std::string> cpu_features_from_cpuinfo(const std::string& cpuinfo) {
   std::string x86 = cpuinfo_field(cpuinfo, "flags");
   std::string arm = cpuinfo_field(cpuinfo, "Features");
@@ -146,6 +153,7 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
   std::string cpuinfo = read_text("/proc/cpuinfo");
   info.cpu_model = cpu_model_from_cpuinfo(cpuinfo);
   info.cpu_features = cpu_features_from_cpuinfo(cpuinfo);
+  info.cpu_part = cpu_part_from_cpuinfo(cpuinfo);
   long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   info.cores = cores > 0 ? static_cast<unsigned>(cores) : 1;
   long pages = ::sysconf(_SC_PHYS_PAGES);

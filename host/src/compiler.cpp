@@ -228,6 +228,7 @@ std::string Compiler::hash_of(const CompileRequest& request) {
   hasher.field(version());
   hasher.field(toolchain_identity());
   hasher.field(detail::abi_header_text());
+  for (const auto& header : detail::kernel_headers()) hasher.field(header.text);
   hasher.field(request.target.triple);
   hasher.field(request.target.cpu);
   hasher.field(request.target.features);

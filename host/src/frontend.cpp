@@ -27,7 +27,14 @@
 
 #include "abi_header.h"
 
+namespace kestrel::embedded {
+std::string_view kernel_math_h();  // host/CMakeLists.txt: kestrel_embed
+}  // namespace kestrel::embedded
+
 namespace kestrel::host::detail {
+
+std::vector<KernelHeader> kernel_headers() { return {{"kestrel/kernel/math.h", embedded::kernel_math_h()}}; }
+
 namespace {
 
 // The clang the driver believes it is: it derives the resource directory (stddef.h,
@@ -86,6 +93,10 @@ void compile(const ops::KernelSource& source, const Target& target, int opt_leve
   memory->addFile(std::string(kAbiIncludeDir) + "/kestrel/kernel/abi.h", 0,
                   llvm::MemoryBuffer::getMemBuffer(abi_header_text(), "abi.h",
                                                    /*RequiresNullTerminator=*/true));
+  for (const KernelHeader& header : kernel_headers()) {
+    memory->addFile(std::string(kAbiIncludeDir) + "/" + std::string(header.path), 0,
+                    llvm::MemoryBuffer::getMemBufferCopy(header.text, std::string(header.path)));
+  }
   llvm::IntrusiveRefCntPtr<llvm::vfs::OverlayFileSystem> files(
       new llvm::vfs::OverlayFileSystem(llvm::vfs::createPhysicalFileSystem()));
   files->pushOverlay(memory);

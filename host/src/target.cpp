@@ -93,6 +93,7 @@ Target native_target() {
   Target target;
   target.triple = *triple;
   target.cpu = host_cpu();
+  target.native = true;
   return target;
 }
 
@@ -110,7 +111,15 @@ std::string this_machine() {
 
 }  // namespace
 
-Target Target::reference_target() const { return Target{ops::Backend::cpu, triple, cpu, features, "", 0, 0, 0}; }
+Target Target::reference_target() const {
+  Target out;
+  out.triple = triple;
+  out.cpu = cpu;
+  out.features = features;
+  out.traits = traits;
+  out.native = native;
+  return out;
+}
 
 std::string Target::to_string() const {
   if (backend != ops::Backend::cpu) {
@@ -152,6 +161,7 @@ Target parse_target(std::string_view triple, std::string_view cpu, std::string_v
   }
   if (!cpu.empty()) target.cpu = cpu;
   target.features = features;
+  target.traits = traits_of(target);
   return target;
 }
 
@@ -168,8 +178,17 @@ Target target_for_device(const rpc::DeviceInfo& device) {
   if (!device.hostname.empty() && device.hostname == this_hostname() &&
       device.arch == this_machine()) {
     const std::optional<std::string> native = canonical_triple(llvm::sys::getProcessTriple());
-    if (native == triple) target.cpu = host_cpu();
+    if (native == triple) {
+      target.cpu = host_cpu();
+      target.native = true;
+    }
   }
+  if (!target.native) {
+    // What the board reports: its ARM core (-mcpu) or its x86 vector extensions.
+    target.cpu = cpu_for_device(device);
+    target.features = features_for_device(device);
+  }
+  target.traits = traits_of(target, &device);
   return target;
 }
 

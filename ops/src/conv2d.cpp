@@ -64,7 +64,7 @@ class Conv2dOp final : public Op {
     };
   }
 
-  std::string check(const Params& params, const Config& c) const override {
+  std::string check(const Params& params, const Config& c, const TargetTraits& target) const override {
     if (auto reason = detail::check_domains(knobs(params), c); !reason.empty()) return reason;
     std::int64_t tk = c.at("tk"), tw = c.at("tw"), vec = c.at("vec");
     if (tw % vec != 0) return "tw=" + std::to_string(tw) + " is not a multiple of vec=" + std::to_string(vec);
@@ -74,21 +74,37 @@ class Conv2dOp final : public Op {
              std::to_string(accumulators) + " vector accumulators (tk*tw/vec), more than " +
              std::to_string(kAccumulatorBudget);
     }
+    if (std::int64_t registers = (accumulators + tw / vec) * target.registers_per_vector(vec) + 1;
+        registers > target.vector_registers) {
+      return "register tile tk x tw = " + std::to_string(tk) + "x" + std::to_string(tw) + " with vec=" +
+             std::to_string(vec) + " needs " + std::to_string(registers) + " vector registers on " +
+             std::string(to_string(target.isa)) + " (tk*tw/vec accumulators + tw/vec input vectors + 1 "
+             "broadcast), more than its " + std::to_string(target.vector_registers);
+    }
     return {};
   }
 
-  Config default_config(const Params& params) const override {
+  Config default_config(const Params& params, const TargetTraits& target) const override {
     Shape s = shape_of(params);
     std::int64_t q = s.q();
-    // Two 8-float vectors of output columns by 6 output channels (12 accumulators),
+    // Two vectors of the target's width along output columns by 6 output channels (12
+    // accumulators; 8-float vectors on AVX-512 too, whose measured best they were),
     // narrower for narrow outputs.
-    std::int64_t vec = q >= 8 ? 8 : q >= 3 ? 4 : 1;
+    const std::int64_t widest = std::min(8, target.vector_floats);
+    std::int64_t vec = q >= widest ? widest : q >= 3 && widest >= 4 ? 4 : 1;
     std::int64_t tw = 1;
     for (auto v : tiles_for(kTw, q)) {
       if (v % vec == 0 && v <= (vec == 1 ? std::min<std::int64_t>(q, 8) : 2 * vec)) tw = std::max(tw, v);
     }
     if (tw % vec != 0) tw = vec;
-    return {{"tk", detail::largest_at_most(tiles_for(kTk, s.k), 6)},
+    // As many output channels (up to 6) as the registers hold beside the input vectors.
+    std::int64_t tk = detail::largest_at_most(tiles_for(kTk, s.k), 6);
+    auto registers = [&](std::int64_t channels) {
+      return (channels + 1) * (tw / vec) * target.registers_per_vector(vec) + 1;
+    };
+    while (tk > 1 && registers(tk) > target.vector_registers) tk = detail::largest_at_most(tiles_for(kTk, s.k), tk - 1);
+    if (registers(tk) > target.vector_registers) tw = vec;
+    return {{"tk", tk},
             {"th", detail::largest_at_most(tiles_for(kTh, s.p()), 4)},
             {"tw", tw},
             {"tc", detail::largest_at_most(tiles_for(kTc, s.c), 64)},
@@ -103,7 +119,7 @@ class Conv2dOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("conv2d has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    if (auto reason = check(params, c); !reason.empty()) throw OpError("invalid conv2d configuration: " + reason);
+    if (auto reason = check(params, c, detail::any_target()); !reason.empty()) throw OpError("invalid conv2d configuration: " + reason);
     KernelSource out{Backend::cpu, "conv2d.c", std::string(embedded::conv2d_c()), {}};
     detail::add_defines(out.defines, "CONV_", params);
     detail::add_defines(out.defines, "CONV_", c);

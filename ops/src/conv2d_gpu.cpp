@@ -47,7 +47,7 @@ class Conv2dGpuOp final : public detail::GpuVariant {
     };
   }
 
-  std::string check(const Params& p, const Config& c) const override {
+  std::string check(const Params& p, const Config& c, const TargetTraits&) const override {
     if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) return reason;
     std::int64_t bq = c.at("bq"), bk = c.at("bk"), tq = c.at("tq"), tk = c.at("tk");
     if (bq % tq != 0) return "bq=" + std::to_string(bq) + " is not a multiple of tq=" + std::to_string(tq);
@@ -67,7 +67,7 @@ class Conv2dGpuOp final : public detail::GpuVariant {
     return {};
   }
 
-  Config default_config(const Params& p) const override {
+  Config default_config(const Params& p, const TargetTraits&) const override {
     auto k = knobs(p);
     Config config{{"bq", detail::largest_at_most(k[0].values, 32)},
                   {"bk", detail::largest_at_most(k[1].values, 16)},
@@ -87,7 +87,7 @@ class Conv2dGpuOp final : public detail::GpuVariant {
       throw OpError("this conv2d variant has no " + std::string(to_string(backend)) +
                     " kernel (backends: cuda, opencl)");
     }
-    if (auto reason = check(p, c); !reason.empty()) throw OpError("invalid conv2d configuration: " + reason);
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) throw OpError("invalid conv2d configuration: " + reason);
     KernelSource out;
     out.backend = backend;
     out.file_name = backend == Backend::cuda ? "conv2d.cu" : "conv2d.cl";

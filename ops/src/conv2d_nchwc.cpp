@@ -25,6 +25,19 @@ constexpr double kTypicalCores = 8;  // for the load-balance features
 
 double waste(double used, double padded) { return padded > 0 ? (padded - used) / padded : 0.0; }
 
+// Vector registers of an ow x ok tile of `block`-float vectors on `target`: the
+// accumulators, the weight vectors and one broadcast.
+std::int64_t tile_registers(std::int64_t ow, std::int64_t ok, std::int64_t block, const TargetTraits& target) {
+  return (ow * ok + ok) * target.registers_per_vector(block) + 1;
+}
+
+// The registers a tile may use: the target's, or the smallest tile's (one column, one
+// block) when blocks are so much wider than the registers that even it spills: the layout
+// costs that, not the configuration.
+std::int64_t register_budget(std::int64_t block, const TargetTraits& target) {
+  return std::max<std::int64_t>(target.vector_registers, tile_registers(1, 1, block, target));
+}
+
 class Conv2dNchwcOp final : public Op {
  public:
   std::string_view name() const override { return "conv2d_nchwc"; }
@@ -81,27 +94,44 @@ class Conv2dNchwcOp final : public Op {
     };
   }
 
-  std::string check(const Params& params, const Config& c) const override {
+  std::string check(const Params& params, const Config& c, const TargetTraits& target) const override {
     if (auto reason = detail::check_domains(knobs(params), c); !reason.empty()) return reason;
     std::int64_t ow = c.at("ow"), ok = c.at("ok");
-    if (std::int64_t registers = ow * ok + ok + 1; registers > kRegisterBudget) {
-      return "register tile ow x ok = " + std::to_string(ow) + "x" + std::to_string(ok) + " needs " +
-             std::to_string(registers) + " vector registers (ow*ok accumulators + ok weight vectors + 1 broadcast), "
-             "more than " + std::to_string(kRegisterBudget);
+    if (std::int64_t registers = tile_registers(ow, ok, params.at("block"), target);
+        registers > register_budget(params.at("block"), target)) {
+      return "register tile ow x ok = " + std::to_string(ow) + "x" + std::to_string(ok) + " of " +
+             std::to_string(params.at("block")) + "-float blocks needs " + std::to_string(registers) +
+             " vector registers on " + std::string(to_string(target.isa)) +
+             " (ow*ok accumulators + ok weight vectors + 1 broadcast), more than its " +
+             std::to_string(target.vector_registers);
     }
     return {};
   }
 
-  Config default_config(const Params& params) const override {
+  Config default_config(const Params& params, const TargetTraits& target) const override {
     ConvShape s = detail::conv_shape(params);
     auto domains = knobs(params);
     const auto& ok_domain = domains[1].values;
-    // 14 columns x 2 channel blocks (28 accumulators) where the output is wide enough and
-    // there are two blocks, else the widest tile that fits; measured within ~10% of
-    // oneDNN on ResNet-18's layers with 16-float blocks on AVX-512.
+    // Two channel blocks where there are two, and as many output columns as the target's
+    // registers hold beside their weight vectors and the broadcast: 14x2 (28
+    // accumulators) with 16-float blocks on AVX-512, measured within ~10% of oneDNN on
+    // ResNet-18's layers; 6x2 with 8-float blocks on AVX2's 16 registers.
+    // (With blocks wider than the registers, the tile of one block with more columns when
+    // it holds more accumulators.)
+    const std::int64_t block = params.at("block");
+    const std::int64_t budget = register_budget(block, target);
+    // The widest ow (in the domain) whose tile with `ok` blocks fits; 0 when none does.
+    auto widest_ow = [&](std::int64_t ok) -> std::int64_t {
+      std::int64_t ow = std::min<std::int64_t>(s.q(), 14);
+      while (ow >= 1 && tile_registers(ow, ok, block, target) > budget) --ow;
+      return ow < 1 ? 0 : detail::largest_at_most(tiles_for(kOw, s.q()), ow);
+    };
     std::int64_t ok = std::find(ok_domain.begin(), ok_domain.end(), 2) != ok_domain.end() ? 2 : 1;
-    std::int64_t ow = detail::largest_at_most(tiles_for(kOw, s.q()), std::min<std::int64_t>(s.q(), 14));
-    while (ow * ok + ok + 1 > kRegisterBudget) ow /= 2;
+    std::int64_t ow = widest_ow(ok);
+    if (ok == 2 && (ow == 0 || widest_ow(1) > 2 * ow)) {
+      ok = 1;
+      ow = widest_ow(1);
+    }
     return {{"ow", ow},
             {"ok", ok},
             {"oh", detail::largest_at_most(tiles_for(kOh, s.p()), 4)},
@@ -116,7 +146,7 @@ class Conv2dNchwcOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("conv2d_nchwc has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    if (auto reason = check(params, c); !reason.empty()) throw OpError("invalid conv2d_nchwc configuration: " + reason);
+    if (auto reason = check(params, c, detail::any_target()); !reason.empty()) throw OpError("invalid conv2d_nchwc configuration: " + reason);
     KernelSource out{Backend::cpu, "conv2d_nchwc.c", std::string(embedded::conv2d_nchwc_c()), {}};
     detail::add_defines(out.defines, "CONV_", params);
     detail::add_defines(out.defines, "CONV_", c);

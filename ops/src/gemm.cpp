@@ -100,15 +100,16 @@ class GemmOp final : public Op {
     };
   }
 
-  std::string check(const Params& p, const Config& c) const override {
+  std::string check(const Params& p, const Config& c, const TargetTraits& target) const override {
     if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) return reason;
     std::int64_t mc = c.at("mc"), nc = c.at("nc"), kc = c.at("kc"), mr = c.at("mr"), nr = c.at("nr"),
                  vec = c.at("vec");
     if (nr % vec != 0) return "nr=" + std::to_string(nr) + " is not a multiple of vec=" + std::to_string(vec);
-    if (std::int64_t registers = micro_tile_registers(mr, nr, vec); registers > kRegisterBudget) {
+    if (std::int64_t registers = micro_tile_registers(mr, nr, vec, target); registers > target.vector_registers) {
       return "micro-tile " + std::to_string(mr) + "x" + std::to_string(nr) + " with vec=" + std::to_string(vec) +
-             " needs " + std::to_string(registers) + " vector registers (mr*nr/vec accumulators + nr/vec for B + 1 "
-             "broadcast), more than the " + std::to_string(kRegisterBudget) + " of the largest register files";
+             " needs " + std::to_string(registers) + " vector registers on " + std::string(to_string(target.isa)) +
+             " (mr*nr/vec accumulators + nr/vec for B + 1 broadcast, " + std::to_string(target.vector_floats) +
+             " floats per register), more than its " + std::to_string(target.vector_registers);
     }
     if (mc % mr != 0) return "mc=" + std::to_string(mc) + " is not a multiple of mr=" + std::to_string(mr);
     if (nc % nr != 0) return "nc=" + std::to_string(nc) + " is not a multiple of nr=" + std::to_string(nr);
@@ -125,30 +126,35 @@ class GemmOp final : public Op {
     return {};
   }
 
-  Config default_config(const Params& p) const override {
+  Config default_config(const Params& p, const TargetTraits& target) const override {
     std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
     auto mc_domain = tiles_for(kMc, m), nc_domain = tiles_for(kNc, n);
-    // A 6x32 micro-tile of 16-float vectors (12 accumulators, 2 vectors of B, 1 broadcast):
-    // full-width FMAs on AVX-512, the widest CPUs Kestrel tunes for. Targets with narrower
-    // registers split each vector (AVX2: 30 ymm, so it spills there; the tuner finds their
-    // tiles). Skinny M (batch-1 layers): 4 rows and 64 columns. A is read in place with a
-    // deep kc, B packed (unless M is skinny), threads take column blocks: on this
-    // machine's AVX-512 core that beat the packed-A / shared-B variants on 1024^3 and on
-    // ResNet's im2col shapes, at 1 thread and in CPU time per thread at 2.
+    // The micro-tile from the register file: vectors of the target's width, two of them
+    // per row (three on 32-register files without the width of AVX-512), and as many rows
+    // as the accumulators, the row of B and the broadcast leave room for: 6x16 on AVX2
+    // (15 of 16 ymm), 6x32 on AVX-512, 6x16 of 4-float vectors on NEON (29 of 32 q),
+    // 6x8 on SSE and ARMv7 NEON. Skinny M (batch-1 layers): 4 rows, twice the columns.
     const bool skinny = m <= 16;
-    std::int64_t nr = detail::largest_at_most(tiles_for(kNr, n), std::min<std::int64_t>(skinny ? 64 : 32, n));
-    std::int64_t vec = nr % 16 == 0 ? 16 : nr % 8 == 0 ? 8 : nr % 4 == 0 ? 4 : 1;
-    Config config{{"kc", detail::largest_at_most(tiles_for(kKc, k), 512)},
-                  {"vec", vec},
+    const std::int64_t vec = std::min<std::int64_t>(target.vector_floats, 16);
+    const std::int64_t vectors_per_row = target.vector_registers >= 32 && vec < 16 ? 4 : 2;
+    std::int64_t nr = detail::largest_at_most(tiles_for(kNr, n), std::min<std::int64_t>(vec * vectors_per_row * (skinny ? 2 : 1), n));
+    std::int64_t tile_vec = vec;
+    while (tile_vec > 1 && nr % tile_vec != 0) tile_vec /= 2;
+    if (tile_vec == 2) tile_vec = 1;  // vec is 1, 4, 8 or 16
+    const std::int64_t nv = nr / tile_vec;
+    const std::int64_t room = (target.vector_registers - 1) / target.registers_per_vector(tile_vec) - nv;
+    const std::int64_t mr_limit = std::max<std::int64_t>(1, std::min<std::int64_t>(skinny ? 4 : 6, room / std::max<std::int64_t>(nv, 1)));
+    // The B panel (kc x nr) stays in half of L1 while the rows of A stream through it.
+    std::int64_t kc_target = std::max<std::int64_t>(64, target.l1d_bytes / 2 / (4 * nr));
+    Config config{{"kc", detail::largest_at_most(tiles_for(kKc, k), std::min<std::int64_t>(kc_target, 512))},
+                  {"vec", tile_vec},
                   {"nr", nr},
                   {"unroll", 4},
                   {"order", 0},
                   {"pack_a", 0},
                   {"pack_b", skinny ? 0 : 1},
                   {"split", 1}};
-    // The largest mr <= min(6, M) (4 for skinny M) with an mc <= 48 (or any mc) that it
-    // divides.
-    std::int64_t mr_limit = skinny ? std::min<std::int64_t>(4, m) : 6;
+    // The largest mr <= min(mr_limit, M) with an mc <= 48 (or any mc) that it divides.
     auto mr_domain = tiles_for(kMr, m);
     for (auto mr = mr_domain.rbegin(); mr != mr_domain.rend(); ++mr) {
       if (*mr > mr_limit && *mr != mr_domain.front()) continue;
@@ -169,7 +175,7 @@ class GemmOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("gemm has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    if (auto reason = check(p, c); !reason.empty()) throw OpError("invalid gemm configuration: " + reason);
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) throw OpError("invalid gemm configuration: " + reason);
     KernelSource out{Backend::cpu, "gemm.c", std::string(embedded::gemm_c()), {}};
     detail::add_defines(out.defines, "GEMM_", p);
     detail::add_defines(out.defines, "GEMM_", c);
@@ -250,6 +256,11 @@ class GemmOp final : public Op {
   // broadcast of A.
   static std::int64_t micro_tile_registers(std::int64_t mr, std::int64_t nr, std::int64_t vec) {
     return mr * (nr / vec) + nr / vec + 1;
+  }
+  // The same on `target`, where a vector wider than its registers takes several.
+  static std::int64_t micro_tile_registers(std::int64_t mr, std::int64_t nr, std::int64_t vec,
+                                           const TargetTraits& target) {
+    return (mr * (nr / vec) + nr / vec) * target.registers_per_vector(vec) + 1;
   }
 
   // The largest column block (a multiple of nr, at most 2048) whose blocks two threads

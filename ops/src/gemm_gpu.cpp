@@ -42,7 +42,7 @@ class GemmGpuOp final : public detail::GpuVariant {
     };
   }
 
-  std::string check(const Params& p, const Config& c) const override {
+  std::string check(const Params& p, const Config& c, const TargetTraits&) const override {
     if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) return reason;
     std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), tm = c.at("tm"), tn = c.at("tn"),
                  vec = c.at("vec");
@@ -68,7 +68,7 @@ class GemmGpuOp final : public detail::GpuVariant {
     return {};
   }
 
-  Config default_config(const Params& p) const override {
+  Config default_config(const Params& p, const TargetTraits&) const override {
     auto bm_domain = knobs(p)[0].values, bn_domain = knobs(p)[1].values, bk_domain = knobs(p)[2].values;
     std::int64_t bm = detail::largest_at_most(bm_domain, 32), bn = detail::largest_at_most(bn_domain, 32);
     std::int64_t tm = std::min<std::int64_t>(4, bm), tn = std::min<std::int64_t>(4, bn);
@@ -80,7 +80,7 @@ class GemmGpuOp final : public detail::GpuVariant {
     if (backend != Backend::cuda && backend != Backend::opencl) {
       throw OpError("this gemm variant has no " + std::string(to_string(backend)) + " kernel (backends: cuda, opencl)");
     }
-    if (auto reason = check(p, c); !reason.empty()) throw OpError("invalid gemm configuration: " + reason);
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) throw OpError("invalid gemm configuration: " + reason);
     KernelSource out;
     out.backend = backend;
     out.file_name = backend == Backend::cuda ? "gemm.cu" : "gemm.cl";

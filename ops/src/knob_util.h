@@ -29,6 +29,21 @@ std::string_view conv2d_cl();
 
 namespace kestrel::ops::detail {
 
+// The value of an optional workload parameter (absent when at its fallback).
+inline std::int64_t param_or(const Params& params, const std::string& name, std::int64_t fallback) {
+  auto it = params.find(name);
+  return it == params.end() ? fallback : it->second;
+}
+
+// The target source() checks configurations against: the largest register file, so that
+// only the rules that hold on every target are enforced there. The target's own limits
+// were checked before (Op::check with its traits), and kernels refuse at compile time
+// what does not fit the registers they are compiled for.
+inline const TargetTraits& any_target() {
+  static const TargetTraits widest = TargetTraits::of(Isa::avx512);
+  return widest;
+}
+
 // The tile sizes of `base` (ascending) that are not absurdly larger than a dimension of
 // `dim`: at most twice the dimension, but always at least the smallest one.
 inline std::vector<std::int64_t> tiles_for(const std::vector<std::int64_t>& base, std::int64_t dim) {

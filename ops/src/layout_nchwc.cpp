@@ -74,9 +74,9 @@ class LayoutNchwcOp final : public Op {
     };
   }
 
-  std::string check(const Params& p, const Config& c) const override { return detail::check_domains(knobs(p), c); }
+  std::string check(const Params& p, const Config& c, const TargetTraits&) const override { return detail::check_domains(knobs(p), c); }
 
-  Config default_config(const Params& p) const override {
+  Config default_config(const Params& p, const TargetTraits&) const override {
     return {{"tw", detail::largest_at_most(detail::tiles_for({1, 2, 4, 8, 16}, p.at("W")), 8)}, {"split", 1}};
   }
 
@@ -86,7 +86,7 @@ class LayoutNchwcOp final : public Op {
     if (backend != Backend::cpu) {
       throw OpError("layout_nchwc has no " + std::string(to_string(backend)) + " kernel (backends: cpu)");
     }
-    if (auto reason = check(p, c); !reason.empty()) throw OpError("invalid layout_nchwc configuration: " + reason);
+    if (auto reason = check(p, c, detail::any_target()); !reason.empty()) throw OpError("invalid layout_nchwc configuration: " + reason);
     KernelSource out{Backend::cpu, "layout_nchwc.c", std::string(embedded::layout_nchwc_c()), {}};
     detail::add_defines(out.defines, "LAYOUT_", p);
     detail::add_defines(out.defines, "LAYOUT_", c);

@@ -42,7 +42,11 @@ std::int64_t TensorSpec::bytes() const { return elements() * static_cast<std::in
 
 std::vector<std::pair<std::string, double>> Op::features(const Params& params, const Config& config) const {
   std::vector<std::pair<std::string, double>> out;
-  for (const auto& [name, value] : params) out.emplace_back("param." + name, static_cast<double>(value));
+  // Every parameter, optional ones included at their fallback, so the names do not depend
+  // on the workload.
+  Params all = params;
+  for (const auto& spec : this->params()) all.emplace(spec.name, spec.fallback);
+  for (const auto& [name, value] : all) out.emplace_back("param." + name, static_cast<double>(value));
   for (const auto& [name, value] : config) out.emplace_back("knob." + name, static_cast<double>(value));
   return out;
 }
@@ -190,7 +194,9 @@ Params parse_params(const Op& op, std::string_view text) {
         throw OpError("missing parameter " + spec.name + " for " + std::string(op.name()) + " (" + spec.help +
                       "; parameters: " + param_names(op) + ")");
       }
-      params[spec.name] = spec.fallback;
+      if (!spec.optional) params[spec.name] = spec.fallback;
+    } else if (spec.optional && it->second == spec.fallback) {
+      params.erase(it);
     } else if (it->second < spec.min || it->second > spec.max) {
       throw OpError("parameter " + spec.name + "=" + std::to_string(it->second) + " is outside " +
                     std::to_string(spec.min) + ".." + std::to_string(spec.max));
@@ -200,8 +206,8 @@ Params parse_params(const Op& op, std::string_view text) {
   return params;
 }
 
-Config parse_config(const Op& op, const Params& params, std::string_view text) {
-  Config config = op.default_config(params);
+Config parse_config(const Op& op, const Params& params, std::string_view text, const TargetTraits& target) {
+  Config config = op.default_config(params, target);
   auto knobs = op.knobs(params);
   std::string trimmed = trim(std::string(text));
   if (trimmed.empty()) return config;

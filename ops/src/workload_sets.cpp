@@ -69,6 +69,34 @@ std::vector<WorkloadSet> builtin_workload_sets() {
                    {"layer4.0.conv1", "conv2d", "N=1,C=256,H=14,W=14,K=512,R=3,S=3,stride=2,pad=1"},
                    {"layer4.0.downsample", "conv2d", "N=1,C=256,H=14,W=14,K=512,R=1,S=1,stride=2,pad=0"},
                    {"layer4.conv", "conv2d", "N=1,C=512,H=7,W=7,K=512,R=3,S=3,stride=1,pad=1"}}});
+  // Every distinct convolution of ResNet-50 v1.5 (torchvision: the stride on the 3x3),
+  // 224x224 input, batch 1; the labels name the first layer of torchvision's model with
+  // the shape (layer1.0.downsample has layer1.0.conv3's shape).
+  sets.push_back({"resnet50-conv", "the 23 distinct convolution layers of ResNet-50 v1.5 at batch 1 (224x224 input)",
+                  {
+                   {"conv1", "conv2d", "N=1,C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3"},
+                   {"layer1.0.conv1", "conv2d", "N=1,C=64,H=56,W=56,K=64,R=1,S=1,stride=1,pad=0"},
+                   {"layer1.0.conv2", "conv2d", "N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1"},
+                   {"layer1.0.conv3", "conv2d", "N=1,C=64,H=56,W=56,K=256,R=1,S=1,stride=1,pad=0"},
+                   {"layer1.1.conv1", "conv2d", "N=1,C=256,H=56,W=56,K=64,R=1,S=1,stride=1,pad=0"},
+                   {"layer2.0.conv1", "conv2d", "N=1,C=256,H=56,W=56,K=128,R=1,S=1,stride=1,pad=0"},
+                   {"layer2.0.conv2", "conv2d", "N=1,C=128,H=56,W=56,K=128,R=3,S=3,stride=2,pad=1"},
+                   {"layer2.0.conv3", "conv2d", "N=1,C=128,H=28,W=28,K=512,R=1,S=1,stride=1,pad=0"},
+                   {"layer2.0.downsample", "conv2d", "N=1,C=256,H=56,W=56,K=512,R=1,S=1,stride=2,pad=0"},
+                   {"layer2.1.conv1", "conv2d", "N=1,C=512,H=28,W=28,K=128,R=1,S=1,stride=1,pad=0"},
+                   {"layer2.1.conv2", "conv2d", "N=1,C=128,H=28,W=28,K=128,R=3,S=3,stride=1,pad=1"},
+                   {"layer3.0.conv1", "conv2d", "N=1,C=512,H=28,W=28,K=256,R=1,S=1,stride=1,pad=0"},
+                   {"layer3.0.conv2", "conv2d", "N=1,C=256,H=28,W=28,K=256,R=3,S=3,stride=2,pad=1"},
+                   {"layer3.0.conv3", "conv2d", "N=1,C=256,H=14,W=14,K=1024,R=1,S=1,stride=1,pad=0"},
+                   {"layer3.0.downsample", "conv2d", "N=1,C=512,H=28,W=28,K=1024,R=1,S=1,stride=2,pad=0"},
+                   {"layer3.1.conv1", "conv2d", "N=1,C=1024,H=14,W=14,K=256,R=1,S=1,stride=1,pad=0"},
+                   {"layer3.1.conv2", "conv2d", "N=1,C=256,H=14,W=14,K=256,R=3,S=3,stride=1,pad=1"},
+                   {"layer4.0.conv1", "conv2d", "N=1,C=1024,H=14,W=14,K=512,R=1,S=1,stride=1,pad=0"},
+                   {"layer4.0.conv2", "conv2d", "N=1,C=512,H=14,W=14,K=512,R=3,S=3,stride=2,pad=1"},
+                   {"layer4.0.conv3", "conv2d", "N=1,C=512,H=7,W=7,K=2048,R=1,S=1,stride=1,pad=0"},
+                   {"layer4.0.downsample", "conv2d", "N=1,C=1024,H=14,W=14,K=2048,R=1,S=1,stride=2,pad=0"},
+                   {"layer4.1.conv1", "conv2d", "N=1,C=2048,H=7,W=7,K=512,R=1,S=1,stride=1,pad=0"},
+                   {"layer4.1.conv2", "conv2d", "N=1,C=512,H=7,W=7,K=512,R=3,S=3,stride=1,pad=1"}}});
   sets.push_back({"smoke", "two tiny workloads (a gemm and a conv2d) for quick checks of the tools",
                   {{"gemm-tiny", "gemm", "M=48,N=40,K=32"},
                    {"conv-tiny", "conv2d", "N=1,C=8,H=10,W=10,K=8,R=3,S=3,stride=1,pad=1"}}});

@@ -93,6 +93,7 @@ struct DeviceInfo {
   abiVersion @11 :UInt32;    # kernel ABI the runtime implements (0 until kernels exist)
   gpus @12 :List(GpuInfo);   # CUDA and OpenCL devices the runtime found
   gpuNotes @13 :List(Text);  # why a backend found nothing, e.g. "no CUDA driver (...)"
+  cpuPart @14 :Text;         # ARM: "implementer:part" from /proc/cpuinfo ("0x41:0xd08"), for -mcpu
 }
 
 # One CUDA or OpenCL device of a registered device runtime.

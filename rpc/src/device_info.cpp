@@ -40,6 +40,7 @@ void to_wire(const DeviceInfo& info, wire::DeviceInfo::Builder out) {
   }
   auto notes = out.initGpuNotes(static_cast<unsigned>(info.gpu_notes.size()));
   for (unsigned i = 0; i < info.gpu_notes.size(); ++i) notes.set(i, info.gpu_notes[i]);
+  out.setCpuPart(info.cpu_part);
 }
 
 DeviceInfo from_wire(wire::DeviceInfo::Reader in) {
@@ -64,6 +65,7 @@ DeviceInfo from_wire(wire::DeviceInfo::Reader in) {
                          g.getMaxThreadsPerGroup(), g.getMaxSharedBytes(), g.getL2Bytes()});
   }
   for (auto n : in.getGpuNotes()) info.gpu_notes.emplace_back(n.cStr());
+  info.cpu_part = in.getCpuPart().cStr();
   return info;
 }
 

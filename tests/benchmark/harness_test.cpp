@@ -1,5 +1,6 @@
 // The bench harness: which configuration it times, how it compares with a library, and
 // whole runs on a small gemm (a good kernel is timed, a wrong one never is).
+#include "support/traits.h"
 #include "kestrel/benchmark/harness.h"
 
 #include <catch2/catch.hpp>
@@ -24,7 +25,7 @@ tuner::Best best_of(const Gemm& g, const std::string& target, const std::string&
   b.op = "gemm";
   b.workload = g.params;
   b.target = target;
-  b.record.config = ops::parse_config(g.op, g.params, config);
+  b.record.config = ops::parse_config(g.op, g.params, config, test::fixed_traits());
   b.record.gflops = gflops;
   b.trials = 12;
   return b;
@@ -45,29 +46,29 @@ Options quick(const Gemm& g) {
 
 TEST_CASE("the bench times the given config, else the target's best record, else the default", "[benchmark]") {
   Gemm g;
-  const std::string config = ops::format_config(g.op.default_config(g.params));
-  ConfigChoice given = choose_config(g.op, g.params, "x", {}, nullptr, config);
+  const std::string config = ops::format_config(g.op.default_config(g.params, test::fixed_traits()));
+  ConfigChoice given = choose_config(g.op, g.params, "x", test::fixed_traits(), {}, nullptr, config);
   CHECK(given.source == "--config");
   CHECK(ops::format_config(given.config) == config);
 
-  ConfigChoice none = choose_config(g.op, g.params, "x", {}, nullptr, "");
+  ConfigChoice none = choose_config(g.op, g.params, "x", test::fixed_traits(), {}, nullptr, "");
   CHECK(none.source == "default");
-  CHECK(none.config == g.op.default_config(g.params));
+  CHECK(none.config == g.op.default_config(g.params, test::fixed_traits()));
   CHECK(none.detail == "no record for this workload and target");
 
   std::vector<tuner::Best> best = {best_of(g, "other-target", config, 1.0), best_of(g, "x", config, 95.14)};
-  ConfigChoice recorded = choose_config(g.op, g.params, "x", best, nullptr, "");
+  ConfigChoice recorded = choose_config(g.op, g.params, "x", test::fixed_traits(), best, nullptr, "");
   CHECK(recorded.source == "db");
   CHECK(recorded.detail == "best of 12 trials, 95.1 GFLOP/s when tuned");
-  CHECK(choose_config(g.op, g.params, "y", best, nullptr, "").source == "default");
+  CHECK(choose_config(g.op, g.params, "y", test::fixed_traits(), best, nullptr, "").source == "default");
 
   // A record whose knob no longer exists falls back to the default, saying why.
   best[1].record.config["no_such_knob"] = 1;
-  ConfigChoice stale = choose_config(g.op, g.params, "x", best, nullptr, "");
+  ConfigChoice stale = choose_config(g.op, g.params, "x", test::fixed_traits(), best, nullptr, "");
   CHECK(stale.source == "default");
   CHECK_THAT(stale.detail, Catch::StartsWith("the recorded best (") && Catch::Contains("is no longer valid"));
 
-  CHECK_THROWS_AS(choose_config(g.op, g.params, "x", {}, nullptr, "no_such_knob=1"), ops::OpError);
+  CHECK_THROWS_AS(choose_config(g.op, g.params, "x", test::fixed_traits(), {}, nullptr, "no_such_knob=1"), ops::OpError);
 }
 
 TEST_CASE("the speed ratio is the median of the per-round ratios", "[benchmark]") {

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 
+#include "support/traits.h"
 #include "kestrel/device_runtime/measure.h"
 #include "kestrel/device_runtime/module_store.h"
 #include "kestrel/ops/op.h"
@@ -210,8 +211,8 @@ TEST_CASE("opencl: the GPU gemm kernels match the reference for every knob famil
     };
     std::vector<std::string> labels;
     for (std::size_t i = 0; i < configs.size(); ++i) {
-      ops::Config config = ops::parse_config(op, params, configs[i]);
-      REQUIRE(op.check(params, config).empty());
+      ops::Config config = ops::parse_config(op, params, configs[i], test::fixed_traits());
+      REQUIRE(op.check(params, config, test::fixed_traits()).empty());
       add_candidates(spec, {m.candidate(i, m.put(op_module(op.source(ops::Backend::opencl, params, config))))});
       labels.push_back(ops::format_config(config));
     }
@@ -288,9 +289,9 @@ TEST_CASE("opencl: the GPU conv2d kernels match the reference for every knob fam
     };
     std::vector<std::string> labels;
     for (std::size_t i = 0; i < configs.size(); ++i) {
-      ops::Config config = ops::parse_config(op, params, configs[i]);
+      ops::Config config = ops::parse_config(op, params, configs[i], test::fixed_traits());
       INFO(shape << " [" << configs[i] << "]");
-      REQUIRE(op.check(params, config).empty());
+      REQUIRE(op.check(params, config, test::fixed_traits()).empty());
       add_candidates(spec, {m.candidate(i, m.put(op_module(op.source(ops::Backend::opencl, params, config))))});
       labels.push_back(ops::format_config(config));
     }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "support/traits.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/target.h"
 #include "kestrel/kernel/gpu_module.h"
@@ -92,7 +93,7 @@ TEST_CASE("OpenCL kernels become GPU modules carrying source, defines and launch
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& op = registry.get("gemm", ops::Backend::opencl);
   ops::Params p = ops::parse_params(op, "48x40x32");
-  ops::Config c = op.default_config(p);
+  ops::Config c = op.default_config(p, test::fixed_traits());
   host::Compiler compiler({1});
   host::Target target = host::gpu_target_for_device("opencl#1", gpu_server());
   host::CompileResult r = compiler.compile({op.source(ops::Backend::opencl, p, c), target});
@@ -111,7 +112,7 @@ TEST_CASE("OpenCL kernels become GPU modules carrying source, defines and launch
   CHECK(module.block[1] == source.launch.block[1]);
 
   // The launch and the device are part of the module's hash.
-  ops::Config other = ops::parse_config(op, p, "bm=16");
+  ops::Config other = ops::parse_config(op, p, "bm=16", test::fixed_traits());
   CHECK(compiler.compile({op.source(ops::Backend::opencl, p, other), target}).hash != r.hash);
   CHECK(compiler.compile({op.source(ops::Backend::opencl, p, c), host::gpu_target_for_device("opencl", gpu_server())})
             .hash != r.hash);
@@ -132,8 +133,8 @@ TEST_CASE("CUDA kernels compile in-process with NVRTC to cubin and PTX", "[host]
                                             "stage=1,vec=4,tm=8,tn=8,bm=64,bn=64,bk=16,unroll=8"};
 #if KESTREL_HAVE_NVRTC
   for (const std::string& text : configs) {
-    ops::Config c = ops::parse_config(op, p, text);
-    REQUIRE(op.check(p, c).empty());
+    ops::Config c = ops::parse_config(op, p, text, test::fixed_traits());
+    REQUIRE(op.check(p, c, test::fixed_traits()).empty());
     host::CompileResult cubin = compiler.compile({op.source(ops::Backend::cuda, p, c), sm90});
     INFO(text << ": " << cubin.diagnostics);
     REQUIRE(cubin.ok);
@@ -152,18 +153,18 @@ TEST_CASE("CUDA kernels compile in-process with NVRTC to cubin and PTX", "[host]
   const ops::Op& conv = registry.get("conv2d", ops::Backend::cuda);
   ops::Params cp = ops::parse_params(conv, "C=16,H=14,W=14,K=32,R=3,S=3,pad=1");
   for (const std::string& text : {std::string(""), std::string("stage=0,tq=4,tk=8,bq=16,bk=32,unroll=4")}) {
-    host::CompileResult r = compiler.compile({conv.source(ops::Backend::cuda, cp, ops::parse_config(conv, cp, text)), sm90});
+    host::CompileResult r = compiler.compile({conv.source(ops::Backend::cuda, cp, ops::parse_config(conv, cp, text, test::fixed_traits())), sm90});
     INFO(text << ": " << r.diagnostics);
     CHECK(r.ok);
   }
   // A CUDA compile error is a host compile error with NVRTC's log.
-  ops::KernelSource broken = op.source(ops::Backend::cuda, p, op.default_config(p));
+  ops::KernelSource broken = op.source(ops::Backend::cuda, p, op.default_config(p, test::fixed_traits()));
   broken.text += "\nthis is not CUDA;\n";
   host::CompileResult bad = compiler.compile({broken, sm90});
   CHECK_FALSE(bad.ok);
   CHECK_THAT(bad.diagnostics, Catch::Contains("gemm.cu") && Catch::Contains("error"));
 #else
-  host::CompileResult r = compiler.compile({op.source(ops::Backend::cuda, p, op.default_config(p)), sm90});
+  host::CompileResult r = compiler.compile({op.source(ops::Backend::cuda, p, op.default_config(p, test::fixed_traits())), sm90});
   CHECK_FALSE(r.ok);
   CHECK_THAT(r.diagnostics, Catch::Contains("without NVRTC"));
   (void)ptx;

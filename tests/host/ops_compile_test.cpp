@@ -2,6 +2,7 @@
 // the objects carry the right machine type.
 #include <catch2/catch.hpp>
 
+#include "support/traits.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/ops/op.h"
 
@@ -21,8 +22,8 @@ TEST_CASE("gemm and conv2d compile for every supported triple", "[host][ops]") {
   for (const auto& [name, shape] : workloads) {
     const ops::Op& op = registry.get(name);
     ops::Params params = ops::parse_params(op, shape);
-    ops::Config config = op.default_config(params);
-    REQUIRE(op.check(params, config).empty());
+    ops::Config config = op.default_config(params, test::fixed_traits());
+    REQUIRE(op.check(params, config, test::fixed_traits()).empty());
     for (const auto& triple : host::supported_triples()) {
       host::Target target = host::parse_target(triple);
       requests.push_back({op.source(ops::Backend::cpu, params, config), target});
@@ -34,7 +35,7 @@ TEST_CASE("gemm and conv2d compile for every supported triple", "[host][ops]") {
   // A CPU-specific build too, as --mcpu would give for a Raspberry Pi 4.
   requests.push_back({registry.get("gemm").source(ops::Backend::cpu, ops::parse_params(registry.get("gemm"), "64x64x64"),
                                                   registry.get("gemm").default_config(
-                                                      ops::parse_params(registry.get("gemm"), "64x64x64"))),
+                                                      ops::parse_params(registry.get("gemm"), "64x64x64"), test::fixed_traits())),
                       host::parse_target("aarch64-linux-gnu", "cortex-a72")});
   expected.push_back("aarch64");
 

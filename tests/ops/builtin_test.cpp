@@ -13,6 +13,11 @@ using namespace kestrel::ops;
 
 namespace {
 
+// Constraints and defaults are checked for one fixed register file (AVX2: 16 x 8 floats),
+// whatever the machine running the tests.
+const TargetTraits kAvx2 = TargetTraits::of(Isa::avx2);
+const TargetTraits kAvx512 = TargetTraits::of(Isa::avx512);
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
@@ -100,15 +105,15 @@ TEST_CASE("configuration parsing uses the default and the knob domains", "[ops]"
   Registry registry = builtin_ops();
   const Op& gemm = registry.get("gemm");
   Params p = parse_params(gemm, "512x512x512");
-  Config config = parse_config(gemm, p, "mr=4,nr=32");
+  Config config = parse_config(gemm, p, "mr=4,nr=32", kAvx2);
   CHECK(config.at("mr") == 4);
   CHECK(config.at("nr") == 32);
-  CHECK(config.at("kc") == gemm.default_config(p).at("kc"));
-  CHECK_THROWS_WITH(parse_config(gemm, p, "mq=4"), Catch::Contains("unknown knob 'mq'"));
-  CHECK_THROWS_WITH(parse_config(gemm, p, "vec=3"), Catch::Contains("not in its domain"));
+  CHECK(config.at("kc") == gemm.default_config(p, kAvx2).at("kc"));
+  CHECK_THROWS_WITH(parse_config(gemm, p, "mq=4", kAvx2), Catch::Contains("unknown knob 'mq'"));
+  CHECK_THROWS_WITH(parse_config(gemm, p, "vec=3", kAvx2), Catch::Contains("not in its domain"));
   // Tiles far larger than the dimension are outside the domain.
   Params small = parse_params(gemm, "4x4x4");
-  CHECK_THROWS_WITH(parse_config(gemm, small, "mc=512"), Catch::Contains("not in its domain"));
+  CHECK_THROWS_WITH(parse_config(gemm, small, "mc=512", kAvx2), Catch::Contains("not in its domain"));
 }
 
 TEST_CASE("parse_pairs reads back what format_params and format_config write", "[ops]") {
@@ -129,30 +134,30 @@ TEST_CASE("constraint checks give reasons", "[ops]") {
   Registry registry = builtin_ops();
   const Op& gemm = registry.get("gemm");
   Params p = parse_params(gemm, "512x512x512");
-  Config good = gemm.default_config(p);
-  REQUIRE(gemm.check(p, good).empty());
+  Config good = gemm.default_config(p, kAvx2);
+  REQUIRE(gemm.check(p, good, kAvx2).empty());
   auto with = [&](Config c, const std::string& k, std::int64_t v) {
     c[k] = v;
     return c;
   };
-  CHECK_THAT(gemm.check(p, with(with(good, "nr", 8), "vec", 16)), Catch::Contains("not a multiple of vec"));
-  CHECK_THAT(gemm.check(p, with(with(with(good, "mr", 16), "mc", 24), "nr", 16)),
+  CHECK_THAT(gemm.check(p, with(with(good, "nr", 8), "vec", 16), kAvx2), Catch::Contains("not a multiple of vec"));
+  CHECK_THAT(gemm.check(p, with(with(with(with(good, "mr", 16), "mc", 24), "nr", 16), "vec", 16), kAvx512),
              Catch::Contains("mc=24 is not a multiple of mr=16"));
-  CHECK_THAT(gemm.check(p, with(with(good, "nr", 64), "vec", 1)), Catch::Contains("accumulators"));
-  CHECK_THAT(gemm.check(p, with(good, "order", 7)), Catch::Contains("not in its domain"));
+  CHECK_THAT(gemm.check(p, with(with(good, "nr", 64), "vec", 1), kAvx2), Catch::Contains("accumulators"));
+  CHECK_THAT(gemm.check(p, with(good, "order", 7), kAvx2), Catch::Contains("not in its domain"));
   Config missing = good;
   missing.erase("kc");
-  CHECK_THAT(gemm.check(p, missing), Catch::Contains("knob kc is missing"));
-  CHECK_THAT(gemm.check(p, with(good, "bogus", 1)), Catch::Contains("unknown knob 'bogus'"));
+  CHECK_THAT(gemm.check(p, missing, kAvx2), Catch::Contains("knob kc is missing"));
+  CHECK_THAT(gemm.check(p, with(good, "bogus", 1), kAvx2), Catch::Contains("unknown knob 'bogus'"));
   CHECK_THROWS_AS(gemm.source(Backend::cpu, p, with(good, "vec", 3)), OpError);
   CHECK_THROWS_WITH(gemm.source(Backend::cuda, p, good), Catch::Contains("no cuda kernel"));
 
   const Op& conv = registry.get("conv2d");
   Params cp = parse_params(conv, "C=64,H=56,W=56,K=64,R=3,S=3,pad=1");
-  Config cgood = conv.default_config(cp);
-  REQUIRE(conv.check(cp, cgood).empty());
-  CHECK_THAT(conv.check(cp, with(with(cgood, "tw", 14), "vec", 4)), Catch::Contains("tw=14 is not a multiple of vec=4"));
-  CHECK_THAT(conv.check(cp, with(with(with(cgood, "tw", 32), "vec", 1), "tk", 2)), Catch::Contains("accumulators"));
+  Config cgood = conv.default_config(cp, kAvx2);
+  REQUIRE(conv.check(cp, cgood, kAvx2).empty());
+  CHECK_THAT(conv.check(cp, with(with(cgood, "tw", 14), "vec", 4), kAvx2), Catch::Contains("tw=14 is not a multiple of vec=4"));
+  CHECK_THAT(conv.check(cp, with(with(with(cgood, "tw", 32), "vec", 1), "tk", 2), kAvx2), Catch::Contains("accumulators"));
   CHECK_THROWS_WITH(conv.source(Backend::opencl, cp, cgood), Catch::Contains("no opencl kernel"));
 }
 
@@ -160,8 +165,13 @@ TEST_CASE("register budgets reject spilling micro-tiles and admit library-class 
   Registry registry = builtin_ops();
   const Op& gemm = registry.get("gemm");
   Params p = parse_params(gemm, "1024x1024x1024");
-  auto tile = [&](const std::string& text) { return gemm.check(p, parse_config(gemm, p, text)); };
-  // Accumulators + one row of B + one broadcast <= 32 vector registers.
+  auto tile = [&](const std::string& text) { return gemm.check(p, parse_config(gemm, p, text, kAvx512), kAvx512); };
+  auto avx2_tile = [&](const std::string& text) { return gemm.check(p, parse_config(gemm, p, text, kAvx2), kAvx2); };
+  // AVX2: 16 registers of 8 floats; a 16-float vector takes two.
+  CHECK(avx2_tile("mr=6,nr=16,vec=8,mc=48,nc=1024").empty());  // 12 + 2 + 1 = 15
+  CHECK_THAT(avx2_tile("mr=7,nr=16,vec=8,mc=56,nc=1024"), Catch::Contains("needs 17 vector registers on avx2"));
+  CHECK_THAT(avx2_tile("mr=6,nr=32,vec=16,mc=48,nc=1024"), Catch::Contains("needs 29 vector registers on avx2"));
+  // AVX-512: accumulators + one row of B + one broadcast <= 32 vector registers.
   CHECK(tile("mr=6,nr=64,vec=16,mc=96,nc=1024").empty());    // 24 + 4 + 1 = 29
   CHECK(tile("mr=14,nr=32,vec=16,mc=112,nc=1024").empty());  // 28 + 2 + 1 = 31
   CHECK(tile("mr=4,nr=96,vec=16,mc=96,nc=960").empty());     // 24 + 6 + 1 = 31
@@ -170,34 +180,37 @@ TEST_CASE("register budgets reject spilling micro-tiles and admit library-class 
   CHECK_THAT(tile("mr=16,nr=32,vec=16,mc=96,nc=1024"), Catch::Contains("needs 35 vector registers"));
   CHECK_THAT(tile("mr=5,nr=96,vec=16,mc=40,nc=960"), Catch::Contains("accumulators"));
   {
-    Config c = gemm.default_config(p);
+    Config c = gemm.default_config(p, kAvx2);
     c.erase("pack_a");
-    CHECK_THAT(gemm.check(p, c), Catch::Contains("knob pack_a is missing"));
+    CHECK_THAT(gemm.check(p, c, kAvx2), Catch::Contains("knob pack_a is missing"));
   }
   CHECK_THAT(tile("split=3,order=1"), Catch::Contains("needs order=0"));
   CHECK(tile("split=3,order=0").empty());
   // Defaults: column blocks that two threads share out evenly, A in place, B packed
   // unless M is skinny.
-  CHECK(gemm.default_config(p).at("split") == 1);
-  CHECK(gemm.default_config(p).at("nc") == 512);
-  CHECK(gemm.default_config(p).at("pack_b") == 1);
+  CHECK(gemm.default_config(p, kAvx2).at("split") == 1);
+  CHECK(gemm.default_config(p, kAvx2).at("nc") == 512);
+  CHECK(gemm.default_config(p, kAvx2).at("pack_b") == 1);
   Params skinny = parse_params(gemm, "16x4096x4096");
-  CHECK(gemm.default_config(skinny).at("nc") == 2048);
-  CHECK(gemm.default_config(skinny).at("pack_b") == 0);
-  CHECK(gemm.default_config(parse_params(gemm, "64x3136x576")).at("nc") == 768);  // 4+ blocks, even halves
+  CHECK(gemm.default_config(skinny, kAvx2).at("nc") == 2048);
+  CHECK(gemm.default_config(skinny, kAvx2).at("pack_b") == 0);
+  CHECK(gemm.default_config(parse_params(gemm, "64x3136x576"), kAvx2).at("nc") == 768);  // 4+ blocks, even halves
 
   const Op& conv = registry.get("conv2d_nchwc");
   Params cp = parse_params(conv, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1");
-  auto ctile = [&](const std::string& text) { return conv.check(cp, parse_config(conv, cp, text)); };
+  auto ctile = [&](const std::string& text) { return conv.check(cp, parse_config(conv, cp, text, kAvx512), kAvx512); };
+  // 16-float blocks on AVX2 take two registers each: (6 + 1) * 2 + 1 = 15.
+  CHECK(conv.check(cp, parse_config(conv, cp, "ow=6,ok=1", kAvx2), kAvx2).empty());
+  CHECK_THAT(conv.check(cp, parse_config(conv, cp, "ow=14,ok=2", kAvx2), kAvx2), Catch::Contains("61 vector registers on avx2"));
   CHECK(ctile("ow=14,ok=2").empty());  // 28 + 2 + 1 = 31
   CHECK(ctile("ow=28,ok=1").empty());  // 28 + 1 + 1 = 30
   CHECK_THAT(ctile("ow=7,ok=4"), Catch::Contains("33 vector registers"));
   CHECK_THAT(ctile("ow=16,ok=2"), Catch::Contains("35 vector registers"));
   // ok must divide K/block: 128/16 = 8 blocks.
-  CHECK_THROWS_WITH(parse_config(conv, cp, "ok=3"), Catch::Contains("not in its domain"));
+  CHECK_THROWS_WITH(parse_config(conv, cp, "ok=3", kAvx2), Catch::Contains("not in its domain"));
   Params odd = parse_params(conv, "C=3,H=9,W=9,K=48,R=3,S=3");  // 3 blocks
   CHECK(conv.knobs(odd)[1].values == std::vector<std::int64_t>{1, 3});
-  CHECK_THROWS_WITH(conv.source(Backend::cuda, cp, conv.default_config(cp)), Catch::Contains("no cuda kernel"));
+  CHECK_THROWS_WITH(conv.source(Backend::cuda, cp, conv.default_config(cp, kAvx2)), Catch::Contains("no cuda kernel"));
   CHECK_THROWS_WITH(parse_params(conv, "C=3,H=9,W=9,K=8,R=3,S=3,block=5"), Catch::Contains("not 4, 8 or 16"));
   CHECK_THROWS_WITH(parse_params(conv, "C=3,H=2,W=2,K=8,R=3,S=3"), Catch::Contains("empty output"));
   CHECK(conv.tensors(parse_params(conv, "C=20,H=9,W=8,K=40,R=3,S=3,stride=2,pad=1"))[2].shape ==
@@ -207,7 +220,7 @@ TEST_CASE("register budgets reject spilling micro-tiles and admit library-class 
   Params lp = parse_params(layout, "C=35,H=5,W=19,block=8");
   CHECK(layout.tensors(lp)[1].shape == std::vector<std::int64_t>{1, 5, 5, 19, 8});
   CHECK(layout.flops(lp) == 0);
-  CHECK(layout.check(lp, layout.default_config(lp)).empty());
+  CHECK(layout.check(lp, layout.default_config(lp, kAvx2), kAvx2).empty());
   CHECK_THROWS_WITH(parse_params(layout, "C=3,H=9,W=9,block=12"), Catch::Contains("not 4, 8 or 16"));
   CHECK_THROWS_WITH(parse_params(layout, "C=3,H=9,W=9,K=2"), Catch::Contains("unknown parameter"));
 }
@@ -216,7 +229,7 @@ TEST_CASE("sources embed the kernel files and carry every define", "[ops]") {
   Registry registry = builtin_ops();
   const Op& gemm = registry.get("gemm");
   Params p = parse_params(gemm, "100x70x33");
-  KernelSource s = gemm.source(Backend::cpu, p, gemm.default_config(p));
+  KernelSource s = gemm.source(Backend::cpu, p, gemm.default_config(p, kAvx2));
   CHECK(s.backend == Backend::cpu);
   CHECK(s.file_name == "gemm.c");
   CHECK(s.text == read_file(KESTREL_SOURCE_DIR "/ops/gemm/gemm.c"));
@@ -231,7 +244,7 @@ TEST_CASE("sources embed the kernel files and carry every define", "[ops]") {
 
   const Op& conv = registry.get("conv2d");
   Params cp = parse_params(conv, "C=3,H=8,W=9,K=4,R=3,S=3");
-  KernelSource cs = conv.source(Backend::cpu, cp, conv.default_config(cp));
+  KernelSource cs = conv.source(Backend::cpu, cp, conv.default_config(cp, kAvx2));
   CHECK(cs.text == read_file(KESTREL_SOURCE_DIR "/ops/conv2d/conv2d.c"));
   CHECK(define(cs, "CONV_DILATION") == "1");
   CHECK(define(cs, "CONV_TK") != "<missing>");
@@ -254,9 +267,9 @@ TEST_CASE("random configurations either fail check with a reason or give a sourc
         continue;  // e.g. a conv2d filter larger than the input
       }
       INFO(op->name() << " " << format_params(params));
-      Config def = op->default_config(params);
+      Config def = op->default_config(params, kAvx2);
       INFO("default " << format_config(def));
-      REQUIRE(op->check(params, def).empty());
+      REQUIRE(op->check(params, def, kAvx2).empty());
       auto knobs = op->knobs(params);
       for (const auto& knob : knobs) REQUIRE(!knob.values.empty());
       for (int i = 0; i < 50; ++i) {
@@ -264,7 +277,8 @@ TEST_CASE("random configurations either fail check with a reason or give a sourc
         for (const auto& knob : knobs) {
           config[knob.name] = knob.values[std::uniform_int_distribution<std::size_t>(0, knob.values.size() - 1)(rng)];
         }
-        std::string reason = op->check(params, config);
+        // source() enforces the rules that hold on every target (the widest register file).
+        std::string reason = op->check(params, config, kAvx512);
         if (reason.empty()) {
           ++valid;
           KernelSource s = op->source(Backend::cpu, params, config);
@@ -308,7 +322,7 @@ TEST_CASE("op features: the same names for every workload, finite values", "[ops
       Params params = parse_params(*op, text);
       INFO(op->name() << " " << text);
       for (int i = 0; i < 30; ++i) {
-        Config config = i == 0 ? op->default_config(params) : random_config(*op, params);
+        Config config = i == 0 ? op->default_config(params, kAvx2) : random_config(*op, params);
         auto features = op->features(params, config);
         CHECK(features.size() > params.size() + config.size());
         if (expected.empty()) expected = names(features);
@@ -321,4 +335,45 @@ TEST_CASE("op features: the same names for every workload, finite values", "[ops
       }
     }
   }
+}
+
+TEST_CASE("defaults are derived from the target's registers and fit them", "[ops][traits]") {
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  const Op& nchwc = registry.get("conv2d_nchwc");
+  const Op& conv = registry.get("conv2d");
+  const Params g = parse_params(gemm, "1024x1024x1024");
+  const Params skinny = parse_params(gemm, "M=1,N=1000,K=512");
+  const Params c8 = parse_params(nchwc, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1,block=8");
+  const Params c16 = parse_params(nchwc, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1,block=16");
+  const Params plain = parse_params(conv, "C=64,H=56,W=56,K=128,R=3,S=3,pad=1");
+  for (Isa isa : {Isa::scalar, Isa::sse, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon32}) {
+    const TargetTraits target = TargetTraits::of(isa);
+    INFO(target.to_string());
+    for (const auto& [op, params] : std::vector<std::pair<const Op*, Params>>{
+             {&gemm, g}, {&gemm, skinny}, {&nchwc, c8}, {&nchwc, c16}, {&conv, plain}}) {
+      INFO(op->name() << " " << format_params(params));
+      CHECK(op->check(params, op->default_config(params, target), target).empty());
+    }
+    // gemm: vectors of the register width, a tile using most of the register file.
+    const Config d = gemm.default_config(g, target);
+    CHECK(d.at("vec") == std::min(target.vector_floats, 16));
+    const std::int64_t registers = d.at("mr") * d.at("nr") / d.at("vec") + d.at("nr") / d.at("vec") + 1;
+    CHECK(registers <= target.vector_registers);
+    CHECK(registers >= std::min(15, target.vector_registers - 1));
+  }
+  // The shapes the defaults' comments promise.
+  auto tile = [&](Isa isa) {
+    const Config d = gemm.default_config(g, TargetTraits::of(isa));
+    return std::to_string(d.at("mr")) + "x" + std::to_string(d.at("nr")) + "/" + std::to_string(d.at("vec"));
+  };
+  CHECK(tile(Isa::avx2) == "6x16/8");
+  CHECK(tile(Isa::avx512) == "6x32/16");
+  CHECK(tile(Isa::neon) == "6x16/4");
+  CHECK(tile(Isa::neon32) == "6x8/4");
+  const Config n8 = nchwc.default_config(c8, TargetTraits::of(Isa::avx2));
+  CHECK(n8.at("ow") * n8.at("ok") >= 8);  // at least half the file as accumulators
+  const Config n16 = nchwc.default_config(c16, TargetTraits::of(Isa::avx512));
+  CHECK(n16.at("ow") == 14);
+  CHECK(n16.at("ok") == 2);
 }

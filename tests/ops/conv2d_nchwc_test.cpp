@@ -16,7 +16,7 @@ void check_shape(const std::string& shape, std::uint64_t seed, int count = 12) {
   const Op& conv = registry.get("conv2d_nchwc");
   Params params = parse_params(conv, shape);
   test::WorkloadChecker checker(conv, params);
-  CHECK(checker.check(conv.default_config(params)));
+  CHECK(checker.check(conv.default_config(params, test::native_traits())));
   auto configs = test::random_configs(conv, params, count, seed);
   CHECK(configs.size() == static_cast<std::size_t>(count));
   for (const auto& config : configs) CHECK(checker.check(config));
@@ -62,7 +62,7 @@ TEST_CASE("layout_nchwc matches its reference", "[layout_nchwc][kernel]") {
   for (const char* shape : {"C=35,H=5,W=19", "N=2,C=16,H=3,W=16", "C=3,H=4,W=1", "C=10,H=3,W=7,block=4"}) {
     Params params = parse_params(layout, shape);
     test::WorkloadChecker checker(layout, params);
-    CHECK(checker.check(layout.default_config(params)));
+    CHECK(checker.check(layout.default_config(params, test::native_traits())));
     const auto knobs = layout.knobs(params);
     REQUIRE(knobs[0].name == "tw");
     for (auto tw : knobs[0].values) {
@@ -99,7 +99,7 @@ TEST_CASE("NCHW input through layout_nchwc and conv2d_nchwc matches the NCHW con
 
     test::Buffer input_b(cb * h * w * b), weight_b(kb * cb * r * s * b * b), output_b(kb * out_p * out_q * b);
     input_b.fill_nan();
-    auto transform = test::Kernel::build(layout.source(Backend::cpu, lp, layout.default_config(lp)), dir.path(), "lay");
+    auto transform = test::Kernel::build(layout.source(Backend::cpu, lp, layout.default_config(lp, test::native_traits())), dir.path(), "lay");
     run(transform, {{input.data(), input.elements(), 0}, {input_b.data(), input_b.elements(), 0}});
     weight_b.fill_random(3);  // lanes past C and K hold junk the kernel must ignore
     for (std::int64_t ko = 0; ko < k; ++ko) {
@@ -111,7 +111,7 @@ TEST_CASE("NCHW input through layout_nchwc and conv2d_nchwc matches the NCHW con
       }
     }
     std::vector<Config> configs = test::random_configs(blocked, bp, 4, 9);
-    configs.push_back(blocked.default_config(bp));
+    configs.push_back(blocked.default_config(bp, test::native_traits()));
     for (const auto& config : configs) {
       INFO(format_config(config));
       output_b.fill_nan();
@@ -139,7 +139,7 @@ TEST_CASE("conv2d_nchwc and layout_nchwc checks catch injected bugs", "[conv2d_n
   const Op& conv = registry.get("conv2d_nchwc");
   Params params = parse_params(conv, "C=40,H=9,W=10,K=20,R=3,S=3,pad=1");  // partial C and K blocks
   test::WorkloadChecker checker(conv, params);
-  Config config = parse_config(conv, params, "ow=4,ok=1,oh=2,tc=1,unroll=4,split=2");
+  Config config = parse_config(conv, params, "ow=4,ok=1,oh=2,tc=1,unroll=4,split=2", test::native_traits());
   KernelSource good = conv.source(Backend::cpu, params, config);
   CHECK(checker.matches(good));
   // Output lanes past K keep products of unused weights.
@@ -156,7 +156,7 @@ TEST_CASE("conv2d_nchwc and layout_nchwc checks catch injected bugs", "[conv2d_n
   const Op& layout = registry.get("layout_nchwc");
   Params lp = parse_params(layout, "C=20,H=3,W=9");
   test::WorkloadChecker layout_checker(layout, lp);
-  KernelSource transform = layout.source(Backend::cpu, lp, parse_config(layout, lp, "tw=4,split=1"));
+  KernelSource transform = layout.source(Backend::cpu, lp, parse_config(layout, lp, "tw=4,split=1", test::native_traits()));
   CHECK(layout_checker.matches(transform));
   // Lanes past C copy whatever follows the last channel.
   CHECK_FALSE(layout_checker.matches(

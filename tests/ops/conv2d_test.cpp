@@ -14,7 +14,7 @@ void check_shape(const std::string& shape, std::uint64_t seed) {
   const Op& conv = registry.get("conv2d");
   Params params = parse_params(conv, shape);
   test::WorkloadChecker checker(conv, params);
-  CHECK(checker.check(conv.default_config(params)));
+  CHECK(checker.check(conv.default_config(params, test::native_traits())));
   auto configs = test::random_configs(conv, params, 15, seed);
   CHECK(configs.size() == 15);
   for (const auto& config : configs) CHECK(checker.check(config));

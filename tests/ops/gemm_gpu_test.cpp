@@ -11,6 +11,9 @@ using namespace kestrel::ops;
 
 namespace {
 
+// GPU ops ignore the CPU traits; the CPU gemm of the first test gets AVX2's.
+const TargetTraits kTraits = TargetTraits::of(Isa::avx2);
+
 std::string define(const KernelSource& s, const std::string& name) {
   for (const auto& d : s.defines) {
     if (d.name == name) return d.value;
@@ -33,7 +36,7 @@ TEST_CASE("gemm has a CPU op and a GPU variant, found by backend", "[ops][gpu]")
   CHECK(registry.variants("gemm")[0] == &cpu);
   CHECK(registry.find("conv2d", Backend::cuda) != &registry.get("conv2d"));
   CHECK(registry.find("nope", Backend::cuda) == nullptr);
-  CHECK_THROWS_AS(cpu.source(Backend::opencl, parse_params(cpu, "8x8x8"), cpu.default_config(parse_params(cpu, "8x8x8"))),
+  CHECK_THROWS_AS(cpu.source(Backend::opencl, parse_params(cpu, "8x8x8"), cpu.default_config(parse_params(cpu, "8x8x8"), kTraits)),
                   OpError);
 }
 
@@ -54,8 +57,8 @@ TEST_CASE("GPU gemm: the launch geometry follows the knobs", "[ops][gpu]") {
   Registry registry = builtin_ops();
   const Op& op = registry.get("gemm", Backend::opencl);
   Params p = parse_params(op, "100x70x30");
-  Config c = parse_config(op, p, "bm=32,bn=16,tm=4,tn=2,vec=2,stage=1,bk=8,unroll=2");
-  REQUIRE(op.check(p, c).empty());
+  Config c = parse_config(op, p, "bm=32,bn=16,tm=4,tn=2,vec=2,stage=1,bk=8,unroll=2", kTraits);
+  REQUIRE(op.check(p, c, kTraits).empty());
   for (Backend backend : {Backend::opencl, Backend::cuda}) {
     KernelSource s = op.source(backend, p, c);
     CHECK(s.backend == backend);
@@ -70,7 +73,7 @@ TEST_CASE("GPU gemm: the launch geometry follows the knobs", "[ops][gpu]") {
     CHECK(define(s, "GEMM_STAGE") == "1");
     CHECK_THAT(s.text, Catch::Contains("GEMM_BK"));
   }
-  Config direct = parse_config(op, p, "stage=0,bm=32,bn=16,tm=4,tn=2,vec=2");
+  Config direct = parse_config(op, p, "stage=0,bm=32,bn=16,tm=4,tn=2,vec=2", kTraits);
   CHECK(op.source(Backend::cuda, p, direct).launch.shared_bytes == 0);
 }
 
@@ -78,7 +81,7 @@ TEST_CASE("GPU gemm: invalid configurations say why and are never sources", "[op
   Registry registry = builtin_ops();
   const Op& op = registry.get("gemm", Backend::cuda);
   Params p = parse_params(op, "256x256x256");
-  auto why = [&](const std::string& text) { return op.check(p, parse_config(op, p, text)); };
+  auto why = [&](const std::string& text) { return op.check(p, parse_config(op, p, text, kTraits), kTraits); };
   CHECK_THAT(why("bm=16,tm=8,tn=4,vec=4,bn=32"), Catch::Equals(""));
   CHECK_THAT(why("bm=8,tm=8,bn=8,tn=8,vec=4"), Catch::Equals(""));
   CHECK_THAT(why("tn=2,vec=4"), Catch::Contains("not a multiple of vec"));
@@ -87,10 +90,10 @@ TEST_CASE("GPU gemm: invalid configurations say why and are never sources", "[op
   CHECK_THAT(why("bm=128,bn=128,bk=64,tm=8,tn=8,vec=4,stage=1"), Catch::Contains("shared memory"));
   CHECK_THAT(why("bm=128,bn=128,bk=64,tm=8,tn=8,vec=4,stage=0"), Catch::Equals(""));
   CHECK_THAT(why("bm=16,bn=32,tm=8,tn=16,vec=4,bk=4"), Catch::Contains("128 accumulators"));
-  Config bad = parse_config(op, p, "tn=2,vec=4");
+  Config bad = parse_config(op, p, "tn=2,vec=4", kTraits);
   CHECK_THROWS_WITH(op.source(Backend::cuda, p, bad), Catch::Contains("invalid gemm configuration"));
-  CHECK_THROWS_WITH(op.source(Backend::cpu, p, op.default_config(p)), Catch::Contains("no cpu kernel"));
-  CHECK_THROWS_WITH(parse_config(op, p, "mc=64"), Catch::Contains("unknown knob 'mc'"));
+  CHECK_THROWS_WITH(op.source(Backend::cpu, p, op.default_config(p, kTraits)), Catch::Contains("no cpu kernel"));
+  CHECK_THROWS_WITH(parse_config(op, p, "mc=64", kTraits), Catch::Contains("unknown knob 'mc'"));
 }
 
 TEST_CASE("GPU gemm: the default is valid and features are stable for any workload", "[ops][gpu]") {
@@ -99,9 +102,9 @@ TEST_CASE("GPU gemm: the default is valid and features are stable for any worklo
   std::vector<std::string> names;
   for (std::string shape : {"1x1x1", "3x5x7", "48x40x32", "512x512x512", "1000x17x3000"}) {
     Params p = parse_params(op, shape);
-    Config c = op.default_config(p);
+    Config c = op.default_config(p, kTraits);
     INFO(shape << ": " << format_config(c));
-    CHECK(op.check(p, c).empty());
+    CHECK(op.check(p, c, kTraits).empty());
     auto features = op.features(p, c);
     std::vector<std::string> these;
     for (const auto& [name, value] : features) {
@@ -122,8 +125,8 @@ TEST_CASE("GPU conv2d: launch geometry, staged weights and constraints", "[ops][
   Params p = parse_params(op, "N=2,C=8,H=14,W=14,K=24,R=3,S=3,pad=1,stride=2");  // P = Q = 7
   CHECK(op.flops(p) == cpu.flops(p));
   CHECK(op.reference(p).text == cpu.reference(p).text);
-  Config c = parse_config(op, p, "bq=8,bk=8,tq=2,tk=4,cc=4,stage=1,unroll=2");
-  REQUIRE(op.check(p, c).empty());
+  Config c = parse_config(op, p, "bq=8,bk=8,tq=2,tk=4,cc=4,stage=1,unroll=2", kTraits);
+  REQUIRE(op.check(p, c, kTraits).empty());
   KernelSource s = op.source(Backend::opencl, p, c);
   CHECK(s.file_name == "conv2d.cl");
   CHECK(s.launch.entry == "conv2d");
@@ -132,15 +135,15 @@ TEST_CASE("GPU conv2d: launch geometry, staged weights and constraints", "[ops][
   CHECK(s.launch.shared_bytes == 8 * 4 * 9 * 4);
   CHECK(define(s, "CONV_STRIDE") == "2");
   CHECK(define(s, "CONV_CC") == "4");
-  CHECK_THAT(op.check(p, parse_config(op, p, "bq=8,tq=4,bk=8,tk=8")), Catch::Equals(""));
-  CHECK_THAT(op.check(p, parse_config(op, p, "bk=4,tk=8")), Catch::Contains("not a multiple of tk"));
+  CHECK_THAT(op.check(p, parse_config(op, p, "bq=8,tq=4,bk=8,tk=8", kTraits), kTraits), Catch::Equals(""));
+  CHECK_THAT(op.check(p, parse_config(op, p, "bk=4,tk=8", kTraits), kTraits), Catch::Contains("not a multiple of tk"));
   // 7x7 filters with 64 staged channels overflow shared memory; the default never does.
   Params big = parse_params(op, "C=64,H=56,W=56,K=64,R=7,S=7,pad=3");
-  CHECK_THAT(op.check(big, parse_config(op, big, "bk=64,cc=16,stage=1")), Catch::Contains("shared memory"));
+  CHECK_THAT(op.check(big, parse_config(op, big, "bk=64,cc=16,stage=1", kTraits), kTraits), Catch::Contains("shared memory"));
   for (std::string shape : {"C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3", "C=1,H=1,W=1,K=1,R=1,S=1",
                             "C=512,H=7,W=7,K=512,R=3,S=3,pad=1"}) {
     Params q = parse_params(op, shape);
-    INFO(shape << ": " << format_config(op.default_config(q)));
-    CHECK(op.check(q, op.default_config(q)).empty());
+    INFO(shape << ": " << format_config(op.default_config(q, kTraits)));
+    CHECK(op.check(q, op.default_config(q, kTraits), kTraits).empty());
   }
 }

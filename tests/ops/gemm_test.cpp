@@ -15,7 +15,7 @@ void check_shape(const std::string& shape, std::uint64_t seed) {
   const Op& gemm = registry.get("gemm");
   Params params = parse_params(gemm, shape);
   test::WorkloadChecker checker(gemm, params);
-  CHECK(checker.check(gemm.default_config(params)));
+  CHECK(checker.check(gemm.default_config(params, test::native_traits())));
   auto configs = test::random_configs(gemm, params, 15, seed);
   CHECK(configs.size() == 15);
   for (const auto& config : configs) CHECK(checker.check(config));
@@ -41,12 +41,12 @@ TEST_CASE("gemm multi-block configurations match the reference", "[gemm][kernel]
       for (int pack_b : {0, 1}) {
         for (int split : {0, 1, 2, 3}) {
           if (split == 3 && order != 0) continue;  // shared B runs jc,pc,ic only
-          Config c = parse_config(gemm, params, "mc=24,nc=32,kc=32,mr=6,nr=16,vec=8,unroll=2");
+          Config c = parse_config(gemm, params, "mc=24,nc=32,kc=32,mr=6,nr=16,vec=8,unroll=2", test::native_traits());
           c["order"] = order;
           c["pack_a"] = pack_a;
           c["pack_b"] = pack_b;
           c["split"] = split;
-          REQUIRE(gemm.check(params, c).empty());
+          REQUIRE(gemm.check(params, c, test::native_traits()).empty());
           CHECK(checker.check(c));
         }
       }
@@ -55,6 +55,7 @@ TEST_CASE("gemm multi-block configurations match the reference", "[gemm][kernel]
 }
 
 TEST_CASE("gemm library-class micro-tiles match the reference on edge shapes", "[gemm][kernel]") {
+  const TargetTraits kAvx512 = TargetTraits::of(Isa::avx512);
   // AVX-512-class tiles (up to 31 of 32 registers), with M, N, K not multiples of any
   // tile or block, A and B packed or read in place.
   Registry registry = builtin_ops();
@@ -66,7 +67,7 @@ TEST_CASE("gemm library-class micro-tiles match the reference on edge shapes", "
                              "mr=12,nr=32,vec=16", "mr=7,nr=16,vec=16", "mr=5,nr=80,vec=16", "mr=10,nr=16,vec=8"}) {
       for (int pack_a : {0, 1}) {
         for (int pack_b : {0, 1}) {
-          Config c = parse_config(gemm, params, std::string(tile) + ",kc=64,unroll=4");
+          Config c = parse_config(gemm, params, std::string(tile) + ",kc=64,unroll=4", kAvx512);
           // The smallest cache blocks of at least two micro-tiles.
           auto block = [&](const char* knob, std::int64_t tile_size) {
             for (const auto& k : gemm.knobs(params)) {
@@ -83,7 +84,11 @@ TEST_CASE("gemm library-class micro-tiles match the reference on edge shapes", "
           c["pack_b"] = pack_b;
           c["split"] = pack_a * 2 + pack_b;
           INFO(format_config(c));
-          REQUIRE(gemm.check(params, c).empty());
+          REQUIRE(gemm.check(params, c, kAvx512).empty());
+          // gemm.c refuses a tile over this machine's registers when VEC is their width
+          // (10x16 of 8 floats on AVX2); wider vectors are split and still run.
+          const TargetTraits& here = test::native_traits();
+          if (c["vec"] == here.vector_floats && !gemm.check(params, c, here).empty()) continue;
           CHECK(checker.check(c));
         }
       }
@@ -97,24 +102,37 @@ TEST_CASE("gemm skinny shapes: in-place A and B", "[gemm][kernel]") {
   for (const char* shape : {"1x515x260", "16x300x513", "50x17x700"}) {
     Params params = parse_params(gemm, shape);
     test::WorkloadChecker checker(gemm, params);
-    CHECK(checker.check(gemm.default_config(params)));
+    CHECK(checker.check(gemm.default_config(params, test::native_traits())));
     for (const auto& config : test::random_configs(gemm, params, 8, 11)) CHECK(checker.check(config));
   }
 }
 
 TEST_CASE("gemm's register check refuses micro-tiles that do not fit the target", "[gemm][kernel]") {
-  // The op's check knows only the largest register files (32); gemm.c checks the target's
-  // own when VEC is its register width. AVX2 (haswell): 16 ymm registers of 8 floats.
+  // The op's check refuses tiles over the target's register file (its traits); gemm.c
+  // refuses them again at compile time when VEC is the register width, for sources made
+  // for another target. AVX2 (haswell): 16 ymm registers of 8 floats.
   Registry registry = builtin_ops();
   const Op& gemm = registry.get("gemm");
   Params params = parse_params(gemm, "64x64x64");
+  const TargetTraits avx2 = TargetTraits::of(Isa::avx2), avx512 = TargetTraits::of(Isa::avx512);
   test::TempDir dir;
   std::string output;
   auto source = [&](const char* tile) {
-    Config c = parse_config(gemm, params, std::string(tile) + ",nc=64");
-    REQUIRE(gemm.check(params, c).empty());
+    Config c = parse_config(gemm, params, std::string(tile) + ",nc=64", avx512);
+    REQUIRE(gemm.check(params, c, avx512).empty());
     return gemm.source(Backend::cpu, params, c);
   };
+  auto check_on = [&](const char* tile, const TargetTraits& target) {
+    return gemm.check(params, parse_config(gemm, params, std::string(tile) + ",nc=64", target), target);
+  };
+  CHECK(check_on("mr=6,nr=16,vec=8,mc=48", avx2).empty());
+  CHECK_THAT(check_on("mr=6,nr=32,vec=8,mc=48", avx2), Catch::Contains("needs 29 vector registers on avx2"));
+  // A 16-float vector takes two ymm registers: 14x32 needs (28 + 2) * 2 + 1.
+  CHECK_THAT(check_on("mr=14,nr=32,vec=16,mc=56", avx2), Catch::Contains("needs 61 vector registers"));
+  CHECK(check_on("mr=2,nr=32,vec=16,mc=48", avx2).empty());  // (4 + 2) * 2 + 1 = 13
+  CHECK(check_on("mr=14,nr=32,vec=16,mc=56", avx512).empty());
+  CHECK_THAT(check_on("mr=8,nr=16,vec=4,mc=48", TargetTraits::of(Isa::neon32)), Catch::Contains("neon32"));
+
   // 6x16 of 8 floats: 12 accumulators + 2 + 1 = 15 ymm.
   CHECK(test::compiles_for(source("mr=6,nr=16,vec=8,mc=48"), "haswell", dir.path(), output));
   // 6x32 of 8 floats: 24 + 4 + 1 = 29 ymm, fine for AVX-512's 32 but not AVX2's 16.
@@ -146,8 +164,8 @@ TEST_CASE("gemm checks catch injected bugs", "[gemm][kernel]") {
   const Op& gemm = registry.get("gemm");
   Params params = parse_params(gemm, "37x70x100");  // 37 % 6 != 0, 70 % 32 != 0, K > kc
   test::WorkloadChecker checker(gemm, params);
-  Config in_place = parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=32,vec=16,pack_a=0,pack_b=0");
-  Config packed = parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=32,vec=16,pack_a=1,pack_b=1");
+  Config in_place = parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=32,vec=16,pack_a=0,pack_b=0", test::native_traits());
+  Config packed = parse_config(gemm, params, "mc=24,nc=64,kc=32,mr=6,nr=32,vec=16,pack_a=1,pack_b=1", test::native_traits());
   KernelSource a = gemm.source(Backend::cpu, params, in_place), b = gemm.source(Backend::cpu, params, packed);
   Config shared = packed;
   shared["split"] = 3;

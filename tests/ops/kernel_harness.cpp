@@ -19,6 +19,26 @@
 #include <thread>
 
 namespace kestrel::ops::test {
+
+// From the CPU itself (cpuid), not from LLVM: this file also links into the GPU test
+// executable, which must not load libclang-cpp.
+const TargetTraits& native_traits() {
+  static const TargetTraits traits = [] {
+#if defined(__x86_64__)
+    TargetTraits t = TargetTraits::of(__builtin_cpu_supports("avx512f")  ? Isa::avx512
+                                      : __builtin_cpu_supports("avx2") ? Isa::avx2
+                                                                       : Isa::sse);
+    t.fma = __builtin_cpu_supports("fma");
+    return t;
+#elif defined(__aarch64__)
+    return TargetTraits::of(Isa::neon);
+#else
+    return TargetTraits::of(Isa::scalar);
+#endif
+  }();
+  return traits;
+}
+
 namespace {
 
 constexpr std::int64_t kGuard = 16;
@@ -321,7 +341,7 @@ std::vector<Config> random_configs(const Op& op, const Params& params, int count
       if (knob.name == "pack_a") config[knob.name] = knob.values[static_cast<std::size_t>(i / 2) % knob.values.size()];
       if (knob.name == "split") config[knob.name] = knob.values[static_cast<std::size_t>(i) % knob.values.size()];
     }
-    if (!op.check(params, config).empty()) continue;
+    if (!op.check(params, config, native_traits()).empty()) continue;
     out.push_back(config);
     ++i;
   }

@@ -52,6 +52,10 @@ class Kernel {
 bool compiles_for(const KernelSource& source, const std::string& march, const std::filesystem::path& dir,
                   std::string& output);
 
+// The traits of this machine's CPU, which the harness compiles for (-march=native): the
+// target kernels' configurations are checked against and defaults derived for.
+const TargetTraits& native_traits();
+
 // Scratch allocations not yet released through the test services.
 std::int64_t live_allocations();
 // The last vendor_symbol lookup of the test services that failed ("the vendor library X

@@ -50,6 +50,14 @@ TEST_CASE("the workload sets hold the documented shapes", "[ops][workload-sets]"
   // im2col of ResNet-18's layer2 3x3 convolution: 128 filters over 28x28 outputs, K = 128*3*3.
   CHECK(find(skinny, "im2col-layer2").params == Params{{"M", 128}, {"N", 784}, {"K", 1152}});
 
+  auto resnet50 = resolve_workload_sets(registry, "resnet50-conv");
+  REQUIRE(resnet50.size() == 23);
+  // v1.5: the bottleneck's 3x3 convolution carries the stride.
+  CHECK(find(resnet50, "layer3.0.conv2").params.at("stride") == 2);
+  CHECK(find(resnet50, "layer3.0.conv2").params.at("C") == 256);
+  CHECK(find(resnet50, "layer3.0.conv1").params.at("stride") == 1);
+  CHECK(find(resnet50, "layer4.0.downsample").params.at("K") == 2048);
+
   auto resnet = resolve_workload_sets(registry, "resnet18-conv");
   REQUIRE(resnet.size() == 11);
   const auto& conv1 = find(resnet, "conv1");

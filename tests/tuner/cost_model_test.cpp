@@ -15,6 +15,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "support/traits.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/cost_model.h"
 #include "kestrel/tuner/xgboost_cost_model.h"
@@ -116,7 +117,7 @@ ops::Params gemm_params(std::int64_t m, std::int64_t n, std::int64_t k) { return
 TEST_CASE("features have the same names for every workload and are finite", "[tuner][features]") {
   auto registry = ops::builtin_ops();
   const auto& gemm = registry.get("gemm");
-  Space a(gemm, gemm_params(256, 256, 256)), b(gemm, gemm_params(7, 1000, 33));
+  Space a(gemm, gemm_params(256, 256, 256), test::fixed_traits()), b(gemm, gemm_params(7, 1000, 33), test::fixed_traits());
   auto names = feature_names(gemm, a.params(), a.config(0));
   CHECK(names == feature_names(gemm, b.params(), b.config(b.size() - 1)));
   CHECK(std::set<std::string>(names.begin(), names.end()).size() == names.size());
@@ -139,8 +140,8 @@ TEST_CASE("features have the same names for every workload and are finite", "[tu
     std::vector<ops::TensorSpec> tensors(const ops::Params&) const override { return {}; }
     double flops(const ops::Params&) const override { return 0; }
     std::vector<ops::Knob> knobs(const ops::Params&) const override { return {}; }
-    std::string check(const ops::Params&, const ops::Config&) const override { return {}; }
-    ops::Config default_config(const ops::Params&) const override { return {}; }
+    std::string check(const ops::Params&, const ops::Config&, const ops::TargetTraits&) const override { return {}; }
+    ops::Config default_config(const ops::Params&, const ops::TargetTraits&) const override { return {}; }
     std::vector<ops::Backend> backends() const override { return {}; }
     ops::KernelSource source(ops::Backend, const ops::Params&, const ops::Config&) const override { return {}; }
     ops::KernelSource reference(const ops::Params&) const override { return {}; }
@@ -168,7 +169,7 @@ TEST_CASE("an untrained cost model predicts zeros", "[tuner][cost_model]") {
 
 TEST_CASE("the cost model learns a synthetic ranking", "[tuner][cost_model]") {
   auto registry = ops::builtin_ops();
-  Space space(registry.get("gemm"), gemm_params(256, 256, 256));
+  Space space(registry.get("gemm"), gemm_params(256, 256, 256), test::fixed_traits());
   auto points = sample_points(space, 400, 11);
   std::vector<std::uint64_t> train(points.begin(), points.begin() + 200), held_out(points.begin() + 200, points.end());
   std::vector<std::vector<float>> rows;
@@ -193,7 +194,7 @@ TEST_CASE("the cost model learns a synthetic ranking", "[tuner][cost_model]") {
 
 TEST_CASE("a saved and loaded cost model predicts the same scores", "[tuner][cost_model]") {
   auto registry = ops::builtin_ops();
-  Space space(registry.get("gemm"), gemm_params(256, 256, 256));
+  Space space(registry.get("gemm"), gemm_params(256, 256, 256), test::fixed_traits());
   auto points = sample_points(space, 300, 13);
   std::vector<std::vector<float>> rows, held_out;
   std::vector<double> costs;
@@ -236,7 +237,7 @@ TEST_CASE("a saved and loaded cost model predicts the same scores", "[tuner][cos
 
 TEST_CASE("failed candidates rank below every success", "[tuner][cost_model]") {
   auto registry = ops::builtin_ops();
-  Space space(registry.get("gemm"), gemm_params(256, 256, 256));
+  Space space(registry.get("gemm"), gemm_params(256, 256, 256), test::fixed_traits());
   auto points = sample_points(space, 400, 12);
   // Configurations with an 8-fold k-loop unroll "fail".
   auto cost = [&](std::uint64_t index) {
@@ -282,7 +283,7 @@ TEST_CASE("failed candidates rank below every success", "[tuner][cost_model]") {
 TEST_CASE("a model trained on another workload ranks a new one (transfer)", "[tuner][cost_model]") {
   auto registry = ops::builtin_ops();
   const auto& gemm = registry.get("gemm");
-  Space source(gemm, gemm_params(256, 256, 256)), target(gemm, gemm_params(384, 192, 512));
+  Space source(gemm, gemm_params(256, 256, 256), test::fixed_traits()), target(gemm, gemm_params(384, 192, 512), test::fixed_traits());
   std::vector<std::vector<float>> rows;
   std::vector<double> costs;
   for (auto index : sample_points(source, 200, 21)) {
@@ -323,7 +324,7 @@ double best_found(Strategy& strategy, const Space& space, int batches, std::size
 
 TEST_CASE("sa beats random search on a synthetic cost", "[tuner][sa]") {
   auto registry = ops::builtin_ops();
-  Space space(registry.get("gemm"), gemm_params(256, 256, 256));
+  Space space(registry.get("gemm"), gemm_params(256, 256, 256), test::fixed_traits());
   double sa_log = 0, random_log = 0;
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     StrategyOptions options;
@@ -342,7 +343,7 @@ TEST_CASE("sa beats random search on a synthetic cost", "[tuner][sa]") {
 
 TEST_CASE("sa is reproducible from its seed and fast enough", "[tuner][sa]") {
   auto registry = ops::builtin_ops();
-  Space space(registry.get("gemm"), gemm_params(256, 256, 256));
+  Space space(registry.get("gemm"), gemm_params(256, 256, 256), test::fixed_traits());
   StrategyOptions options;
   options.seed = 9;
   auto a = make_strategy("sa", space, options), b = make_strategy("sa", space, options);
@@ -376,7 +377,7 @@ TEST_CASE("sa is reproducible from its seed and fast enough", "[tuner][sa]") {
 TEST_CASE("sa uses transfer records before measuring anything", "[tuner][sa]") {
   auto registry = ops::builtin_ops();
   const auto& gemm = registry.get("gemm");
-  Space source(gemm, gemm_params(256, 256, 256)), target(gemm, gemm_params(384, 192, 512));
+  Space source(gemm, gemm_params(256, 256, 256), test::fixed_traits()), target(gemm, gemm_params(384, 192, 512), test::fixed_traits());
   StrategyOptions options;
   for (auto index : sample_points(source, 200, 41)) {
     auto config = source.config(index);

@@ -1,5 +1,6 @@
 // The dataset view: records of one op -> (features, cost, ok) rows, skipping what the op
 // cannot describe; and that a cost model fits on it.
+#include "support/traits.h"
 #include "kestrel/tuner/dataset.h"
 
 #include <catch2/catch.hpp>
@@ -32,8 +33,8 @@ TEST_CASE("a dataset turns records of one op into feature rows with costs", "[tu
   const ops::Op& gemm = registry.get("gemm");
   const ops::Op& conv = registry.get("conv2d");
   ops::Params small = ops::parse_params(gemm, "64x64x64"), large = ops::parse_params(gemm, "256x128x512");
-  ops::Config a = gemm.default_config(small);
-  ops::Config b = ops::parse_config(gemm, large, "mr=4,nr=32");
+  ops::Config a = gemm.default_config(small, test::fixed_traits());
+  ops::Config b = ops::parse_config(gemm, large, "mr=4,nr=32", test::fixed_traits());
   ops::Params conv_params = ops::parse_params(conv, "C=8,H=8,W=8,K=8,R=3,S=3");
 
   std::vector<Record> records;
@@ -42,7 +43,7 @@ TEST_CASE("a dataset turns records of one op into feature rows with costs", "[tu
   Record final_b = record_of(gemm, large, b, 5e-3);
   final_b.final_measurement = true;
   records.push_back(final_b);
-  records.push_back(record_of(conv, conv_params, conv.default_config(conv_params), 1e-3));  // another op
+  records.push_back(record_of(conv, conv_params, conv.default_config(conv_params, test::fixed_traits()), 1e-3));  // another op
   ops::Config renamed = a;
   renamed["old_knob"] = renamed.begin()->second;
   renamed.erase(renamed.begin());

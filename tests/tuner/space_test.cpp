@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "support/traits.h"
 #include "kestrel/ops/op.h"
 #include "tuner/toy_op.h"
 #include "kestrel/tuner/space.h"
@@ -54,7 +55,7 @@ void check_round_trips(const Space& space, int samples, std::uint64_t seed) {
       REQUIRE(config.at(knob.name) == knob.values[digits[k]]);
     }
     REQUIRE(space.from_digits(digits) == index);
-    REQUIRE(space.valid(index) == space.op().check(space.params(), config).empty());
+    REQUIRE(space.valid(index) == space.op().check(space.params(), config, test::fixed_traits()).empty());
   }
 }
 
@@ -63,24 +64,24 @@ void check_round_trips(const Space& space, int samples, std::uint64_t seed) {
 TEST_CASE("space: index <-> configuration round trips on gemm and conv2d", "[tuner][space]") {
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& gemm = registry.get("gemm");
-  Space gemm_space(gemm, ops::parse_params(gemm, "M=512,N=512,K=512"));
+  Space gemm_space(gemm, ops::parse_params(gemm, "M=512,N=512,K=512"), test::fixed_traits());
   CHECK(gemm_space.size() > 10'000'000);
   check_round_trips(gemm_space, 5000, 1);
-  check_round_trips(Space(gemm, ops::parse_params(gemm, "M=7,N=33,K=1000")), 2000, 2);
+  check_round_trips(Space(gemm, ops::parse_params(gemm, "M=7,N=33,K=1000"), test::fixed_traits()), 2000, 2);
 
   const ops::Op& conv = registry.get("conv2d");
-  Space conv_space(conv, ops::parse_params(conv, "C=64,H=56,W=56,K=64,R=3,S=3,pad=1"));
+  Space conv_space(conv, ops::parse_params(conv, "C=64,H=56,W=56,K=64,R=3,S=3,pad=1"), test::fixed_traits());
   CHECK(conv_space.size() > 1000);
   check_round_trips(conv_space, 5000, 3);
 
   // The default configuration is a valid point of its space.
   auto params = ops::parse_params(gemm, "M=512,N=512,K=512");
-  CHECK(gemm_space.valid(gemm_space.index(gemm.default_config(params))));
+  CHECK(gemm_space.valid(gemm_space.index(gemm.default_config(params, test::fixed_traits()))));
 }
 
 TEST_CASE("space: mixed radix with the last knob fastest", "[tuner][space]") {
   ToyOp op({{"a", {10, 20}, ""}, {"b", {1, 2, 3}, ""}, {"c", {5, 6, 7, 8}, ""}}, always);
-  Space space(op, {});
+  Space space(op, {}, test::fixed_traits());
   REQUIRE(space.size() == 24);
   CHECK(space.config(0) == ops::Config{{"a", 10}, {"b", 1}, {"c", 5}});
   CHECK(space.config(1) == ops::Config{{"a", 10}, {"b", 1}, {"c", 6}});
@@ -99,8 +100,8 @@ TEST_CASE("space: index() rejects configurations outside the space", "[tuner][sp
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& gemm = registry.get("gemm");
   auto params = ops::parse_params(gemm, "M=512,N=512,K=512");
-  Space space(gemm, params);
-  ops::Config config = gemm.default_config(params);
+  Space space(gemm, params, test::fixed_traits());
+  ops::Config config = gemm.default_config(params, test::fixed_traits());
 
   auto missing = config;
   missing.erase("mc");
@@ -122,7 +123,7 @@ TEST_CASE("space: sample_valid returns only valid points, uniformly", "[tuner][s
   // a + b + c <= 4 over {0..3}^3: a known valid subset of 32 of the 64 points.
   ToyOp op({{"a", {0, 1, 2, 3}, ""}, {"b", {0, 1, 2, 3}, ""}, {"c", {0, 1, 2, 3}, ""}},
            [](const ops::Config& c) { return c.at("a") + c.at("b") + c.at("c") <= 4; });
-  Space space(op, {});
+  Space space(op, {}, test::fixed_traits());
   std::set<std::uint64_t> valid;
   for (std::uint64_t i = 0; i < space.size(); ++i) {
     if (space.valid(i)) valid.insert(i);
@@ -146,18 +147,18 @@ TEST_CASE("space: sample_valid returns only valid points, uniformly", "[tuner][s
 
   // With no valid point, rejection gives up.
   ToyOp none({{"a", {0, 1}, ""}}, [](const ops::Config&) { return false; });
-  Space empty(none, {});
+  Space empty(none, {}, test::fixed_traits());
   CHECK_FALSE(empty.sample_valid(rng, 100));
   CHECK_FALSE(empty.random_neighbour(0, rng));
 
   // And on gemm every sample passes the op's own check.
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& gemm = registry.get("gemm");
-  Space gemm_space(gemm, ops::parse_params(gemm, "M=512,N=512,K=512"));
+  Space gemm_space(gemm, ops::parse_params(gemm, "M=512,N=512,K=512"), test::fixed_traits());
   for (int i = 0; i < 200; ++i) {
     auto index = gemm_space.sample_valid(rng);
     REQUIRE(index);
-    REQUIRE(gemm.check(gemm_space.params(), gemm_space.config(*index)).empty());
+    REQUIRE(gemm.check(gemm_space.params(), gemm_space.config(*index), test::fixed_traits()).empty());
   }
 }
 
@@ -166,7 +167,7 @@ TEST_CASE("space: neighbours differ in exactly one knob", "[tuner][space]") {
   for (auto [name, shape] : {std::pair{"gemm", "M=512,N=512,K=512"},
                              std::pair{"conv2d", "C=64,H=56,W=56,K=64,R=3,S=3,pad=1"}}) {
     const ops::Op& op = registry.get(name);
-    Space space(op, ops::parse_params(op, shape));
+    Space space(op, ops::parse_params(op, shape), test::fixed_traits());
     std::size_t expected = 0;
     for (const auto& knob : space.knobs()) expected += knob.values.size() - 1;
     Rng rng(7);
@@ -198,7 +199,7 @@ TEST_CASE("space: 10^10 points work without materialising", "[tuner][space]") {
     for (const auto& entry : c) sum += entry.second;
     return sum % 2 == 0;
   });
-  Space space(op, {});
+  Space space(op, {}, test::fixed_traits());
   REQUIRE(space.size() == 10'000'000'000ULL);
   check_round_trips(space, 2000, 11);
   Rng rng(5);
@@ -217,17 +218,17 @@ TEST_CASE("space: 10^10 points work without materialising", "[tuner][space]") {
 
 TEST_CASE("space: the size limit is 2^62 points and empty domains are refused", "[tuner][space]") {
   ToyOp at_limit(uniform_knobs(31, 4), always);  // 4^31 = 2^62
-  Space space(at_limit, {});
+  Space space(at_limit, {}, test::fixed_traits());
   CHECK(space.size() == (std::uint64_t{1} << 62));
   check_round_trips(space, 500, 13);
 
   ToyOp over(uniform_knobs(32, 4), always);  // 2^64: would wrap around
-  CHECK_THROWS_AS(Space(over, {}), ops::OpError);
-  CHECK_THROWS_WITH(Space(over, {}), Catch::Contains("2^62"));
+  CHECK_THROWS_AS(Space(over, {}, test::fixed_traits()), ops::OpError);
+  CHECK_THROWS_WITH(Space(over, {}, test::fixed_traits()), Catch::Contains("2^62"));
   ToyOp way_over(uniform_knobs(21, 10), always);  // 10^21
-  CHECK_THROWS_AS(Space(way_over, {}), ops::OpError);
+  CHECK_THROWS_AS(Space(way_over, {}, test::fixed_traits()), ops::OpError);
 
   ToyOp empty({{"a", {1, 2}, ""}, {"b", {}, ""}}, always);
-  CHECK_THROWS_AS(Space(empty, {}), ops::OpError);
-  CHECK_THROWS_WITH(Space(empty, {}), Catch::Contains("b"));
+  CHECK_THROWS_AS(Space(empty, {}, test::fixed_traits()), ops::OpError);
+  CHECK_THROWS_WITH(Space(empty, {}, test::fixed_traits()), Catch::Contains("b"));
 }

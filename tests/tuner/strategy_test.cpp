@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 
+#include "support/traits.h"
 #include "kestrel/ops/op.h"
 #include "tuner/toy_op.h"
 #include "kestrel/tuner/strategy.h"
@@ -95,7 +96,7 @@ TEST_CASE("strategies: names and the unknown-name error", "[tuner][strategy]") {
   for (const auto& name : kStrategies) CHECK(std::find(names.begin(), names.end(), name) != names.end());
   CHECK(names.size() == kStrategies.size());
   ToyOp op = synthetic_op();
-  Space space(op, {});
+  Space space(op, {}, test::fixed_traits());
   for (const auto& name : kStrategies) CHECK(tuner::make_strategy(name, space, {})->name() == name);
   CHECK_THROWS_AS(tuner::make_strategy("bayes", space, {}), std::invalid_argument);
   CHECK_THROWS_WITH(tuner::make_strategy("bayes", space, {}),
@@ -105,7 +106,7 @@ TEST_CASE("strategies: names and the unknown-name error", "[tuner][strategy]") {
 
 TEST_CASE("strategies: each improves on its first batch, never repeating a point", "[tuner][strategy]") {
   ToyOp op = synthetic_op();
-  Space space(op, {});
+  Space space(op, {}, test::fixed_traits());
   for (const auto& name : kStrategies) {
     double ratio = 0;
     for (std::uint64_t seed : {1, 2, 3}) {
@@ -120,7 +121,7 @@ TEST_CASE("strategies: each improves on its first batch, never repeating a point
 
 TEST_CASE("strategies: the learning ones beat random search", "[tuner][strategy]") {
   ToyOp op = synthetic_op();
-  Space space(op, {});
+  Space space(op, {}, test::fixed_traits());
   auto mean_best = [&](const std::string& name) {
     double sum = 0;
     for (std::uint64_t seed : {1, 2, 3}) sum += tune(name, space, seed, 20, 16).best / 3;
@@ -136,7 +137,7 @@ TEST_CASE("strategies: the learning ones beat random search", "[tuner][strategy]
 
 TEST_CASE("strategies: the same seed gives the same proposals", "[tuner][strategy]") {
   ToyOp op = synthetic_op();
-  Space space(op, {});
+  Space space(op, {}, test::fixed_traits());
   for (const auto& name : kStrategies) {
     INFO(name);
     CHECK(tune(name, space, 7, 4, 16).proposals == tune(name, space, 7, 4, 16).proposals);
@@ -150,7 +151,7 @@ TEST_CASE("strategies: the same seed gives the same proposals", "[tuner][strateg
 
 TEST_CASE("strategies: points observed before the first proposal are never proposed", "[tuner][strategy]") {
   ToyOp op = synthetic_op();
-  Space space(op, {});
+  Space space(op, {}, test::fixed_traits());
   // 300 earlier measurements, including the grid's first points and some near the optimum.
   std::vector<Observation> warm;
   std::set<std::uint64_t> taken;
@@ -172,7 +173,7 @@ TEST_CASE("strategies: points observed before the first proposal are never propo
 TEST_CASE("strategies: a tiny space runs dry", "[tuner][strategy]") {
   // 3 x 3 points, 6 valid (a != b).
   ToyOp op({{"a", {1, 2, 3}, ""}, {"b", {1, 2, 3}, ""}}, [](const ops::Config& c) { return c.at("a") != c.at("b"); });
-  Space space(op, {});
+  Space space(op, {}, test::fixed_traits());
   std::set<std::uint64_t> valid;
   for (std::uint64_t i = 0; i < space.size(); ++i) {
     if (space.valid(i)) valid.insert(i);
@@ -225,7 +226,7 @@ TEST_CASE("strategies: a tiny space runs dry", "[tuner][strategy]") {
 TEST_CASE("strategies: each runs on the real gemm space", "[tuner][strategy]") {
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& gemm = registry.get("gemm");
-  Space space(gemm, ops::parse_params(gemm, "M=512,N=512,K=512"));
+  Space space(gemm, ops::parse_params(gemm, "M=512,N=512,K=512"), test::fixed_traits());
   // Synthetic: best near mc=64, nc=256, kc=256, mr=6, nr=16, vec=8.
   auto cost = [&](std::uint64_t index) {
     auto c = space.config(index);

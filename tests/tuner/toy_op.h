@@ -23,7 +23,7 @@ class ToyOp final : public ops::Op {
   std::vector<ops::TensorSpec> tensors(const ops::Params&) const override { return {}; }
   double flops(const ops::Params&) const override { return 1; }
   std::vector<ops::Knob> knobs(const ops::Params&) const override { return knobs_; }
-  std::string check(const ops::Params&, const ops::Config& config) const override {
+  std::string check(const ops::Params&, const ops::Config& config, const ops::TargetTraits&) const override {
     for (const auto& knob : knobs_) {
       auto it = config.find(knob.name);
       if (it == config.end()) return "missing " + knob.name;
@@ -31,7 +31,7 @@ class ToyOp final : public ops::Op {
     }
     return ok_(config) ? "" : "constraint";
   }
-  ops::Config default_config(const ops::Params&) const override {
+  ops::Config default_config(const ops::Params&, const ops::TargetTraits&) const override {
     ops::Config out;
     for (const auto& knob : knobs_) out[knob.name] = knob.values.front();
     return out;

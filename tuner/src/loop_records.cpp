@@ -56,7 +56,8 @@ void add(RecordStore& db, const Task& task, const Evaluation& e, const Context& 
   if (r.device_class.key.empty()) r.device_class.key = context.device_key;
   r.device = e.device;
   r.config = e.config;
-  r.is_default = e.implementation == kKestrelImplementation && e.config == task.op->default_config(task.params);
+  r.is_default = e.implementation == kKestrelImplementation &&
+                 e.config == task.op->default_config(task.params, task.target.traits);
   r.status = e.status;
   r.message = e.message;
   r.round_seconds = e.round_seconds;

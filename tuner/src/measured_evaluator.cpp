@@ -33,7 +33,7 @@ rpc::awaitable<std::vector<Evaluation>> MeasuredEvaluator::evaluate(const Task& 
   std::vector<PreparedKernel> kernels(configs.size());
   for (std::size_t i = 0; i < configs.size(); ++i) {
     kernels[i].config = configs[i];
-    kernels[i].invalid = op.check(task.params, configs[i]);
+    kernels[i].invalid = op.check(task.params, configs[i], task.target.traits);
     if (!kernels[i].invalid.empty()) continue;
     kernels[i].source = op.source(task.target.backend, task.params, configs[i]);
     // A launch beyond the device's limits (threads, shared memory) is never compiled.

@@ -18,7 +18,8 @@ std::string describe(const ops::Op& op, const ops::Params& params) {
 
 }  // namespace
 
-Space::Space(const ops::Op& op, ops::Params params) : op_(&op), params_(std::move(params)) {
+Space::Space(const ops::Op& op, ops::Params params, const ops::TargetTraits& target)
+    : op_(&op), params_(std::move(params)), target_(target) {
   op.validate(params_);
   knobs_ = op.knobs(params_);
   strides_.assign(knobs_.size(), 1);
@@ -100,7 +101,7 @@ std::uint64_t Space::from_digits(const std::vector<std::uint32_t>& digits) const
   return out;
 }
 
-bool Space::valid(std::uint64_t index) const { return op_->check(params_, config(index)).empty(); }
+bool Space::valid(std::uint64_t index) const { return op_->check(params_, config(index), target_).empty(); }
 
 std::optional<std::uint64_t> Space::sample_valid(Rng& rng, int attempts) const {
   std::uniform_int_distribution<std::uint64_t> pick(0, size_ - 1);

@@ -22,7 +22,7 @@ rpc::awaitable<std::vector<Evaluation>> SyntheticEvaluator::evaluate(const Task&
     e.config = configs[i];
     ++counts_[ops::format_config(configs[i])];
     ++evaluations_;
-    e.message = task.op->check(task.params, configs[i]);
+    e.message = task.op->check(task.params, configs[i], task.target.traits);
     if (!e.message.empty()) {
       e.status = kernel::Status::instantiation_error;
     } else {

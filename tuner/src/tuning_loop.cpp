@@ -89,14 +89,14 @@ void TuningLoop::report(const std::string& phase) {
 
 rpc::awaitable<void> TuningLoop::start() {
   task_.op->validate(task_.params);
-  space_ = std::make_unique<Space>(*task_.op, task_.params);
+  space_ = std::make_unique<Space>(*task_.op, task_.params, task_.target.traits);
   started_ = Clock::now();
   result_ = {};
   result_.session = new_session_id();
   result_.op = task_.op_name();
   result_.workload = task_.workload();
   result_.target = task_.target_name();
-  const ops::Config default_config = task_.op->default_config(task_.params);
+  const ops::Config default_config = task_.op->default_config(task_.params, task_.target.traits);
   default_config_ = ops::format_config(default_config);
 
   // ---- what earlier sessions measured ------------------------------------------
@@ -278,7 +278,7 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
   report("final");
   std::vector<ops::Config> configs;
   for (std::uint64_t index : finalists) configs.push_back(space_->config(index));
-  const ops::Config default_config = task_.op->default_config(task_.params);
+  const ops::Config default_config = task_.op->default_config(task_.params, task_.target.traits);
   std::size_t default_at = configs.size();
   for (std::size_t i = 0; i < configs.size(); ++i) {
     if (ops::format_config(configs[i]) == default_config_) default_at = i;

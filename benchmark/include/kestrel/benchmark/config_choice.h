@@ -21,6 +21,7 @@ struct ConfigChoice {
 // workload and target in `best` (trials counted in `db` when given), else the default.
 // Throws ops::OpError when `explicit_config` is not valid.
 ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
+                           const ops::TargetTraits& traits,
                            const std::vector<tuner::Best>& best, const tuner::RecordStore* db,
                            const std::string& explicit_config);
 

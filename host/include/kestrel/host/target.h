@@ -26,6 +26,12 @@ struct Target {
   // The GPU's limits as registered (0: unknown); see check_launch().
   std::int64_t max_threads = 0;
   std::int64_t max_shared_bytes = 0;
+  // What the CPU code compiled for this target can use (register file, FMA) and the
+  // caches and cores of the device it runs on: ops' constraints and defaults read them.
+  // Filled by parse_target() and target_for_device(); GPU targets carry their device's
+  // CPU traits (the reference kernel's).
+  ops::TargetTraits traits = ops::TargetTraits::of(ops::Isa::sse);
+  bool native = false;  // this host's own CPU ("native")
 
   bool is_gpu() const { return backend != ops::Backend::cpu; }
   // The CPU target of the reference kernel: the triple, cpu and features alone.
@@ -35,6 +41,18 @@ struct Target {
   std::string to_string() const;
 };
 
+// The traits of code compiled for `target` (its triple, -mcpu and features, as LLVM
+// enables them) on `device` (its caches and cores; this host's for a native target
+// without a device; typical ones of the ISA otherwise).
+ops::TargetTraits traits_of(const Target& target, const rpc::DeviceInfo* device = nullptr);
+
+// The -mcpu for a device from what it reports: an ARM board's CPU implementer and part
+// (e.g. "0x41:0xd08" is cortex-a72); empty when unknown or not ARM.
+std::string cpu_for_device(const rpc::DeviceInfo& device);
+// LLVM features for an x86 device from the CPU flags it reports (e.g. "+avx2,+fma"),
+// so that a remote x86 board gets its vector ISA without naming its CPU; empty elsewhere.
+std::string features_for_device(const rpc::DeviceInfo& device);
+
 // The CPU triples Kestrel can compile for.
 const std::vector<std::string>& supported_triples();
 
@@ -42,8 +60,9 @@ const std::vector<std::string>& supported_triples();
 // with the list of supported triples for anything else.
 Target parse_target(std::string_view triple, std::string_view cpu = "", std::string_view features = "");
 
-// The target matching a device's registered capabilities (its triple; its CPU when the
-// device is this very host). Throws std::invalid_argument if the device's triple is not
+// The target matching a device's registered capabilities: its triple; its CPU when the
+// device is this very host, else the CPU (ARM) or vector features (x86) it reports; its
+// traits. Throws std::invalid_argument if the device's triple is not
 // supported.
 Target target_for_device(const rpc::DeviceInfo& device);
 

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kestrel/ops/target_traits.h"
+
 namespace kestrel::ops {
 
 // Workload parameters (e.g. M, N, K) and knob values, by name. Ordered maps so that
@@ -44,6 +46,9 @@ struct ParamSpec {
   // Used when the user does not give it. Required when below min (so 0 means required
   // for the usual min of 1; a parameter with min 0, such as pad, may default to 0).
   std::int64_t fallback = 0;
+  // An optional parameter (an epilogue, a transpose, groups) is left out of the workload
+  // when it equals its fallback, so workloads written before it existed keep their text.
+  bool optional = false;
 };
 
 // One kernel argument, in the order the kernel receives them (kestrel_arg array).
@@ -101,12 +106,13 @@ class Op {
   virtual double flops(const Params& params) const = 0;
   // The knob domains for this workload (tile sizes may depend on the shape).
   virtual std::vector<Knob> knobs(const Params& params) const = 0;
-  // Empty when the configuration is valid; otherwise why it is not (reported as an
-  // instantiation error, never compiled).
-  virtual std::string check(const Params& params, const Config& config) const = 0;
-  // A valid configuration that performs reasonably everywhere: the baseline that
-  // speed-ups are reported against.
-  virtual Config default_config(const Params& params) const = 0;
+  // Empty when the configuration is valid on `target`; otherwise why it is not (reported
+  // as an instantiation error, never compiled): a domain or divisibility rule, or more
+  // than the target can hold (a micro-tile over its register file).
+  virtual std::string check(const Params& params, const Config& config, const TargetTraits& target) const = 0;
+  // A valid configuration derived from the target's traits that performs well there
+  // without tuning: the baseline that speed-ups are reported against.
+  virtual Config default_config(const Params& params, const TargetTraits& target) const = 0;
   virtual std::vector<Backend> backends() const = 0;
   // Throws OpError if the backend is not supported or the configuration is invalid.
   virtual KernelSource source(Backend backend, const Params& params, const Config& config) const = 0;
@@ -155,11 +161,13 @@ class Registry {
 Registry builtin_ops();
 
 // Parses "M=512,N=256,K=128" (or "512x256x128" in the order of params()) into a
-// validated workload; missing parameters take their fallback. Throws OpError.
+// validated workload; missing parameters take their fallback, and optional parameters
+// equal to their fallback are left out. Throws OpError.
 Params parse_params(const Op& op, std::string_view text);
 // Parses "mc=64,nc=256" into a configuration (unmentioned knobs take the default
-// configuration's value). Throws OpError on unknown knobs or values outside the domain.
-Config parse_config(const Op& op, const Params& params, std::string_view text);
+// configuration's value on `target`). Throws OpError on unknown knobs or values outside
+// the domain.
+Config parse_config(const Op& op, const Params& params, std::string_view text, const TargetTraits& target);
 std::string format_params(const Params& params);  // "K=128,M=512,N=256"
 std::string format_config(const Config& config);
 // Parses the text format_params / format_config write ("A=1,B=2"; "" is the empty map)

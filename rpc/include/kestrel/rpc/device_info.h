@@ -48,6 +48,9 @@ struct DeviceInfo {
   unsigned abi_version = 0;
   std::vector<GpuInfo> gpus;
   std::vector<std::string> gpu_notes;  // why a backend found nothing
+  // ARM: the CPU implementer and part numbers ("0x41:0xd08"), which the host maps to the
+  // -mcpu it compiles for; empty elsewhere.
+  std::string cpu_part;
 };
 
 void to_wire(const DeviceInfo& info, wire::DeviceInfo::Builder out);

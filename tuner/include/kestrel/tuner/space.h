@@ -16,11 +16,13 @@ using Rng = std::mt19937_64;
 
 class Space {
  public:
-  // Throws ops::OpError if the space is empty or larger than 2^62 points.
-  Space(const ops::Op& op, ops::Params params);
+  // Throws ops::OpError if the space is empty or larger than 2^62 points. `target` is
+  // what the op's constraints are checked against (valid()).
+  Space(const ops::Op& op, ops::Params params, const ops::TargetTraits& target);
 
   const ops::Op& op() const { return *op_; }
   const ops::Params& params() const { return params_; }
+  const ops::TargetTraits& target() const { return target_; }
   const std::vector<ops::Knob>& knobs() const { return knobs_; }
   // Points before constraints.
   std::uint64_t size() const { return size_; }
@@ -44,6 +46,7 @@ class Space {
  private:
   const ops::Op* op_;
   ops::Params params_;
+  ops::TargetTraits target_;
   std::vector<ops::Knob> knobs_;
   std::vector<std::uint64_t> strides_;
   std::uint64_t size_ = 1;

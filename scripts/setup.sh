@@ -14,7 +14,7 @@ packages=(
   libxgboost-dev libsqlite3-dev                     # cost model, records database
   llvm-19-dev libclang-19-dev liblld-19-dev clang-19 lld-19 zlib1g-dev libzstd-dev libffi-dev libxml2-dev  # in-process kernel compiler (+ what LLVM/LLD's CMake configs find)
   catch2 libbenchmark-dev                            # tests, benchmarks
-  libopenblas-dev libdnnl-dev                        # `kestrel bench` compares with them (optional at build time)
+  libopenblas-dev libdnnl-dev                        # `kestrel bench` compares with them; the vendor tests load libopenblas.so.0 and libdnnl.so.2 on the device
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo  # OpenCL: ICD loader (dlopened by kestrel-device), PoCL CPU driver for the OpenCL tests
   iproute2 procps                                    # process/network helpers used by e2e tests
 )

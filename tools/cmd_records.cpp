@@ -1,6 +1,7 @@
 // `kestrel best` and `kestrel records export|import`: reading the records database.
 // The read-only commands (best, export) open it with OpenMode::existing: a mistyped
 // path is an error, never a new empty database.
+#include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -16,7 +17,8 @@ int run_best(int argc, char** argv) {
   Args args("kestrel best",
             "Prints the best configuration recorded for every workload, target and device class (pool key and\n"
             "hardware model). Never one that measured slower than the op's default configuration in the same\n"
-            "final re-measurement.");
+            "final re-measurement. Vendor libraries timed beside Kestrel's kernels (kestrel tune --vendors) compete:\n"
+            "when one was fastest, its row names it and Kestrel's own best beside it.");
   args.option("db", "FILE", "records database", "kestrel.db");
   args.option("op", "NAME", "only this op");
   args.flag("json", "print JSON instead of a table");
@@ -46,8 +48,14 @@ int run_best(int argc, char** argv) {
                               {"trials", b.trials},
                               {"device", b.record.device},
                               {"final", b.record.final_measurement},
-                              {"default_is_best", b.default_is_best}};
+                              {"default_is_best", b.default_is_best},
+                              {"implementation", b.record.implementation}};
         if (b.default_record) one["default_median_s"] = b.default_record->cost;
+        if (b.own_record) {
+          one["kestrel"] = {{"config", ops::format_config(b.own_record->config)},
+                            {"gflops", b.own_record->gflops},
+                            {"median_s", b.own_record->cost}};
+        }
         out.push_back(std::move(one));
       }
       std::cout << out.dump(2) << "\n";
@@ -59,16 +67,23 @@ int run_best(int argc, char** argv) {
     }
     std::cout << std::left << std::setw(8) << "OP" << std::setw(44) << "WORKLOAD" << std::setw(30) << "TARGET"
               << std::setw(40) << "DEVICE CLASS" << std::setw(10) << "GFLOP/s" << std::setw(11) << "MEDIAN ms"
-              << std::setw(8) << "TRIALS" << "CONFIG\n";
+              << std::setw(8) << "TRIALS" << std::setw(10) << "IMPL" << "CONFIG\n";
     for (const auto& b : best) {
       std::string device_class = b.device_class.key;
       if (!b.device_class.model.empty()) device_class += " (" + b.device_class.model + ")";
       std::string config = ops::format_config(b.record.config);
       if (b.default_is_best) config += " (the default)";
+      if (b.record.implementation != tuner::kKestrelImplementation) {
+        char own[64] = "no ok record";
+        if (b.own_record) std::snprintf(own, sizeof own, "%.1f GFLOP/s", b.own_record->gflops);
+        config = "(vendor library) kestrel's best: " +
+                 (b.own_record ? ops::format_config(b.own_record->config) + ", " : std::string()) + own;
+      }
       std::cout << std::left << std::setw(8) << b.op << std::setw(44) << ops::format_params(b.workload)
                 << std::setw(30) << b.target << std::setw(40) << device_class << std::setw(10) << std::fixed
                 << std::setprecision(1) << b.record.gflops << std::setw(11) << std::setprecision(3)
-                << b.record.cost * 1e3 << std::setw(8) << b.trials << config << "\n";
+                << b.record.cost * 1e3 << std::setw(8) << b.trials << std::setw(10) << b.record.implementation
+                << config << "\n";
     }
     return 0;
   } catch (const UsageError& e) {

@@ -74,7 +74,8 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
     }
     std::cout << "\n";
   } else {
-    std::cout << "\nfinal: the best configurations and the default, re-measured interleaved (median of all rounds)\n"
+    std::cout << "\nfinal: the best configurations, the default and the vendor libraries, re-measured interleaved "
+                 "(median of all rounds)\n"
               << std::left << std::setw(6) << "RANK" << std::setw(12) << "GFLOP/s" << std::setw(12) << "MEDIAN ms"
               << std::setw(10) << "SPEED-UP" << std::setw(9) << "SPREAD" << "CONFIG\n";
     int rank = 1;
@@ -86,14 +87,26 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
       if (f.status == "ok") spread << std::fixed << std::setprecision(0) << f.spread * 100 << "%";
       std::cout << std::left << std::setw(6) << rank++ << std::setw(12) << std::fixed << std::setprecision(1)
                 << f.gflops << std::setw(12) << std::setprecision(3) << f.median_s * 1e3 << std::setw(10)
-                << speedup.str() << std::setw(9) << spread.str() << f.config;
+                << speedup.str() << std::setw(9) << spread.str()
+                << (f.implementation == tuner::kKestrelImplementation ? f.config : f.implementation + " (vendor)");
       if (f.is_default) std::cout << "  (default)";
       if (f.noisy) std::cout << "  noisy: its rounds disagree";
       if (f.status != "ok") std::cout << "  " << f.status;
       std::cout << "\n";
     }
-    if (r.default_is_best) {
+    if (r.final.front().implementation != tuner::kKestrelImplementation) {
+      std::cout << "the vendor library " << r.final.front().implementation << " was fastest: `kestrel best` shows it\n";
+    } else if (r.default_is_best) {
       std::cout << "no configuration beat the default in the final re-measurement: the default is the recommendation\n";
+    }
+  }
+  for (const auto& v : r.vendors) {
+    std::cout << "vendor " << v.implementation << ": ";
+    if (v.status == "ok") {
+      std::cout << std::fixed << std::setprecision(1) << v.gflops << " GFLOP/s, median " << std::setprecision(3)
+                << v.median_s * 1e3 << " ms\n";
+    } else {
+      std::cout << v.status << "\n";
     }
   }
   if (r.default_gflops > 0) {
@@ -104,7 +117,8 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
 
 nlohmann::json entry_json(const tuner::FinalEntry& f) {
   return {{"config", f.config}, {"median_s", f.median_s}, {"gflops", f.gflops},     {"status", f.status},
-          {"spread", f.spread}, {"noisy", f.noisy},       {"is_default", f.is_default}};
+          {"spread", f.spread}, {"noisy", f.noisy},       {"is_default", f.is_default},
+          {"implementation", f.implementation}};
 }
 
 nlohmann::json result_json(const tuner::TuneResult& result) {
@@ -117,6 +131,9 @@ nlohmann::json result_json(const tuner::TuneResult& result) {
                         {"stop_reason", result.stop_reason}, {"default_gflops", result.default_gflops},
                         {"default_is_best", result.default_is_best}, {"final", final}};
   if (result.best_recorded) out["best_recorded"] = entry_json(*result.best_recorded);
+  nlohmann::json vendors = nlohmann::json::array();
+  for (const auto& v : result.vendors) vendors.push_back(entry_json(v));
+  out["vendors"] = vendors;
   return out;
 }
 
@@ -147,6 +164,8 @@ int run_tune(int argc, char** argv) {
   args.option("final-top", "N", "best configurations re-measured at the end beside the default; 0: none (the best "
                                 "recorded is the result)", "3");
   args.option("final-repeat", "N", "their timed rounds, spread over interleaved passes", "15");
+  args.option("vendors", "LIST", "vendor libraries timed on the device beside the final round, when the op has them "
+                                 "and the device has them: all, none, or e.g. openblas,onednn", "all");
   args.flag("no-transfer", "do not seed the cost model with records of other workloads");
   args.flag("quiet", "no progress output");
   args.flag("json", "print the result as JSON");
@@ -196,6 +215,17 @@ int run_tune(int argc, char** argv) {
     options.final_top = static_cast<std::size_t>(args.get_int("final-top", 3, 0, 100));
     options.final_repeat = static_cast<std::uint32_t>(args.get_int("final-repeat", 15, 1, 10'000));
     options.transfer = !args.has("no-transfer");
+    options.vendors = args.get("vendors", "all");
+    for (std::size_t start = 0; options.vendors != "all" && options.vendors != "none";) {
+      std::size_t comma = options.vendors.find(',', start);
+      std::string name = options.vendors.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
+        throw UsageError("--vendors '" + options.vendors + "' is not all, none or a list of libraries such as "
+                         "openblas,onednn");
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
     options.measure = measure_options(args);
     host::PoolOptions pool = pool_options(args, "kestrel tune");
     options.device_key = pool.key;

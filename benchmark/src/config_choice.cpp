@@ -27,7 +27,10 @@ ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const s
   }
   for (const auto& b : best) {
     if (b.op != op.name() || b.workload != params || b.target != target) continue;
-    const std::string recorded = ops::format_config(b.record.config);
+    // Kestrel's own best, also when a vendor library measured faster.
+    const tuner::Record* own = b.own();
+    if (own == nullptr) break;
+    const std::string recorded = ops::format_config(own->config);
     try {
       choice.config = ops::parse_config(op, params, recorded, traits);
     } catch (const ops::OpError& e) {
@@ -44,9 +47,11 @@ ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const s
     if (db) {
       auto records = db->find(b.op, b.workload, b.target, &b.device_class);
       trials = static_cast<std::size_t>(
-          std::count_if(records.begin(), records.end(), [](const tuner::Record& r) { return !r.final_measurement; }));
+          std::count_if(records.begin(), records.end(), [](const tuner::Record& r) {
+            return !r.final_measurement && r.implementation == tuner::kKestrelImplementation;
+          }));
     }
-    choice.detail = "best of " + std::to_string(trials) + " trials, " + fixed1(b.record.gflops) + " GFLOP/s when tuned";
+    choice.detail = "best of " + std::to_string(trials) + " trials, " + fixed1(own->gflops) + " GFLOP/s when tuned";
     return choice;
   }
   choice.config = op.default_config(params, traits);

@@ -75,7 +75,7 @@ std::optional<CpuKernelModule> CpuKernelModule::load(int fd, const std::string& 
     error = "module " + name + " does not export " KESTREL_KERNEL_ABI_SYMBOL " (not a Kestrel kernel)";
     return std::nullopt;
   }
-  if (*version != KESTREL_KERNEL_ABI_VERSION) {
+  if (*version < KESTREL_KERNEL_ABI_OLDEST || *version > KESTREL_KERNEL_ABI_VERSION) {
     error = "module " + name + " was built for kernel ABI v" + std::to_string(*version) +
             " but this runtime implements v" + std::to_string(KESTREL_KERNEL_ABI_VERSION) +
             " (rebuild it with this version of Kestrel)";

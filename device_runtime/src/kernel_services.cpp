@@ -1,6 +1,8 @@
-// Kernel services: the parallel_for thread pool and the scratch allocator behind the
-// kernel ABI's function pointers.
+// Kernel services: the parallel_for thread pool, the scratch allocator and the vendor
+// library lookup behind the kernel ABI's function pointers.
 #include "kestrel/device_runtime/kernel_services.h"
+
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +11,8 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -80,6 +84,12 @@ struct KernelServices::Pool {
 
   std::mutex alloc_mutex;
   std::set<void*> live;
+
+  // Vendor libraries by file name (null: it failed to load), never closed: a library
+  // with threads of its own (OpenBLAS, OpenMP) must not be unloaded under them.
+  std::mutex vendor_mutex;
+  std::vector<std::pair<std::string, void*>> libraries;
+  std::string vendor_failure;  // the last failed lookup, for KESTREL_KERNEL_VENDOR_MISSING
 };
 
 namespace {
@@ -106,6 +116,43 @@ void service_release(void* context, void* p) {
   if (pool->live.erase(p)) std::free(p);
 }
 
+void* service_vendor_symbol(void* context, const char* library, const char* symbol) {
+  auto* pool = static_cast<KernelServices::Pool*>(context);
+  std::lock_guard lock(pool->vendor_mutex);
+  const std::string name = library ? library : "";
+  const std::string what = "the vendor library " + name + (symbol ? std::string(" (symbol ") + symbol + ")" : "");
+#if KESTREL_NO_VENDOR_LIBRARIES
+  (void)symbol;
+  pool->vendor_failure = what + " cannot be used: this runtime is linked fully statically and cannot load libraries";
+  return nullptr;
+#else
+  if (!library || !symbol || name.find('/') != std::string::npos) {
+    pool->vendor_failure = what + " cannot be used: a library is named by its file name, without a folder";
+    return nullptr;
+  }
+  void* handle = nullptr;
+  auto it = std::find_if(pool->libraries.begin(), pool->libraries.end(), [&](const auto& l) { return l.first == name; });
+  if (it != pool->libraries.end()) {
+    handle = it->second;
+  } else {
+    handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    const char* why = handle ? nullptr : ::dlerror();
+    pool->libraries.emplace_back(name, handle);
+    if (!handle) {
+      pool->vendor_failure = "the vendor library " + name + " is not on this device (" + (why ? why : "dlopen failed") + ")";
+      return nullptr;
+    }
+  }
+  if (!handle) {
+    pool->vendor_failure = "the vendor library " + name + " is not on this device";
+    return nullptr;
+  }
+  void* found = ::dlsym(handle, symbol);
+  if (!found) pool->vendor_failure = "the vendor library " + name + " has no symbol " + symbol;
+  return found;
+#endif
+}
+
 }  // namespace
 
 KernelServices::KernelServices(unsigned threads) {
@@ -117,6 +164,18 @@ KernelServices::KernelServices(unsigned threads) {
   table_.parallel_for = service_parallel_for;
   table_.alloc = service_alloc;
   table_.release = service_release;
+  table_.vendor_symbol = service_vendor_symbol;
+}
+
+std::string KernelServices::describe_error(std::int32_t code) const {
+  if (code == KESTREL_KERNEL_VENDOR_MISSING) {
+    std::lock_guard lock(pool_->vendor_mutex);
+    return pool_->vendor_failure.empty() ? "a vendor library is not on this device" : pool_->vendor_failure;
+  }
+  if (code >= KESTREL_KERNEL_VENDOR_FAILED && code <= KESTREL_KERNEL_VENDOR_FAILED + 0xff) {
+    return "a vendor library call failed (its status " + std::to_string(code - KESTREL_KERNEL_VENDOR_FAILED) + ")";
+  }
+  return "kernel returned error code " + std::to_string(code);
 }
 
 KernelServices::~KernelServices() { reclaim_scratch(); }

@@ -304,7 +304,7 @@ struct Batch {
     int32_t rc = call(*module);
     if (rc != 0) {
       result.status = Status::runtime_error;
-      result.message = "kernel returned error code " + std::to_string(rc);
+      result.message = g_services->describe_error(rc);
       return result;
     }
     if (!expected.empty()) {

@@ -6,6 +6,7 @@
 #include "builtin_ops.h"
 #include "conv_shape.h"
 #include "knob_util.h"
+#include "vendor_kernels.h"
 
 namespace kestrel::ops {
 namespace {
@@ -174,6 +175,12 @@ class Conv2dNchwcOp final : public Op {
   double tolerance(const Params& params) const override {
     ConvShape s = detail::conv_shape(params);
     return detail::dot_tolerance(static_cast<double>(s.c / s.groups * s.r * s.s + 2));
+  }
+
+  // oneDNN's convolution on this op's own blocked layouts (nothing reordered).
+  std::vector<VendorKernel> vendor_kernels(const Params& params) const override {
+    if (auto kernel = detail::onednn_conv2d_nchwc(params)) return {std::move(*kernel)};
+    return {};
   }
 
   // Parameters and knobs, then quantities derived from both. Every name is emitted for

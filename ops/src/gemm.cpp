@@ -3,6 +3,7 @@
 // ops/gemm/gemm.c, the reference ops/gemm/gemm_ref.c.
 #include "builtin_ops.h"
 #include "knob_util.h"
+#include "vendor_kernels.h"
 
 namespace kestrel::ops {
 namespace {
@@ -200,6 +201,11 @@ class GemmOp final : public Op {
   }
 
   double tolerance(const Params& p) const override { return detail::dot_tolerance(static_cast<double>(p.at("K"))); }
+
+  // OpenBLAS's cblas_sgemm on A, B and C as they are.
+  std::vector<VendorKernel> vendor_kernels(const Params& p) const override {
+    return {detail::openblas_gemm(p, 1, p.at("M"), p.at("N"), p.at("K"), false, false)};
+  }
 
   // Parameters and knobs, then quantities derived from both. Every name is emitted for
   // every workload and configuration, in this order; all values are finite and >= 0.

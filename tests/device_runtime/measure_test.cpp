@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "kestrel/kernel/abi.h"
 #include "kestrel/device_runtime/measure.h"
 #include "kestrel/device_runtime/module_store.h"
 #include "kestrel/base/log.h"
@@ -46,7 +47,7 @@ struct Fixtures {
   Fixtures() {
     int n = 1;
     for (std::string name : {"add", "add_ref", "slow_add", "segfault", "hang", "garbage", "partial", "error_code",
-                             "not_a_kernel", "abi_v1", "two_kernels"}) {
+                             "not_a_kernel", "abi_v1", "two_kernels", "abi_v2", "vendor_missing", "vendor_libm"}) {
       std::string h = fake_hash(n++);
       REQUIRE(store.put(h, read_bytes(std::string(KESTREL_FIXTURE_DIR) + "/fixture_" + name + ".so")).empty());
       hash[name] = h;
@@ -223,8 +224,28 @@ TEST_CASE("a module of kernel ABI v1 is refused with the version it was built fo
   REQUIRE(out.done);
   REQUIRE(out.results.size() == 2);
   CHECK(out.results[0].status == Status::device_load_error);
-  CHECK_THAT(out.results[0].message, Catch::Contains("kernel ABI v1") && Catch::Contains("implements v2"));
+  CHECK_THAT(out.results[0].message, Catch::Contains("kernel ABI v1") &&
+                                                 Catch::Contains("implements v" + std::to_string(KESTREL_KERNEL_ABI_VERSION)));
   CHECK(out.results[1].status == Status::ok);  // the batch goes on
+}
+
+TEST_CASE("kernel ABI v3: v2 modules still run, vendor libraries are found in the worker, a missing one is named",
+          "[measure][abi][vendor]") {
+  Fixtures f;
+  BatchSpec spec = add_batch(f);
+  add_candidates(spec, {f.candidate(1, "abi_v2"), f.candidate(2, "vendor_missing"), f.candidate(3, "vendor_libm"),
+                        f.candidate(4, "add")});
+  Outcome out = run_batch(spec);
+  REQUIRE(out.done);
+  REQUIRE(out.results.size() == 4);
+  CHECK(out.results[0].status == Status::ok);
+  CHECK(out.results[1].status == Status::runtime_error);
+  CHECK(out.results[1].message ==
+        "the vendor library libkestrel_no_such_library.so.1 is not on this device "
+        "(libkestrel_no_such_library.so.1: cannot open shared object file: No such file or directory)");
+  CHECK(out.results[2].status == Status::ok);  // checked against the reference: libm was called
+  CHECK(out.results[2].round_seconds.size() == 3);
+  CHECK(out.results[3].status == Status::ok);  // the batch goes on
 }
 
 TEST_CASE("a candidate names which kernel of a module runs (kernel ABI v2 entries)", "[measure][abi]") {

@@ -18,11 +18,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A small, quick workload: every trial compiles and runs in well under a second.
+// A small, quick workload: every trial compiles and runs in well under a second. Kestrel's
+// own kernels only (the vendor libraries have a test of their own).
 std::vector<std::string> tune_args(const std::string& db, int trials) {
-  return {kKestrel, "tune",    "--op",         "gemm", "--shape",   "48x40x32",       "--trials",
-          std::to_string(trials), "--batch", "4",   "--db",     db,         "--repeat",      "2",
-          "--min-repeat-ms", "2", "--final-top", "2", "--final-repeat", "3", "--seed", "7"};
+  return {kKestrel,          "tune", "--op",          "gemm", "--shape",       "48x40x32", "--trials",
+          std::to_string(trials), "--batch", "4",      "--db",   db,            "--repeat", "2",
+          "--min-repeat-ms", "2",    "--final-top",   "2",    "--final-repeat", "3",       "--seed",
+          "7",               "--vendors", "none"};
 }
 
 nlohmann::json parse_json(const std::string& output) {
@@ -395,4 +397,65 @@ TEST_CASE("a tuning session whose tracker never comes back gives up clearly and 
   for (const auto& r : records.find("gemm", kWorkload, records.best()[0].target)) {
     CHECK(r.status != kernel::Status::device_lost);
   }
+}
+
+TEST_CASE("kestrel tune times OpenBLAS on the device beside Kestrel's kernels and best picks the fastest",
+          "[e2e][tune][vendor]") {
+  TempDir dir;
+  std::string db = dir.file("vendors.db");
+  // Only the default configuration against OpenBLAS (scripts/setup.sh installs it) on a
+  // mid-sized gemm: OpenBLAS should win, and when it does best shows its row.
+  std::vector<std::string> argv = {kKestrel, "tune", "--op", "gemm", "--shape", "192x160x224", "--trials", "1",
+                                   "--batch", "1", "--db", db, "--repeat", "3", "--min-repeat-ms", "5",
+                                   "--final-top", "1", "--final-repeat", "6", "--seed", "7", "--json"};
+  std::string output;
+  REQUIRE(test::run_command(argv, output, dir.file("tune.out")) == 0);
+  INFO(output);
+  auto result = parse_json(output);
+  REQUIRE(result.is_object());
+  // The finalist, the default and OpenBLAS, re-measured interleaved on the device.
+  const nlohmann::json* openblas = nullptr;
+  for (const auto& f : result["final"]) {
+    if (f["implementation"] == "openblas") openblas = &f;
+  }
+  REQUIRE(openblas != nullptr);
+  CHECK((*openblas)["status"] == "ok");
+  CHECK((*openblas)["config"] == "");
+  CHECK((*openblas)["gflops"].get<double>() > 0);
+  const std::string winner = result["final"][0]["implementation"].get<std::string>();
+
+  // Recorded like any other measurement, under its implementation.
+  std::size_t vendor_records = 0;
+  for (const auto& r : tuner::SqliteRecords(db, tuner::OpenMode::existing)
+                           .find("gemm", {{"K", 224}, {"M", 192}, {"N", 160}}, result["target"].get<std::string>())) {
+    if (r.implementation != "openblas") continue;
+    ++vendor_records;
+    CHECK(r.final_measurement);
+    CHECK(r.ok());
+  }
+  CHECK(vendor_records == 1);
+
+  // `best` picks the fastest across implementations: the final round's winner.
+  std::string best;
+  REQUIRE(test::run_command({kKestrel, "best", "--db", db, "--json"}, best, dir.file("best.json")) == 0);
+  auto best_json = nlohmann::json::parse(best.substr(best.find('[')), nullptr, false);
+  REQUIRE(best_json.is_array());
+  REQUIRE(best_json.size() == 1);
+  CHECK(best_json[0]["implementation"] == winner);
+  REQUIRE(test::run_command({kKestrel, "best", "--db", db}, best, dir.file("best.out")) == 0);
+  if (winner == "openblas") {
+    CHECK(best_json[0].contains("kestrel"));  // Kestrel's own best beside it
+    CHECK_THAT(best, Catch::Contains("openblas") && Catch::Contains("kestrel's best: "));
+  } else {
+    WARN("Kestrel's kernel beat OpenBLAS on this machine: best shows Kestrel's row");
+    CHECK_THAT(best, Catch::Contains("kestrel"));
+  }
+
+  // --vendors none skips them.
+  argv[11] = dir.file("none.db");
+  argv.insert(argv.end(), {"--vendors", "none"});
+  REQUIRE(test::run_command(argv, output, dir.file("none.out")) == 0);
+  result = parse_json(output);
+  REQUIRE(result.is_object());
+  for (const auto& f : result["final"]) CHECK(f["implementation"] == "kestrel");
 }

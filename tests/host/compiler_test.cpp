@@ -163,7 +163,8 @@ void check_axpy_runs(const CompileResult& result, float scale) {
   const std::string image(result.shared_object.begin(), result.shared_object.end());
   CHECK(image.find("memset") != std::string::npos);  // an undefined reference, resolved by dlopen
 
-  const kestrel_services services{KESTREL_KERNEL_ABI_VERSION, 1, nullptr, serial_for, scratch_alloc, scratch_release};
+  const kestrel_services services{KESTREL_KERNEL_ABI_VERSION, 1, nullptr, serial_for, scratch_alloc, scratch_release,
+                                  nullptr};
   std::vector<float> x(1000), y(1000, -1.0f);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
   kestrel_arg args[2] = {{x.data(), static_cast<int64_t>(x.size()), 0}, {y.data(), static_cast<int64_t>(y.size()), 0}};

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <map>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -74,6 +76,24 @@ void test_release(void* context, void* p) {
   std::free(p);
 }
 
+// Vendor libraries (dlopen by file name, kept loaded) and the last failed lookup.
+std::mutex g_vendor_mutex;
+std::map<std::string, void*> g_vendor_libraries;
+std::string g_vendor_failure;
+
+void* test_vendor_symbol(void*, const char* library, const char* symbol) {
+  std::lock_guard lock(g_vendor_mutex);
+  auto [it, added] = g_vendor_libraries.try_emplace(library, nullptr);
+  if (added) it->second = ::dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (!it->second) {
+    g_vendor_failure = std::string("the vendor library ") + library + " is not on this machine";
+    return nullptr;
+  }
+  void* found = ::dlsym(it->second, symbol);
+  if (!found) g_vendor_failure = std::string("the vendor library ") + library + " has no symbol " + symbol;
+  return found;
+}
+
 std::string run_command(const std::string& command, int& status) {
   std::string output;
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
@@ -124,7 +144,7 @@ Kernel Kernel::build(const KernelSource& source, const std::filesystem::path& di
   if (!handle) throw std::runtime_error(std::string("dlopen failed: ") + ::dlerror());
   auto* version = static_cast<const std::uint32_t*>(::dlsym(handle, KESTREL_KERNEL_ABI_SYMBOL));
   auto entry = reinterpret_cast<kestrel_kernel_fn>(::dlsym(handle, KESTREL_KERNEL_DEFAULT_ENTRY));
-  if (!version || *version != KESTREL_KERNEL_ABI_VERSION || !entry) {
+  if (!version || *version < KESTREL_KERNEL_ABI_OLDEST || *version > KESTREL_KERNEL_ABI_VERSION || !entry) {
     ::dlclose(handle);
     throw std::runtime_error("module " + so_file.string() + " lacks the kernel ABI symbols");
   }
@@ -157,10 +177,16 @@ std::int32_t Kernel::run(std::vector<kestrel_arg>& args, int threads) const {
   services.parallel_for = threads > 1 ? threaded_for : serial_for;
   services.alloc = test_alloc;
   services.release = test_release;
+  services.vendor_symbol = test_vendor_symbol;
   return entry_(&services, args.data(), static_cast<std::int32_t>(args.size()));
 }
 
 std::int64_t live_allocations() { return g_live.load(); }
+
+std::string last_vendor_failure() {
+  std::lock_guard lock(g_vendor_mutex);
+  return g_vendor_failure;
+}
 
 void Buffer::Free::operator()(float* p) const { std::free(p); }
 
@@ -232,6 +258,12 @@ bool WorkloadChecker::check(const Config& config) {
     throw;
   }
   return compare(*kernel, true);
+}
+
+bool WorkloadChecker::check(const KernelSource& source) {
+  INFO(op_.name() << " " << format_params(params_) << " source " << source.file_name);
+  Kernel kernel = Kernel::build(source, dir_.path(), "k" + std::to_string(count_++));
+  return compare(kernel, true);
 }
 
 bool WorkloadChecker::matches(const KernelSource& source) {

@@ -58,6 +58,9 @@ const TargetTraits& native_traits();
 
 // Scratch allocations not yet released through the test services.
 std::int64_t live_allocations();
+// The last vendor_symbol lookup of the test services that failed ("the vendor library X
+// is not on this machine", "... has no symbol Y"); empty when none did.
+std::string last_vendor_failure();
 
 // 64-byte aligned float buffer with `guard` extra elements after the data that hold a
 // sentinel, to catch out-of-bounds writes.
@@ -93,6 +96,9 @@ class WorkloadChecker {
   // configuration the kernel refuses to compile for this machine's registers (its message
   // contains kRegisterRefusal) is reported with WARN and counts as passing.
   bool check(const Config& config);
+  // The same for a kernel source of the op's arguments (a vendor shim): compiled, run
+  // serially and with two threads, compared, failures reported.
+  bool check(const KernelSource& source);
   // Whether `source` (e.g. a kernel with an injected bug) matches the reference in both
   // runs, without reporting mismatches as failures. Throws if it does not compile.
   bool matches(const KernelSource& source);

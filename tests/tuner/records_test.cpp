@@ -114,6 +114,7 @@ void require_same(const Record& a, const Record& b) {
   CHECK(a.session == b.session);
   CHECK(a.final_measurement == b.final_measurement);
   CHECK(a.is_default == b.is_default);
+  CHECK(a.implementation == b.implementation);
 }
 
 // Runs `sql` on `path` with the SQLite C API, bypassing RecordsDb.
@@ -391,7 +392,7 @@ TEST_CASE("records: files that are not ours are refused on open", "[records]") {
             "INSERT INTO meta VALUES('schema_version', '99');"
             "CREATE TABLE records(id INTEGER PRIMARY KEY, blob BLOB);");
     std::string error = error_of(path);
-    CHECK_THAT(error, Catch::Contains("99") && Catch::Contains("version 2") && Catch::Contains("upgrade Kestrel"));
+    CHECK_THAT(error, Catch::Contains("99") && Catch::Contains("version 3") && Catch::Contains("upgrade Kestrel"));
   }
   SECTION("another program's SQLite database") {
     std::string path = dir.file("other.db");
@@ -692,9 +693,10 @@ TEST_CASE("records: a version-1 file is read as it is read-only and upgraded whe
     writer.add(r);
     CHECK(writer.count() == 4);
   }
-  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
   CHECK(raw_value(path, "SELECT device_model FROM records WHERE id = 1") == "AMD EPYC 9654");
-  RecordsDb again(path);  // a second open finds version 2 and changes nothing
+  CHECK(raw_value(path, "SELECT implementation FROM records WHERE id = 1") == "kestrel");
+  RecordsDb again(path);  // a second open finds version 3 and changes nothing
   auto all = again.find("gemm", workload, target);
   REQUIRE(all.size() == 3);
   CHECK(all[2].is_default);
@@ -789,4 +791,130 @@ TEST_CASE("records: an export of version 1 imports, with the new fields at their
                                 R"("round_seconds":[],"cost":null,"time_unix_ms":1,"session":"s"})"
                                 "\n");
   CHECK_THROWS_WITH(db.import_jsonl(bad_status), Catch::Contains("line 1") && Catch::Contains("unknown status 'meh'"));
+}
+
+namespace {
+
+// The version-2 schema, as Kestrel wrote it before vendor libraries were recorded.
+constexpr const char* kVersion2 = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES('schema_version', '2');
+CREATE TABLE records(
+  id INTEGER PRIMARY KEY, op TEXT NOT NULL, workload TEXT NOT NULL, target TEXT NOT NULL,
+  device_key TEXT NOT NULL, device TEXT NOT NULL, device_fingerprint TEXT NOT NULL, config TEXT NOT NULL,
+  status TEXT NOT NULL, message TEXT NOT NULL, round_seconds TEXT NOT NULL, cost REAL, gflops REAL,
+  compile_ms REAL, tool_version TEXT NOT NULL, time_unix_ms INTEGER NOT NULL, session TEXT NOT NULL,
+  final_measurement INTEGER NOT NULL, device_model TEXT NOT NULL DEFAULT '', is_default INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX records_by_workload ON records(op, workload, target);
+INSERT INTO records VALUES(1, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local/0', 'cpu0',
+  'x86_64-linux-gnu|AMD EPYC|16', 'mc=64,nc=256', 'ok', '', '[0.002,0.001,0.003]', 0.002, 1.5, 12.0,
+  '0.2.0', 1700000000000, 's-old', 0, 'AMD EPYC', 1);
+)sql";
+
+}  // namespace
+
+TEST_CASE("records: a version-2 file is read as it is read-only and upgraded to version 3 when opened for writing",
+          "[records][upgrade]") {
+  TempDir dir;
+  std::string path = dir.file("v2.db");
+  raw_sql(path, kVersion2);
+  const std::string target = "x86_64-linux-gnu (znver4)";
+  const Params workload{{"K", 8}, {"M", 8}, {"N", 8}};
+  {
+    RecordsDb reader(path, OpenMode::existing);
+    auto records = reader.find("gemm", workload, target);
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].implementation == "kestrel");
+    CHECK(records[0].is_default);
+    auto best = reader.best();
+    REQUIRE(best.size() == 1);
+    CHECK(best[0].own() == &best[0].record);
+  }
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "2");  // untouched
+  CHECK(raw_value(path, "SELECT COUNT(*) FROM pragma_table_info('records') WHERE name = 'implementation'") == "0");
+  {
+    RecordsDb writer(path);
+    Record vendor = make_record("K=8,M=8,N=8", "c1", 0.001);
+    vendor.config.clear();  // a vendor library's record has no configuration
+    vendor.implementation = "openblas";
+    vendor.time_unix_ms = 1800000000000;
+    writer.add(vendor);
+  }
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
+  CHECK(raw_value(path, "SELECT implementation FROM records WHERE id = 1") == "kestrel");
+  CHECK(raw_value(path, "SELECT implementation FROM records WHERE id = 2") == "openblas");
+  RecordsDb again(path);  // a second open finds version 3 and changes nothing
+  auto all = again.find("gemm", workload, target);
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].implementation == "kestrel");
+  CHECK(all[1].implementation == "openblas");
+  CHECK(all[1].config.empty());
+}
+
+TEST_CASE("records: best picks the fastest implementation, and keeps Kestrel's own best beside a vendor's",
+          "[records][best][vendor]") {
+  TempDir dir;
+  RecordsDb db(dir.file("records.db"));
+  auto vendor = [](const std::string& workload, double cost, const std::string& session, bool final) {
+    Record r = make_record(workload, "c1", cost);
+    r.config.clear();  // a vendor library's record has no configuration
+    r.implementation = "openblas";
+    r.final_measurement = final;
+    r.session = session;
+    return r;
+  };
+  // A: the vendor wins the final round; Kestrel's best of that round is kept beside it.
+  db.add(make_record("A", "c1", 0.5));
+  db.add(final_record("A", "c1", 1.2, "s1"));
+  db.add(final_record("A", "c0", 1.5, "s1", true));
+  db.add(vendor("A", 1.0, "s1", true));
+  // B: Kestrel wins the final round against the vendor.
+  db.add(final_record("B", "c1", 0.8, "s1"));
+  db.add(final_record("B", "c0", 1.5, "s1", true));
+  db.add(vendor("B", 1.0, "s1", true));
+  // C: no final round: the lowest cost wins, here the vendor's; Kestrel's best is kept.
+  db.add(make_record("C", "c1", 2.0));
+  db.add(make_record("C", "c2", 3.0));
+  db.add(vendor("C", 1.0, "s1", false));
+  // D: only the vendor measured ok: no Kestrel best.
+  db.add(vendor("D", 1.0, "s1", false));
+
+  auto best = db.best();
+  REQUIRE(best.size() == 4);
+  auto of = [&](const std::string& workload) -> const Best& {
+    for (const auto& b : best) {
+      if (b.workload == pairs(workload)) return b;
+    }
+    FAIL("no best for " << workload);
+    return best.front();
+  };
+  const Best& a = of("A");
+  CHECK(a.record.implementation == "openblas");
+  CHECK(a.record.cost == 1.0);
+  CHECK(!a.default_is_best);
+  REQUIRE(a.own() != nullptr);
+  CHECK(a.own()->config == pairs("c1"));
+  CHECK(a.own()->cost == 1.2);  // the final round's, not the lucky trial's
+  const Best& b = of("B");
+  CHECK(b.record.implementation == "kestrel");
+  CHECK(b.record.config == pairs("c1"));
+  CHECK(b.own() == &b.record);
+  CHECK(!b.own_record);
+  const Best& c = of("C");
+  CHECK(c.record.implementation == "openblas");
+  REQUIRE(c.own() != nullptr);
+  CHECK(c.own()->config == pairs("c1"));
+  const Best& d = of("D");
+  CHECK(d.record.implementation == "openblas");
+  CHECK(d.own() == nullptr);
+
+  // The implementation survives an export and an import.
+  std::stringstream jsonl;
+  db.export_jsonl(jsonl);
+  CHECK_THAT(jsonl.str(), Catch::Contains("\"implementation\":\"openblas\""));
+  RecordsDb copy(dir.file("copy.db"));
+  CHECK(copy.import_jsonl(jsonl) == db.count());
+  auto copied = copy.find("gemm", pairs("D"), "x86_64-linux-gnu (znver4)");
+  REQUIRE(copied.size() == 1);
+  CHECK(copied[0].implementation == "openblas");
 }

@@ -42,10 +42,19 @@ class ToyOp final : public ops::Op {
   }
   ops::KernelSource reference(const ops::Params&) const override { throw ops::OpError("toy has no kernel"); }
   double tolerance(const ops::Params&) const override { return 0; }
+  // Vendor kernels by implementation name (no source: only an evaluator that does not
+  // compile, the synthetic one, can measure them).
+  void set_vendors(std::vector<std::string> implementations) { vendors_ = std::move(implementations); }
+  std::vector<ops::VendorKernel> vendor_kernels(const ops::Params&) const override {
+    std::vector<ops::VendorKernel> out;
+    for (const auto& name : vendors_) out.push_back({name, "test vendor " + name, {}});
+    return out;
+  }
 
  private:
   std::vector<ops::Knob> knobs_;
   std::function<bool(const ops::Config&)> ok_;
+  std::vector<std::string> vendors_;
 };
 
 }  // namespace kestrel::test

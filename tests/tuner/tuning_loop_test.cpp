@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <set>
 
 #include "kestrel/tuner/evaluator.h"
@@ -333,5 +335,101 @@ TEST_CASE("tuning loop: without a final round the best recorded configuration is
     CHECK(result.final.empty());
     REQUIRE(result.best_recorded);
     CHECK(evaluator.evaluations() == 5);  // nothing re-measured after the interrupt
+  }
+}
+
+TEST_CASE("tuning loop: vendor kernels run in the final round, are recorded, and never feed the search",
+          "[tuning_loop][vendor]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  op.set_vendors({"fastlib", "slowlib", "missinglib"});
+  auto evaluator = SyntheticEvaluator::constant(bowl);  // a=5,b=3: 1 ms; the default a=1,b=1: 21 ms
+  evaluator.vendor_cost([](const std::string& implementation) {
+    if (implementation == "fastlib") return 0.5e-3;
+    if (implementation == "slowlib") return 5e-3;
+    return std::numeric_limits<double>::infinity();  // not on the device
+  });
+  auto o = options(64, 16);
+  o.final_top = 2;
+  o.final_repeat = 6;
+  o.final_passes = 3;
+  TuningLoop loop(task_of(op), db, evaluator, o);
+  auto result = sync(loop.run());
+  REQUIRE(result.final.size() == 6);  // two finalists, the default, three vendors
+  CHECK(result.final.front().implementation == "fastlib");
+  CHECK(result.final.front().config.empty());
+  CHECK(result.final.front().median_s == Approx(0.5e-3));
+  CHECK_FALSE(result.default_is_best);
+  CHECK(result.final[1].config == "a=5,b=3");
+  CHECK(result.final.back().implementation == "missinglib");
+  CHECK(result.final.back().status == "runtime error");
+  CHECK(evaluator.counts().at("fastlib") == 3);  // once per pass
+  CHECK(result.vendors.empty());
+
+  std::map<std::string, std::size_t> by_implementation;
+  for (const auto& r : db.find("toy", {}, loop.task().target_name())) {
+    ++by_implementation[r.implementation];
+    if (r.implementation == tuner::kKestrelImplementation) continue;
+    CHECK(r.final_measurement);
+    CHECK(r.config.empty());
+    CHECK_FALSE(r.is_default);
+    if (r.ok()) CHECK(r.round_seconds.size() == 6);
+  }
+  CHECK(by_implementation == std::map<std::string, std::size_t>{
+                                 {"kestrel", 64 + 3}, {"fastlib", 1}, {"slowlib", 1}, {"missinglib", 1}});
+  auto best = db.best();
+  REQUIRE(best.size() == 1);
+  CHECK(best[0].record.implementation == "fastlib");
+  REQUIRE(best[0].own());
+  CHECK(ops::format_config(best[0].own()->config) == "a=5,b=3");
+
+  // A second session resumes Kestrel's 64 configurations, not the vendors' records; with
+  // --vendors slowlib only that library runs.
+  o.vendors = "slowlib";
+  TuningLoop again(task_of(op), db, evaluator, o);
+  auto second = sync(again.run());
+  CHECK(second.resumed == 64);
+  CHECK(second.this_session == 0);
+  CHECK(evaluator.counts().at("fastlib") == 3);
+  CHECK(evaluator.counts().at("slowlib") == 6);
+  std::size_t vendor_finals = 0;
+  for (const auto& f : second.final) vendor_finals += f.implementation == tuner::kKestrelImplementation ? 0 : 1;
+  CHECK(vendor_finals == 1);
+}
+
+TEST_CASE("tuning loop: vendor kernels without a final round run once on their own; none with --vendors none",
+          "[tuning_loop][vendor]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  op.set_vendors({"fastlib"});
+  auto evaluator = SyntheticEvaluator::constant(bowl);
+  evaluator.vendor_cost([](const std::string&) { return 0.5e-3; });
+  SECTION("final top 0") {
+    TuningLoop loop(task_of(op), db, evaluator, options(16, 16));
+    auto result = sync(loop.run());
+    CHECK(result.final.empty());
+    REQUIRE(result.vendors.size() == 1);
+    CHECK(result.vendors[0].implementation == "fastlib");
+    CHECK(result.vendors[0].median_s == Approx(0.5e-3));
+    std::size_t vendor_records = 0;
+    for (const auto& r : db.find("toy", {}, loop.task().target_name())) {
+      if (r.implementation == "fastlib") {
+        ++vendor_records;
+        CHECK_FALSE(r.final_measurement);
+      }
+    }
+    CHECK(vendor_records == 1);
+    CHECK(db.best().at(0).record.implementation == "fastlib");
+  }
+  SECTION("--vendors none") {
+    auto o = options(16, 16);
+    o.final_top = 2;
+    o.vendors = "none";
+    TuningLoop loop(task_of(op), db, evaluator, o);
+    auto result = sync(loop.run());
+    CHECK(evaluator.counts().count("fastlib") == 0);
+    for (const auto& f : result.final) CHECK(f.implementation == tuner::kKestrelImplementation);
   }
 }

@@ -23,7 +23,8 @@ Dataset make_dataset(const ops::Op& op, const std::vector<Record>& records) {
   Dataset out;
   out.rows.reserve(records.size());
   for (const Record& r : records) {
-    if (r.op != op.name() || r.workload.empty() || r.config.empty()) {
+    // A vendor library's record has no configuration of the op's space: never a sample.
+    if (r.op != op.name() || r.workload.empty() || r.config.empty() || r.implementation != kKestrelImplementation) {
       ++out.skipped;
       continue;
     }

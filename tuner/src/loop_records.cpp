@@ -21,6 +21,7 @@ std::vector<Past> of_task(const RecordStore& db, const Task& task, const std::op
   std::vector<Past> out;
   for (const Record& r : db.find(task.op_name(), task.params, task.target_name(),
                                  device_class ? &*device_class : nullptr)) {
+    if (r.implementation != kKestrelImplementation) continue;  // a vendor library: not a point of the space
     Past p;
     p.config = r.config;
     p.status = r.status;
@@ -34,7 +35,7 @@ std::vector<Past> of_task(const RecordStore& db, const Task& task, const std::op
 std::vector<Other> of_other_workloads(const RecordStore& db, const Task& task) {
   std::vector<Other> out;
   for (const Record& r : db.find_other_workloads(task.op_name(), task.params, task.target_name())) {
-    if (r.workload.empty() || r.config.empty()) continue;
+    if (r.workload.empty() || r.config.empty() || r.implementation != kKestrelImplementation) continue;
     Other o;
     o.params = r.workload;
     o.config = r.config;
@@ -55,7 +56,8 @@ void add(RecordStore& db, const Task& task, const Evaluation& e, const Context& 
   if (r.device_class.key.empty()) r.device_class.key = context.device_key;
   r.device = e.device;
   r.config = e.config;
-  r.is_default = e.config == task.op->default_config(task.params, task.target.traits);
+  r.is_default = e.implementation == kKestrelImplementation &&
+                 e.config == task.op->default_config(task.params, task.target.traits);
   r.status = e.status;
   r.message = e.message;
   r.round_seconds = e.round_seconds;
@@ -67,6 +69,7 @@ void add(RecordStore& db, const Task& task, const Evaluation& e, const Context& 
   r.time_unix_ms = now_unix_ms();
   r.session = context.session;
   r.final_measurement = final_measurement;
+  r.implementation = e.implementation;
   db.add(r);
 }
 

@@ -15,6 +15,11 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+rpc::awaitable<std::vector<Evaluation>> Evaluator::evaluate_vendors(const Task&, const std::vector<ops::VendorKernel>&,
+                                                                     const rpc::MeasureSettings&, ResultCallback) {
+  co_return std::vector<Evaluation>{};
+}
+
 MeasuredEvaluator::MeasuredEvaluator(host::Compiler& compiler, host::MeasureClient& measurer, std::string device_key)
     : compiler_(compiler), measurer_(measurer), device_key_(std::move(device_key)) {}
 
@@ -39,12 +44,35 @@ rpc::awaitable<std::vector<Evaluation>> MeasuredEvaluator::evaluate(const Task& 
     // A launch beyond the device's limits (threads, shared memory) is never compiled.
     kernels[i].invalid = host::check_launch(kernels[i].source, task.target);
   }
+  co_return co_await evaluate_kernels(kernels, prepare_workload(task), task.target, settings, std::move(on_result));
+}
+
+PreparedWorkload MeasuredEvaluator::prepare_workload(const Task& task) {
   PreparedWorkload workload;
-  for (const auto& t : op.tensors(task.params)) workload.workload.args.push_back({t.elements(), t.role == ops::Role::output});
-  workload.workload.tolerance = op.tolerance(task.params);
+  for (const auto& t : task.op->tensors(task.params)) {
+    workload.workload.args.push_back({t.elements(), t.role == ops::Role::output});
+  }
+  workload.workload.tolerance = task.op->tolerance(task.params);
   // The reference is a CPU kernel, for the device's CPU, whatever the target.
-  workload.reference = op.reference(task.params);
-  co_return co_await evaluate_kernels(kernels, workload, task.target, settings, std::move(on_result));
+  workload.reference = task.op->reference(task.params);
+  return workload;
+}
+
+rpc::awaitable<std::vector<Evaluation>> MeasuredEvaluator::evaluate_vendors(
+    const Task& task, const std::vector<ops::VendorKernel>& vendors, const rpc::MeasureSettings& settings,
+    ResultCallback on_result) {
+  std::vector<PreparedKernel> kernels(vendors.size());
+  for (std::size_t i = 0; i < vendors.size(); ++i) kernels[i].source = vendors[i].source;
+  // Each outcome is labelled with its library before anyone sees it.
+  ResultCallback labelled = [&](std::size_t i, const Evaluation& e) {
+    if (!on_result) return;
+    Evaluation copy = e;
+    copy.implementation = vendors[i].implementation;
+    on_result(i, copy);
+  };
+  auto out = co_await evaluate_kernels(kernels, prepare_workload(task), task.target, settings, labelled);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].implementation = vendors[i].implementation;
+  co_return out;
 }
 
 rpc::awaitable<std::vector<Evaluation>> MeasuredEvaluator::evaluate_kernels(const std::vector<PreparedKernel>& kernels,

@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS records(
   session            TEXT    NOT NULL,
   final_measurement  INTEGER NOT NULL,
   device_model       TEXT    NOT NULL DEFAULT '',  -- version 2
-  is_default         INTEGER NOT NULL DEFAULT 0    -- version 2
+  is_default         INTEGER NOT NULL DEFAULT 0,   -- version 2
+  implementation     TEXT    NOT NULL DEFAULT 'kestrel'  -- version 3
 );
 CREATE INDEX IF NOT EXISTS records_by_workload ON records(op, workload, target);
 CREATE INDEX IF NOT EXISTS records_by_target ON records(op, target);
@@ -71,17 +72,26 @@ std::string upgrade_from_1() {
          kModelFromFingerprint + "; UPDATE meta SET value = '2' WHERE key = 'schema_version';";
 }
 
-// What queries read from: the table, or for a version-1 file opened read-only the same
-// rows with the version-2 columns computed.
-constexpr const char* kRecordsV2 = "records";
-std::string records_v1() {
-  return std::string("(SELECT *, ") + kModelFromFingerprint + " AS device_model, 0 AS is_default FROM records) AS records";
+// Version 2 -> 3, inside a transaction: every earlier record is one of Kestrel's own kernels.
+constexpr const char* kUpgradeFrom2 =
+    "ALTER TABLE records ADD COLUMN implementation TEXT NOT NULL DEFAULT 'kestrel';"
+    "UPDATE meta SET value = '3' WHERE key = 'schema_version';";
+
+// What queries read from: the table, or for an older file opened read-only the same rows
+// with the newer columns computed.
+constexpr const char* kRecordsCurrent = "records";
+std::string records_of_version(std::int64_t version) {
+  if (version == 1) {
+    return std::string("(SELECT *, ") + kModelFromFingerprint +
+           " AS device_model, 0 AS is_default, 'kestrel' AS implementation FROM records) AS records";
+  }
+  return "(SELECT *, 'kestrel' AS implementation FROM records) AS records";
 }
 
 constexpr const char* kColumns =
     "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
     "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
-    "device_model, is_default";
+    "device_model, is_default, implementation";
 
 // A task and device class: the columns best() groups by.
 constexpr const char* kGroup = "op, workload, target, device_key, device_model, device_fingerprint";
@@ -284,6 +294,7 @@ Record read_record(const Statement& row, const std::string& path) {
   r.final_measurement = row.int64(17) != 0;
   r.device_class.model = row.text(18);
   r.is_default = row.int64(19) != 0;
+  r.implementation = row.text(20);
   return r;
 }
 
@@ -368,13 +379,14 @@ void bind_record(Statement& s, const Record& r) {
   s.bind(17, static_cast<std::int64_t>(r.final_measurement ? 1 : 0));
   s.bind(18, r.device_class.model);
   s.bind(19, static_cast<std::int64_t>(r.is_default ? 1 : 0));
+  s.bind(20, r.implementation);
 }
 
 constexpr const char* kInsert =
     "INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, "
     "message, round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, "
-    "final_measurement, device_model, is_default) "
-    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+    "final_measurement, device_model, is_default, implementation) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
 // --- JSONL ---
 
@@ -400,6 +412,7 @@ nlohmann::ordered_json to_json(const Record& r) {
   j["session"] = r.session;
   j["final_measurement"] = r.final_measurement;
   j["is_default"] = r.is_default;
+  j["implementation"] = r.implementation;
   return j;
 }
 
@@ -491,6 +504,8 @@ Record from_json_line(const std::string& text, std::size_t line) {
   r.session = in.string("session", required);
   r.final_measurement = in.boolean("final_measurement", optional);
   r.is_default = in.boolean("is_default", optional);
+  r.implementation = in.string("implementation", optional);  // absent before schema version 3
+  if (r.implementation.empty()) r.implementation = kKestrelImplementation;
   // The typed fields, once every field is known to be there.
   std::string why;
   auto workload = parse_map(workload_text, why);
@@ -508,7 +523,7 @@ Record from_json_line(const std::string& text, std::size_t line) {
 struct SqliteRecords::Impl {
   Database db;
   OpenMode mode = OpenMode::create;
-  std::string source = kRecordsV2;  // what queries read FROM
+  std::string source = kRecordsCurrent;  // what queries read FROM
   std::optional<Statement> insert;  // prepared once, reused by add(); none when read-only
 
   // The rows of a SELECT of kColumns.
@@ -569,7 +584,7 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
       throw RecordsError(in_quotes(path) + " holds no Kestrel records (an empty file or database): "
                          "check the path, or run kestrel tune to record into it");
     }
-    if (c.version < kSchemaVersion) impl_->source = records_v1();  // read as it is
+    if (c.version < kSchemaVersion) impl_->source = records_of_version(c.version);  // read as it is
     return;
   }
 
@@ -590,6 +605,9 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
     require_usable(now, path);
     if (now.contents == Contents::ours && now.has_records && now.version == 1) {
       exec(db, path, upgrade_from_1().c_str(), "upgrading the schema from version 1 to 2");
+    }
+    if (now.contents == Contents::ours && now.has_records && now.version >= 1 && now.version <= 2) {
+      exec(db, path, kUpgradeFrom2, "upgrading the schema from version 2 to 3");
     }
     exec(db, path, kSchema, "creating the schema");
     if (now.contents == Contents::empty) {
@@ -670,6 +688,7 @@ std::vector<Best> SqliteRecords::best() const {
     std::size_t trials = 0;
     std::optional<Record> best_ok;       // lowest cost, final re-measurements preferred
     std::optional<Record> best_default;  // the same among the default configuration's records
+    std::optional<Record> best_own;      // the same among Kestrel's own kernels' records
     std::vector<Record> finals;          // ok final re-measurements, oldest first
   };
   std::map<Group, Found> groups;
@@ -681,17 +700,20 @@ std::vector<Best> SqliteRecords::best() const {
   }
   // The first ok record of each group in the order final first, cost, id; among all
   // records, and among the default configuration's.
-  for (bool defaults : {false, true}) {
+  enum class Among { all, defaults, own };
+  for (Among among : {Among::all, Among::defaults, Among::own}) {
+    const char* filter = among == Among::defaults ? " AND is_default = 1"
+                         : among == Among::own    ? " AND implementation = 'kestrel'"
+                                                  : "";
     Statement s(db, path_,
                 std::string("SELECT * FROM (SELECT ") + kColumns + ", ROW_NUMBER() OVER (PARTITION BY " + kGroup +
                     " ORDER BY final_measurement DESC, cost ASC, id ASC) AS position FROM " + source +
-                    " WHERE status = ?1 AND cost IS NOT NULL" + (defaults ? " AND is_default = 1" : "") +
-                    ") WHERE position = 1");
+                    " WHERE status = ?1 AND cost IS NOT NULL" + filter + ") WHERE position = 1");
     s.bind(1, ok_text());
     while (s.step("selecting the best records")) {
       Record r = read_record(s, path_);
       Found& f = groups[group_of(r)];
-      (defaults ? f.best_default : f.best_ok) = std::move(r);
+      (among == Among::defaults ? f.best_default : among == Among::own ? f.best_own : f.best_ok) = std::move(r);
     }
   }
   Statement finals(db, path_,
@@ -715,19 +737,25 @@ std::vector<Best> SqliteRecords::best() const {
     for (const Record& r : found.finals) {
       if (r.is_default) round = r.session;  // finals are oldest first: the last one is the newest
     }
+    std::optional<Record> own = std::move(found.best_own);
     if (!round.empty()) {
       const Record* winner = nullptr;
+      const Record* own_winner = nullptr;
       const Record* baseline = nullptr;
+      auto better = [](const Record& r, const Record* than) {
+        return than == nullptr || r.cost < than->cost || (r.cost == than->cost && r.is_default && !than->is_default);
+      };
       for (const Record& r : found.finals) {
         if (r.session != round) continue;
         if (r.is_default && (baseline == nullptr || r.id > baseline->id)) baseline = &r;
-        if (winner == nullptr || r.cost < winner->cost || (r.cost == winner->cost && r.is_default && !winner->is_default)) {
-          winner = &r;
-        }
+        if (better(r, winner)) winner = &r;
+        if (r.implementation == kKestrelImplementation && better(r, own_winner)) own_winner = &r;
       }
       b.record = *winner;
       b.default_record = *baseline;
+      if (own_winner) own = *own_winner;
     }
+    if (b.record.implementation != kKestrelImplementation) b.own_record = std::move(own);
     b.default_is_best = b.record.is_default;
     b.op = b.record.op;
     b.workload = b.record.workload;
@@ -776,7 +804,7 @@ std::size_t SqliteRecords::import_jsonl(std::istream& in) {
   Statement present(db, path_,
                     "SELECT 1 FROM records WHERE session = ?1 AND time_unix_ms = ?2 AND config = ?3"
                     " AND op = ?4 AND workload = ?5 AND target = ?6 AND final_measurement = ?7"
-                    " AND id <= ?8 LIMIT 1");
+                    " AND implementation = ?9 AND id <= ?8 LIMIT 1");
   Statement& insert = *impl_->insert;
   std::size_t added = 0;
   for (const Record& r : records) {
@@ -789,6 +817,7 @@ std::size_t SqliteRecords::import_jsonl(std::istream& in) {
     present.bind(6, r.target);
     present.bind(7, static_cast<std::int64_t>(r.final_measurement ? 1 : 0));
     present.bind(8, before);
+    present.bind(9, r.implementation);
     if (present.step("importing records")) continue;
     insert.reset();
     bind_record(insert, r);

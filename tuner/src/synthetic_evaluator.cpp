@@ -47,4 +47,31 @@ rpc::awaitable<std::vector<Evaluation>> SyntheticEvaluator::evaluate(const Task&
   co_return out;
 }
 
+rpc::awaitable<std::vector<Evaluation>> SyntheticEvaluator::evaluate_vendors(
+    const Task&, const std::vector<ops::VendorKernel>& kernels, const rpc::MeasureSettings& settings,
+    ResultCallback on_result) {
+  std::vector<Evaluation> out;
+  if (!vendor_cost_) co_return out;
+  out.resize(kernels.size());
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    Evaluation& e = out[i];
+    e.implementation = kernels[i].implementation;
+    ++counts_[e.implementation];
+    ++evaluations_;
+    e.device = device_;
+    e.device_class = {"synthetic", device_, device_};
+    e.number = 1;
+    double seconds = vendor_cost_(e.implementation);
+    if (!std::isfinite(seconds) || seconds <= 0) {
+      e.status = kernel::Status::runtime_error;
+      e.message = "the vendor library " + e.implementation + " is not on this device";
+    } else {
+      e.round_seconds.assign(std::max<std::uint32_t>(settings.repeat, 1), seconds);
+      e.cost = seconds;
+    }
+    if (on_result) on_result(i, e);
+  }
+  co_return out;
+}
+
 }  // namespace kestrel::tuner

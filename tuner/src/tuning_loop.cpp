@@ -232,6 +232,37 @@ rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
   co_return progress_;
 }
 
+std::vector<ops::VendorKernel> TuningLoop::selected_vendors() const {
+  if (options_.vendors == "none" || task_.target.backend != ops::Backend::cpu) return {};
+  std::vector<ops::VendorKernel> out;
+  for (auto& kernel : task_.op->vendor_kernels(task_.params)) {
+    const std::string list = "," + options_.vendors + ",";
+    if (options_.vendors == "all" || list.find("," + kernel.implementation + ",") != std::string::npos) {
+      out.push_back(std::move(kernel));
+    }
+  }
+  return out;
+}
+
+FinalEntry TuningLoop::entry_of(const Evaluation& m) const {
+  FinalEntry entry;
+  entry.implementation = m.implementation;
+  entry.config = ops::format_config(m.config);
+  entry.is_default = m.implementation == kKestrelImplementation && entry.config == default_config_;
+  entry.status = std::string(kernel::to_string(m.status));
+  if (m.ok()) {
+    std::vector<double> sorted = m.round_seconds;
+    std::sort(sorted.begin(), sorted.end());
+    entry.median_s = m.cost;
+    entry.gflops = task_.flops() / m.cost / 1e9;
+    entry.spread = (quantile(sorted, 0.9) - quantile(sorted, 0.1)) / m.cost;
+    entry.noisy = entry.spread > options_.noisy_spread;
+  } else {
+    entry.median_s = kInf;
+  }
+  return entry;
+}
+
 void TuningLoop::final_round_from_records(double cost, std::uint64_t index) {
   // No re-measurement: the best recorded configuration, as measured during the search.
   FinalEntry entry;
@@ -268,8 +299,19 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
     if (std::find(finalists.begin(), finalists.end(), index) == finalists.end()) finalists.push_back(index);
   }
 
+  const std::vector<ops::VendorKernel> vendors = selected_vendors();
+  loop_records::Context context{result_.session, options_.device_key, options_.device_class};
   if (finalists.empty() || stop_.load()) {
     if (!ranked.empty()) final_round_from_records(ranked.front().first, ranked.front().second);
+    // No final round to join: the vendor kernels are measured once on their own.
+    if (!vendors.empty() && !stop_.load()) {
+      report("final");
+      auto measured = co_await evaluator_.evaluate_vendors(task_, vendors, options_.measure);
+      for (const Evaluation& e : measured) {
+        loop_records::add(db_, task_, e, context, false);
+        result_.vendors.push_back(entry_of(e));
+      }
+    }
     result_.trials = measured_.size();
     report("done");
     co_return result_;
@@ -290,8 +332,25 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
   rpc::MeasureSettings settings = options_.measure;
   settings.repeat = std::max<std::uint32_t>(1, (options_.final_repeat + passes - 1) / passes);
 
-  std::vector<Evaluation> merged(configs.size());
+  // Kestrel's configurations first, then the vendor kernels (merged[configs.size() + v]).
+  std::vector<Evaluation> merged(configs.size() + vendors.size());
   for (std::size_t i = 0; i < configs.size(); ++i) merged[i].config = configs[i];
+  for (std::size_t v = 0; v < vendors.size(); ++v) merged[configs.size() + v].implementation = vendors[v].implementation;
+  auto merge = [](Evaluation& m, const Evaluation& e) {
+    if (m.ok() && !e.ok()) {
+      m.status = e.status;
+      m.message = e.message;
+    }
+    m.round_seconds.insert(m.round_seconds.end(), e.round_seconds.begin(), e.round_seconds.end());
+    if (m.device.empty()) {
+      m.device = e.device;
+      m.device_class = e.device_class;
+    }
+    m.compile_ms = std::max(m.compile_ms, e.compile_ms);
+    m.number = e.number;
+    m.max_error = std::max(m.max_error, e.max_error);
+  };
+  std::vector<bool> vendor_measured(vendors.size(), false);  // an evaluator may not run vendors
   for (std::uint32_t pass = 0; pass < passes; ++pass) {
     if (pass > 0 && stop_.load()) break;
     std::vector<std::size_t> order(configs.size());
@@ -299,48 +358,31 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
     if (pass % 2 == 1) std::reverse(order.begin(), order.end());
     std::vector<ops::Config> pass_configs;
     for (std::size_t i : order) pass_configs.push_back(configs[i]);
+    // The vendors go after Kestrel's kernels in even passes, before them in odd ones.
+    std::vector<Evaluation> vendor_evaluations;
+    if (pass % 2 == 1 && !vendors.empty()) {
+      vendor_evaluations = co_await evaluator_.evaluate_vendors(task_, vendors, settings);
+    }
     auto evaluations = co_await evaluator_.evaluate(task_, pass_configs, settings);
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      Evaluation& m = merged[order[k]];
-      const Evaluation& e = evaluations[k];
-      if (m.ok() && !e.ok()) {
-        m.status = e.status;
-        m.message = e.message;
-      }
-      m.round_seconds.insert(m.round_seconds.end(), e.round_seconds.begin(), e.round_seconds.end());
-      if (m.device.empty()) {
-        m.device = e.device;
-        m.device_class = e.device_class;
-      }
-      m.compile_ms = std::max(m.compile_ms, e.compile_ms);
-      m.number = e.number;
-      m.max_error = std::max(m.max_error, e.max_error);
+    if (pass % 2 == 0 && !vendors.empty()) {
+      vendor_evaluations = co_await evaluator_.evaluate_vendors(task_, vendors, settings);
+    }
+    for (std::size_t k = 0; k < order.size(); ++k) merge(merged[order[k]], evaluations[k]);
+    for (std::size_t v = 0; v < vendor_evaluations.size() && v < vendors.size(); ++v) {
+      merge(merged[configs.size() + v], vendor_evaluations[v]);
+      vendor_measured[v] = true;
     }
   }
 
-  loop_records::Context context{result_.session, options_.device_key, options_.device_class};
   std::optional<FinalEntry> default_entry;
   for (std::size_t i = 0; i < merged.size(); ++i) {
     Evaluation& m = merged[i];
+    if (i >= configs.size() && !vendor_measured[i - configs.size()]) continue;
     if (m.round_seconds.empty() && m.ok()) m.status = kernel::Status::device_lost;
     m.cost = m.ok() ? median_of(m.round_seconds) : kInf;
-    const bool is_default = ops::format_config(m.config) == default_config_;
     loop_records::add(db_, task_, m, context, true);
-    FinalEntry entry;
-    entry.config = ops::format_config(m.config);
-    entry.is_default = is_default;
-    entry.status = std::string(kernel::to_string(m.status));
-    if (m.ok()) {
-      std::vector<double> sorted = m.round_seconds;
-      std::sort(sorted.begin(), sorted.end());
-      entry.median_s = m.cost;
-      entry.gflops = flops / m.cost / 1e9;
-      entry.spread = (quantile(sorted, 0.9) - quantile(sorted, 0.1)) / m.cost;
-      entry.noisy = entry.spread > options_.noisy_spread;
-    } else {
-      entry.median_s = kInf;
-    }
-    if (is_default) default_entry = entry;
+    FinalEntry entry = entry_of(m);
+    if (entry.is_default) default_entry = entry;
     result_.final.push_back(entry);
   }
   std::stable_sort(result_.final.begin(), result_.final.end(),

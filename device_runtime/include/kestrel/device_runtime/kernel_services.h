@@ -1,10 +1,12 @@
 // The services a CPU kernel receives through the kernel ABI (kestrel_services): a pool of
-// threads behind parallel_for and 64-byte-aligned scratch memory. Used by the device
+// threads behind parallel_for, 64-byte-aligned scratch memory, and functions of vendor
+// libraries on this machine (dlopen; none in a fully static runtime). Used by the device
 // worker and by host tools that run kernels in their own process (`kestrel bench`).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kestrel/kernel/abi.h"
 
@@ -27,6 +29,11 @@ class KernelServices {
   // Frees the scratch memory kernels allocated and did not release. Call it between
   // kernel calls, never during one.
   void reclaim_scratch();
+  // What a kernel's non-zero return code means, for the candidate's message: for
+  // KESTREL_KERNEL_VENDOR_MISSING the last failed vendor lookup ("the vendor library
+  // libdnnl.so.2 is not on this device (...)"), for KESTREL_KERNEL_VENDOR_FAILED + n a
+  // failed library call, else "kernel returned error code N".
+  std::string describe_error(std::int32_t code) const;
 
   struct Pool;  // implementation: the threads and the scratch bookkeeping
 

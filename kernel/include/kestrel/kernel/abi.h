@@ -3,6 +3,12 @@
  * Plain C, freestanding (only <stdint.h> and <stddef.h>, which every compiler provides
  * without a libc), so the host can cross-compile kernels for any triple without a sysroot.
  *
+ * Version 3 appends one service, vendor_symbol: a function of a shared library present on
+ * the device (OpenBLAS, oneDNN), so a small shim kernel can time a vendor library on the
+ * workload like any candidate. The struct only grew: loaders run version-2 modules too
+ * (they never read the new field), and kestrel_vendor_symbol() checks the caller's
+ * version before reading it.
+ *
  * Version 2. A kernel is a function of type kestrel_kernel_fn exported under its own
  * entry name (KESTREL_KERNEL_NAME, "kestrel_kernel" unless the build defines another), so
  * several kernels link into one library. A module also exports the constant
@@ -24,7 +30,9 @@
 extern "C" {
 #endif
 
-#define KESTREL_KERNEL_ABI_VERSION 2
+#define KESTREL_KERNEL_ABI_VERSION 3
+/* The oldest module version loaders still run (a v2 module reads a prefix of v3's table). */
+#define KESTREL_KERNEL_ABI_OLDEST 2
 #define KESTREL_KERNEL_ABI_SYMBOL "kestrel_kernel_abi_version"
 /* The entry name a module's kernel gets when its build names none. */
 #define KESTREL_KERNEL_DEFAULT_ENTRY "kestrel_kernel"
@@ -47,7 +55,20 @@ typedef struct kestrel_services {
    * reclaimed by the caller after the call. */
   void* (*alloc)(void* context, size_t bytes);
   void (*release)(void* context, void* ptr);
+  /* Version 3. The function `symbol` of the shared library `library` (a file name the
+   * device's dynamic loader finds, e.g. "libopenblas.so.0"), loaded on first use and kept
+   * loaded; NULL when the library or the symbol is not there, or when the caller cannot
+   * load libraries (a fully static runtime). The caller remembers the last failed lookup,
+   * so a kernel that then returns KESTREL_KERNEL_VENDOR_MISSING gets a message naming it.
+   * Thread-safe. */
+  void* (*vendor_symbol)(void* context, const char* library, const char* symbol);
 } kestrel_services;
+
+/* Return codes of vendor shim kernels, which callers turn into messages: a library or one
+ * of its symbols is not on the device (the last failed vendor_symbol lookup says which),
+ * or a library call failed (the kernel's own code in the low byte). */
+#define KESTREL_KERNEL_VENDOR_MISSING 0x4b5600
+#define KESTREL_KERNEL_VENDOR_FAILED 0x4b5700
 
 /* What kernels call: the services with their context. */
 static inline void kestrel_parallel_for(const kestrel_services* svc, int64_t n, void (*fn)(int64_t i, void* arg),
@@ -56,6 +77,11 @@ static inline void kestrel_parallel_for(const kestrel_services* svc, int64_t n, 
 }
 static inline void* kestrel_alloc(const kestrel_services* svc, size_t bytes) { return svc->alloc(svc->context, bytes); }
 static inline void kestrel_release(const kestrel_services* svc, void* ptr) { svc->release(svc->context, ptr); }
+/* NULL also when the caller implements an older ABI (no vendor_symbol in its table). */
+static inline void* kestrel_vendor_symbol(const kestrel_services* svc, const char* library, const char* symbol) {
+  if (svc->abi_version < 3 || !svc->vendor_symbol) return NULL;
+  return svc->vendor_symbol(svc->context, library, symbol);
+}
 
 /* One kernel argument. Buffers are 64-byte aligned and never alias each other. */
 typedef struct kestrel_arg {

@@ -93,6 +93,15 @@ struct KernelSource {
   Launch launch = {};     // GPU backends only
 };
 
+// A vendor library as a contender for an op's workload: a small shim kernel with the
+// op's exact arguments that finds the library's functions on the device through the
+// kernel ABI's vendor_symbol service, measured, checked and recorded like any candidate.
+struct VendorKernel {
+  std::string implementation;  // "openblas", "onednn": what records and `kestrel best` show
+  std::string description;     // e.g. "OpenBLAS cblas_sgemm (libopenblas.so.0)"
+  KernelSource source;         // a CPU kernel source
+};
+
 class Op {
  public:
   virtual ~Op() = default;
@@ -128,6 +137,11 @@ class Op {
   // depend only on the op, never on the workload, so a model trained on some shapes can
   // rank configurations of others. The default gives parameters and knobs only.
   virtual std::vector<std::pair<std::string, double>> features(const Params& params, const Config& config) const;
+
+  // Vendor libraries that compute this workload with the op's own arguments (none by
+  // default; none for workloads a library cannot express). Their config is no point of
+  // the knob space: they never feed a search or a cost model.
+  virtual std::vector<VendorKernel> vendor_kernels(const Params&) const { return {}; }
 };
 
 // Ops by name. An op may have backend variants: a second op added under a name already

@@ -31,6 +31,9 @@ struct Evaluation {  // one configuration's outcome
   DeviceClass device_class;
   std::uint32_t number = 0;  // calls per timed round
   double max_error = 0;      // largest |out - ref| seen
+  // Who made the kernel: "kestrel" (a configuration of the op), or the vendor library of
+  // a shim kernel ("openblas"); its config is then empty.
+  std::string implementation = kKestrelImplementation;
   bool ok() const { return status == kernel::Status::ok; }
 };
 
@@ -46,6 +49,14 @@ class Evaluator {
   virtual rpc::awaitable<std::vector<Evaluation>> evaluate(const Task& task, const std::vector<ops::Config>& configs,
                                                            const rpc::MeasureSettings& settings,
                                                            ResultCallback on_result = {}) = 0;
+  // Measures vendor libraries' shim kernels (ops::Op::vendor_kernels) on the task's
+  // workload like candidates: each evaluation carries its kernel's implementation and an
+  // empty config. A library missing on the device is a runtime error saying so. The
+  // default measures nothing and returns nothing (an evaluator without vendors).
+  virtual rpc::awaitable<std::vector<Evaluation>> evaluate_vendors(const Task& task,
+                                                                   const std::vector<ops::VendorKernel>& kernels,
+                                                                   const rpc::MeasureSettings& settings,
+                                                                   ResultCallback on_result = {});
 };
 
 // The median (the robust statistic every cost is); +inf for no rounds.
@@ -71,6 +82,10 @@ class MeasuredEvaluator final : public Evaluator {
   rpc::awaitable<std::vector<Evaluation>> evaluate(const Task& task, const std::vector<ops::Config>& configs,
                                                    const rpc::MeasureSettings& settings,
                                                    ResultCallback on_result = {}) override;
+  rpc::awaitable<std::vector<Evaluation>> evaluate_vendors(const Task& task,
+                                                           const std::vector<ops::VendorKernel>& kernels,
+                                                           const rpc::MeasureSettings& settings,
+                                                           ResultCallback on_result = {}) override;
   // The same path for prepared kernels: compile (with the reference) for `target`, measure.
   rpc::awaitable<std::vector<Evaluation>> evaluate_kernels(const std::vector<PreparedKernel>& kernels,
                                                            const PreparedWorkload& workload,
@@ -80,6 +95,7 @@ class MeasuredEvaluator final : public Evaluator {
 
  private:
   DeviceClass class_of(const std::string& device, const host::Target& target) const;
+  static PreparedWorkload prepare_workload(const Task& task);
 
   host::Compiler& compiler_;
   host::MeasureClient& measurer_;
@@ -99,6 +115,13 @@ class SyntheticEvaluator final : public Evaluator {
   rpc::awaitable<std::vector<Evaluation>> evaluate(const Task& task, const std::vector<ops::Config>& configs,
                                                    const rpc::MeasureSettings& settings,
                                                    ResultCallback on_result = {}) override;
+  // Vendor kernels cost vendor_cost(implementation) per round (non-finite: a runtime
+  // error, as for a library missing on the device); without one, none is measured.
+  void vendor_cost(std::function<double(const std::string& implementation)> cost) { vendor_cost_ = std::move(cost); }
+  rpc::awaitable<std::vector<Evaluation>> evaluate_vendors(const Task& task,
+                                                           const std::vector<ops::VendorKernel>& kernels,
+                                                           const rpc::MeasureSettings& settings,
+                                                           ResultCallback on_result = {}) override;
 
   // How many times each configuration (ops::format_config) was evaluated.
   const std::map<std::string, std::size_t>& counts() const { return counts_; }
@@ -106,6 +129,7 @@ class SyntheticEvaluator final : public Evaluator {
 
  private:
   RoundCost cost_;
+  std::function<double(const std::string&)> vendor_cost_;
   std::string device_;
   std::map<std::string, std::size_t> counts_;
   std::size_t evaluations_ = 0;

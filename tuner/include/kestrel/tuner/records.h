@@ -50,6 +50,10 @@ struct Record {
   // has no op to ask). The default's record in a final round is the baseline best()
   // must beat.
   bool is_default = false;
+  // Who made the kernel: kKestrelImplementation, or the vendor library whose shim was
+  // measured (its config is then empty: not a point of the op's space, never used for
+  // resuming a search or training a cost model).
+  std::string implementation = kKestrelImplementation;
 
   bool ok() const { return status == kernel::Status::ok; }
 };
@@ -64,6 +68,13 @@ struct Best {
   std::size_t trials = 0;               // records of that (op, workload, target, device class)
   std::optional<Record> default_record;  // the default configuration's record that `record` was compared with
   bool default_is_best = false;         // `record` is the default configuration's
+  // When `record` is a vendor library's: the best of Kestrel's own kernels, chosen the same
+  // way among them (none when Kestrel has no ok record), what a Kestrel kernel is built from.
+  std::optional<Record> own_record;
+  // The best record of Kestrel's own kernels: `record` or `own_record`.
+  const Record* own() const {
+    return record.implementation == kKestrelImplementation ? &record : own_record ? &*own_record : nullptr;
+  }
 };
 
 enum class OpenMode {
@@ -92,7 +103,8 @@ class RecordStore {
   // final round: when a session's final round holds an ok record of the default
   // configuration (is_default), the newest such round decides, by cost, among its ok
   // records (the default wins ties). Otherwise the lowest-cost ok record, final
-  // re-measurements preferred. Tasks with no ok record have no entry.
+  // re-measurements preferred. Vendor libraries' records compete like any other: the
+  // fastest implementation wins. Tasks with no ok record have no entry.
   virtual std::vector<Best> best() const = 0;
   virtual std::size_t count() const = 0;
 
@@ -111,13 +123,14 @@ class RecordStore {
 // OpenMode::existing for a path where there is no file ("no records database at ...").
 std::unique_ptr<RecordStore> open_records(const std::string& path, OpenMode mode = OpenMode::create);
 
-// SQLite in WAL mode, one autocommitted INSERT per record. Schema version 2 (version 1
-// plus the device model and is_default columns); a version-1 file is upgraded in place
-// when opened for writing (models of CPU records filled in from their fingerprints) and
-// read as it is when opened read-only.
+// SQLite in WAL mode, one autocommitted INSERT per record. Schema version 3 (version 1
+// plus the device model and is_default columns in 2, the implementation column in 3); an
+// older file is upgraded in place when opened for writing (models of CPU records filled
+// in from their fingerprints, every earlier record Kestrel's own) and read as it is when
+// opened read-only.
 class SqliteRecords final : public RecordStore {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   explicit SqliteRecords(const std::string& path, OpenMode mode = OpenMode::create);
   ~SqliteRecords() override;

@@ -2,7 +2,10 @@
 // record -> learn, a batch per step(), until the trial budget, the time budget or early
 // stopping ends it; then finish() measures the finalists and the op's default config
 // again, interleaved over several passes, and ranks them by the median of all rounds
-// (the best of a noisy search is biased upward; a lucky round must not win).
+// (the best of a noisy search is biased upward; a lucky round must not win). The op's
+// vendor kernels (OpenBLAS, oneDNN: ops::Op::vendor_kernels) run in that final round too,
+// recorded under their implementation, so `best` picks the fastest of all; they never
+// feed the search or its cost model.
 //
 // Every measurement is committed to the records database as it arrives. Trials count
 // per task (op, workload, target) across sessions: running the same command again
@@ -49,6 +52,10 @@ struct TuneOptions {
   // ranking read only that class's records, and evaluations that never reached a device
   // (invalid configs, compile errors) are recorded under it. None: every class.
   std::optional<DeviceClass> device_class;
+  // Vendor libraries measured as contenders at the end: "all", "none", or a comma-
+  // separated list of implementations ("openblas,onednn"). Once per session: in the final
+  // round when there is one, else on their own (not when interrupted).
+  std::string vendors = "all";
 };
 
 struct TuneProgress {
@@ -72,6 +79,7 @@ struct FinalEntry {
   double spread = 0;             // (p90 - p10) / median of the rounds
   bool noisy = false;            // spread above TuneOptions::noisy_spread
   bool is_default = false;       // the op's default configuration
+  std::string implementation = kKestrelImplementation;  // a vendor library's: config is empty
 };
 
 struct TuneResult {
@@ -87,6 +95,7 @@ struct TuneResult {
   double default_gflops = 0;                  // from the final re-measurement when there was one
   bool default_is_best = false;               // no finalist beat the default: it is the recommendation
   std::optional<FinalEntry> best_recorded;    // without a final round: the best recorded config
+  std::vector<FinalEntry> vendors;            // without a final round: the vendor kernels, measured once
   std::string stop_reason;  // "trials", "time budget", "early stopping", "interrupted", "space exhausted"
 };
 
@@ -127,6 +136,9 @@ class TuningLoop {
   void report(const std::string& phase);
   // The best recorded result (`cost` of the config at space `index`) as the outcome.
   void final_round_from_records(double cost, std::uint64_t index);
+  // The op's vendor kernels that options_.vendors selects (none on GPU targets).
+  std::vector<ops::VendorKernel> selected_vendors() const;
+  FinalEntry entry_of(const Evaluation& e) const;
 
   Task task_;
   RecordStore& db_;

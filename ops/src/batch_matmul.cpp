@@ -4,6 +4,7 @@
 // kernel is ops/gemm/batch_matmul.c, the reference ops/gemm/batch_matmul_ref.c.
 #include "builtin_ops.h"
 #include "knob_util.h"
+#include "vendor_kernels.h"
 
 namespace kestrel::ops {
 namespace {
@@ -180,6 +181,12 @@ class BatchMatmulOp final : public Op {
   }
 
   std::vector<Backend> backends() const override { return {Backend::cpu}; }
+
+  // OpenBLAS: one cblas_sgemm per matrix of the batch, the transposes passed to it.
+  std::vector<VendorKernel> vendor_kernels(const Params& p) const override {
+    return {detail::openblas_gemm(p, p.at("batch"), p.at("M"), p.at("N"), p.at("K"),
+                                  detail::param_or(p, "trans_a", 0) != 0, detail::param_or(p, "trans_b", 0) != 0)};
+  }
 
   KernelSource source(Backend backend, const Params& p, const Config& c) const override {
     if (backend != Backend::cpu) {

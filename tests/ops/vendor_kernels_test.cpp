@@ -47,6 +47,16 @@ TEST_CASE("vendor: OpenBLAS gemm matches the reference on ragged shapes", "[vend
   }
 }
 
+TEST_CASE("vendor: OpenBLAS gemm with an epilogue and batch_matmul with transposes match the reference",
+          "[vendor][gemm][batch_matmul][kernel]") {
+  check_vendor("gemm", "M=37,N=29,K=53,bias=1,act=3", "openblas");
+  check_vendor("gemm", "M=9,N=33,K=20,residual=1,act=2", "openblas");
+  for (const char* shape : {"batch=3,M=17,N=13,K=9", "batch=2,M=17,N=13,K=9,trans_b=1",
+                            "batch=4,M=5,N=31,K=12,trans_a=1", "batch=1,M=8,N=8,K=70,trans_a=1,trans_b=1"}) {
+    check_vendor("batch_matmul", shape, "openblas");
+  }
+}
+
 TEST_CASE("vendor: oneDNN conv2d_nchwc matches the reference on ragged shapes", "[vendor][conv2d_nchwc][kernel]") {
   // Channels not multiples of the block (padded lanes hold anything), strides, padding,
   // dilation, every block size, a batch.
@@ -107,6 +117,10 @@ TEST_CASE("vendor: ops offer their libraries only where they compute the same th
   CHECK(gemm_kernels[0].source.backend == Backend::cpu);
   const Op& conv = registry.get("conv2d_nchwc");
   CHECK(conv.vendor_kernels(parse_params(conv, "N=1,C=8,H=7,W=7,K=8,R=3,S=3,block=8")).size() == 1);
+  // The oneDNN shim does not express groups: none then.
+  CHECK(conv.vendor_kernels(parse_params(conv, "N=1,C=16,H=7,W=7,K=16,R=3,S=3,block=8,groups=2")).empty());
+  const Op& bmm = registry.get("batch_matmul");
+  CHECK(bmm.vendor_kernels(parse_params(bmm, "batch=2,M=4,N=4,K=4,trans_b=1")).size() == 1);
   // Ops without a vendor contender give none.
   const Op& layout = registry.get("layout_nchwc");
   CHECK(layout.vendor_kernels(parse_params(layout, "N=1,C=8,H=4,W=4,block=8")).empty());

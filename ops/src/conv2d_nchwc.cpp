@@ -129,8 +129,11 @@ class Conv2dNchwcOp final : public Op {
     // registers hold beside their weight vectors and the broadcast: 14x2 (28
     // accumulators) with 16-float blocks on AVX-512, measured within ~10% of oneDNN on
     // ResNet-18's layers; 6x2 with 8-float blocks on AVX2's 16 registers.
-    // (With blocks wider than the registers, the tile of one block with more columns when
-    // it holds more accumulators.)
+    // One block only when two do not fit with at least two columns (blocks much wider
+    // than the registers). On AVX2 the tuner's best tiles were 2 blocks of 2-4 columns
+    // (16-float blocks) and 4-6 columns (8-float blocks), with the lane loop unrolled in
+    // full: small tiles (at most 12 accumulator registers) unroll it fully, larger ones
+    // (AVX-512's 14x2) by 4, as measured there.
     const std::int64_t block = params.at("block");
     const std::int64_t budget = register_budget(block, target);
     // The widest ow (in the domain) whose tile with `ok` blocks fits; 0 when none does.
@@ -141,15 +144,16 @@ class Conv2dNchwcOp final : public Op {
     };
     std::int64_t ok = std::find(ok_domain.begin(), ok_domain.end(), 2) != ok_domain.end() ? 2 : 1;
     std::int64_t ow = widest_ow(ok);
-    if (ok == 2 && (ow == 0 || widest_ow(1) > 2 * ow)) {
+    if (ok == 2 && ow < 2) {
       ok = 1;
       ow = widest_ow(1);
     }
+    const bool small_tile = ow * ok * target.registers_per_vector(block) <= 12;
     return {{"ow", ow},
             {"ok", ok},
             {"oh", detail::largest_at_most(tiles_for(kOh, s.p()), 4)},
             {"tc", detail::largest_at_most(domains[3].values, 4)},
-            {"unroll", 4},
+            {"unroll", small_tile ? std::min<std::int64_t>(block, 16) : 4},
             {"split", 2}};
   }
 

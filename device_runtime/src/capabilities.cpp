@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kestrel/base/file.h"
+#include "kestrel/kernel/abi.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
 
@@ -173,7 +174,7 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
     info.caches.push_back(cache);
   }
   info.runtime_version = std::string(software_version());
-  info.abi_version = 0;
+  info.abi_version = KESTREL_KERNEL_ABI_VERSION;
   detect_gpus(info);
   return info;
 }

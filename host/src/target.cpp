@@ -13,6 +13,8 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include "kestrel/kernel/abi.h"
+
 namespace kestrel::host {
 namespace {
 
@@ -171,6 +173,11 @@ Target target_for_device(const rpc::DeviceInfo& device) {
     throw std::invalid_argument("device '" + device.name + "' registered target '" +
                                 device.triple + "', which kestrel cannot compile for: supported targets are " +
                                 supported_list());
+  if (device.abi_version != 0 && device.abi_version < KESTREL_KERNEL_ABI_VERSION)
+    throw std::invalid_argument("device '" + device.name + "' runs kestrel-device " + device.runtime_version +
+                                " with kernel ABI v" + std::to_string(device.abi_version) +
+                                ", older than the v" + std::to_string(KESTREL_KERNEL_ABI_VERSION) +
+                                " kernels this kestrel builds: deploy the matching kestrel-device to it");
   Target target;
   target.triple = *triple;
   // The host's CPU name is only right for the host itself; any other board gets the

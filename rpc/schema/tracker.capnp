@@ -90,7 +90,7 @@ struct DeviceInfo {
   memoryBytes @8 :UInt64;
   cpuFeatures @9 :List(Text);
   runtimeVersion @10 :Text;
-  abiVersion @11 :UInt32;    # kernel ABI the runtime implements (0 until kernels exist)
+  abiVersion @11 :UInt32;    # kernel ABI the runtime implements (0: a runtime too old to say)
   gpus @12 :List(GpuInfo);   # CUDA and OpenCL devices the runtime found
   gpuNotes @13 :List(Text);  # why a backend found nothing, e.g. "no CUDA driver (...)"
   cpuPart @14 :Text;         # ARM: "implementer:part" from /proc/cpuinfo ("0x41:0xd08"), for -mcpu

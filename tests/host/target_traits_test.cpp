@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "kestrel/host/target.h"
+#include "kestrel/kernel/abi.h"
 
 using namespace kestrel;
 using ops::Isa;
@@ -82,4 +83,19 @@ TEST_CASE("traits: a remote board compiles for the core and extensions it report
   rpc::DeviceInfo old = remote_board("x86_64-linux-gnu", "x86_64");
   old.cpu_features = {"avx", "sse4_2"};
   CHECK(host::target_for_device(old).traits.isa == Isa::sse);
+}
+
+TEST_CASE("targets: a device whose runtime implements an older kernel ABI is refused by name", "[host][traits]") {
+  rpc::DeviceInfo old = remote_board("aarch64-linux-gnu", "aarch64");
+  old.runtime_version = "0.1.0";
+  old.abi_version = KESTREL_KERNEL_ABI_VERSION - 1;
+  CHECK_THROWS_WITH(host::target_for_device(old),
+                    Catch::Contains("device 'board-a' runs kestrel-device 0.1.0 with kernel ABI v" +
+                                    std::to_string(KESTREL_KERNEL_ABI_VERSION - 1)) &&
+                        Catch::Contains("deploy the matching kestrel-device"));
+  rpc::DeviceInfo current = old;
+  current.abi_version = KESTREL_KERNEL_ABI_VERSION;
+  CHECK_NOTHROW(host::target_for_device(current));
+  current.abi_version = 0;  // runtimes from before the field was set
+  CHECK_NOTHROW(host::target_for_device(current));
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "kestrel/base/cpu_caches.h"
 #include "kestrel/base/file.h"
 #include "kestrel/kernel/abi.h"
 #include "kestrel/rpc/handshake.h"
@@ -123,23 +124,6 @@ std::vector<std::string> cpu_features_from_cpuinfo(const std::string& cpuinfo) {
   return features;
 }
 
-std::uint64_t parse_cache_size(const std::string& text) {
-  std::string t = trim(text);
-  if (t.empty()) return 0;
-  std::uint64_t value = 0;
-  std::size_t i = 0;
-  while (i < t.size() && t[i] >= '0' && t[i] <= '9') value = value * 10 + static_cast<std::uint64_t>(t[i++] - '0');
-  if (i < t.size()) {
-    switch (t[i]) {
-      case 'K': case 'k': value <<= 10; break;
-      case 'M': case 'm': value <<= 20; break;
-      case 'G': case 'g': value <<= 30; break;
-      default: break;
-    }
-  }
-  return value;
-}
-
 rpc::DeviceInfo detect_device_info(const std::string& name) {
   rpc::DeviceInfo info;
   char host[256] = {};
@@ -160,19 +144,7 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
   long pages = ::sysconf(_SC_PHYS_PAGES);
   long page_size = ::sysconf(_SC_PAGESIZE);
   if (pages > 0 && page_size > 0) info.memory_bytes = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
-  for (int index = 0; index < 8; ++index) {
-    std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    std::string level = trim(read_text(base + "level"));
-    if (level.empty()) break;
-    rpc::CacheInfo cache;
-    cache.level = static_cast<unsigned>(std::stoul(level));
-    std::string type = trim(read_text(base + "type"));
-    cache.kind = type == "Data" ? "data" : type == "Instruction" ? "instruction" : "unified";
-    cache.size_bytes = parse_cache_size(read_text(base + "size"));
-    std::string line = trim(read_text(base + "coherency_line_size"));
-    cache.line_bytes = line.empty() ? 0 : static_cast<unsigned>(std::stoul(line));
-    info.caches.push_back(cache);
-  }
+  info.caches = read_cpu_caches();
   info.runtime_version = std::string(software_version());
   info.abi_version = KESTREL_KERNEL_ABI_VERSION;
   detect_gpus(info);

@@ -12,7 +12,7 @@
 #include <llvm/TargetParser/Triple.h>
 
 #include "frontend.h"
-#include "kestrel/base/file.h"
+#include "kestrel/base/cpu_caches.h"
 #include "kestrel/host/target.h"
 
 namespace kestrel::host {
@@ -66,27 +66,6 @@ void apply_caches(ops::TargetTraits& traits, const std::vector<rpc::CacheInfo>& 
   }
 }
 
-// This host's caches from sysfs (cpu0's view).
-std::vector<rpc::CacheInfo> host_caches() {
-  std::vector<rpc::CacheInfo> caches;
-  for (int index = 0; index < 8; ++index) {
-    const std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    const auto level = read_file(base + "level");
-    if (!level) break;
-    rpc::CacheInfo cache;
-    cache.level = static_cast<unsigned>(std::atoi(level->c_str()));
-    const std::string type = read_file(base + "type").value_or("");
-    cache.kind = type.rfind("Data", 0) == 0 ? "data" : type.rfind("Instruction", 0) == 0 ? "instruction" : "unified";
-    const std::string size = read_file(base + "size").value_or("0");
-    std::uint64_t value = std::strtoull(size.c_str(), nullptr, 10);
-    if (size.find('K') != std::string::npos) value <<= 10;
-    if (size.find('M') != std::string::npos) value <<= 20;
-    cache.size_bytes = value;
-    caches.push_back(cache);
-  }
-  return caches;
-}
-
 }  // namespace
 
 ops::TargetTraits traits_of(const Target& target, const rpc::DeviceInfo* device) {
@@ -95,7 +74,7 @@ ops::TargetTraits traits_of(const Target& target, const rpc::DeviceInfo* device)
     apply_caches(traits, device->caches);
     traits.cores = static_cast<int>(std::max(1u, device->cores));
   } else if (target.native) {
-    apply_caches(traits, host_caches());
+    apply_caches(traits, read_cpu_caches());
     traits.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   return traits;

@@ -31,12 +31,10 @@ TEST_CASE("ARM cpuinfo without a model falls back to implementer and part", "[ca
   CHECK(cpu_model_from_cpuinfo(cpuinfo) == "implementer 0x41 part 0xd0b");
 }
 
-TEST_CASE("cache sizes parse with suffixes", "[capabilities]") {
-  CHECK(parse_cache_size("32K\n") == 32 * 1024);
-  CHECK(parse_cache_size("1024K") == 1024 * 1024);
-  CHECK(parse_cache_size("32M") == 32u << 20);
-  CHECK(parse_cache_size("512") == 512);
-  CHECK(parse_cache_size("") == 0);
+TEST_CASE("ARM cpuinfo gives the implementer and part the host maps to -mcpu", "[capabilities]") {
+  CHECK(cpu_part_from_cpuinfo("processor\t: 0\nCPU implementer\t: 0x41\nCPU part\t: 0xd08\n") == "0x41:0xd08");
+  CHECK(cpu_part_from_cpuinfo("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t: avx2\n").empty());
+  CHECK(cpu_part_from_cpuinfo("CPU implementer\t: 0x41\n").empty());  // half of it is no answer
 }
 
 TEST_CASE("the live system is detected", "[capabilities]") {

@@ -32,7 +32,6 @@ std::string cpu_model_from_cpuinfo(const std::string& cpuinfo);
 std::vector<std::string> cpu_features_from_cpuinfo(const std::string& cpuinfo);
 // ARM: "implementer:part" of the first CPU ("0x41:0xd08"); empty when cpuinfo has neither.
 std::string cpu_part_from_cpuinfo(const std::string& cpuinfo);
-// Parses sizes such as "32K", "1024K", "8M", "512".
-std::uint64_t parse_cache_size(const std::string& text);
+
 
 }  // namespace kestrel::device

@@ -6,17 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/base/cpu_caches.h"
 #include "kestrel/base/ids.h"
 #include "kestrel/wire/tracker.capnp.h"
 
 namespace kestrel::rpc {
 
-struct CacheInfo {
-  unsigned level = 0;
-  std::string kind;  // "data", "instruction", "unified"
-  std::uint64_t size_bytes = 0;
-  unsigned line_bytes = 0;
-};
+using CacheInfo = CpuCache;  // one cache of the device's CPU (base/cpu_caches.h)
 
 // A CUDA or OpenCL device found by the device runtime (tracker.capnp's GpuInfo).
 struct GpuInfo {

@@ -4,6 +4,8 @@
 // in.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -30,5 +32,51 @@ inline KernelSource gpu_source(std::string_view op, Backend backend, std::string
   out.launch.entry = std::string(op);
   return out;
 }
+
+// A row-reduction kernel (softmax, layernorm): one block / work-group of `threads` per row
+// of `rows` x `cols`, a float of shared / local memory per thread. Subclasses give the
+// description and the kernel source with its #defines (row_source); the knob, its check,
+// default, launch and features are shared.
+class RowReductionGpuOp : public GpuVariant {
+ public:
+  using GpuVariant::GpuVariant;
+
+  std::vector<Knob> knobs(const Params&) const override {
+    return {{"threads", kRowThreads, "threads per block / work-items per work-group (one row each)"}};
+  }
+
+  std::string check(const Params& p, const Config& c, const TargetTraits&) const override {
+    return check_domains(knobs(p), c);
+  }
+
+  // Enough threads for one column each, between 64 and 256.
+  Config default_config(const Params& p, const TargetTraits&) const override {
+    return {{"threads", std::clamp<std::int64_t>(largest_at_most(kRowThreads, p.at("cols")), 64, 256)}};
+  }
+
+  KernelSource source(Backend backend, const Params& p, const Config& c) const override {
+    KernelSource out = row_source(backend, p, c);
+    if (auto reason = check_domains(knobs(p), c); !reason.empty()) {
+      throw OpError("invalid " + std::string(name()) + " configuration: " + reason);
+    }
+    out.launch.grid = {p.at("rows"), 1, 1};
+    out.launch.block = {c.at("threads"), 1, 1};
+    out.launch.shared_bytes = c.at("threads") * 4;
+    return out;
+  }
+
+  std::vector<std::pair<std::string, double>> features(const Params& p, const Config& c) const override {
+    auto out = Op::features(p, c);
+    const std::string prefix = std::string(name()) + "_gpu.";
+    const double cols = static_cast<double>(p.at("cols")), threads = static_cast<double>(c.at("threads"));
+    out.emplace_back(prefix + "columns_per_thread", std::ceil(cols / threads));
+    out.emplace_back(prefix + "idle_threads", threads > cols ? (threads - cols) / threads : 0.0);
+    return out;
+  }
+
+ protected:
+  // The kernel for `backend` with the workload's and the configuration's #defines.
+  virtual KernelSource row_source(Backend backend, const Params& p, const Config& c) const = 0;
+};
 
 }  // namespace kestrel::ops::detail

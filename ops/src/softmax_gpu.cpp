@@ -7,46 +7,20 @@
 namespace kestrel::ops {
 namespace {
 
-class SoftmaxGpuOp final : public detail::GpuVariant {
+class SoftmaxGpuOp final : public detail::RowReductionGpuOp {
  public:
-  SoftmaxGpuOp() : GpuVariant(make_softmax_op()) {}
+  SoftmaxGpuOp() : RowReductionGpuOp(make_softmax_op()) {}
 
   std::string_view description() const override {
     return "softmax of each row of an fp32 matrix for CUDA and OpenCL: one block / work-group per row, its "
            "maximum and sum by tree reductions in shared / local memory";
   }
 
-  std::vector<Knob> knobs(const Params&) const override {
-    return {{"threads", detail::kRowThreads, "threads per block / work-items per work-group (one row each)"}};
-  }
-
-  std::string check(const Params& p, const Config& c, const TargetTraits&) const override {
-    return detail::check_domains(knobs(p), c);
-  }
-
-  // Enough threads for one column each, between 64 and 256.
-  Config default_config(const Params& p, const TargetTraits&) const override {
-    return {{"threads", std::clamp<std::int64_t>(detail::largest_at_most(detail::kRowThreads, p.at("cols")), 64, 256)}};
-  }
-
-  KernelSource source(Backend backend, const Params& p, const Config& c) const override {
+ protected:
+  KernelSource row_source(Backend backend, const Params& p, const Config& c) const override {
     KernelSource out = detail::gpu_source("softmax", backend, embedded::softmax_cu(), embedded::softmax_cl());
-    if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) {
-      throw OpError("invalid softmax configuration: " + reason);
-    }
     detail::add_defines(out.defines, "SOFTMAX_", p);
     detail::add_defines(out.defines, "SOFTMAX_", c);
-    out.launch.grid = {p.at("rows"), 1, 1};
-    out.launch.block = {c.at("threads"), 1, 1};
-    out.launch.shared_bytes = c.at("threads") * 4;
-    return out;
-  }
-
-  std::vector<std::pair<std::string, double>> features(const Params& p, const Config& c) const override {
-    auto out = Op::features(p, c);
-    const double cols = static_cast<double>(p.at("cols")), threads = static_cast<double>(c.at("threads"));
-    out.emplace_back("softmax_gpu.columns_per_thread", std::ceil(cols / threads));
-    out.emplace_back("softmax_gpu.idle_threads", threads > cols ? (threads - cols) / threads : 0.0);
     return out;
   }
 };

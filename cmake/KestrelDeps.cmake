@@ -61,6 +61,11 @@ if(XGBOOST_INCLUDE_DIR AND XGBOOST_LIBRARY)
   target_link_libraries(kestrel_xgboost INTERFACE ${XGBOOST_LIBRARY})
 endif()
 
+# Model import: ONNX's C++ library (protobuf schema, checker, shape inference) from
+# libonnx-dev; its CMake config defines the targets onnx and onnx_proto.
+find_package(Protobuf QUIET)
+find_package(ONNX CONFIG QUIET)
+
 # Optional: the libraries `kestrel bench` compares Kestrel's kernels with. OpenBLAS
 # (libopenblas-dev, pkg-config module openblas) and oneDNN (libdnnl-dev; Debian builds it
 # on OpenMP, whose omp_set_num_threads sets its thread count).

@@ -12,6 +12,8 @@ packages=(
   nlohmann-json3-dev                                 # --json output of host tools
   libcli11-dev                                       # command-line parsing of both binaries
   libxgboost-dev libsqlite3-dev                     # cost model, records database
+  libonnx-dev libprotobuf-dev                        # model import (ONNX's parser and shape inference)
+  python3-venv                                       # the Python test dependencies' venv (onnx, onnxruntime)
   llvm-19-dev libclang-19-dev liblld-19-dev clang-19 lld-19 zlib1g-dev libzstd-dev libffi-dev libxml2-dev  # in-process kernel compiler (+ what LLVM/LLD's CMake configs find)
   catch2 libbenchmark-dev                            # tests, benchmarks
   libopenblas-dev libdnnl-dev                        # `kestrel bench` compares with them; the vendor tests load libopenblas.so.0 and libdnnl.so.2 on the device

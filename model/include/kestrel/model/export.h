@@ -1,0 +1,58 @@
+// Export: the best recorded kernel of every task of a model, compiled for one target and
+// linked into one library (shared and static) with a generated C header and a dispatcher
+// that picks a kernel by shape. See docs/export.md for the library's C interface.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kestrel/host/compiler.h"
+#include "kestrel/host/target.h"
+#include "kestrel/model/tasks.h"
+#include "kestrel/tuner/records.h"
+
+namespace kestrel::model {
+
+struct ExportOptions {
+  host::Target target;
+  std::string out_dir;
+  // One plan per bucket (a model with no symbol: one plan). All plans of one model and
+  // one block.
+  std::vector<Plan> plans;
+  // Only records of this pool key (empty: any device class of the target).
+  std::string device_key;
+  // Where the target's runtime library (libkestrel_rt.a/.so, cross-built with the device
+  // runtime) is; empty: searched (KESTREL_RUNTIME_DIR, then beside the kestrel binary's
+  // build tree: build-device-<triple>/device_runtime, build/device_runtime for native).
+  std::string runtime_dir;
+};
+
+// One kernel in the library.
+struct ExportedKernel {
+  std::string op;
+  ops::Params params;                 // at its bucket
+  std::vector<DynamicParam> dynamic;  // run-time parameters
+  std::string config;                 // format_config of what was compiled
+  std::string origin;                 // "tuned" (a record) or "default" (no record)
+  double gflops = 0;                  // the record's, 0 for defaults
+  std::string entry;                  // symbol in the library ("kestrel_k3")
+};
+
+struct ExportReport {
+  std::vector<ExportedKernel> kernels;
+  std::vector<std::string> files;     // written, relative to out_dir
+  bool runtime_copied = false;        // libkestrel_rt for the target found and copied
+  std::string runtime_note;           // why not, and how to build it
+};
+
+// Compiles and links. Throws ModelError when the database has no record at all for the
+// target ("no records for aarch64-linux-gnu in tune.db: tune for it first"), on a compile
+// or link failure (with the diagnostics), and when out_dir cannot be written. `progress`
+// gets (done, total) as kernels compile.
+ExportReport export_library(tuner::RecordStore& records, host::Compiler& compiler, const ExportOptions& options,
+                            const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+}  // namespace kestrel::model

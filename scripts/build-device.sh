@@ -5,7 +5,8 @@
 #   scripts/build-device.sh armv7a-linux-gnueabihf   # Raspberry Pi OS 32-bit
 #   scripts/build-device.sh native                   # this machine
 #   scripts/build-device.sh aarch64-linux-gnu --static   # no libc needed either: Android
-# Prints the path and size of the result. Needs the cross toolchains from scripts/setup.sh.
+# Also builds libkestrel_rt.{a,so} (the runtime exported kernel libraries link) in
+# <build>/device_runtime. Prints the path and size of the result. Needs the cross toolchains from scripts/setup.sh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 triple="${1:-native}"
@@ -33,9 +34,12 @@ if ! command -v "$strip_tool" > /dev/null; then
 fi
 mkdir -p "$build"
 cmake -S "$root" "-B$build" "${args[@]}" > "$build/configure.log" 2>&1 || { cat "$build/configure.log" >&2; exit 1; }
-cmake --build "$build" -j "${KESTREL_JOBS:-2}" --target kestrel-device > "$build/build.log" 2>&1 \
+cmake --build "$build" -j "${KESTREL_JOBS:-2}" --target kestrel-device kestrel_rt kestrel_rt_shared > "$build/build.log" 2>&1 \
   || { tail -40 "$build/build.log" >&2; exit 1; }
 "$strip_tool" -o "$build/kestrel-device" "$build/tools/kestrel-device"
 size=$(stat -c %s "$build/kestrel-device")
 needed=$(readelf -d "$build/kestrel-device" | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); print $5}' | tr '\n' ' ')
 echo "$build/kestrel-device $size bytes ($((size / 1024)) KiB), needs: ${needed:-nothing}"
+# The kernel runtime exported kernel libraries ship with (kestrel export copies it).
+"$strip_tool" --strip-unneeded "$build/device_runtime/libkestrel_rt.so"
+echo "$build/device_runtime/libkestrel_rt.{a,so} $(stat -c %s "$build/device_runtime/libkestrel_rt.so") bytes (.so)"

@@ -164,7 +164,10 @@ struct Compiler::Impl {
       } else {
         detail::ObjectFile object = detail::compile_object(request.source, request.target, request.opt_level);
         result.diagnostics = std::move(object.diagnostics);
-        if (object.ok) {
+        if (object.ok && request.output == CompileRequest::Output::object) {
+          result.ok = true;
+          result.shared_object.assign(object.bytes.begin(), object.bytes.end());
+        } else if (object.ok) {
           detail::SharedObject so =
               detail::link_shared_object(object.bytes, "kestrel-" + key.substr(0, 16) + ".so");
           result.diagnostics += so.diagnostics;
@@ -248,6 +251,8 @@ std::string Compiler::hash_of(const CompileRequest& request) {
     hasher.field(std::to_string(launch.shared_bytes));
   }
   hasher.field(std::to_string(request.opt_level));
+  // Only objects add a field, so shared objects keep the keys they had.
+  if (request.output == CompileRequest::Output::object) hasher.field("output=object");
   hasher.field(ops::to_string(request.source.backend));
   // The file name reaches the object (its STT_FILE symbol) and the diagnostics.
   hasher.field(request.source.file_name);

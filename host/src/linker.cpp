@@ -6,9 +6,13 @@
 
 #include <lld/Common/Driver.h>
 #include <llvm/Config/llvm-config.h>
+#include <llvm/Object/ArchiveWriter.h>
+#include <llvm/Support/Error.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include "frontend.h"
+#include "kestrel/host/link.h"
 #include "temp_dir.h"
 
 LLD_HAS_DRIVER(elf)
@@ -31,17 +35,28 @@ LldState& lld_state() {
 }  // namespace
 
 SharedObject link_shared_object(std::span<const char> object, const std::string& soname) {
+  return link_objects({{"kernel.o", object}}, soname);
+}
+
+SharedObject link_objects(const std::vector<std::pair<std::string, std::span<const char>>>& objects,
+                          const std::string& soname) {
   initialize_llvm();  // crash recovery: LLD's fatal() must return, not exit
   SharedObject out;
   try {
     const TempDir dir;
-    dir.write("kernel.o", object);
-    const std::string input = dir.file("kernel.o");
+    std::vector<std::string> inputs;
+    for (std::size_t i = 0; i < objects.size(); ++i) {
+      // Numbered: member names need not be unique or valid file names.
+      const std::string name = objects.size() == 1 ? std::string("kernel.o") : std::to_string(i) + "-" + objects[i].first;
+      dir.write(name, objects[i].second);
+      inputs.push_back(dir.file(name));
+    }
     const std::string output = dir.file("kernel.so");
-    const std::vector<const char*> args = {
+    std::vector<const char*> args = {
         "ld.lld", "-shared", "-nostdlib", "--threads=1",
         "-z", "noexecstack", "--hash-style=both", "--eh-frame-hdr",
-        "-soname", soname.c_str(), "-o", output.c_str(), input.c_str()};
+        "-soname", soname.c_str(), "-o", output.c_str()};
+    for (const std::string& input : inputs) args.push_back(input.c_str());
     llvm::raw_string_ostream messages(out.diagnostics);
     LldState& state = lld_state();
     int code = 1;
@@ -86,3 +101,42 @@ SharedObject link_shared_object(std::span<const char> object, const std::string&
 std::string lld_version() { return "LLD " LLVM_VERSION_STRING; }
 
 }  // namespace kestrel::host::detail
+
+namespace kestrel::host {
+
+LinkResult link_shared_library(const std::vector<ObjectInput>& objects, const std::string& soname) {
+  std::vector<std::pair<std::string, std::span<const char>>> inputs;
+  for (const ObjectInput& object : objects)
+    inputs.emplace_back(object.name, std::span(reinterpret_cast<const char*>(object.bytes.data()), object.bytes.size()));
+  detail::SharedObject so = detail::link_objects(inputs, soname);
+  LinkResult result;
+  result.ok = so.ok;
+  result.bytes = std::move(so.bytes);
+  result.diagnostics = std::move(so.diagnostics);
+  return result;
+}
+
+LinkResult write_static_archive(const std::vector<ObjectInput>& objects) {
+  detail::initialize_llvm();
+  LinkResult result;
+  std::vector<llvm::NewArchiveMember> members;
+  for (const ObjectInput& object : objects) {
+    llvm::NewArchiveMember member(llvm::MemoryBufferRef(
+        llvm::StringRef(reinterpret_cast<const char*>(object.bytes.data()), object.bytes.size()), object.name));
+    member.MemberName = object.name;
+    members.push_back(std::move(member));
+  }
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> archive =
+      llvm::writeArchiveToBuffer(members, llvm::SymtabWritingMode::NormalSymtab, llvm::object::Archive::K_GNU,
+                                 /*Deterministic=*/true, /*Thin=*/false);
+  if (!archive) {
+    result.diagnostics = "kestrel: cannot write the archive: " + llvm::toString(archive.takeError()) + "\n";
+    return result;
+  }
+  const llvm::StringRef bytes = (*archive)->getBuffer();
+  result.bytes.assign(bytes.begin(), bytes.end());
+  result.ok = true;
+  return result;
+}
+
+}  // namespace kestrel::host

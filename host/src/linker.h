@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kestrel::host::detail {
@@ -21,6 +22,9 @@ struct SharedObject {
 // LLD keeps its state in globals, so links run one at a time (1-2 ms each). Never throws
 // for bad input or a full disk: failures are results.
 SharedObject link_shared_object(std::span<const char> object, const std::string& soname);
+// The same for several objects (name: for diagnostics).
+SharedObject link_objects(const std::vector<std::pair<std::string, std::span<const char>>>& objects,
+                          const std::string& soname);
 
 // The version of the linked LLD, e.g. "LLD 19.1.7".
 std::string lld_version();

@@ -17,15 +17,20 @@
 namespace kestrel::host {
 
 struct CompileRequest {
+  // What a CPU compile produces: a loadable shared object, or the relocatable object
+  // alone (for linking several kernels into one library, see link.h). GPU targets ignore it.
+  enum class Output { shared_object, object };
   ops::KernelSource source;
   Target target;
   int opt_level = 3;
+  Output output = Output::shared_object;
 };
 
 struct CompileResult {
   bool ok = false;
-  // ELF .so exporting the kernel ABI entry; for a CUDA or OpenCL target, a GPU module
-  // image (rpc/gpu_module.h: cubin, PTX or OpenCL source plus the launch geometry).
+  // ELF .so exporting the kernel ABI entry (the ELF relocatable object when the request's
+  // output is Output::object); for a CUDA or OpenCL target, a GPU module image
+  // (rpc/gpu_module.h: cubin, PTX or OpenCL source plus the launch geometry).
   std::vector<std::uint8_t> shared_object;
   std::string diagnostics;                  // compiler/linker messages (warnings too)
   std::string hash;                         // hex SHA-256 of everything that determines the output

@@ -28,6 +28,8 @@ struct ExportOptions {
   // runtime) is; empty: searched (KESTREL_RUNTIME_DIR, then beside the kestrel binary's
   // build tree: build-device-<triple>/device_runtime, build/device_runtime for native).
   std::string runtime_dir;
+  // The model the plans come from (its path or name), for the manifest.
+  std::string model;
 };
 
 // One kernel in the library.
@@ -46,6 +48,9 @@ struct ExportReport {
   std::vector<std::string> files;     // written, relative to out_dir
   bool runtime_copied = false;        // libkestrel_rt for the target found and copied
   std::string runtime_note;           // why not, and how to build it
+  // Parameters that could not be made run-time arguments, and why ("softmax cols: ...,
+  // so it is compiled at 768 only"); such a kernel runs for its exact shape only.
+  std::vector<std::string> notes;
 };
 
 // Compiles and links. Throws ModelError when the database has no record at all for the

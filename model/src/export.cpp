@@ -1,0 +1,255 @@
+// Export: every task of a model's plans, at its best record or the op's default,
+// compiled for one target into one library with a dispatcher (dispatcher.cpp), a header,
+// the runtime, and a manifest.
+#include "kestrel/model/export.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <set>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include "dispatcher.h"
+#include "kestrel/host/link.h"
+
+namespace kestrel::embedded {
+std::string_view kernel_abi_h();      // model/CMakeLists.txt: kestrel_embed
+std::string_view kernel_runtime_h();
+}  // namespace kestrel::embedded
+
+namespace kestrel::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A task's workload with its optional parameters at their fallback left out, as the
+// records store workloads.
+ops::Params normalized(const ops::Op& op, const ops::Params& params) {
+  ops::Params out = params;
+  for (const ops::ParamSpec& spec : op.params()) {
+    auto it = out.find(spec.name);
+    if (spec.optional && it != out.end() && it->second == spec.fallback) out.erase(it);
+  }
+  return out;
+}
+
+std::string triple_of(const std::string& recorded_target) { return recorded_target.substr(0, recorded_target.find(' ')); }
+
+void write_file(const fs::path& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw ModelError("cannot write " + path.string() + ": " + std::strerror(errno));
+}
+
+void write_file(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
+  write_file(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+// Where the target's libkestrel_rt is: the option, $KESTREL_RUNTIME_DIR, then beside the
+// running program's build tree (build-device-<triple>/device_runtime next to the build
+// folder, or the build folder's own device_runtime for a native target).
+std::vector<fs::path> runtime_candidates(const ExportOptions& options) {
+  if (!options.runtime_dir.empty()) return {options.runtime_dir};
+  std::vector<fs::path> out;
+  if (const char* env = std::getenv("KESTREL_RUNTIME_DIR"); env && *env) out.emplace_back(env);
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return out;
+  for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+    if (options.target.native) out.push_back(dir / "device_runtime");
+    out.push_back(dir / ("build-device-" + options.target.triple) / "device_runtime");
+    out.push_back(dir.parent_path() / ("build-device-" + options.target.triple) / "device_runtime");
+  }
+  return out;
+}
+
+}  // namespace
+
+ExportReport export_library(tuner::RecordStore& records, host::Compiler& compiler, const ExportOptions& options,
+                            const std::function<void(std::size_t, std::size_t)>& progress) {
+  const host::Target& target = options.target;
+  if (target.is_gpu()) throw ModelError("export builds CPU libraries: " + target.to_string() + " is a GPU target");
+  const ops::Registry registry = ops::builtin_ops();
+
+  // The output folder, checked before any compile.
+  const fs::path out_dir = options.out_dir.empty() ? fs::path(".") : fs::path(options.out_dir);
+  {
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec || !fs::is_directory(out_dir) || ::access(out_dir.c_str(), W_OK) != 0)
+      throw ModelError("cannot write to the output folder " + out_dir.string() + ": " +
+                       (ec ? ec.message() : std::string(std::strerror(errno ? errno : EACCES))));
+  }
+
+  // The best own records of this target (any CPU of its triple; the exact target first).
+  std::vector<tuner::Best> bests;
+  for (tuner::Best& best : records.best()) {
+    if (triple_of(best.target) != target.triple) continue;
+    if (!options.device_key.empty() && best.device_class.key != options.device_key) continue;
+    bests.push_back(std::move(best));
+  }
+  if (bests.empty())
+    throw ModelError("no records for " + target.triple +
+                     (options.device_key.empty() ? "" : " (device key " + options.device_key + ")") + " in " +
+                     records.location() + ": tune for it first");
+
+  ExportReport report;
+  std::vector<detail::TableEntry> entries;
+  std::set<std::string> seen;
+  for (const Plan& plan : options.plans) {
+    for (const ModelTask& task : plan.tasks) {
+      if (!seen.insert(task.op + "/" + ops::format_params(task.params)).second) continue;
+      const ops::Op* op = registry.find(task.op, ops::Backend::cpu);
+      if (!op) throw ModelError("export: the task " + task.op + " " + ops::format_params(task.params) + " has no CPU kernel");
+      detail::TableEntry entry;
+      entry.op = op;
+      entry.kernel.op = task.op;
+      entry.kernel.params = task.params;
+      entry.kernel.dynamic = task.dynamic;
+      entry.kernel.entry = "kestrel_k" + std::to_string(entries.size());
+      for (const ops::ParamSpec& spec : op->params()) {
+        auto it = task.params.find(spec.name);
+        entry.params.push_back(it != task.params.end() ? it->second : spec.fallback);
+        std::int64_t multiplier = 0;
+        for (const DynamicParam& d : task.dynamic) {
+          if (d.param != spec.name) continue;
+          if (entry.symbol.empty()) entry.symbol = d.symbol;
+          // One symbol per kernel: a parameter of another symbol stays static.
+          if (d.symbol == entry.symbol && d.multiplier > 0) multiplier = d.multiplier;
+        }
+        entry.multipliers.push_back(multiplier);
+        if (multiplier) entry.bucket = entry.params.back() / multiplier;
+      }
+      std::erase_if(entry.kernel.dynamic, [&](const DynamicParam& d) { return d.symbol != entry.symbol; });
+
+      // The best own record (exact target first, then the fastest), else the default.
+      const ops::Params workload = normalized(*op, task.params);
+      const tuner::Record* chosen = nullptr;
+      bool chosen_exact = false;
+      for (const tuner::Best& best : bests) {
+        if (best.op != task.op || normalized(*op, best.workload) != workload) continue;
+        const tuner::Record* own = best.own();
+        if (!own || !op->check(task.params, own->config, target.traits).empty()) continue;
+        const bool exact = best.target == target.to_string();
+        if (!chosen || (exact && !chosen_exact) || (exact == chosen_exact && own->gflops > chosen->gflops)) {
+          chosen = own;
+          chosen_exact = exact;
+        }
+      }
+      ops::Config config = chosen ? chosen->config : op->default_config(task.params, target.traits);
+      entry.kernel.config = ops::format_config(config);
+      entry.kernel.origin = chosen ? "tuned" : "default";
+      entry.kernel.gflops = chosen ? chosen->gflops : 0;
+      entries.push_back(std::move(entry));
+    }
+  }
+  if (entries.empty()) throw ModelError("export: the model has no tunable task, so there is nothing to export");
+
+  // Kernel objects, compiled on the compiler's pool.
+  std::vector<std::future<host::CompileResult>> pending;
+  for (detail::TableEntry& entry : entries) {
+    host::CompileRequest request;
+    request.target = target;
+    request.output = host::CompileRequest::Output::object;
+    request.source = entry.op->source(ops::Backend::cpu, entry.kernel.params, ops::parse_pairs(entry.kernel.config));
+    detail::make_kernel_source(entry, request.source, report.notes);
+    pending.push_back(compiler.submit(std::move(request)));
+  }
+  std::vector<host::ObjectInput> objects;
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    host::CompileResult result = pending[i].get();
+    if (!result.ok)
+      throw ModelError("export: compiling " + entries[i].kernel.op + " " + ops::format_params(entries[i].kernel.params) +
+                       " (" + entries[i].kernel.config + ") for " + target.to_string() + " failed:\n" +
+                       result.diagnostics);
+    objects.push_back({entries[i].kernel.entry + ".o", std::move(result.shared_object)});
+    if (progress) progress(i + 1, pending.size());
+  }
+  {
+    host::CompileRequest request;
+    request.target = target;
+    request.output = host::CompileRequest::Output::object;
+    request.source.file_name = "kestrel_dispatch.c";
+    request.source.text = detail::dispatcher_source(entries);
+    host::CompileResult result = compiler.compile(request);
+    if (!result.ok) throw ModelError("export: compiling the dispatcher failed (a bug):\n" + result.diagnostics);
+    objects.push_back({"kestrel_dispatch.o", std::move(result.shared_object)});
+  }
+
+  host::LinkResult shared = host::link_shared_library(objects, "libkestrel_kernels.so");
+  if (!shared.ok) throw ModelError("export: linking libkestrel_kernels.so failed:\n" + shared.diagnostics);
+  host::LinkResult archive = host::write_static_archive(objects);
+  if (!archive.ok) throw ModelError("export: writing libkestrel_kernels.a failed:\n" + archive.diagnostics);
+
+  auto emit = [&](const std::string& name, auto&& bytes) {
+    write_file(out_dir / name, bytes);
+    report.files.push_back(name);
+  };
+  emit("libkestrel_kernels.so", shared.bytes);
+  emit("libkestrel_kernels.a", archive.bytes);
+  emit("kestrel_kernels.h", detail::library_header(entries));
+  emit("kestrel_abi.h", embedded::kernel_abi_h());
+  std::string runtime_h(embedded::kernel_runtime_h());
+  if (auto at = runtime_h.find("\"kestrel/kernel/abi.h\""); at != std::string::npos)
+    runtime_h.replace(at, std::strlen("\"kestrel/kernel/abi.h\""), "\"kestrel_abi.h\"");
+  emit("kestrel_runtime.h", runtime_h);
+
+  // The runtime for the target.
+  const std::vector<fs::path> candidates = runtime_candidates(options);
+  for (const fs::path& dir : candidates) {
+    std::error_code ec;
+    if (!fs::exists(dir / "libkestrel_rt.a", ec) || !fs::exists(dir / "libkestrel_rt.so", ec)) continue;
+    for (const char* name : {"libkestrel_rt.a", "libkestrel_rt.so"}) {
+      fs::copy_file(dir / name, out_dir / name, fs::copy_options::overwrite_existing, ec);
+      if (ec) throw ModelError("cannot copy " + (dir / name).string() + " to " + out_dir.string() + ": " + ec.message());
+      report.files.push_back(name);
+    }
+    report.runtime_copied = true;
+    report.runtime_note = "runtime from " + dir.string();
+    break;
+  }
+  if (!report.runtime_copied) {
+    const std::string build = target.native ? "cmake --build build --target kestrel_rt kestrel_rt_shared"
+                                            : "scripts/build-device.sh " + target.triple;
+    report.runtime_note = "no libkestrel_rt.{a,so} for " + target.triple + " found (" +
+                          (options.runtime_dir.empty() ? "set KESTREL_RUNTIME_DIR or --runtime-dir"
+                                                       : "looked in " + options.runtime_dir) +
+                          "); build it with " + build + " and copy it beside the library";
+  }
+
+  // The manifest.
+  nlohmann::json manifest;
+  manifest["target"] = target.to_string();
+  manifest["block"] = options.plans.empty() ? 0 : options.plans.front().block;
+  manifest["model"] = options.model;
+  manifest["records"] = records.location();
+  manifest["kernels"] = nlohmann::json::array();
+  for (const detail::TableEntry& entry : entries) {
+    const ExportedKernel& k = entry.kernel;
+    nlohmann::json dynamic = nlohmann::json::array();
+    for (const DynamicParam& d : k.dynamic)
+      dynamic.push_back({{"param", d.param}, {"symbol", d.symbol}, {"multiplier", d.multiplier}});
+    manifest["kernels"].push_back({{"op", k.op},
+                                   {"params", ops::format_params(k.params)},
+                                   {"dynamic", dynamic},
+                                   {"config", k.config},
+                                   {"origin", k.origin},
+                                   {"gflops", k.gflops},
+                                   {"entry", k.entry}});
+    report.kernels.push_back(k);
+  }
+  manifest["notes"] = report.notes;
+  emit("manifest.json", manifest.dump(2) + "\n");
+  return report;
+}
+
+}  // namespace kestrel::model

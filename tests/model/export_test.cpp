@@ -1,0 +1,250 @@
+// export_library: a library for this machine, loaded and called through its dispatcher
+// and typed entries against the ops' reference kernels; run-time (dynamic) parameters at
+// sizes that were not exported; the archive's members; no NEEDED entries; the errors.
+#include "kestrel/model/export.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "kestrel/kernel/runtime.h"
+#include "model/export_util.h"
+
+namespace kestrel::model {
+namespace {
+
+using test::Library;
+using test::Scratch;
+
+ModelTask task_of(const std::string& op, const ops::Params& params, std::vector<DynamicParam> dynamic = {}) {
+  ModelTask task;
+  task.op = op;
+  task.params = params;
+  task.dynamic = std::move(dynamic);
+  task.occurrences = 1;
+  return task;
+}
+
+tuner::Record record_for(const host::Target& target, const ops::Op& op, const ops::Params& params,
+                         const ops::Config& config) {
+  tuner::Record r;
+  r.op = std::string(op.name());
+  r.workload = params;
+  r.target = target.to_string();
+  r.device_class = {"local", "test cpu", target.triple + "|test cpu|2"};
+  r.device = "cpu0";
+  r.config = config;
+  r.round_seconds = {1e-3, 1e-3, 1e-3};
+  r.cost = 1e-3;
+  r.gflops = 12.5;
+  r.session = "export-test";
+  return r;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string run_command(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+    ::pclose(pipe);
+  }
+  return out;
+}
+
+TEST_CASE("export writes a native library whose dispatcher runs the tuned and default kernels") {
+  Scratch scratch;
+  const host::Target target = host::parse_target("native");
+  const ops::Registry registry = ops::builtin_ops();
+  const ops::Op& gemm = registry.get("gemm", ops::Backend::cpu);
+  const ops::Op& softmax = registry.get("softmax", ops::Backend::cpu);
+  const ops::Params gemm_params{{"M", 33}, {"N", 40}, {"K", 24}};
+  const ops::Params softmax_params{{"rows", 9}, {"cols", 70}};
+
+  auto records = tuner::open_records((scratch.path() / "tune.db").string());
+  const ops::Config tuned = gemm.default_config(gemm_params, target.traits);
+  records->add(record_for(target, gemm, gemm_params, tuned));
+
+  Plan plan;
+  plan.tasks = {task_of("gemm", gemm_params), task_of("softmax", softmax_params), task_of("gemm", gemm_params)};
+  ExportOptions options;
+  options.target = target;
+  options.out_dir = (scratch.path() / "out").string();
+  options.plans = {plan};
+  options.runtime_dir = KESTREL_RUNTIME_BUILD_DIR;
+  options.model = "hand-built";
+  host::Compiler compiler;
+  std::size_t last_done = 0, last_total = 0;
+  const ExportReport report = export_library(*records, compiler, options, [&](std::size_t done, std::size_t total) {
+    last_done = done;
+    last_total = total;
+  });
+
+  REQUIRE(report.kernels.size() == 2);  // the repeated task once
+  CHECK(last_done == 2);
+  CHECK(last_total == 2);
+  CHECK(report.kernels[0].origin == "tuned");
+  CHECK(report.kernels[0].gflops == 12.5);
+  CHECK(report.kernels[0].config == ops::format_config(tuned));
+  CHECK(report.kernels[1].origin == "default");
+  CHECK(report.runtime_copied);
+  const std::filesystem::path out = options.out_dir;
+  for (const char* name : {"kestrel_kernels.h", "kestrel_abi.h", "kestrel_runtime.h", "libkestrel_kernels.so",
+                           "libkestrel_kernels.a", "libkestrel_rt.a", "libkestrel_rt.so", "manifest.json"}) {
+    INFO(name);
+    CHECK(std::filesystem::exists(out / name));
+  }
+  const std::string header = read_text(out / "kestrel_kernels.h");
+  CHECK(header.find("#define KESTREL_GEMM_PARAMS \"M,N,K,bias,residual,act\"") != std::string::npos);
+  CHECK(header.find("int32_t kestrel_softmax(const kestrel_services* svc, const kestrel_softmax_shape* shape") !=
+        std::string::npos);
+  CHECK(read_text(out / "kestrel_runtime.h").find("#include \"kestrel_abi.h\"") != std::string::npos);
+  const auto manifest = nlohmann::json::parse(read_text(out / "manifest.json"));
+  CHECK(manifest["model"] == "hand-built");
+  REQUIRE(manifest["kernels"].size() == 2);
+  CHECK(manifest["kernels"][0]["origin"] == "tuned");
+  CHECK(manifest["kernels"][1]["op"] == "softmax");
+
+  // No NEEDED entries: the library runs in any process, linked with any C library.
+  const std::string dynamic = run_command("readelf -d '" + (out / "libkestrel_kernels.so").string() + "' 2>&1");
+  CHECK(dynamic.find("Dynamic section") != std::string::npos);
+  CHECK(dynamic.find("NEEDED") == std::string::npos);
+  // Every object is in the archive.
+  const std::string members = run_command("ar t '" + (out / "libkestrel_kernels.a").string() + "' 2>&1");
+  CHECK(members == "kestrel_k0.o\nkestrel_k1.o\nkestrel_dispatch.o\n");
+
+  Library library(out / "libkestrel_kernels.so");
+  kestrel_services* svc = kestrel_runtime_create(2);
+  REQUIRE(svc != nullptr);
+  SECTION("the generic entry runs both kernels and matches the references") {
+    CHECK(test::dispatch_matches(library, svc, gemm, gemm_params, compiler));
+    CHECK(test::dispatch_matches(library, svc, softmax, softmax_params, compiler));
+  }
+  SECTION("the typed entries and their which functions") {
+    using which_fn = const char* (*)(const std::int64_t*);
+    auto gemm_which = library.symbol<which_fn>("kestrel_gemm_which");
+    const std::int64_t shape[] = {33, 40, 24, 0, 0, 0};
+    CHECK(std::string(gemm_which(shape)) == "tuned " + ops::format_config(tuned));
+    auto softmax_which = library.symbol<which_fn>("kestrel_softmax_which");
+    const std::int64_t softmax_shape[] = {9, 70};
+    CHECK(std::string(softmax_which(softmax_shape)).starts_with("default "));
+    const std::int64_t unknown[] = {34, 40, 24, 0, 0, 0};
+    CHECK(gemm_which(unknown) == nullptr);
+    CHECK(test::typed_matches(library, svc, gemm, "kestrel_gemm", gemm_params, compiler));
+  }
+  SECTION("an unknown shape or op has no kernel") {
+    using dispatch_fn = std::int32_t (*)(const kestrel_services*, const char*, const std::int64_t*, std::int32_t,
+                                         const kestrel_arg*, std::int32_t);
+    auto dispatch = library.symbol<dispatch_fn>("kestrel_dispatch");
+    const std::int64_t params[] = {34, 40, 24, 0, 0, 0};
+    kestrel_arg args[3] = {};
+    CHECK(dispatch(svc, "gemm", params, 6, args, 3) == -1);
+    CHECK(dispatch(svc, "conv2d", params, 6, args, 3) == -1);
+    CHECK(dispatch(svc, "gemm", params, 3, args, 3) == -1);
+  }
+  kestrel_runtime_destroy(svc);
+}
+
+TEST_CASE("exported kernels with run-time parameters compute sizes that were not exported") {
+  Scratch scratch;
+  const host::Target target = host::parse_target("native");
+  const ops::Registry registry = ops::builtin_ops();
+  auto records = tuner::open_records((scratch.path() / "tune.db").string());
+  // One record of some task, so the target has records; the dynamic kernels are defaults.
+  const ops::Op& gemm = registry.get("gemm", ops::Backend::cpu);
+  const ops::Params other{{"M", 8}, {"N", 8}, {"K", 8}};
+  records->add(record_for(target, gemm, other, gemm.default_config(other, target.traits)));
+
+  // A sequence length "seq" exported at the buckets 16 and 48, as an encoder layer's tasks.
+  auto plan_at = [](std::int64_t seq) {
+    Plan plan;
+    plan.symbols = {{"seq", seq}};
+    plan.tasks = {
+        task_of("gemm", {{"M", seq}, {"N", 48}, {"K", 40}, {"bias", 1}, {"act", 3}}, {{"M", "seq", 1}}),
+        task_of("softmax", {{"rows", 3 * seq}, {"cols", seq}}, {{"rows", "seq", 3}, {"cols", "seq", 1}}),
+        task_of("batch_matmul", {{"batch", 3}, {"M", seq}, {"N", seq}, {"K", 16}, {"trans_b", 1}},
+                {{"M", "seq", 1}, {"N", "seq", 1}}),
+        task_of("batch_matmul", {{"batch", 3}, {"M", seq}, {"N", 16}, {"K", seq}}, {{"M", "seq", 1}, {"K", "seq", 1}}),
+        task_of("layernorm", {{"rows", seq}, {"cols", 48}, {"residual", 1}}, {{"rows", "seq", 1}}),
+        task_of("elementwise", {{"n", 48 * seq}, {"kind", 5}}, {{"n", "seq", 48}}),
+    };
+    return plan;
+  };
+  ExportOptions options;
+  options.target = target;
+  options.out_dir = (scratch.path() / "out").string();
+  options.plans = {plan_at(16), plan_at(48)};
+  options.runtime_dir = KESTREL_RUNTIME_BUILD_DIR;
+  host::Compiler compiler;
+  const ExportReport report = export_library(*records, compiler, options);
+  REQUIRE(report.kernels.size() == 12);
+  CHECK(report.notes.empty());
+  for (const ExportedKernel& k : report.kernels) CHECK(!k.dynamic.empty());
+
+  Library library(std::filesystem::path(options.out_dir) / "libkestrel_kernels.so");
+  kestrel_services* svc = kestrel_runtime_create(2);
+  REQUIRE(svc != nullptr);
+  for (std::int64_t seq : {1, 7, 16, 30, 48, 61}) {
+    const Plan plan = plan_at(seq);
+    for (const ModelTask& task : plan.tasks) {
+      INFO(task.op << " " << ops::format_params(task.params) << " at seq=" << seq);
+      const ops::Op& op = registry.get(task.op, ops::Backend::cpu);
+      const std::string which = library.which(op, task.params);
+      CHECK(which.starts_with(seq == 16 || seq == 48 ? "default " : "bucket seq="));
+      if (seq != 16 && seq != 48) CHECK(which.starts_with(seq <= 16 ? "bucket seq=16 " : "bucket seq=48 "));
+      CHECK(test::dispatch_matches(library, svc, op, task.params, compiler));
+    }
+  }
+  // A shape whose dynamic parameters disagree on the symbol has no kernel.
+  const ops::Op& softmax = registry.get("softmax", ops::Backend::cpu);
+  CHECK(library.which(softmax, {{"rows", 3 * 20}, {"cols", 21}}).empty());
+  kestrel_runtime_destroy(svc);
+}
+
+TEST_CASE("export refuses a target with no records and an unwritable output folder") {
+  Scratch scratch;
+  const host::Target target = host::parse_target("native");
+  auto records = tuner::open_records((scratch.path() / "tune.db").string());
+  Plan plan;
+  plan.tasks = {task_of("softmax", {{"rows", 4}, {"cols", 8}})};
+  ExportOptions options;
+  options.target = target;
+  options.out_dir = (scratch.path() / "out").string();
+  options.plans = {plan};
+  host::Compiler compiler(host::CompilerOptions{1, 16});
+  CHECK_THROWS_WITH(export_library(*records, compiler, options),
+                    Catch::Contains("no records for " + target.triple) && Catch::Contains("tune for it first"));
+
+  const ops::Registry registry = ops::builtin_ops();
+  const ops::Op& gemm = registry.get("gemm", ops::Backend::cpu);
+  const ops::Params p{{"M", 8}, {"N", 8}, {"K", 8}};
+  tuner::Record other = record_for(target, gemm, p, gemm.default_config(p, target.traits));
+  other.target = "aarch64-linux-gnu (cortex-a72)";
+  records->add(other);
+  CHECK_THROWS_WITH(export_library(*records, compiler, options), Catch::Contains("no records for " + target.triple));
+
+  records->add(record_for(target, gemm, p, gemm.default_config(p, target.traits)));
+  std::ofstream(scratch.path() / "file") << "x";
+  options.out_dir = (scratch.path() / "file" / "out").string();
+  CHECK_THROWS_WITH(export_library(*records, compiler, options), Catch::Contains("cannot write to the output folder"));
+}
+
+}  // namespace
+}  // namespace kestrel::model

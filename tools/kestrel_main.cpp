@@ -28,6 +28,8 @@ const std::vector<Command>& commands() {
       {"ops", "list the built-in ops, their parameters and knob spaces", kestrel::tools::run_ops},
       {"profile", "compile one kernel configuration and time it on a device", kestrel::tools::run_profile},
       {"tune", "tune a workload on a device pool (or this machine) and record every result", kestrel::tools::run_tune},
+      {"export", "write a kernel library for a target from a model's tuned tasks (header, .so, .a)",
+       kestrel::tools::run_export},
       {"best", "print the best recorded configuration per workload, target and device class", kestrel::tools::run_best},
       {"records", "export or import records as JSON lines", kestrel::tools::run_records},
       {"bench", "time the best kernels against OpenBLAS and oneDNN, side by side", kestrel::tools::run_bench},

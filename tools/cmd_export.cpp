@@ -1,0 +1,145 @@
+// `kestrel export`: the best recorded kernel of every task of a model, compiled for one
+// target into a library with a C header and shape dispatch (model/export.h).
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "args.h"
+#include "commands.h"
+#include "kestrel/host/compiler.h"
+#include "kestrel/host/target.h"
+#include "kestrel/model/buckets.h"
+#include "kestrel/model/export.h"
+#include "kestrel/model/graph.h"
+#include "kestrel/model/tasks.h"
+#include "kestrel/tuner/records.h"
+
+namespace kestrel::tools {
+namespace {
+
+void print_table(const model::ExportReport& report, const std::string& out_dir) {
+  std::cout << "\n" << std::left << std::setw(14) << "OP" << std::setw(48) << "WORKLOAD" << std::setw(9) << "ORIGIN"
+            << std::setw(10) << "GFLOP/s" << std::setw(12) << "ENTRY" << "CONFIG\n";
+  std::size_t tuned = 0;
+  for (const model::ExportedKernel& k : report.kernels) {
+    std::string workload = ops::format_params(k.params);
+    for (const model::DynamicParam& d : k.dynamic)
+      workload += " " + d.param + "=" + (d.multiplier == 1 ? "" : std::to_string(d.multiplier) + "*") + d.symbol;
+    std::ostringstream gflops;
+    if (k.origin == "tuned") gflops << std::fixed << std::setprecision(1) << k.gflops;
+    else gflops << "-";
+    std::cout << std::left << std::setw(14) << k.op << std::setw(48) << workload << std::setw(9) << k.origin
+              << std::setw(10) << gflops.str() << std::setw(12) << k.entry << k.config << "\n";
+    if (k.origin == "tuned") ++tuned;
+  }
+  std::cout << "\n" << report.kernels.size() << " kernels (" << tuned << " tuned, " << report.kernels.size() - tuned
+            << " at the op's default) in " << out_dir << "/libkestrel_kernels.{so,a}, header kestrel_kernels.h\n";
+  for (const std::string& note : report.notes) std::cout << "note: " << note << "\n";
+  std::cout << (report.runtime_copied ? "" : "warning: ") << report.runtime_note << "\n";
+}
+
+nlohmann::json report_json(const model::ExportReport& report, const std::string& target) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const model::ExportedKernel& k : report.kernels) {
+    nlohmann::json dynamic = nlohmann::json::array();
+    for (const model::DynamicParam& d : k.dynamic)
+      dynamic.push_back({{"param", d.param}, {"symbol", d.symbol}, {"multiplier", d.multiplier}});
+    kernels.push_back({{"op", k.op},
+                       {"params", ops::format_params(k.params)},
+                       {"dynamic", dynamic},
+                       {"config", k.config},
+                       {"origin", k.origin},
+                       {"gflops", k.gflops},
+                       {"entry", k.entry}});
+  }
+  return {{"target", target},
+          {"kernels", kernels},
+          {"files", report.files},
+          {"runtime_copied", report.runtime_copied},
+          {"runtime_note", report.runtime_note},
+          {"notes", report.notes}};
+}
+
+}  // namespace
+
+int run_export(int argc, char** argv) {
+  Args args("kestrel export",
+            "Writes a kernel library for a target: every task of the model (at each bucket of its symbolic\n"
+            "dimensions) compiled at its best recorded configuration, or at the op's default when the task has\n"
+            "no record, linked into libkestrel_kernels.so and .a with kestrel_kernels.h (a dispatcher by shape\n"
+            "and one typed entry per op), the target's libkestrel_rt and a manifest. See docs/export.md.");
+  args.option("db", "FILE", "records database (from kestrel tune)", "kestrel.db");
+  args.option("model", "FILE", "the ONNX model whose tasks are exported");
+  args.option("target", "TRIPLE", "the target: native, aarch64-linux-gnu, armv7a-linux-gnueabihf, ...", "native");
+  args.option("cpu", "NAME", "-mcpu / -march for the target (e.g. cortex-a72); default: the triple's baseline");
+  args.option("o,out", "DIR", "output folder (created)");
+  args.option("buckets", "SIZES", "sizes of the model's symbolic dimensions to export kernels for, e.g. seq=8,32,128 "
+                                  "(default: 8,32,128)");
+  args.option("key", "KEY", "only records measured on devices of this pool key");
+  args.option("block", "N", "channels per block of the convolutions' NCHWc layout (default: the target's)");
+  args.option("runtime-dir", "DIR", "where the target's libkestrel_rt.{a,so} is (default: $KESTREL_RUNTIME_DIR, "
+                                    "then the build trees beside kestrel)");
+  args.flag("json", "print the report as JSON");
+  try {
+    if (!args.parse(argc, argv, 2)) {
+      std::cout << args.help();
+      return 0;
+    }
+    if (!args.has("model")) throw UsageError("--model is required (the ONNX model whose tasks to export)");
+    if (!args.has("out")) throw UsageError("-o/--out is required (the folder the library is written to)");
+    host::Target target;
+    try {
+      target = host::parse_target(args.get("target", "native"), args.get("cpu"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    const std::string db_path = args.get("db", "kestrel.db");
+    auto records = tuner::open_records(db_path, tuner::OpenMode::existing);
+    const model::Model loaded = model::Model::load(args.get("model"));
+    const std::vector<model::Binding> buckets = model::parse_buckets(loaded.graph().symbols(), args.get("buckets"));
+
+    model::ExportOptions options;
+    options.target = target;
+    options.out_dir = args.get("out");
+    options.device_key = args.get("key");
+    options.runtime_dir = args.get("runtime-dir");
+    options.model = args.get("model");
+    const std::int64_t block = args.get_int("block", 0, 0, 64);
+    for (const model::Binding& binding : buckets) {
+      model::PlanOptions plan_options;
+      plan_options.block = block;
+      plan_options.traits = target.traits;
+      plan_options.symbols = binding;
+      options.plans.push_back(model::plan_model(loaded, plan_options));
+    }
+
+    const bool json = args.has("json");
+    host::Compiler compiler;
+    if (!json) std::cerr << "exporting " << args.get("model") << " for " << target.to_string() << "\n";
+    const model::ExportReport report =
+        model::export_library(*records, compiler, options, [&](std::size_t done, std::size_t total) {
+          if (json) return;
+          std::cerr << "\rcompiling kernels " << done << "/" << total << std::flush;
+          if (done == total) std::cerr << "\n";
+        });
+    if (json) std::cout << report_json(report, target.to_string()).dump(2) << "\n";
+    else print_table(report, options.out_dir);
+    return 0;
+  } catch (const UsageError& e) {
+    std::cerr << "kestrel export: " << e.what() << "\n";
+    return 2;
+  } catch (const tuner::RecordsError& e) {
+    std::cerr << "kestrel export: " << e.what() << "\n";
+    return 1;
+  } catch (const model::ModelError& e) {
+    std::cerr << "kestrel export: " << e.what() << "\n";
+    return 1;
+  } catch (const ops::OpError& e) {
+    std::cerr << "kestrel export: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace kestrel::tools

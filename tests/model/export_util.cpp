@@ -23,6 +23,7 @@ Scratch::Scratch() {
 }
 
 Scratch::~Scratch() {
+  if (std::getenv("KESTREL_TEST_KEEP")) return;  // for debugging a failure: keep the files
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }

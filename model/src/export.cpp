@@ -138,7 +138,13 @@ ExportReport export_library(tuner::RecordStore& records, host::Compiler& compile
       for (const tuner::Best& best : bests) {
         if (best.op != task.op || normalized(*op, best.workload) != workload) continue;
         const tuner::Record* own = best.own();
-        if (!own || !op->check(task.params, own->config, target.traits).empty()) continue;
+        if (!own) continue;
+        if (const std::string why = op->check(task.params, own->config, target.traits); !why.empty()) {
+          report.notes.push_back(task.op + " " + ops::format_params(task.params) + ": the record of " + best.target +
+                                 " (" + ops::format_config(own->config) + ") does not fit " + target.to_string() +
+                                 " (" + why + ")");
+          continue;
+        }
         const bool exact = best.target == target.to_string();
         if (!chosen || (exact && !chosen_exact) || (exact == chosen_exact && own->gflops > chosen->gflops)) {
           chosen = own;

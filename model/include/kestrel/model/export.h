@@ -48,8 +48,9 @@ struct ExportReport {
   std::vector<std::string> files;     // written, relative to out_dir
   bool runtime_copied = false;        // libkestrel_rt for the target found and copied
   std::string runtime_note;           // why not, and how to build it
-  // Parameters that could not be made run-time arguments, and why ("softmax cols: ...,
-  // so it is compiled at 768 only"); such a kernel runs for its exact shape only.
+  // What the export could not do as asked, and why: parameters that could not be made
+  // run-time arguments ("softmax cols: ..., so it is compiled at 768 only"; such a kernel
+  // runs for its exact shape only), records whose configuration does not fit the target.
   std::vector<std::string> notes;
 };
 

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -244,6 +245,63 @@ TEST_CASE("export refuses a target with no records and an unwritable output fold
   std::ofstream(scratch.path() / "file") << "x";
   options.out_dir = (scratch.path() / "file" / "out").string();
   CHECK_THROWS_WITH(export_library(*records, compiler, options), Catch::Contains("cannot write to the output folder"));
+}
+
+}  // namespace
+}  // namespace kestrel::model
+
+namespace kestrel::model {
+namespace {
+
+TEST_CASE("kernels of every CPU op link into one library and each runs through the dispatcher") {
+  test::Scratch scratch;
+  const host::Target target = host::parse_target("native");
+  const ops::Registry registry = ops::builtin_ops();
+  const std::int64_t b = std::max<std::int64_t>(4, target.traits.vector_floats);
+  std::vector<std::pair<std::string, ops::Params>> tasks = {
+      {"conv2d", {{"C", 6}, {"H", 9}, {"W", 9}, {"K", 5}, {"R", 3}, {"S", 3}, {"pad", 1}}},
+      {"conv2d_nchwc",
+       {{"C", 2 * b}, {"H", 9}, {"W", 9}, {"K", 2 * b}, {"R", 3}, {"S", 3}, {"pad", 1}, {"block", b}, {"bias", 1},
+        {"act", 1}}},
+      {"depthwise_conv2d", {{"C", 2 * b}, {"H", 9}, {"W", 9}, {"R", 3}, {"S", 3}, {"pad", 1}, {"block", b}}},
+      {"pool2d", {{"C", 2 * b}, {"H", 8}, {"W", 8}, {"R", 2}, {"S", 2}, {"stride", 2}, {"block", b}}},
+      {"layout_nchwc", {{"C", 2 * b}, {"H", 5}, {"W", 5}, {"block", b}}},
+      {"batch_matmul", {{"batch", 2}, {"M", 9}, {"N", 10}, {"K", 11}}},
+      {"gemm", {{"M", 12}, {"N", 13}, {"K", 14}, {"residual", 1}}},
+      {"softmax", {{"rows", 3}, {"cols", 17}}},
+      {"layernorm", {{"rows", 3}, {"cols", 40}}},
+      {"elementwise", {{"n", 100}, {"kind", 0}}},
+      {"elementwise", {{"n", 100}, {"kind", 6}}},
+  };
+  auto records = tuner::open_records((scratch.path() / "tune.db").string());
+  const ops::Op& gemm = registry.get("gemm", ops::Backend::cpu);
+  const ops::Params some{{"M", 8}, {"N", 8}, {"K", 8}};
+  records->add(record_for(target, gemm, some, gemm.default_config(some, target.traits)));
+  Plan plan;
+  // Workloads as the planner gives them: validated, parameters with a fallback filled in.
+  for (auto& [op, params] : tasks) {
+    params = ops::parse_params(registry.get(op, ops::Backend::cpu), ops::format_params(params));
+    plan.tasks.push_back(task_of(op, params));
+  }
+  ExportOptions options;
+  options.target = target;
+  options.out_dir = (scratch.path() / "out").string();
+  options.plans = {plan};
+  options.runtime_dir = KESTREL_RUNTIME_BUILD_DIR;
+  host::Compiler compiler;
+  const ExportReport report = export_library(*records, compiler, options);
+  REQUIRE(report.kernels.size() == tasks.size());
+
+  Library library(std::filesystem::path(options.out_dir) / "libkestrel_kernels.so");
+  kestrel_services* svc = kestrel_runtime_create(2);
+  REQUIRE(svc != nullptr);
+  for (const auto& [name, params] : tasks) {
+    INFO(name << " " << ops::format_params(params));
+    const ops::Op& op = registry.get(name, ops::Backend::cpu);
+    CHECK(library.which(op, params).starts_with("default "));
+    CHECK(test::dispatch_matches(library, svc, op, params, compiler));
+  }
+  kestrel_runtime_destroy(svc);
 }
 
 }  // namespace

@@ -63,13 +63,14 @@ std::string declarations(const std::vector<TableEntry>& entries, bool with_comme
   for (const ops::Op* op : ops_of(entries)) {
     const std::string name = identifier(std::string(op->name()));
     if (with_comments) {
-      out << "/* " << op->name() << ": " << op->description() << "\n * tensors (args, in order):";
-      // Tensor names of the first kernel of the op (their count is the same for every shape
-      // of an epilogue; shapes differ).
+      std::string description(op->description());
+      for (std::size_t at; (at = description.find("*/")) != std::string::npos;) description.replace(at, 2, "* /");
+      out << "/* " << op->name() << ": " << description << "\n";
+      // The tensors of the op's first kernel (an epilogue adds tensors: bias, residual).
       for (const TableEntry& e : entries) {
         if (e.op != op) continue;
-        ops::Params p = e.kernel.params;
-        for (const ops::TensorSpec& t : op->tensors(p))
+        out << " * tensors (args, in order) of " << ops::format_params(e.kernel.params) << ":";
+        for (const ops::TensorSpec& t : op->tensors(e.kernel.params))
           out << " " << t.name << (t.role == ops::Role::output ? " (output)" : "");
         break;
       }

@@ -65,7 +65,10 @@ std::vector<fs::path> runtime_candidates(const ExportOptions& options) {
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return out;
   for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
-    if (options.target.native) out.push_back(dir / "device_runtime");
+    if (options.target.native) {
+      out.push_back(dir / "device_runtime");
+      out.push_back(dir.parent_path() / "build-device-native" / "device_runtime");
+    }
     out.push_back(dir / ("build-device-" + options.target.triple) / "device_runtime");
     out.push_back(dir.parent_path() / ("build-device-" + options.target.triple) / "device_runtime");
   }

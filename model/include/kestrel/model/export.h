@@ -26,7 +26,8 @@ struct ExportOptions {
   std::string device_key;
   // Where the target's runtime library (libkestrel_rt.a/.so, cross-built with the device
   // runtime) is; empty: searched (KESTREL_RUNTIME_DIR, then beside the kestrel binary's
-  // build tree: build-device-<triple>/device_runtime, build/device_runtime for native).
+  // build tree: build-device-<triple>/device_runtime; for native also build/device_runtime
+  // and build-device-native/device_runtime).
   std::string runtime_dir;
   // The model the plans come from (its path or name), for the manifest.
   std::string model;

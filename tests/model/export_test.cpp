@@ -242,6 +242,15 @@ TEST_CASE("export refuses a target with no records and an unwritable output fold
   CHECK_THROWS_WITH(export_library(*records, compiler, options), Catch::Contains("no records for " + target.triple));
 
   records->add(record_for(target, gemm, p, gemm.default_config(p, target.traits)));
+  // A runtime folder without the runtime: the library is written, the note says how to build it.
+  std::filesystem::create_directories(scratch.path() / "empty");
+  options.runtime_dir = (scratch.path() / "empty").string();
+  const ExportReport without = export_library(*records, compiler, options);
+  CHECK_FALSE(without.runtime_copied);
+  CHECK(without.runtime_note.find("no libkestrel_rt.{a,so} for " + target.triple) != std::string::npos);
+  CHECK(without.runtime_note.find("cmake --build build --target kestrel_rt kestrel_rt_shared") != std::string::npos);
+  CHECK(std::filesystem::exists(scratch.path() / "out" / "libkestrel_kernels.so"));
+
   std::ofstream(scratch.path() / "file") << "x";
   options.out_dir = (scratch.path() / "file" / "out").string();
   CHECK_THROWS_WITH(export_library(*records, compiler, options), Catch::Contains("cannot write to the output folder"));
@@ -287,10 +296,13 @@ TEST_CASE("kernels of every CPU op link into one library and each runs through t
   options.target = target;
   options.out_dir = (scratch.path() / "out").string();
   options.plans = {plan};
-  options.runtime_dir = KESTREL_RUNTIME_BUILD_DIR;
+  // No runtime folder given: the search finds this build's (beside the test program).
+  ::unsetenv("KESTREL_RUNTIME_DIR");
   host::Compiler compiler;
   const ExportReport report = export_library(*records, compiler, options);
   REQUIRE(report.kernels.size() == tasks.size());
+  CHECK(report.runtime_copied);
+  CHECK(report.runtime_note == "runtime from " + std::filesystem::path(KESTREL_RUNTIME_BUILD_DIR).string());
 
   Library library(std::filesystem::path(options.out_dir) / "libkestrel_kernels.so");
   kestrel_services* svc = kestrel_runtime_create(2);

@@ -149,16 +149,16 @@ std::string contents(const model::Plan& plan) {
 
 int run_tasks(int argc, char** argv) {
   Args args("kestrel tasks",
-            "Reads an ONNX model (opsets 11 to 17), infers its shapes and lists the Kestrel tasks it maps to:\n"
-            "each distinct op and workload, the ONNX operators it covers (a fused epilogue such as\n"
-            "Conv+Add+Relu), how often it occurs, its GFLOP and share of the model's FLOPs, and the\n"
-            "workload parameters that follow a symbolic dimension (dynamic). Operators Kestrel does not\n"
-            "tune are listed with the reason; they run with portable implementations.\n"
-            "Convolutions and pools use the NCHWc layout with the target's block (--block to choose).\n"
+            "Reads an ONNX model (opsets 11 to 17), infers its shapes and lists the Kestrel tasks it\n"
+            "maps to: each distinct op and workload, the ONNX operators it covers (a fused epilogue\n"
+            "such as Conv+Add+Relu), how often it occurs, its GFLOP and share of the model's FLOPs,\n"
+            "and the workload parameters that follow a symbolic dimension (dynamic). Operators left\n"
+            "untuned are listed with the reason; they run with portable implementations.\n"
+            "Convolutions and pools use the NCHWc layout with the target's block (or --block).\n"
             "A model with a symbolic dimension (e.g. 'seq') is planned once per bucket size:\n"
-            "--buckets seq=8,32,128 (default 8,32,128), or at one size with --shape seq=50.\n"
-            "Exit status: 0, 1 for a model error (missing, corrupt, unsupported opset, nothing to tune),\n"
-            "2 for a usage error.");
+            "--buckets seq=8,32,128 (the default sizes), or at one size with --shape seq=50.\n"
+            "Exit status: 0; 1 for a model error (missing, corrupt, unsupported opset, nothing to\n"
+            "tune); 2 for a usage error.");
   args.option("model", "FILE", "the ONNX model (.onnx)");
   args.option("target", "TRIPLE", "compile target whose traits choose the block: native or a triple", "native");
   args.option("cpu", "CPU", "-mcpu of --target, e.g. cortex-a72 or skylake-avx512");

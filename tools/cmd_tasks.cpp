@@ -9,9 +9,9 @@
 #include "args.h"
 #include "commands.h"
 #include "kestrel/host/target.h"
+#include "kestrel/model/buckets.h"
 #include "kestrel/model/tasks.h"
 #include "kestrel/ops/op.h"
-#include "model_args.h"
 
 namespace kestrel::tools {
 
@@ -163,8 +163,9 @@ int run_tasks(int argc, char** argv) {
   args.option("target", "TRIPLE", "compile target whose traits choose the block: native or a triple", "native");
   args.option("cpu", "CPU", "-mcpu of --target, e.g. cortex-a72 or skylake-avx512");
   args.option("block", "B", "channels per NCHWc block: 4, 8 or 16 (default: the target's fp32 lanes, at least 4)");
-  args.option("buckets", "[SYM=]N,N,...", "bucket sizes of a symbolic dimension, e.g. seq=8,32,128");
-  args.option("shape", "SYM=N,...", "fixed values of symbolic dimensions, e.g. seq=50");
+  args.option("buckets", "[SYM=]N,N,...", "bucket sizes of symbolic dimensions, e.g. seq=8,32,128 or "
+              "\"seq=8,32;batch=1,4\" (default 8,32,128 each)");
+  args.option("shape", "SYM=N", "one size per symbolic dimension instead of buckets, e.g. seq=50");
   args.flag("json", "print JSON instead of tables");
   try {
     if (!args.parse(argc, argv, 2)) {
@@ -188,7 +189,18 @@ int run_tasks(int argc, char** argv) {
     }
     const model::Model model = model::Model::load(args.get("model"));
     const model::Graph& graph = model.graph();
-    const std::vector<SymbolValues> bindings = model_bindings(graph, args.get("shape"), args.get("buckets"));
+    // Sizes of the symbolic dimensions: command-line errors, reported as such.
+    std::vector<model::Binding> bindings;
+    try {
+      if (args.has("shape")) {
+        if (args.has("buckets")) throw UsageError("give either --buckets or --shape, not both");
+        bindings = {model::parse_binding(graph.symbols(), args.get("shape"))};
+      } else {
+        bindings = model::parse_buckets(graph.symbols(), args.get("buckets"));
+      }
+    } catch (const model::ModelError& e) {
+      throw UsageError(e.what());
+    }
     const ops::Registry registry = ops::builtin_ops();
     std::vector<model::Plan> plans;
     for (const auto& binding : bindings) {
@@ -220,7 +232,7 @@ int run_tasks(int argc, char** argv) {
     std::cout << ")\ntarget: " << target.to_string() << ", block " << plans.front().block << "\n";
     for (const auto& plan : plans) {
       std::cout << "\n";
-      if (!plan.symbols.empty()) std::cout << "bucket " << format_symbols(plan.symbols) << "\n";
+      if (!plan.symbols.empty()) std::cout << "bucket " << model::to_string(plan.symbols) << "\n";
       print_table(plan, registry, std::cout);
     }
     return 0;

@@ -333,13 +333,23 @@ Model Model::load(const std::string& path) {
   check_inputs(impl->proto.graph(), path);
   onnx::ModelProto inferred = impl->proto;
   infer_shapes(inferred, path);
-  // ONNX's checker after inference: it wants every graph output's shape, which models
-  // often leave to inference (ONNX Runtime does too).
+  // ONNX's checker after inference. It wants a shape field on every graph output, which
+  // models may leave out (ONNX Runtime does not need it): those get an empty one for the
+  // check only.
+  std::vector<int> shapeless;
+  for (int i = 0; i < inferred.graph().output_size(); ++i) {
+    auto* type = inferred.mutable_graph()->mutable_output(i)->mutable_type();
+    if (type->has_tensor_type() && !type->tensor_type().has_shape()) {
+      type->mutable_tensor_type()->mutable_shape();
+      shapeless.push_back(i);
+    }
+  }
   try {
     onnx::checker::check_model(inferred);
   } catch (const std::exception& e) {
     throw ModelError(path + ": not a valid ONNX model: " + e.what());
   }
+  for (int i : shapeless) inferred.mutable_graph()->mutable_output(i)->mutable_type()->mutable_tensor_type()->clear_shape();
   impl->graph = convert(inferred, path, impl->opset);
   return Model(std::move(impl));
 }

@@ -44,6 +44,13 @@ std::string fixed(double value, int digits) {
   return buffer;
 }
 
+// GFLOP with four significant digits ("0.2312", "1.865e-05").
+std::string gflop(double flops) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.4g", flops / 1e9);
+  return buffer;
+}
+
 std::string pad(std::string text, std::size_t width) {
   if (text.size() < width) text += std::string(width - text.size(), ' ');
   return text;
@@ -69,7 +76,7 @@ void print_table(const model::Plan& plan, const ops::Registry& registry, std::os
     const auto& t = plan.tasks[i];
     const double flops = t.flops * t.occurrences;
     rows.push_back({std::to_string(i + 1), t.op, workload_text(registry.get(t.op), t.params), t.pattern,
-                    std::to_string(t.occurrences), fixed(flops / 1e9, 4), fixed(100 * flops / total, 1) + "%",
+                    std::to_string(t.occurrences), gflop(flops), fixed(100 * flops / total, 1) + "%",
                     dynamic_text(t.dynamic)});
   }
   std::vector<std::size_t> width(rows[0].size(), 0);
@@ -91,7 +98,7 @@ void print_table(const model::Plan& plan, const ops::Registry& registry, std::os
     out << "  " << pad("type", type_width) << "  count  GFLOP   share  reason\n";
     for (const auto& u : plan.untuned) {
       out << "  " << pad(u.op_type, type_width) << "  " << pad(std::to_string(u.occurrences), 5) << "  "
-          << pad(fixed(u.flops / 1e9, 4), 6) << "  " << pad(fixed(100 * u.flops / total, 1) + "%", 5) << "  "
+          << pad(gflop(u.flops), 6) << "  " << pad(fixed(100 * u.flops / total, 1) + "%", 5) << "  "
           << u.reason << "\n";
     }
   }
@@ -99,9 +106,9 @@ void print_table(const model::Plan& plan, const ops::Registry& registry, std::os
   for (const auto& t : plan.tasks) instances += t.occurrences;
   const double tuned = tuned_flops(plan);
   out << "total: " << plan.tasks.size() << " distinct tasks (" << instances << " instances), "
-      << fixed(tuned / 1e9, 4) << " GFLOP tuned (" << fixed(100 * tuned / total, 1) << "%), "
-      << untuned_nodes(plan) << " untuned nodes " << fixed((plan.total_flops - tuned) / 1e9, 4) << " GFLOP ("
-      << fixed(100 * (plan.total_flops - tuned) / total, 1) << "%), model " << fixed(plan.total_flops / 1e9, 4)
+      << gflop(tuned) << " GFLOP tuned (" << fixed(100 * tuned / total, 1) << "%), "
+      << untuned_nodes(plan) << " untuned nodes " << gflop(plan.total_flops - tuned) << " GFLOP ("
+      << fixed(100 * (plan.total_flops - tuned) / total, 1) << "%), model " << gflop(plan.total_flops)
       << " GFLOP\n";
 }
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "fold_batchnorm.h"
+#include "fold_shapes.h"
 #include "kestrel/model/graph.h"
 
 namespace kestrel::model {
@@ -397,7 +398,8 @@ Graph Model::bind(const std::map<std::string, std::int64_t>& symbols) const {
   }
   std::string binding;
   for (const auto& [name, value] : symbols) binding += (binding.empty() ? " at " : ",") + name + "=" + std::to_string(value);
-  infer_shapes(proto, path + binding);
+  // With every input concrete, shape computations (Shape -> ... -> Reshape) are constants.
+  fold_shape_computations(proto, [&](onnx::ModelProto& p) { infer_shapes(p, path + binding); });
   Graph out = convert(proto, path, impl_->opset);
   for (const auto& node : out.nodes) {
     for (const auto& name : node.outputs) {

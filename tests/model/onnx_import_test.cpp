@@ -242,3 +242,17 @@ TEST_CASE("import: bind() folds shape computations (Shape, Gather, Unsqueeze, Co
   CHECK(bound.initializer("shape")->i64 == std::vector<std::int64_t>{1, 10, 4, 8});
   CHECK(kestrel::model::to_string(*bound.value("y")->shape) == "[1,10,4,8]");
 }
+
+TEST_CASE("import: bind() names a value whose shape stays unknown") {
+  TempDir dir;
+  OnnxBuilder b;
+  b.input("x", {2, 6}).output("y");
+  auto* shape = b.proto().mutable_graph()->add_input();  // a run-time shape: unknowable
+  shape->set_name("shape");
+  shape->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  shape->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  b.node("Reshape", {"x", "shape"}, {"y"}, "reshape");
+  Model model = load(b, dir);
+  CHECK_THAT(error_of([&] { model.bind({}); }),
+             Contains("cannot tell the shape of 'y' (output of Reshape node 'reshape'): [?,?]"));
+}

@@ -254,5 +254,5 @@ TEST_CASE("import: bind() names a value whose shape stays unknown") {
   b.node("Reshape", {"x", "shape"}, {"y"}, "reshape");
   Model model = load(b, dir);
   CHECK_THAT(error_of([&] { model.bind({}); }),
-             Contains("cannot tell the shape of 'y' (output of Reshape node 'reshape'): [?,?]"));
+             Contains("cannot tell the shape of 'y' (output of Reshape node 'reshape')"));
 }

@@ -1,6 +1,12 @@
 // `kestrel tasks` as a user runs it: the real binary on ONNX model files written by the
-// test (onnx_builder.h): the table, --json, buckets and --shape, and the errors.
+// test (onnx_builder.h): the table, --json, buckets and --shape, and the errors; and on
+// the real architectures of scripts/make_models.py when a Python with onnx is found
+// ($KESTREL_PYTHON, the source tree's .venv, python3; otherwise that test exits 77).
 #include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
 
 #include <nlohmann/json.hpp>
 
@@ -109,4 +115,89 @@ TEST_CASE("e2e: kestrel tasks explains a missing or corrupt model, an unsupporte
   CHECK_THAT(out, Contains("--model is required"));
   CHECK(run_command({KESTREL_BIN, "tasks", "--help"}, out, dir.file("log")) == 0);
   CHECK_THAT(out, Contains("--buckets") && Contains("untuned") && Contains("opsets 11 to 17"));
+}
+
+namespace {
+
+std::string python() {
+  if (const char* env = std::getenv("KESTREL_PYTHON"); env && *env) return env;
+  std::string venv = std::string(KESTREL_SOURCE_DIR) + "/.venv/bin/python";
+  if (std::filesystem::exists(venv)) return venv;
+  return "/usr/bin/python3";
+}
+
+nlohmann::json tasks_json(const TempDir& dir, const std::string& name, std::vector<std::string> extra = {}) {
+  std::string out;
+  const std::string script = std::string(KESTREL_SOURCE_DIR) + "/scripts/make_models.py";
+  if (!std::filesystem::exists(dir.file(name + ".onnx"))) {
+    int made = run_command({python(), script, dir.path(), name}, out, dir.file("make.log"));
+    INFO(out);
+    REQUIRE(made == 0);
+  }
+  std::vector<std::string> argv = {KESTREL_BIN, "tasks", "--model", dir.file(name + ".onnx"), "--block", "8", "--json"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  int code = run_command(argv, out, dir.file("log"));
+  INFO(out);
+  REQUIRE(code == 0);
+  return nlohmann::json::parse(out);
+}
+
+int instances(const nlohmann::json& plan) {
+  int n = 0;
+  for (const auto& t : plan["tasks"]) n += t["occurrences"].get<int>();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("e2e: kestrel tasks on ResNet-18, MobileNetV2 and the BERT layer of scripts/make_models.py") {
+  const std::string script = std::string(KESTREL_SOURCE_DIR) + "/scripts/make_models.py";
+  const std::string check = "'" + python() + "' -c 'import numpy, onnx' > /dev/null 2>&1";
+  if (!std::filesystem::exists(script) || std::system(check.c_str()) != 0) {
+    std::cout << "skipped: needs scripts/make_models.py and a Python with numpy and onnx (" << python()
+              << "; run scripts/setup-python.sh or set KESTREL_PYTHON)\n";
+    std::exit(77);
+  }
+  TempDir dir;
+  // ResNet-18: every conv fused with its bias, residual and ReLU; only Flatten untuned.
+  auto resnet = tasks_json(dir, "resnet18")["plans"][0];
+  CHECK(resnet["tasks"].size() == 18);
+  CHECK(instances(resnet) == 23);
+  CHECK(resnet["total_flops"].get<double>() == Approx(3.63e9).epsilon(0.01));
+  CHECK(resnet["tuned_flops"].get<double>() / resnet["total_flops"].get<double>() > 0.99);
+  int residual = 0;
+  for (const auto& t : resnet["tasks"]) {
+    if (t["pattern"].get<std::string>().find("Add") != std::string::npos) residual += t["occurrences"].get<int>();
+  }
+  CHECK(residual == 8);
+  for (const auto& u : resnet["untuned"]) CHECK(u["op_type"] != "Conv");
+
+  // MobileNetV2: depthwise convs with ReLU6 (Clip), inverted residuals.
+  auto mobilenet = tasks_json(dir, "mobilenetv2")["plans"][0];
+  int depthwise = 0;
+  for (const auto& t : mobilenet["tasks"]) {
+    if (t["op"] == "depthwise_conv2d") {
+      depthwise += t["occurrences"].get<int>();
+      CHECK(t["params"]["act"] == 2);
+    }
+  }
+  CHECK(depthwise == 17);
+  CHECK(mobilenet["total_flops"].get<double>() == Approx(0.60e9).epsilon(0.02));
+  for (const auto& u : mobilenet["untuned"]) CHECK(u["op_type"] != "Conv");
+
+  // The BERT layer: gemms (one with GELU), attention, add & norm, all following seq.
+  auto bert = tasks_json(dir, "bert_layer", {"--buckets", "seq=32"})["plans"][0];
+  CHECK(bert["symbols"]["seq"] == 32);
+  std::map<std::string, int> ops;
+  bool gelu = false;
+  for (const auto& t : bert["tasks"]) {
+    ops[t["op"].get<std::string>()] += t["occurrences"].get<int>();
+    gelu = gelu || (t["op"] == "gemm" && t["params"].value("act", 0) == 3);
+    CHECK(!t["dynamic"].empty());
+  }
+  CHECK(ops["gemm"] == 6);
+  CHECK(ops["batch_matmul"] == 2);
+  CHECK(ops["softmax"] == 1);
+  CHECK(ops["layernorm"] == 2);
+  CHECK(gelu);
 }

@@ -1,5 +1,8 @@
 // `kestrel export`: the best recorded kernel of every task of a model, compiled for one
 // target into a library with a C header and shape dispatch (model/export.h).
+#include <unistd.h>
+
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -19,19 +22,32 @@
 namespace kestrel::tools {
 namespace {
 
+// The workload with its run-time parameters: "K=768,M=16,N=768 [M=seq]".
+std::string workload_text(const model::ExportedKernel& k) {
+  std::string text = ops::format_params(k.params);
+  std::string dynamic;
+  for (const model::DynamicParam& d : k.dynamic)
+    dynamic += (dynamic.empty() ? "" : ",") + d.param + "=" + (d.multiplier == 1 ? "" : std::to_string(d.multiplier) + "*") +
+               d.symbol;
+  return dynamic.empty() ? text : text + " [" + dynamic + "]";
+}
+
 void print_table(const model::ExportReport& report, const std::string& out_dir) {
-  std::cout << "\n" << std::left << std::setw(14) << "OP" << std::setw(48) << "WORKLOAD" << std::setw(9) << "ORIGIN"
-            << std::setw(10) << "GFLOP/s" << std::setw(12) << "ENTRY" << "CONFIG\n";
+  std::size_t op_width = 4, workload_width = 10;
+  for (const model::ExportedKernel& k : report.kernels) {
+    op_width = std::max(op_width, k.op.size() + 2);
+    workload_width = std::max(workload_width, workload_text(k).size() + 2);
+  }
+  const int ow = static_cast<int>(op_width), ww = static_cast<int>(workload_width);
+  std::cout << "\n" << std::left << std::setw(ow) << "OP" << std::setw(ww) << "WORKLOAD" << std::setw(9) << "ORIGIN"
+            << std::setw(10) << "GFLOP/s" << std::setw(13) << "ENTRY" << "CONFIG\n";
   std::size_t tuned = 0;
   for (const model::ExportedKernel& k : report.kernels) {
-    std::string workload = ops::format_params(k.params);
-    for (const model::DynamicParam& d : k.dynamic)
-      workload += " " + d.param + "=" + (d.multiplier == 1 ? "" : std::to_string(d.multiplier) + "*") + d.symbol;
     std::ostringstream gflops;
     if (k.origin == "tuned") gflops << std::fixed << std::setprecision(1) << k.gflops;
     else gflops << "-";
-    std::cout << std::left << std::setw(14) << k.op << std::setw(48) << workload << std::setw(9) << k.origin
-              << std::setw(10) << gflops.str() << std::setw(12) << k.entry << k.config << "\n";
+    std::cout << std::left << std::setw(ow) << k.op << std::setw(ww) << workload_text(k) << std::setw(9) << k.origin
+              << std::setw(10) << gflops.str() << std::setw(13) << k.entry << k.config << "\n";
     if (k.origin == "tuned") ++tuned;
   }
   std::cout << "\n" << report.kernels.size() << " kernels (" << tuned << " tuned, " << report.kernels.size() - tuned
@@ -121,8 +137,9 @@ int run_export(int argc, char** argv) {
     const model::ExportReport report =
         model::export_library(*records, compiler, options, [&](std::size_t done, std::size_t total) {
           if (json) return;
-          std::cerr << "\rcompiling kernels " << done << "/" << total << std::flush;
-          if (done == total) std::cerr << "\n";
+          // In place on a terminal; one line at the end otherwise (logs).
+          if (::isatty(2)) std::cerr << "\rcompiling kernels " << done << "/" << total << std::flush;
+          if (done == total) std::cerr << (::isatty(2) ? "\n" : "compiled " + std::to_string(total) + " kernels\n");
         });
     if (json) std::cout << report_json(report, target.to_string()).dump(2) << "\n";
     else print_table(report, options.out_dir);

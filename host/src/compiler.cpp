@@ -23,7 +23,7 @@ namespace kestrel::host {
 namespace {
 
 // Bump when the compile recipe (flags, link options) changes: part of every key.
-constexpr std::string_view kRecipe = "kestrel-host-compile/1";
+constexpr std::string_view kRecipe = "kestrel-host-compile/2";
 
 // SHA-256 over length-prefixed fields, so that no two field lists collide.
 class KeyHasher {

@@ -201,11 +201,17 @@ std::vector<std::string> driver_arguments(const ops::KernelSource& source, const
       "-nostdlibinc",
       "-fPIC",
       "-fvisibility=hidden",
+      // Freestanding code has no errno: sqrtf and friends become instructions, never calls
+      // into a libm the kernel's process may not have loaded.
+      "-fno-math-errno",
       "-fno-color-diagnostics",
       "-c",
       std::string("-I") + kAbiIncludeDir,
   };
   add_arch_flags(target, args);
+  // AArch64 atomics inline (LSE or LL/SC), not as calls to libgcc's __aarch64_* helpers,
+  // which a freestanding module has nothing to resolve against.
+  if (target.triple.starts_with("aarch64")) args.emplace_back("-mno-outline-atomics");
   for (const ops::Define& define : source.defines) args.push_back("-D" + define.name + "=" + define.value);
   args.insert(args.end(), {"-x", "c", source_name(source)});
   return args;

@@ -216,6 +216,51 @@ static const kestrel_entry* kestrel_find(const char* op, const int64_t* params, 
   return best ? best : largest;
 }
 
+#if defined(__arm__)
+/* 32-bit ARM has no 64-bit divide instruction: compilers call the run-time ABI's
+ * __aeabi_ldivmod / __aeabi_uldivmod (libgcc, compiler-rt), which a freestanding library
+ * must bring itself (kernels with run-time sizes divide by them). Hidden: the library's own. */
+__attribute__((visibility("hidden"))) uint64_t kestrel_udivmod64(uint64_t n, uint64_t d, uint64_t* rem) {
+  uint64_t q = 0, r = 0;
+  if (d == 0) {
+    *rem = n;
+    return 0;
+  }
+  for (int bit = 63; bit >= 0; --bit) {
+    r = (r << 1) | ((n >> bit) & 1);
+    if (r >= d) {
+      r -= d;
+      q |= (uint64_t)1 << bit;
+    }
+  }
+  *rem = r;
+  return q;
+}
+__attribute__((visibility("hidden"))) int64_t kestrel_divmod64(int64_t n, int64_t d, int64_t* rem) {
+  const uint64_t un = n < 0 ? 0 - (uint64_t)n : (uint64_t)n;
+  const uint64_t ud = d < 0 ? 0 - (uint64_t)d : (uint64_t)d;
+  uint64_t ur;
+  const uint64_t uq = kestrel_udivmod64(un, ud, &ur);
+  *rem = n < 0 ? (int64_t)(0 - ur) : (int64_t)ur;      /* the dividend's sign */
+  return (n < 0) != (d < 0) ? (int64_t)(0 - uq) : (int64_t)uq; /* toward zero */
+}
+/* n in r0:r1, d in r2:r3; quotient back in r0:r1, remainder in r2:r3. */
+#define KESTREL_AEABI_DIVMOD(name, helper)                                             \
+  __attribute__((naked, weak, visibility("hidden"))) void name(void) {                  \
+    __asm__ volatile("push {r4, lr}\n"                                                   \
+                     "sub sp, sp, #16\n"                                                 \
+                     "add r4, sp, #8\n"                                                  \
+                     "str r4, [sp]\n"                                                    \
+                     "bl " #helper "\n"                                                  \
+                     "ldr r2, [sp, #8]\n"                                                \
+                     "ldr r3, [sp, #12]\n"                                               \
+                     "add sp, sp, #16\n"                                                 \
+                     "pop {r4, pc}\n");                                                  \
+  }
+KESTREL_AEABI_DIVMOD(__aeabi_uldivmod, kestrel_udivmod64)
+KESTREL_AEABI_DIVMOD(__aeabi_ldivmod, kestrel_divmod64)
+#endif
+
 KESTREL_API int32_t kestrel_dispatch(const kestrel_services* svc, const char* op, const int64_t* params,
                                      int32_t num_params, const kestrel_arg* args, int32_t num_args) {
   int bucketed;

@@ -1,8 +1,8 @@
-// The exported library on an emulated aarch64 board: export for aarch64-linux-gnu, build
+// The exported library on emulated boards (aarch64, armv7): export for the triple, build
 // tests/model/fixtures/export_board.c with the cross compiler against out/ (static
-// libraries only), run it under qemu-aarch64-static and compare its outputs with the
+// libraries only), run it under qemu user-mode emulation and compare its outputs with the
 // reference kernels run on this host. Skipped (exit 77) without the cross toolchain,
-// qemu or the cross-built runtime (scripts/build-device.sh aarch64-linux-gnu).
+// qemu or the cross-built runtime (scripts/build-device.sh <triple>).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,15 +77,21 @@ std::map<std::string, Call> parse_calls(const std::string& text) {
   return calls;
 }
 
-TEST_CASE("an aarch64 export runs on the emulated board from a C program linked with its static libraries") {
-  const fs::path runtime = fs::path(KESTREL_SOURCE_DIR) / "build-device-aarch64-linux-gnu" / "device_runtime";
-  if (!on_path("aarch64-linux-gnu-gcc")) skip("aarch64-linux-gnu-gcc is not installed (scripts/setup-cross.sh)");
-  if (!on_path("qemu-aarch64-static")) skip("qemu-aarch64-static is not installed (scripts/setup-cross.sh)");
+// A board: its cross compiler, emulator, and where its loader is (multiarch) or its sysroot.
+struct Board {
+  std::string triple, gcc, qemu, loader, sysroot;
+};
+
+void run_on_board(const Board& board) {
+  const fs::path runtime = fs::path(KESTREL_SOURCE_DIR) / ("build-device-" + board.triple) / "device_runtime";
+  if (!on_path(board.gcc)) skip(board.gcc + " is not installed (scripts/setup-cross.sh)");
+  if (!on_path(board.qemu)) skip(board.qemu + " is not installed (scripts/setup-cross.sh)");
   if (!fs::exists(runtime / "libkestrel_rt.a"))
-    skip("no aarch64 libkestrel_rt.a in " + runtime.string() + " (scripts/build-device.sh aarch64-linux-gnu)");
+    skip("no " + board.triple + " libkestrel_rt.a in " + runtime.string() + " (scripts/build-device.sh " +
+         board.triple + ")");
 
   test::Scratch scratch;
-  const host::Target target = host::parse_target("aarch64-linux-gnu");
+  const host::Target target = host::parse_target(board.triple);
   const ops::Registry registry = ops::builtin_ops();
   const ops::Op& gemm = registry.get("gemm", ops::Backend::cpu);
   const ops::Op& softmax = registry.get("softmax", ops::Backend::cpu);
@@ -95,8 +101,8 @@ TEST_CASE("an aarch64 export runs on the emulated board from a C program linked 
   tuner::Record r;
   r.op = "gemm";
   r.workload = tuned_params;
-  r.target = "aarch64-linux-gnu (cortex-a72)";  // measured on a board with a CPU name
-  r.device_class = {"rpi4", "Cortex-A72", "aarch64-linux-gnu|Cortex-A72|4"};
+  r.target = board.triple + " (a board cpu)";  // measured on a board with a CPU name
+  r.device_class = {"board", "Board CPU", board.triple + "|Board CPU|4"};
   r.config = gemm.default_config(tuned_params, target.traits);
   r.round_seconds = {1e-3};
   r.cost = 1e-3;
@@ -125,9 +131,13 @@ TEST_CASE("an aarch64 export runs on the emulated board from a C program linked 
   REQUIRE(report.runtime_copied);
 
   const fs::path out = options.out_dir;
+  // Freestanding: nothing left for the board's loader to find (no libm, no libgcc helpers).
+  const auto [listed, undefined] = shell("nm -u '" + (out / "libkestrel_kernels.so").string() + "'");
+  CHECK(listed == 0);
+  CHECK(undefined.empty());
   const fs::path program = scratch.path() / "board";
   const auto [built, build_log] =
-      shell("aarch64-linux-gnu-gcc -std=c11 -O1 -Wall -Werror -I'" + out.string() + "' '" KESTREL_SOURCE_DIR
+      shell(board.gcc + " -std=c11 -O1 -Wall -Werror -I'" + out.string() + "' '" KESTREL_SOURCE_DIR
             "/tests/model/fixtures/export_board.c' '" + (out / "libkestrel_kernels.a").string() + "' '" +
             (out / "libkestrel_rt.a").string() + "' -lstdc++ -lpthread -ldl -lm -o '" + program.string() + "'");
   INFO(build_log);
@@ -135,8 +145,8 @@ TEST_CASE("an aarch64 export runs on the emulated board from a C program linked 
   // The board's loader and libc must come from one glibc build: the multiarch libc6:arm64
   // when installed (qemu then finds it as the board's root), else the cross sysroot with -L
   // (mixing the two makes the first thread spin forever; see tests/boards).
-  const std::string sysroot = ::access("/lib/ld-linux-aarch64.so.1", R_OK) == 0 ? "" : "-L /usr/aarch64-linux-gnu ";
-  const auto [ran, output] = shell("timeout 300 qemu-aarch64-static " + sysroot + "'" + program.string() + "'");
+  const std::string sysroot = ::access(board.loader.c_str(), R_OK) == 0 ? "" : "-L " + board.sysroot + " ";
+  const auto [ran, output] = shell("timeout 300 " + board.qemu + " " + sysroot + "'" + program.string() + "'");
   INFO(output.substr(0, 2000));
   REQUIRE(ran == 0);  // 124: the program hung (timeout)
   const std::map<std::string, Call> calls = parse_calls(output);
@@ -166,6 +176,18 @@ TEST_CASE("an aarch64 export runs on the emulated board from a C program linked 
   REQUIRE(calls.count("gemm-missing"));
   CHECK(calls.at("gemm-missing").rc == -1);
   CHECK(calls.at("gemm-missing").which == "(none)");
+}
+
+TEST_CASE("an aarch64 export runs on the emulated board from a C program linked with its static libraries") {
+  run_on_board({"aarch64-linux-gnu", "aarch64-linux-gnu-gcc", "qemu-aarch64-static", "/lib/ld-linux-aarch64.so.1",
+                "/usr/aarch64-linux-gnu"});
+}
+
+// 32-bit ARM: kernels with run-time sizes divide 64-bit integers, which the library's own
+// __aeabi_ldivmod serves (the gemm bucket call below).
+TEST_CASE("an armv7 export runs on the emulated board from a C program linked with its static libraries") {
+  run_on_board({"armv7a-linux-gnueabihf", "arm-linux-gnueabihf-gcc", "qemu-arm-static", "/lib/ld-linux-armhf.so.3",
+                "/usr/arm-linux-gnueabihf"});
 }
 
 }  // namespace

@@ -127,6 +127,7 @@ TEST_CASE("export writes a native library whose dispatcher runs the tuned and de
   const std::string dynamic = run_command("readelf -d '" + (out / "libkestrel_kernels.so").string() + "' 2>&1");
   CHECK(dynamic.find("Dynamic section") != std::string::npos);
   CHECK(dynamic.find("NEEDED") == std::string::npos);
+  CHECK(run_command("nm -u '" + (out / "libkestrel_kernels.so").string() + "' 2>&1").empty());
   // Every object is in the archive.
   const std::string members = run_command("ar t '" + (out / "libkestrel_kernels.a").string() + "' 2>&1");
   CHECK(members == "kestrel_k0.o\nkestrel_k1.o\nkestrel_dispatch.o\n");

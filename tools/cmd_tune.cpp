@@ -9,6 +9,9 @@
 
 #include "args.h"
 #include "commands.h"
+#include "kestrel/model/buckets.h"
+#include "kestrel/model/graph.h"
+#include "kestrel/model/tasks.h"
 #include "kestrel/ops/workload_sets.h"
 #include "kestrel/base/log.h"
 #include "kestrel/tuner/records.h"
@@ -137,6 +140,79 @@ nlohmann::json result_json(const tuner::TuneResult& result) {
   return out;
 }
 
+// The tasks of a model at every bucket, for the leased device's target: one job per
+// distinct task, weighted by its occurrences.
+std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vector<model::Binding>& buckets,
+                                       std::int64_t block, const ops::Registry& registry, const host::Target& target) {
+  std::vector<tuner::TuneJob> jobs;
+  std::map<std::string, std::size_t> by_key;
+  std::vector<std::string> untuned;
+  for (const auto& binding : buckets) {
+    model::PlanOptions options;
+    options.block = block;
+    options.traits = target.traits;
+    options.symbols = binding;
+    model::Plan plan = model::plan_model(model, options);
+    for (const auto& task : plan.tasks) {
+      auto [it, fresh] = by_key.try_emplace(task.key(), jobs.size());
+      if (!fresh) {
+        jobs[it->second].weight = std::max(jobs[it->second].weight, static_cast<double>(task.occurrences));
+        continue;
+      }
+      std::string label = task.pattern + " " + ops::format_params(task.params);
+      if (!binding.empty()) label += " [" + model::to_string(binding) + "]";
+      jobs.push_back({label, &registry.get(task.op), task.params, static_cast<double>(task.occurrences)});
+    }
+    if (jobs.empty() && untuned.empty()) {
+      for (const auto& u : plan.untuned) untuned.push_back(u.op_type);
+    }
+  }
+  if (jobs.empty()) {
+    std::string ops;
+    for (const auto& u : untuned) ops += (ops.empty() ? "" : ", ") + u;
+    throw model::ModelError(model.graph().path + " has no operator Kestrel tunes (it has: " +
+                            (ops.empty() ? "no operators" : ops) + "); see kestrel tasks --model " +
+                            model.graph().path);
+  }
+  return jobs;
+}
+
+void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::SessionResult& session,
+                         const std::string& db_path) {
+  std::cout << "\n" << std::left << std::setw(6) << "TASK" << std::setw(6) << "x" << std::setw(8) << "TRIALS"
+            << std::setw(10) << "GFLOP/s" << std::setw(10) << "SPEED-UP" << std::setw(12) << "EST. ms" << "WORKLOAD\n";
+  double best_s = 0, default_s = 0;
+  std::size_t trials = 0;
+  for (std::size_t i = 0; i < session.results.size(); ++i) {
+    const tuner::TuneResult& r = session.results[i];
+    // Results are in job order; jobs never started (out of time) have none.
+    const tuner::TuneJob* job = nullptr;
+    for (const auto& j : jobs) {
+      if (std::string(j.op->name()) == r.op && ops::format_params(j.params) == r.workload) job = &j;
+    }
+    double weight = job ? job->weight : 1;
+    double flops = job ? job->op->flops(job->params) : 0;
+    double gflops = !r.final.empty() ? r.final.front().gflops : r.best_recorded ? r.best_recorded->gflops : 0;
+    double est = gflops > 0 ? weight * flops / (gflops * 1e9) : 0;
+    best_s += est;
+    if (r.default_gflops > 0) default_s += weight * flops / (r.default_gflops * 1e9);
+    trials += r.trials;
+    std::ostringstream speedup;
+    if (r.default_gflops > 0 && gflops > 0) speedup << std::fixed << std::setprecision(2) << gflops / r.default_gflops << "x";
+    std::cout << std::left << std::setw(6) << i + 1 << std::setw(6) << weight << std::setw(8) << r.trials
+              << std::setw(10) << std::fixed << std::setprecision(1) << gflops << std::setw(10) << speedup.str()
+              << std::setw(12) << std::setprecision(3) << est * 1e3 << r.op << " " << r.workload << "\n";
+  }
+  std::cout << "\n" << session.results.size() << "/" << jobs.size() << " tasks, " << trials
+            << " trials; stopped by " << (session.stop_reason.empty() ? "trials" : session.stop_reason) << "\n";
+  if (best_s > 0) {
+    std::cout << std::fixed << std::setprecision(3) << "tuned operators, estimated: " << best_s * 1e3 << " ms";
+    if (default_s > 0) std::cout << std::setprecision(2) << " (defaults: " << default_s * 1e3 << " ms, " << default_s / best_s << "x)";
+    std::cout << "\n";
+  }
+  std::cout << "records: " << db_path << " (next: kestrel export --db " << db_path << " --model ... -o out/)\n";
+}
+
 }  // namespace
 
 int run_tune(int argc, char** argv) {
@@ -146,6 +222,14 @@ int run_tune(int argc, char** argv) {
             "Without --tracker it starts a tracker and a device on this machine and tunes for it.");
   args.option("op", "NAME", "op to tune (see `kestrel ops`)", "gemm");
   args.option("shape", "SHAPE", "workload, e.g. M=512,N=512,K=512 or 512x512x512 (or --workloads)");
+  args.option("model", "FILE", "tune every task of an ONNX model (see `kestrel tasks`), giving the trials to the tasks "
+                               "expected to cut the model's latency most");
+  args.option("buckets", "SIZES", "with --model: sizes its symbolic dimensions are tuned at, e.g. seq=8,32,128 "
+                                  "(default 8,32,128)");
+  args.option("trials-per-task", "N", "with --model: at most N trials per task, earlier runs included (default: 64, "
+                                      "no limit with --time-budget)");
+  args.option("block", "N", "with --model: channels per block of the convolutions' NCHWc layout (default: the "
+                            "target's floats per vector)");
   args.option("workloads", "SETS", "tune every workload of these named sets in turn, e.g. gemm-square,resnet18-conv "
                                    "(see `kestrel bench --list-sets`); --op then replaces the sets' op");
   args.option("only", "LABELS", "with --workloads: only these workloads, by label (e.g. 1024,layer2.conv)");
@@ -176,7 +260,12 @@ int run_tune(int argc, char** argv) {
       "Every measurement, failures included, is committed to --db as it arrives. Running the\n"
       "same command again resumes: configurations already measured on that target are\n"
       "skipped and the search starts from them. Ctrl-C stops after the batch in flight (press\n"
-      "it again to quit at once); nothing recorded is lost.");
+      "it again to quit at once); nothing recorded is lost.\n\n"
+      "With --model, every distinct task of the model (see `kestrel tasks --model`) is tuned in one\n"
+      "session: each task's default first, then a step at a time for the task expected to cut the\n"
+      "model's latency most (occurrences x time saved per trial, from its recent progress and\n"
+      "from how fast similar tasks run), until --trials-per-task or --time-budget. Run it again\n"
+      "to resume; then `kestrel export --model ... --db ...`.");
   try {
     if (!args.parse(argc, argv, 2)) {
       std::cout << args.help();
@@ -185,8 +274,18 @@ int run_tune(int argc, char** argv) {
     set_log_level(args, "warn");
     ops::Registry registry = ops::builtin_ops();
     bool from_set = args.has("workloads");
+    bool from_model = args.has("model");
     std::vector<tuner::TuneJob> jobs;
-    if (from_set) {
+    std::optional<model::Model> model;
+    std::vector<model::Binding> buckets;
+    if (from_model) {
+      if (args.has("shape") || from_set) throw UsageError("give one of --model, --shape and --workloads");
+      if (args.has("trials")) throw UsageError("with --model, give --trials-per-task or --time-budget (--trials is per workload)");
+      model = model::Model::load(args.get("model"));
+      buckets = model::parse_buckets(model->graph().symbols(), args.get("buckets"));
+    } else if (args.has("buckets") || args.has("trials-per-task") || args.has("block")) {
+      throw UsageError("--buckets, --trials-per-task and --block go with --model");
+    } else if (from_set) {
       if (args.has("shape")) throw UsageError("give either --shape or --workloads, not both");
       std::string op_override = args.has("op") ? args.get("op") : "";
       for (auto& w : ops::resolve_workload_sets(registry, args.get("workloads"), args.get("only"), op_override)) {
@@ -209,6 +308,10 @@ int run_tune(int argc, char** argv) {
     }
     options.trials = static_cast<std::size_t>(args.get_int("trials", 200, 1, 100'000'000));
     if (args.has("time-budget")) options.time_budget = parse_duration(args.get("time-budget"));
+    if (from_model) {
+      options.trials = static_cast<std::size_t>(
+          args.get_int("trials-per-task", options.time_budget.count() > 0 ? 100'000'000 : 64, 1, 100'000'000));
+    }
     options.early_stopping = static_cast<std::size_t>(args.get_int("early-stopping", 0, 0, 100'000'000));
     options.batch_size = static_cast<std::size_t>(args.get_int("batch", 16, 1, 4096));
     options.seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
@@ -245,10 +348,32 @@ int run_tune(int argc, char** argv) {
       return resolve_target(args, device);
     };
     session_options.session.registry = &registry;
+    if (from_model) {
+      std::int64_t block = args.get_int("block", 0, 0, 64);
+      session_options.session.scheduled = true;
+      session_options.session.time_budget = options.time_budget;
+      session_options.session.make_jobs = [&](const host::Target& target) {
+        jobs = model_jobs(*model, buckets, block, registry, target);
+        if (!session_options.quiet) {
+          std::cerr << "tune: " << args.get("model") << ": " << jobs.size() << " tasks for " << target.to_string()
+                    << (buckets.size() > 1 ? " at " + std::to_string(buckets.size()) + " bucket sizes" : "") << "\n";
+        }
+        return jobs;
+      };
+    }
     session_options.quiet = args.has("quiet") || args.has("json");
-    tuner::SessionResult session = run_tune_session(jobs, *db, session_options);
-    if (args.has("json")) {
-      if (!from_set) {
+    tuner::SessionResult session = run_tune_session(from_model ? std::vector<tuner::TuneJob>{} : jobs, *db, session_options);
+    if (from_model && !args.has("json")) {
+      print_model_summary(jobs, session, db_path);
+    } else if (args.has("json")) {
+      if (from_model) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& r : session.results) list.push_back(result_json(r));
+        nlohmann::json out = {{"model", args.get("model")}, {"tasks", jobs.size()}, {"results", list},
+                              {"stop_reason", session.stop_reason}, {"db", db_path},
+                              {"interrupted", session.interrupted}};
+        std::cout << out.dump(2) << "\n";
+      } else if (!from_set) {
         nlohmann::json out = result_json(session.results.front());
         out["db"] = db_path;
         std::cout << out.dump(2) << "\n";
@@ -279,6 +404,9 @@ int run_tune(int argc, char** argv) {
     std::cerr << "kestrel tune: " << e.what() << "\n";
     return 2;
   } catch (const tuner::RecordsError& e) {
+    std::cerr << "kestrel tune: " << e.what() << "\n";
+    return 2;
+  } catch (const model::ModelError& e) {
     std::cerr << "kestrel tune: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

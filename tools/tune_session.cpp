@@ -60,12 +60,76 @@ class ProgressView {
   std::string last_phase_;
 };
 
+// One view for a whole model's scheduled session: trials over all tasks, tasks started,
+// and the latency of the tuned part estimated from every task's best (occurrences x time
+// per call) beside the same sum for the defaults.
+class ModelProgressView {
+ public:
+  ModelProgressView(bool quiet, std::chrono::seconds budget)
+      : tty_(::isatty(STDERR_FILENO) == 1), quiet_(quiet), budget_(budget), started_(std::chrono::steady_clock::now()) {}
+
+  void update(const std::vector<tuner::TuneJob>& jobs, std::size_t job, const tuner::TuneProgress& p) {
+    if (quiet_) return;
+    if (latest_.size() != jobs.size()) latest_.assign(jobs.size(), {});
+    latest_[job] = p;
+    std::size_t trials = 0, session = 0, started = 0;
+    double best_s = 0, default_s = 0;
+    bool complete = true;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const auto& q = latest_[i];
+      trials += q.trials;
+      session += q.this_session;
+      if (q.trials > 0) ++started;
+      double flops = jobs[i].op->flops(jobs[i].params);
+      if (q.best_gflops > 0 && q.default_gflops > 0) {
+        best_s += jobs[i].weight * flops / (q.best_gflops * 1e9);
+        default_s += jobs[i].weight * flops / (q.default_gflops * 1e9);
+      } else {
+        complete = false;
+      }
+    }
+    auto elapsed = std::chrono::steady_clock::now() - started_;
+    std::ostringstream line;
+    line << "model: " << started << "/" << jobs.size() << " tasks | " << trials << " trials (" << session
+         << " this session)";
+    if (best_s > 0) {
+      line << std::fixed << std::setprecision(2) << " | est. " << best_s * 1e3 << " ms";
+      if (!complete) line << " of the tasks so far";
+      line << " (" << default_s / best_s << "x the defaults)";
+    }
+    line << " | " << duration_text(elapsed);
+    if (budget_.count() > 0 && elapsed < budget_) line << " | " << duration_text(budget_ - elapsed) << " left";
+    line << " | " << (jobs[job].label.empty() ? std::string(jobs[job].op->name()) : jobs[job].label);
+    if (p.phase == "final") line << ": re-measuring the best";
+    auto now = std::chrono::steady_clock::now();
+    if (tty_) {
+      std::cerr << "\r\033[K" << line.str() << std::flush;
+    } else if (now - last_line_ > std::chrono::seconds(5) || p.phase != last_phase_) {
+      std::cerr << "tune: " << line.str() << "\n";
+      last_line_ = now;
+    }
+    last_phase_ = p.phase;
+  }
+  void done() {
+    if (!quiet_ && tty_) std::cerr << "\n";
+  }
+
+ private:
+  bool tty_;
+  bool quiet_;
+  std::chrono::seconds budget_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point last_line_{};
+  std::string last_phase_;
+  std::vector<tuner::TuneProgress> latest_;
+};
+
 }  // namespace
 
 tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, tuner::RecordStore& db,
                                       const TuneSessionOptions& options) {
   tuner::SessionResult result;
-  if (jobs.empty()) return result;
+  if (jobs.empty() && !options.session.make_jobs) return result;
   tuner::TuneSession session(jobs, db, options.session);
   asio::io_context io;
   int interrupts = 0;
@@ -93,11 +157,19 @@ tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, t
     }
     views.emplace_back(options.quiet, prefix);
   }
+  ModelProgressView model_view(options.quiet, options.session.time_budget);
   std::exception_ptr failure;
   asio::co_spawn(
       io,
       [&]() -> rpc::awaitable<void> {
-        result = co_await session.run([&](std::size_t job, const tuner::TuneProgress& p) { views[job].update(p); });
+        result = co_await session.run([&](std::size_t job, const tuner::TuneProgress& p) {
+          if (options.session.scheduled) {
+            model_view.update(session.jobs(), job, p);
+          } else {
+            views[job].update(p);
+          }
+        });
+        model_view.done();
       },
       [&](std::exception_ptr e) {
         failure = e;

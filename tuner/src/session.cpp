@@ -1,10 +1,23 @@
-// TuneSession: one leased pool, the jobs in turn.
+// TuneSession: one leased pool; the jobs in turn, or interleaved by a TaskScheduler.
 #include "kestrel/tuner/session.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
 
 #include "kestrel/host/compiler.h"
 #include "kestrel/tuner/evaluator.h"
 
 namespace kestrel::tuner {
+namespace {
+
+// Seconds per call of the best kernel so far; +infinity when none succeeded.
+double best_cost(const TuneProgress& p, double flops) {
+  if (p.best_gflops <= 0 || flops <= 0) return std::numeric_limits<double>::infinity();
+  return flops / (p.best_gflops * 1e9);
+}
+
+}  // namespace
 
 TuneSession::TuneSession(std::vector<TuneJob> jobs, RecordStore& db, SessionOptions options)
     : jobs_(std::move(jobs)), db_(db), options_(std::move(options)) {}
@@ -13,41 +26,116 @@ bool TuneSession::request_stop() {
   stop_ = true;
   if (!loop_) return false;
   loop_->request_stop();
+  for (TuningLoop* loop : loops_) loop->request_stop();
   return true;
+}
+
+Task TuneSession::task_of(const TuneJob& job, const host::Target& target) const {
+  Task task;
+  // OpError when the op has no kernel for the target's backend.
+  task.op = options_.registry ? &options_.registry->get(job.op->name(), target.backend) : job.op;
+  task.params = job.params;
+  task.target = target;
+  return task;
+}
+
+rpc::awaitable<void> TuneSession::run_in_turn(Evaluator& evaluator, const host::Target& target,
+                                              const TuneOptions& tune, SessionResult& session,
+                                              const std::function<void(std::size_t, const TuneProgress&)>& on_progress) {
+  for (std::size_t i = 0; i < jobs_.size() && !stop_; ++i) {
+    TuningLoop loop(task_of(jobs_[i], target), db_, evaluator, tune);
+    loop_ = &loop;
+    TuneResult result = co_await loop.run([&](const TuneProgress& p) {
+      if (on_progress) on_progress(i, p);
+    });
+    loop_ = nullptr;
+    if (result.stop_reason == "interrupted") stop_ = true;
+    session.results.push_back(std::move(result));
+  }
+}
+
+rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host::Target& target,
+                                                const TuneOptions& tune, SessionResult& session,
+                                                const std::function<void(std::size_t, const TuneProgress&)>& on_progress) {
+  TuneOptions per_job = tune;
+  per_job.time_budget = std::chrono::seconds(0);  // the session's budget is shared by all jobs
+  std::vector<std::unique_ptr<TuningLoop>> loops;
+  std::vector<SchedulerTask> tasks;
+  for (std::size_t i = 0; i < jobs_.size(); ++i) {
+    Task task = task_of(jobs_[i], target);
+    tasks.push_back({jobs_[i].weight, task.flops(), std::string(task.op->name())});
+    loops.push_back(std::make_unique<TuningLoop>(std::move(task), db_, evaluator, per_job));
+    loops.back()->on_progress([&on_progress, i](const TuneProgress& p) {
+      if (on_progress) on_progress(i, p);
+    });
+  }
+  TaskScheduler scheduler(tasks, options_.scheduler);
+  const auto started = std::chrono::steady_clock::now();
+  auto out_of_time = [&] {
+    return options_.time_budget.count() > 0 && std::chrono::steady_clock::now() - started >= options_.time_budget;
+  };
+  session.stop_reason = "trials";
+  std::vector<bool> live(loops.size(), false);
+  for (std::size_t i = 0; i < loops.size(); ++i) loops_.push_back(loops[i].get());
+  // Start every job: resume its records, measure its default (the baseline of its gain).
+  for (std::size_t i = 0; i < loops.size() && !stop_ && !out_of_time(); ++i) {
+    loop_ = loops[i].get();
+    co_await loops[i]->start();
+    live[i] = true;
+    scheduler.observe(i, best_cost(loops[i]->progress(), tasks[i].flops), loops[i]->progress().trials);
+  }
+  for (std::size_t i = 0; i < loops.size(); ++i) {
+    if (!live[i]) scheduler.retire(i);
+  }
+  while (!stop_) {
+    if (out_of_time()) {
+      session.stop_reason = "time budget";
+      break;
+    }
+    std::optional<std::size_t> pick = scheduler.next();
+    if (!pick) break;
+    loop_ = loops[*pick].get();
+    std::optional<TuneProgress> p = co_await loops[*pick]->step();
+    if (!p) {
+      scheduler.retire(*pick);
+      continue;
+    }
+    scheduler.observe(*pick, best_cost(*p, tasks[*pick].flops), p->trials);
+  }
+  if (stop_) session.stop_reason = "interrupted";
+  // Each job's final round (not after an interruption: its loop then takes the best recorded).
+  for (std::size_t i = 0; i < loops.size(); ++i) {
+    if (!live[i]) continue;
+    loop_ = loops[i].get();
+    session.results.push_back(co_await loops[i]->finish());
+  }
+  loop_ = nullptr;
+  loops_.clear();
 }
 
 rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, const TuneProgress&)> on_progress) {
   SessionResult session;
-  if (jobs_.empty()) co_return session;
+  if (jobs_.empty() && !options_.make_jobs) co_return session;
   host::LeasedPool pool(options_.pool);
   std::exception_ptr failure;
   try {
     co_await pool.open();
     host::Target target =
         options_.choose_target ? options_.choose_target(pool.device()) : host::target_for_device(pool.device());
+    if (options_.make_jobs) jobs_ = options_.make_jobs(target);
     host::Compiler compiler({options_.compile_threads});
     MeasuredEvaluator evaluator(compiler, pool.measurer(), options_.pool.key);
     TuneOptions tune = options_.tune;
     tune.device_key = options_.pool.key;
     tune.device_class = device_class_of(options_.pool.key, pool.device(), target);
-    for (std::size_t i = 0; i < jobs_.size() && !stop_; ++i) {
-      const TuneJob& job = jobs_[i];
-      Task task;
-      // OpError when the op has no kernel for the target's backend.
-      task.op = options_.registry ? &options_.registry->get(job.op->name(), target.backend) : job.op;
-      task.params = job.params;
-      task.target = target;
-      TuningLoop loop(std::move(task), db_, evaluator, tune);
-      loop_ = &loop;
-      TuneResult result = co_await loop.run([&](const TuneProgress& p) {
-        if (on_progress) on_progress(i, p);
-      });
-      loop_ = nullptr;
-      if (result.stop_reason == "interrupted") stop_ = true;
-      session.results.push_back(std::move(result));
+    if (options_.scheduled) {
+      co_await run_scheduled(evaluator, target, tune, session, on_progress);
+    } else {
+      co_await run_in_turn(evaluator, target, tune, session, on_progress);
     }
   } catch (...) {
     loop_ = nullptr;
+    loops_.clear();
     failure = std::current_exception();
   }
   co_await pool.close();

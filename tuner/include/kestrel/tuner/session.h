@@ -1,8 +1,11 @@
-// A tuning session: a list of jobs (op + workload) tuned in turn into one records
-// database on one leased pool (a tracker's devices, or the embedded local pool). Shared
-// by `kestrel tune` (one workload or a --workloads set) and `kestrel bench --tune-trials`.
+// A tuning session: a list of jobs (op + workload) tuned into one records database on one
+// leased pool (a tracker's devices, or the embedded local pool). In turn, each to its end
+// (`kestrel tune` of one workload or a --workloads set, `kestrel bench --tune-trials`), or
+// interleaved, a step at a time, by a TaskScheduler that gives the trials to the jobs
+// expected to cut a model's latency most (`kestrel tune --model`).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -11,6 +14,7 @@
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/records.h"
+#include "kestrel/tuner/scheduler.h"
 #include "kestrel/tuner/tuning_loop.h"
 
 namespace kestrel::tuner {
@@ -19,6 +23,7 @@ struct TuneJob {
   std::string label;            // shown in progress lines; may be empty
   const ops::Op* op = nullptr;  // borrowed; must outlive the session
   ops::Params params;
+  double weight = 1;            // scheduled sessions: occurrences in the model
 };
 
 struct SessionOptions {
@@ -30,11 +35,21 @@ struct SessionOptions {
   // Where each job's op is looked up again for the target's backend (a GPU target tunes
   // the op's GPU variant, with its own knobs); null: the jobs' ops as given.
   const ops::Registry* registry = nullptr;
+  // Interleave the jobs (TaskScheduler) instead of tuning them in turn. Each job then
+  // stops at tune.trials (its own total, earlier sessions included; tune.time_budget is
+  // not used per job) and the session at time_budget (0: when every job is done).
+  bool scheduled = false;
+  // When set, the jobs are made from the target once the device is leased (a model's
+  // tasks depend on the target's vector width), replacing the constructor's.
+  std::function<std::vector<TuneJob>(const host::Target&)> make_jobs;
+  SchedulerOptions scheduler;
+  std::chrono::seconds time_budget{0};
 };
 
 struct SessionResult {
   std::vector<TuneResult> results;  // one per job tuned, in order
   bool interrupted = false;         // request_stop(): the remaining jobs were not tuned
+  std::string stop_reason;          // scheduled: "trials", "time budget" or "interrupted"
 };
 
 class TuneSession {
@@ -57,7 +72,16 @@ class TuneSession {
   std::vector<TuneJob> jobs_;
   RecordStore& db_;
   SessionOptions options_;
+  rpc::awaitable<void> run_in_turn(Evaluator& evaluator, const host::Target& target, const TuneOptions& tune,
+                                   SessionResult& session,
+                                   const std::function<void(std::size_t, const TuneProgress&)>& on_progress);
+  rpc::awaitable<void> run_scheduled(Evaluator& evaluator, const host::Target& target, const TuneOptions& tune,
+                                     SessionResult& session,
+                                     const std::function<void(std::size_t, const TuneProgress&)>& on_progress);
+  Task task_of(const TuneJob& job, const host::Target& target) const;
+
   TuningLoop* loop_ = nullptr;
+  std::vector<TuningLoop*> loops_;  // scheduled: every job's loop
   bool stop_ = false;
 };
 

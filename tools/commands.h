@@ -12,5 +12,6 @@ int run_tune(int argc, char** argv);
 int run_best(int argc, char** argv);
 int run_records(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_model(int argc, char** argv);  // `kestrel run`
 
 }  // namespace kestrel::tools

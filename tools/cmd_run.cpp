@@ -227,6 +227,7 @@ int run_model(int argc, char** argv) {
   args.option("python", "PATH", "Python with onnxruntime (default: $KESTREL_PYTHON, .venv, python3)");
   args.option("ort-script", "PATH", "the ONNX Runtime helper (default: scripts/ort_run.py of the source tree)");
   args.flag("no-check", "run without ONNX Runtime when it is not installed");
+  args.flag("profile", "print the ten slowest steps of the last timed run");
   args.flag("json", "print one JSON object");
   try {
     if (!args.parse(argc, argv, 2)) {
@@ -377,6 +378,21 @@ int run_model(int argc, char** argv) {
                   << (ours.median_ms > 0 ? ort.latency.median_ms / ours.median_ms : 0.0) << " speedup)";
       }
       std::cout << "\n";
+    }
+    if (args.has("profile")) {
+      auto times = runner.step_times();
+      double total = 0, tasks_s = 0;
+      for (const auto& t : times) {
+        total += t.seconds;
+        if (t.task) tasks_s += t.seconds;
+      }
+      std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+      std::ostream& out = args.has("json") ? std::cerr : std::cout;
+      out << std::fixed << std::setprecision(3) << "profile of the last run: " << total * 1e3 << " ms in steps, "
+          << tasks_s * 1e3 << " ms in task steps; slowest:\n";
+      for (std::size_t i = 0; i < times.size() && i < 10; ++i) {
+        out << "  " << std::setw(8) << times[i].seconds * 1e3 << " ms  " << times[i].step << "\n";
+      }
     }
     return ok ? 0 : 1;
   } catch (const UsageError& e) {

@@ -4,6 +4,7 @@
 #include "kestrel/model/runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <set>
 
@@ -53,6 +54,7 @@ struct Runner::Impl {
   std::vector<std::optional<TaskStep>> tasks;   // per step
   std::vector<std::vector<std::string>> frees;  // per step: values dead after it
   std::vector<std::string> used;
+  std::vector<Runner::StepTime> times;  // per step, of the last run
 
   Impl(const Graph& g, const Plan& p, KernelProvider& k, const ops::Registry& r, std::map<std::string, std::int64_t> s)
       : graph(g), plan(p), kernels(k), ops(r), symbols(std::move(s)) {}
@@ -247,14 +249,21 @@ struct Runner::Impl {
       slot.plain = to_plain(it->second);
       env[in.name] = std::move(slot);
     }
+    times.resize(plan.steps.size());
     for (std::size_t i = 0; i < plan.steps.size(); ++i) {
       const Step& step = plan.steps[i];
+      const auto start = std::chrono::steady_clock::now();
       if (step.kind == Step::Kind::task) {
         run_task(i, step, env);
+        times[i].step = tasks[i]->label;
+        times[i].task = true;
       } else {
         for (std::size_t n : step.nodes) run_portable_node(graph.nodes.at(n), env);
+        const Node& node = graph.nodes.at(step.nodes.front());
+        times[i].step = node.op_type + " " + node.name;
       }
       for (const auto& dead : frees[i]) env.erase(dead);
+      times[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     std::map<std::string, Tensor> out;
     for (const ValueInfo& o : graph.outputs) out[o.name] = plain_of(env, o.name);
@@ -273,5 +282,7 @@ Runner::~Runner() = default;
 std::map<std::string, Tensor> Runner::run(const std::map<std::string, Tensor>& inputs) { return impl_->run(inputs); }
 
 std::vector<std::string> Runner::kernels_used() const { return impl_->used; }
+
+std::vector<Runner::StepTime> Runner::step_times() const { return impl_->times; }
 
 }  // namespace kestrel::model

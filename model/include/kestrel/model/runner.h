@@ -43,6 +43,14 @@ class Runner {
   // Per task step, in order: "<task key>: <which kernel>".
   std::vector<std::string> kernels_used() const;
 
+  // Seconds each step took in the last run(), layout conversions of its inputs included.
+  struct StepTime {
+    std::string step;  // a task step's key and nodes, or "<op_type> <node name>"
+    bool task = false;
+    double seconds = 0;
+  };
+  std::vector<StepTime> step_times() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

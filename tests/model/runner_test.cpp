@@ -250,3 +250,46 @@ TEST_CASE("model: the runner refuses a plan it cannot execute, naming the node o
   std::map<std::string, Tensor> in = {{"x", random_input({2, 8}, 1)}};
   CHECK_THROWS_WITH(runner.run(in), Catch::Contains("elementwise/") && Catch::Contains("holds 16 floats"));
 }
+
+TEST_CASE("model: the runner calls an exported library through kestrel_dispatch with the op's params in order",
+          "[model]") {
+  ops::Registry ops = ops::builtin_ops();
+  GraphBuilder b;
+  b.input("x", {2, 8});
+  b.weight("w", {2, 8});
+  std::size_t add = b.node("Add", {"x", "w"}, "s", {2, 8});
+  std::size_t relu = b.node("Relu", {"s"}, "r", {2, 8});
+  std::size_t soft = b.node("Softmax", {"r"}, "y", {2, 8}, {{"axis", one(-1)}});
+  b.output("y");
+  Plan plan;
+  add_task(plan, ops, "elementwise", "n=16,kind=0", {add},
+           {{"x", ArgLayout::plain}, {"w", ArgLayout::plain}, {"s", ArgLayout::plain}}, "Add");
+  add_task(plan, ops, "elementwise", "n=16,kind=3", {relu}, {{"s", ArgLayout::plain}, {"r", ArgLayout::plain}}, "Relu");
+  add_portable(plan, soft);
+
+  ExportedLibrary library(KESTREL_FAKE_EXPORT_DIR, ops, 2);
+  Runner runner(b.g, plan, library, ops);
+  REQUIRE(runner.kernels_used().size() == 2);
+  CHECK_THAT(runner.kernels_used()[1], Catch::EndsWith(": tuned fake"));
+  Plan reference = portable_plan(b.g);
+  Runner portable(b.g, reference, library, ops);
+  std::map<std::string, Tensor> in = {{"x", random_input({2, 8}, 5)}};
+  CHECK(relative_error(runner.run(in).at("y"), portable.run(in).at("y")) < 1e-6);
+
+  // An op the library does not have: "none" at preparation, a clear error when run.
+  Plan missing;
+  add_task(missing, ops, "softmax", "rows=2,cols=8", {soft}, {{"r", ArgLayout::plain}, {"y", ArgLayout::plain}},
+           "Softmax");
+  GraphBuilder c;
+  c.input("r", {2, 8});
+  c.node("Softmax", {"r"}, "y", {2, 8});
+  c.output("y");
+  missing.steps[0].nodes = {0};
+  Runner without(c.g, missing, library, ops);
+  CHECK_THAT(without.kernels_used()[0], Catch::EndsWith(": none"));
+  std::map<std::string, Tensor> rin = {{"r", random_input({2, 8}, 5)}};
+  CHECK_THROWS_WITH(without.run(rin), Catch::Contains("softmax/") && Catch::Contains("no kernel"));
+
+  CHECK_THROWS_WITH(ExportedLibrary("/nonexistent-dir", ops, 1),
+                    Catch::Contains("no kernel library /nonexistent-dir/libkestrel_kernels.so"));
+}

@@ -110,52 +110,102 @@ void for_each_broadcast(const Dims& shape, const std::vector<Dims>& inputs, Fn f
 
 // ---- elementwise ------------------------------------------------------------------------
 
+enum class BinaryOp { add, sub, mul, div, pow };
+
+// out = f(a, b) over `shape` with numpy broadcasting: an odometer over the outer
+// dimensions, a tight loop over the last one (each input contiguous or constant there).
+template <typename T, typename F>
+void broadcast_loop(const Dims& shape, const Dims& as, const Dims& bs, const T* a, const T* b, T* out, F f) {
+  const std::size_t rank = shape.size();
+  if (rank == 0) {
+    out[0] = f(a[0], b[0]);
+    return;
+  }
+  auto aligned = [&](const Dims& in) {
+    Dims own = strides_of(in), s(rank, 0);
+    for (std::size_t i = 0; i < in.size(); ++i) s[rank - in.size() + i] = in[i] == 1 ? 0 : own[i];
+    return s;
+  };
+  const Dims sa = aligned(as), sb = aligned(bs);
+  const std::int64_t inner = shape.back(), ia = sa.back(), ib = sb.back();
+  const std::int64_t outer = inner ? element_count(shape) / inner : 0;
+  Dims index(rank, 0);
+  std::int64_t oa = 0, ob = 0;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    T* dst = out + o * inner;
+    const T* pa = a + oa;
+    const T* pb = b + ob;
+    if (ia && ib) {
+      for (std::int64_t j = 0; j < inner; ++j) dst[j] = f(pa[j], pb[j]);
+    } else if (ia) {
+      const T bv = pb[0];
+      for (std::int64_t j = 0; j < inner; ++j) dst[j] = f(pa[j], bv);
+    } else if (ib) {
+      const T av = pa[0];
+      for (std::int64_t j = 0; j < inner; ++j) dst[j] = f(av, pb[j]);
+    } else {
+      const T v = f(pa[0], pb[0]);
+      for (std::int64_t j = 0; j < inner; ++j) dst[j] = v;
+    }
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      ++index[d];
+      oa += sa[d];
+      ob += sb[d];
+      if (index[d] < shape[d]) break;
+      oa -= sa[d] * index[d];
+      ob -= sb[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
 template <typename T>
-T apply_binary(const std::string& op, T a, T b) {
-  if (op == "Add") return a + b;
-  if (op == "Sub") return a - b;
-  if (op == "Mul") return a * b;
-  if (op == "Div") return b == T(0) && std::is_integral_v<T> ? T(0) : a / b;
-  return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));  // Pow
+void apply_binary(BinaryOp op, const Dims& shape, const Dims& as, const Dims& bs, const T* a, const T* b, T* out) {
+  switch (op) {
+    case BinaryOp::add: return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) { return x + y; });
+    case BinaryOp::sub: return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) { return x - y; });
+    case BinaryOp::mul: return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) { return x * y; });
+    case BinaryOp::div:
+      return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) {
+        if constexpr (std::is_integral_v<T>) return y == 0 ? T(0) : x / y;
+        return x / y;
+      });
+    case BinaryOp::pow:
+      return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) {
+        return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
+      });
+  }
 }
 
 Tensor binary(const Node& node, const Inputs& in) {
   const Tensor& a = input(node, in, 0);
   const Tensor& b = input(node, in, 1);
   if (a.layout != TensorLayout::plain || b.layout != TensorLayout::plain) fail(node, "inputs must be plain");
+  const std::string& name = node.op_type;
+  const BinaryOp op = name == "Add" ? BinaryOp::add : name == "Sub" ? BinaryOp::sub : name == "Mul" ? BinaryOp::mul
+                      : name == "Div" ? BinaryOp::div : BinaryOp::pow;
   Dims shape = broadcast_shape(a.shape, b.shape);
-  const std::string& op = node.op_type;
+  // Equal shapes: one flat loop.
+  Dims as = a.shape, bs = b.shape, loop = shape;
+  if (as == bs) as = bs = loop = {element_count(shape)};
   Tensor out;
   out.shape = shape;
   if (a.type == ElemType::f32 || b.type == ElemType::f32) {
-    if (a.type != b.type && op != "Pow") fail(node, "inputs of different element types");
+    if (a.type != b.type && op != BinaryOp::pow) fail(node, "inputs of different element types");
     out.f32.resize(static_cast<std::size_t>(element_count(shape)));
     // Pow with an integer exponent: the exponent as float.
-    Tensor bf = b;
+    AlignedFloats exponent;
+    const float* bp = b.f32.data();
     if (b.type == ElemType::i64) {
-      bf.type = ElemType::f32;
-      for (auto v : b.i64) bf.f32.push_back(static_cast<float>(v));
+      for (auto v : b.i64) exponent.push_back(static_cast<float>(v));
+      bp = exponent.data();
     }
-    // The common cases (same shape; a scalar or a vector broadcast along the last axis)
-    // without the general index walk.
-    if (a.shape == b.shape && op != "Pow") {
-      for (std::size_t i = 0; i < out.f32.size(); ++i) out.f32[i] = apply_binary<float>(op, a.f32[i], bf.f32[i]);
-      return out;
-    }
-    for_each_broadcast(shape, {a.shape, bf.shape}, [&](std::int64_t i, const Dims& off) {
-      out.f32[static_cast<std::size_t>(i)] =
-          op == "Pow" ? static_cast<float>(std::pow(static_cast<double>(a.f32[static_cast<std::size_t>(off[0])]),
-                                                    static_cast<double>(bf.f32[static_cast<std::size_t>(off[1])])))
-                      : apply_binary<float>(op, a.f32[static_cast<std::size_t>(off[0])], bf.f32[static_cast<std::size_t>(off[1])]);
-    });
+    apply_binary<float>(op, loop, as, bs, a.f32.data(), bp, out.f32.data());
     return out;
   }
   out.type = ElemType::i64;
   out.i64.resize(static_cast<std::size_t>(element_count(shape)));
-  for_each_broadcast(shape, {a.shape, b.shape}, [&](std::int64_t i, const Dims& off) {
-    out.i64[static_cast<std::size_t>(i)] =
-        apply_binary<std::int64_t>(op, a.i64[static_cast<std::size_t>(off[0])], b.i64[static_cast<std::size_t>(off[1])]);
-  });
+  apply_binary<std::int64_t>(op, loop, as, bs, a.i64.data(), b.i64.data(), out.i64.data());
   return out;
 }
 
@@ -488,6 +538,32 @@ Tensor reshape(const Node& node, const Inputs& in) {
   return with_shape(x, shape);
 }
 
+// out (row-major in `shape`) = src read with `strides` per output dimension: an odometer
+// over the outer dimensions, a strided loop over the last.
+template <typename T>
+void permute(const Dims& shape, const Dims& strides, const T* src, T* out) {
+  const std::size_t rank = shape.size();
+  if (rank == 0) {
+    out[0] = src[0];
+    return;
+  }
+  const std::int64_t inner = shape.back(), step = strides.back();
+  const std::int64_t outer = inner ? element_count(shape) / inner : 0;
+  Dims index(rank, 0);
+  std::int64_t off = 0;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    T* dst = out + o * inner;
+    for (std::int64_t j = 0; j < inner; ++j) dst[j] = src[off + j * step];
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      ++index[d];
+      off += strides[d];
+      if (index[d] < shape[d]) break;
+      off -= strides[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
 Tensor transpose(const Node& node, const Inputs& in) {
   const Tensor& x = input(node, in, 0);
   const std::size_t rank = x.shape.size();
@@ -502,22 +578,17 @@ Tensor transpose(const Node& node, const Inputs& in) {
     shape[i] = x.shape[from];
     strides[i] = src_strides[from];
   }
-  Dims offsets;
-  offsets.reserve(static_cast<std::size_t>(x.elements()));
-  // x with permuted strides, walked in the output's order.
-  Dims index(rank, 0);
-  std::int64_t off = 0;
-  for (std::int64_t flat = 0; flat < x.elements(); ++flat) {
-    offsets.push_back(off);
-    for (std::size_t d = rank; d-- > 0;) {
-      ++index[d];
-      off += strides[d];
-      if (index[d] < shape[d]) break;
-      off -= strides[d] * index[d];
-      index[d] = 0;
-    }
+  Tensor out;
+  out.type = x.type;
+  out.shape = shape;
+  if (x.type == ElemType::f32) {
+    out.f32.resize(x.f32.size());
+    permute(shape, strides, x.f32.data(), out.f32.data());
+  } else {
+    out.i64.resize(x.i64.size());
+    permute(shape, strides, x.i64.data(), out.i64.data());
   }
-  return take(x, shape, offsets);
+  return out;
 }
 
 Tensor concat(const Node& node, const Inputs& in) {

@@ -61,6 +61,20 @@ TEST_CASE("model: portable binary ops broadcast like numpy", "[model]") {
   expect_floats(run1(node("Sub", 2), {&scalar, &a}), {1, 0, -1, -2, -3, -4});
   expect_floats(run1(node("Pow", 2), {&a, &scalar}), {1, 4, 9, 16, 25, 36});
 
+  // Both inputs constant along the last axis; a middle axis broadcast on each side.
+  Tensor c2 = Tensor::floats({2, 1}, std::vector<float>{1, 2});
+  Tensor one_v = Tensor::floats({1}, std::vector<float>{10});
+  expect_floats(run1(node("Add", 2), {&c2, &one_v}), {11, 12});
+  Tensor m1 = Tensor::floats({2, 1, 2}, std::vector<float>{1, 2, 3, 4});
+  Tensor m2 = Tensor::floats({1, 3, 1}, std::vector<float>{10, 20, 30});
+  Tensor mid = run1(node("Sub", 2), {&m1, &m2});
+  CHECK(mid.shape == std::vector<std::int64_t>{2, 3, 2});
+  expect_floats(mid, {-9, -8, -19, -18, -29, -28, -7, -6, -17, -16, -27, -26});
+  Tensor i1 = Tensor::ints({3}, {6, 7, 8}), i2 = Tensor::ints({}, {2});
+  Tensor idiv = run1(node("Div", 2), {&i1, &i2});
+  CHECK(idiv.type == ElemType::i64);
+  CHECK(idiv.i64 == std::vector<std::int64_t>{3, 3, 4});
+
   CHECK(broadcast_shape({8, 1, 6, 1}, {7, 1, 5}) == std::vector<std::int64_t>{8, 7, 6, 5});
   CHECK_THROWS_AS(broadcast_shape({2, 3}, {4}), ModelError);
   Tensor bad = Tensor::floats({4}, 1.0f);
@@ -183,6 +197,12 @@ TEST_CASE("model: portable shape operators", "[model]") {
   CHECK(tr.f32[4] == 12.0f);   // out[0][0][1][0] = x[0][1][0][0]
   CHECK(tr.f32[8] == 4.0f);    // out[0][1][0][0] = x[0][0][1][0]
   CHECK(tr.f32[23] == 23.0f);
+
+  // The default perm reverses the axes; integer tensors move too.
+  Tensor ints3 = Tensor::ints({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor rev = run1(node("Transpose"), {&ints3});
+  CHECK(rev.shape == std::vector<std::int64_t>{3, 2});
+  CHECK(rev.i64 == std::vector<std::int64_t>{1, 4, 2, 5, 3, 6});
 
   Tensor flat = run1(node("Flatten"), {&x});
   CHECK(flat.shape == std::vector<std::int64_t>{1, 24});

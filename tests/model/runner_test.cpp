@@ -293,3 +293,35 @@ TEST_CASE("model: the runner calls an exported library through kestrel_dispatch 
   CHECK_THROWS_WITH(ExportedLibrary("/nonexistent-dir", ops, 1),
                     Catch::Contains("no kernel library /nonexistent-dir/libkestrel_kernels.so"));
 }
+
+TEST_CASE("model: a plan made at a bucket runs at another size of its symbol, dynamic params following it", "[model]") {
+  ops::Registry ops = ops::builtin_ops();
+  // The graph bound at seq = 5; the plan's gemm made at the bucket seq = 8 (M = seq).
+  GraphBuilder b;
+  b.input("x", {1, 5, 12});
+  b.weight("w", {12, 6});
+  b.weight("bias", {6});
+  std::size_t mm = b.node("MatMul", {"x", "w"}, "h", {1, 5, 6});
+  std::size_t add = b.node("Add", {"h", "bias"}, "y", {1, 5, 6});
+  b.output("y");
+  Plan plan;
+  plan.symbols = {{"seq", 8}};
+  add_task(plan, ops, "gemm", "M=8,N=6,K=12,bias=1", {mm, add},
+           {{"x", ArgLayout::plain}, {"w", ArgLayout::plain}, {"bias", ArgLayout::channel_vector}, {"y", ArgLayout::plain}},
+           "MatMul+Add");
+  plan.tasks[0].dynamic = {DynamicParam{"M", "seq", 1}};
+
+  CompiledKernels kernels(ops, 1);
+  Runner runner(b.g, plan, kernels, ops, {{"seq", 5}});
+  REQUIRE(runner.kernels_used().size() == 1);
+  CHECK_THAT(runner.kernels_used()[0], Catch::StartsWith("gemm/K=12,M=5,N=6,bias=1"));
+  Plan reference = portable_plan(b.g);
+  Runner portable(b.g, reference, kernels, ops);
+  std::map<std::string, Tensor> in = {{"x", random_input({1, 5, 12}, 9)}};
+  CHECK(relative_error(runner.run(in).at("y"), portable.run(in).at("y")) < 1e-5);
+
+  // Without the run's symbol values the task keeps the bucket's M = 8 and its arguments
+  // do not fit: refused by the runner, naming the argument.
+  Runner stale(b.g, plan, kernels, ops);
+  CHECK_THROWS_WITH(stale.run(in), Catch::Contains("holds 60 floats, the kernel takes 96"));
+}

@@ -5,8 +5,11 @@
 // ctest reports as skipped.
 #include <catch2/catch.hpp>
 
+#include <sys/utsname.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -134,4 +137,45 @@ TEST_CASE("model: kestrel run reports a mismatch, a missing symbol and a missing
   r = run({KESTREL_BIN, "run", "--model", dir.file("missing.onnx")}, dir, "missing.log");
   CHECK(r.code == 2);
   CHECK_THAT(r.output, Catch::Contains("missing.onnx"));
+}
+
+TEST_CASE("model: kestrel run on an exported library dispatches untuned sequence lengths to a bucket and matches",
+          "[model][e2e]") {
+  require_onnxruntime();
+  kestrel::test::TempDir dir;
+  Result help = run({KESTREL_BIN, "export", "--help"}, dir, "export-help.log");
+  if (help.code != 0) {
+    std::cout << "skipped: this kestrel has no export command (" << help.output.substr(0, 120) << ")\n";
+    std::exit(77);
+  }
+  // One record of this machine's triple (an unrelated gemm): every task of the model is
+  // exported at its op's default.
+  struct utsname host;
+  REQUIRE(::uname(&host) == 0);
+  const std::string triple = std::string(host.machine) + "-linux-gnu";
+  json record = {{"id", 1}, {"op", "gemm"}, {"workload", "K=64,M=64,N=64"}, {"target", triple},
+                 {"device_key", "local"}, {"device_model", "test"}, {"device", "local-0"},
+                 {"device_fingerprint", triple + "|test|1"}, {"config", ""}, {"status", "ok"}, {"message", ""},
+                 {"round_seconds", {0.001}}, {"cost", 0.001}, {"gflops", 0.5}, {"compile_ms", 1.0},
+                 {"tool_version", "0.1.0"}, {"time_unix_ms", 1}, {"session", "test"}, {"final_measurement", false},
+                 {"is_default", true}, {"implementation", "kestrel"}};
+  {
+    std::ofstream out(dir.file("records.jsonl"));
+    out << record.dump() << "\n";
+  }
+  const std::string db = dir.file("tune.db");
+  Result imported = run({KESTREL_BIN, "records", "import", "--db", db, dir.file("records.jsonl")}, dir, "import.log");
+  INFO(imported.output);
+  REQUIRE(imported.code == 0);
+  std::string model = make_model(dir, "bert_layer");
+  Result exported = run({KESTREL_BIN, "export", "--db", db, "--model", model, "--buckets", "seq=8,32", "-o",
+                         dir.file("out")},
+                        dir, "export.log");
+  INFO(exported.output);
+  REQUIRE(exported.code == 0);
+  json j = run_json(dir, {"--model", model, "--kernels", dir.file("out"), "--shape", "seq=20"}, 0);
+  check_match(j, 6);
+  bool bucket = false;
+  for (const auto& used : j["kernels_used"]) bucket = bucket || used.get<std::string>().find("bucket seq=32") != std::string::npos;
+  CHECK(bucket);
 }

@@ -199,7 +199,7 @@ void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::S
     trials += r.trials;
     std::ostringstream speedup;
     if (r.default_gflops > 0 && gflops > 0) speedup << std::fixed << std::setprecision(2) << gflops / r.default_gflops << "x";
-    std::cout << std::left << std::setw(6) << i + 1 << std::setw(6) << weight << std::setw(8) << r.trials
+    std::cout << std::left << std::setw(6) << i + 1 << std::setw(6) << static_cast<long>(weight) << std::setw(8) << r.trials
               << std::setw(10) << std::fixed << std::setprecision(1) << gflops << std::setw(10) << speedup.str()
               << std::setw(12) << std::setprecision(3) << est * 1e3 << r.op << " " << r.workload << "\n";
   }

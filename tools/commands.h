@@ -13,5 +13,6 @@ int run_best(int argc, char** argv);
 int run_records(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_model(int argc, char** argv);  // `kestrel run`
+int run_tasks(int argc, char** argv);
 
 }  // namespace kestrel::tools

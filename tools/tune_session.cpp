@@ -104,7 +104,7 @@ class ModelProgressView {
     auto now = std::chrono::steady_clock::now();
     if (tty_) {
       std::cerr << "\r\033[K" << line.str() << std::flush;
-    } else if (now - last_line_ > std::chrono::seconds(5) || p.phase != last_phase_) {
+    } else if (now - last_line_ > std::chrono::seconds(5) || (p.phase != last_phase_ && p.phase == "done")) {
       std::cerr << "tune: " << line.str() << "\n";
       last_line_ = now;
     }

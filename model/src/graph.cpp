@@ -9,7 +9,7 @@ std::string to_string(const Shape& shape) {
   std::string out = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i) out += ",";
-    out += shape[i].symbolic() ? shape[i].symbol : std::to_string(shape[i].value);
+    out += !shape[i].symbolic() ? std::to_string(shape[i].value) : shape[i].symbol.empty() ? "?" : shape[i].symbol;
   }
   return out + "]";
 }

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "fold_batchnorm.h"
+#include "fold_shapes.h"
 #include "kestrel/model/graph.h"
 
 namespace kestrel::model {
@@ -333,13 +334,23 @@ Model Model::load(const std::string& path) {
   check_inputs(impl->proto.graph(), path);
   onnx::ModelProto inferred = impl->proto;
   infer_shapes(inferred, path);
-  // ONNX's checker after inference: it wants every graph output's shape, which models
-  // often leave to inference (ONNX Runtime does too).
+  // ONNX's checker after inference. It wants a shape field on every graph output, which
+  // models may leave out (ONNX Runtime does not need it): those get an empty one for the
+  // check only.
+  std::vector<int> shapeless;
+  for (int i = 0; i < inferred.graph().output_size(); ++i) {
+    auto* type = inferred.mutable_graph()->mutable_output(i)->mutable_type();
+    if (type->has_tensor_type() && !type->tensor_type().has_shape()) {
+      type->mutable_tensor_type()->mutable_shape();
+      shapeless.push_back(i);
+    }
+  }
   try {
     onnx::checker::check_model(inferred);
   } catch (const std::exception& e) {
     throw ModelError(path + ": not a valid ONNX model: " + e.what());
   }
+  for (int i : shapeless) inferred.mutable_graph()->mutable_output(i)->mutable_type()->mutable_tensor_type()->clear_shape();
   impl->graph = convert(inferred, path, impl->opset);
   return Model(std::move(impl));
 }
@@ -387,7 +398,8 @@ Graph Model::bind(const std::map<std::string, std::int64_t>& symbols) const {
   }
   std::string binding;
   for (const auto& [name, value] : symbols) binding += (binding.empty() ? " at " : ",") + name + "=" + std::to_string(value);
-  infer_shapes(proto, path + binding);
+  // With every input concrete, shape computations (Shape -> ... -> Reshape) are constants.
+  fold_shape_computations(proto, [&](onnx::ModelProto& p) { infer_shapes(p, path + binding); });
   Graph out = convert(proto, path, impl_->opset);
   for (const auto& node : out.nodes) {
     for (const auto& name : node.outputs) {

@@ -215,3 +215,44 @@ TEST_CASE("import refuses weights kept in an external file and raw data of the w
   CHECK_THAT(message, Contains("m.onnx"));
   CHECK(message != "(no error)");
 }
+
+TEST_CASE("import: bind() folds shape computations (Shape, Gather, Unsqueeze, Concat) that feed a Reshape") {
+  TempDir dir;
+  OnnxBuilder b(13);
+  b.input("x", {1, "seq", 32}).output("y");
+  b.weight("w", {32, 32});
+  auto* one = b.proto().mutable_graph()->add_initializer();  // a scalar index
+  one->set_name("one");
+  one->set_data_type(onnx::TensorProto::INT64);
+  one->add_int64_data(1);
+  b.ints("zero", {0}).ints("batch", {1}).ints("heads", {4, 8});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "one"}, {"g"}).i("axis", 0);
+  b.node("Unsqueeze", {"g", "zero"}, {"gu"});
+  b.node("Concat", {"batch", "gu", "heads"}, {"shape"}).i("axis", 0);
+  b.node("MatMul", {"x", "w"}, {"q"});
+  b.node("Reshape", {"q", "shape"}, {"y"});
+  Model model = load(b, dir);
+  CHECK(model.graph().nodes.size() == 6);
+  auto bound = model.bind({{"seq", 10}});
+  REQUIRE(bound.nodes.size() == 2);
+  CHECK(bound.nodes[0].op_type == "MatMul");
+  CHECK(bound.nodes[1].op_type == "Reshape");
+  REQUIRE(bound.initializer("shape"));
+  CHECK(bound.initializer("shape")->i64 == std::vector<std::int64_t>{1, 10, 4, 8});
+  CHECK(kestrel::model::to_string(*bound.value("y")->shape) == "[1,10,4,8]");
+}
+
+TEST_CASE("import: bind() names a value whose shape stays unknown") {
+  TempDir dir;
+  OnnxBuilder b;
+  b.input("x", {2, 6}).output("y");
+  auto* shape = b.proto().mutable_graph()->add_input();  // a run-time shape: unknowable
+  shape->set_name("shape");
+  shape->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  shape->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  b.node("Reshape", {"x", "shape"}, {"y"}, "reshape");
+  Model model = load(b, dir);
+  CHECK_THAT(error_of([&] { model.bind({}); }),
+             Contains("cannot tell the shape of 'y' (output of Reshape node 'reshape')"));
+}

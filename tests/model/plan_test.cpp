@@ -271,7 +271,7 @@ TEST_CASE("plan: attention with a symbolic sequence: batch_matmul, softmax, dyna
   CHECK(other.tasks[2].dynamic == p.tasks[2].dynamic);
 }
 
-TEST_CASE("plan: layernorm fuses the residual Add before it; its epsilon must be a power of ten") {
+TEST_CASE("plan: layernorm fuses the residual Add before it, its epsilon must be a power of ten") {
   OnnxBuilder b;
   b.input("x", {2, 6, 16}).input("r", {2, 6, 16}).output("y").output("z");
   b.weight("gamma", {16}).weight("beta", {16});
@@ -329,7 +329,7 @@ TEST_CASE("plan: elementwise nodes, pools, and what stays untuned with its reaso
   CHECK(p.total_flops == Approx(tasks + untuned));
 }
 
-TEST_CASE("plan: the block follows the target's traits unless given; a wrong block or a missing symbol is an error") {
+TEST_CASE("plan: the block follows the target's traits unless given, a wrong block or a missing symbol is an error") {
   CHECK(kestrel::model::default_block(kestrel::ops::TargetTraits::of(kestrel::ops::Isa::avx512)) == 16);
   CHECK(kestrel::model::default_block(kestrel::ops::TargetTraits::of(kestrel::ops::Isa::avx2)) == 8);
   CHECK(kestrel::model::default_block(kestrel::ops::TargetTraits::of(kestrel::ops::Isa::neon)) == 4);

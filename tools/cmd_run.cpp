@@ -15,6 +15,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -90,6 +91,21 @@ std::int64_t manifest_block(const std::string& dir) {
   } catch (const json::exception& e) {
     throw UsageError("cannot read the block from " + path.string() + ": " + e.what());
   }
+}
+
+// "AMD EPYC (2 cores)": this machine, for the latency figures' context.
+std::string machine_text() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 || line.rfind("Model", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) model = line.substr(colon + 2);
+      break;
+    }
+  }
+  unsigned cores = std::thread::hardware_concurrency();
+  return (model.empty() ? "unknown CPU" : model) + " (" + std::to_string(cores) + (cores == 1 ? " core)" : " cores)");
 }
 
 Latency time_runs(const std::function<void()>& run, int repeat) {
@@ -336,6 +352,8 @@ int run_model(int argc, char** argv) {
       j["model"] = model_path;
       j["symbols"] = symbols;
       j["threads"] = threads;
+      j["machine"] = machine_text();
+      j["target"] = native.to_string();
       j["kernels"] = kernels_text;
       j["block"] = plan.block;
       j["tasks"] = plan.tasks.size();
@@ -362,7 +380,7 @@ int run_model(int argc, char** argv) {
     } else {
       std::cout << "model: " << model_path;
       for (const auto& [sym, value] : symbols) std::cout << " " << sym << "=" << value;
-      std::cout << "\nkernels: " << kernels_text << "\n"
+      std::cout << "\nmachine: " << machine_text() << ", " << native.to_string() << "\nkernels: " << kernels_text << "\n"
                 << "steps: " << task_steps << " on Kestrel kernels (" << plan.tasks.size() << " distinct), "
                 << plan.steps.size() - task_steps << " portable\n";
       if (!ort.available) std::cout << "check: skipped (--no-check; " << ort.why << ")\n";

@@ -300,6 +300,9 @@ int run_model(int argc, char** argv) {
     std::map<std::string, model::Tensor> inputs;
     std::uint64_t stream = seed;
     for (const auto& in : graph.inputs) {
+      if (in.type != model::ElemType::f32) {
+        throw UsageError("model input " + in.name + " is not float: kestrel run feeds random float inputs only");
+      }
       std::vector<std::int64_t> shape;
       for (const auto& d : *in.shape) shape.push_back(d.value);
       model::Tensor t = model::Tensor::floats(shape);

@@ -3,10 +3,22 @@
 # multi-process tests with the real binaries, the layering check, and the boards tests,
 # for which it also installs the cross toolchains and qemu and cross-builds the device
 # runtime for aarch64 (also fully static) and armv7 (emulated boards). KESTREL_NO_CROSS=1 leaves those out
-# (the emulated-board test then reports itself skipped).
+# (the emulated-board test then reports itself skipped). The Python test dependencies
+# (numpy, onnx, onnxruntime in .venv: scripts/setup-python.sh) come next; without them
+# (no PyPI, KESTREL_NO_PYTHON=1) the tests against ONNX Runtime report themselves skipped,
+# except with KESTREL_REQUIRE_PYTHON=1 (CI: .ci/run), where that is a failure.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
+if [ "${KESTREL_NO_PYTHON:-0}" != "1" ]; then
+  if ! "$root/scripts/setup-python.sh" > /dev/null; then
+    if [ "${KESTREL_REQUIRE_PYTHON:-0}" = "1" ]; then
+      echo "test: the Python test dependencies could not be installed (KESTREL_REQUIRE_PYTHON=1)" >&2
+      exit 1
+    fi
+    echo "test: the Python test dependencies could not be installed: the ONNX Runtime tests will be skipped" >&2
+  fi
+fi
 if [ "${KESTREL_NO_CROSS:-0}" != "1" ]; then
   "$root/scripts/setup-cross.sh"
   "$root/scripts/build-device.sh" aarch64-linux-gnu

@@ -12,6 +12,7 @@ int run_tune(int argc, char** argv);
 int run_best(int argc, char** argv);
 int run_records(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_model(int argc, char** argv);  // `kestrel run`
 int run_tasks(int argc, char** argv);
 int run_export(int argc, char** argv);
 

@@ -33,6 +33,7 @@ const std::vector<Command>& commands() {
       {"best", "print the best recorded configuration per workload, target and device class", kestrel::tools::run_best},
       {"records", "export or import records as JSON lines", kestrel::tools::run_records},
       {"bench", "time the best kernels against OpenBLAS and oneDNN, side by side", kestrel::tools::run_bench},
+      {"run", "run a model with Kestrel's kernels and check it against ONNX Runtime", kestrel::tools::run_model},
       {"tasks", "list the tunable tasks of an ONNX model and what stays untuned", kestrel::tools::run_tasks},
       {"version", "print the version and protocol version", run_version},
   };

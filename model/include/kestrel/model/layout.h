@@ -1,0 +1,31 @@
+// Conversions between the ONNX layouts of a model's values and the layouts Kestrel's
+// kernels take (tasks.h's ArgLayout): activations between plain NCHW and NCHWc, and
+// initializers repacked once for a task argument. The blocked layouts are those of
+// ops/conv2d/*_ref.c.
+#pragma once
+
+#include <cstdint>
+
+#include "kestrel/model/tasks.h"
+#include "kestrel/model/tensor.h"
+
+namespace kestrel::model {
+
+// A plain 4-D [N][C][H][W] float tensor as [N][ceil(C/B)][H][W][B], lanes past C zero.
+// Throws ModelError when the tensor is not 4-D float.
+Tensor to_nchwc(const Tensor& plain, std::int64_t block);
+// Back to plain row-major (a copy when already plain).
+Tensor to_plain(const Tensor& tensor);
+
+// An initializer in the layout a task argument takes, padded with zeros to `elements`
+// (the op's tensor size):
+//   plain          as stored
+//   transposed     a 2-D [R][C] as [C][R]
+//   conv_weight    [K][Cg][R][S] as [ceil(K/B)][ceil(Cg/B)][R][S][B(c)][B(k)]
+//   dw_weight      [C][1][R][S] as [ceil(C/B)][R][S][B]
+//   channel_vector a vector, zero-padded
+//   nchwc          a 4-D tensor as to_nchwc()
+// Throws ModelError naming the initializer when its rank or size does not fit.
+AlignedFloats pack_initializer(const Initializer& init, ArgLayout layout, std::int64_t block, std::int64_t elements);
+
+}  // namespace kestrel::model

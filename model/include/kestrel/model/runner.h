@@ -1,0 +1,59 @@
+// The model runner: executes a bound Graph step by step as its Plan says, task steps with
+// a KernelProvider's kernels, the other steps with the portable implementations. Proves
+// an export (same output as ONNX Runtime) and times a model end to end.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kestrel/model/graph.h"
+#include "kestrel/model/kernel_provider.h"
+#include "kestrel/model/tasks.h"
+#include "kestrel/model/tensor.h"
+#include "kestrel/ops/op.h"
+
+namespace kestrel::model {
+
+// A plan with every node a portable step (no task): the reference execution.
+Plan portable_plan(const Graph& graph);
+
+class Runner {
+ public:
+  // `graph` bound at the run's symbol values (Model::bind), `plan` from plan_model (at
+  // those values, or at a bucket's: a task's dynamic params then follow `symbols`),
+  // `symbols` the run's values. Repacks the initializers the task steps use once. The
+  // graph, plan, kernels and ops are borrowed and must outlive the runner. Throws
+  // ModelError for a step that cannot run (a portable step of an operator with no
+  // portable implementation, a task of an op not in `ops`) and from kernels.prepare().
+  Runner(const Graph& graph, const Plan& plan, KernelProvider& kernels, const ops::Registry& ops,
+         std::map<std::string, std::int64_t> symbols = {});
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Runs the graph on `inputs` (by graph input name, plain layout, each of its bound
+  // shape) and returns the graph outputs (plain) by name. Throws ModelError for a missing
+  // or misshapen input, a kernel that fails (its code and meaning, the task, the node) or
+  // a portable step that fails.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+  // Per task step, in order: "<task key>: <which kernel>".
+  std::vector<std::string> kernels_used() const;
+
+  // Seconds each step took in the last run(), layout conversions of its inputs included.
+  struct StepTime {
+    std::string step;  // a task step's key and nodes, or "<op_type> <node name>"
+    bool task = false;
+    double seconds = 0;
+  };
+  std::vector<StepTime> step_times() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kestrel::model

@@ -1,0 +1,82 @@
+// The kernels of an exported library (`kestrel export`'s out/libkestrel_kernels.so),
+// opened with dlopen and called through its generic entry kestrel_dispatch.
+#include <dlfcn.h>
+
+#include <filesystem>
+
+#include "kestrel/device_runtime/kernel_services.h"
+#include "kestrel/model/kernel_provider.h"
+
+namespace kestrel::model {
+namespace {
+
+using DispatchFn = std::int32_t (*)(const kestrel_services*, const char*, const std::int64_t*, std::int32_t,
+                                    const kestrel_arg*, std::int32_t);
+using WhichFn = const char* (*)(const char*, const std::int64_t*, std::int32_t);
+
+}  // namespace
+
+struct ExportedLibrary::Impl {
+  Impl(const ops::Registry& registry, unsigned threads) : ops(registry), services(threads) {}
+  ~Impl() {
+    if (handle) ::dlclose(handle);
+  }
+  const ops::Registry& ops;
+  device::KernelServices services;
+  std::string path;
+  void* handle = nullptr;
+  DispatchFn dispatch = nullptr;
+  WhichFn which = nullptr;
+
+  std::vector<std::int64_t> params_of(const ModelTask& task, const ops::Params& actual) const {
+    const ops::Op* op = ops.find(task.op, ops::Backend::cpu);
+    if (!op) throw ModelError("no CPU op " + task.op + " in the op library");
+    return ordered_params(*op, actual);
+  }
+};
+
+ExportedLibrary::ExportedLibrary(const std::string& dir, const ops::Registry& ops, unsigned threads)
+    : impl_(std::make_unique<Impl>(ops, threads)) {
+  namespace fs = std::filesystem;
+  impl_->path = (fs::path(dir) / "libkestrel_kernels.so").string();
+  if (!fs::exists(impl_->path)) {
+    throw ModelError("no kernel library " + impl_->path + " (write one with kestrel export -o " + dir + ")");
+  }
+  impl_->handle = ::dlopen(fs::absolute(impl_->path).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!impl_->handle) {
+    const char* why = ::dlerror();
+    throw ModelError("cannot load " + impl_->path + ": " + (why ? why : "unknown dlopen error") +
+                     " (was it exported for another target?)");
+  }
+  impl_->dispatch = reinterpret_cast<DispatchFn>(::dlsym(impl_->handle, "kestrel_dispatch"));
+  impl_->which = reinterpret_cast<WhichFn>(::dlsym(impl_->handle, "kestrel_dispatch_which"));
+  if (!impl_->dispatch || !impl_->which) {
+    throw ModelError(impl_->path + " has no kestrel_dispatch / kestrel_dispatch_which: not a Kestrel kernel library");
+  }
+}
+
+ExportedLibrary::~ExportedLibrary() = default;
+
+std::int32_t ExportedLibrary::run(const ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) {
+  const std::vector<std::int64_t> params = impl_->params_of(task, actual);
+  std::int32_t rc = impl_->dispatch(impl_->services.table(), task.op.c_str(), params.data(),
+                                    static_cast<std::int32_t>(params.size()), args.data(),
+                                    static_cast<std::int32_t>(args.size()));
+  impl_->services.reclaim_scratch();
+  return rc;
+}
+
+std::string ExportedLibrary::which(const ModelTask& task, const ops::Params& actual) {
+  const std::vector<std::int64_t> params = impl_->params_of(task, actual);
+  const char* text = impl_->which(task.op.c_str(), params.data(), static_cast<std::int32_t>(params.size()));
+  return text ? text : "none";
+}
+
+std::string ExportedLibrary::describe_error(std::int32_t code) const {
+  if (code == -1) return "the library has no kernel for that op and shape";
+  return impl_->services.describe_error(code);
+}
+
+const std::string& ExportedLibrary::path() const { return impl_->path; }
+
+}  // namespace kestrel::model

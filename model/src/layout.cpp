@@ -1,0 +1,127 @@
+// Layout conversions between ONNX's plain tensors and the blocked layouts of the
+// convolution kernels (ops/conv2d/conv2d_nchwc_ref.c, depthwise_conv2d_ref.c).
+#include "kestrel/model/layout.h"
+
+#include <algorithm>
+
+namespace kestrel::model {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+void need(bool ok, const std::string& what) {
+  if (!ok) throw ModelError(what);
+}
+
+}  // namespace
+
+Tensor to_nchwc(const Tensor& plain, std::int64_t block) {
+  if (plain.layout == TensorLayout::nchwc && plain.block == block) return plain;
+  if (plain.layout == TensorLayout::nchwc) return to_nchwc(to_plain(plain), block);
+  need(plain.type == ElemType::f32 && plain.shape.size() == 4 && block > 0,
+       "the NCHWc layout needs a 4-D float tensor, got " + shape_text(plain.shape));
+  const std::int64_t n = plain.shape[0], c = plain.shape[1], h = plain.shape[2], w = plain.shape[3];
+  const std::int64_t cb = ceil_div(c, block), hw = h * w;
+  Tensor out;
+  out.shape = plain.shape;
+  out.layout = TensorLayout::nchwc;
+  out.block = block;
+  out.f32.assign(static_cast<std::size_t>(n * cb * hw * block), 0.0f);
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      const float* src = plain.f32.data() + (i * c + ch) * hw;
+      float* dst = out.f32.data() + (i * cb + ch / block) * hw * block + ch % block;
+      for (std::int64_t p = 0; p < hw; ++p) dst[p * block] = src[p];
+    }
+  }
+  return out;
+}
+
+Tensor to_plain(const Tensor& tensor) {
+  if (tensor.layout == TensorLayout::plain) return tensor;
+  const std::int64_t n = tensor.shape[0], c = tensor.shape[1], h = tensor.shape[2], w = tensor.shape[3];
+  const std::int64_t block = tensor.block, cb = ceil_div(c, block), hw = h * w;
+  need(static_cast<std::int64_t>(tensor.f32.size()) == n * cb * hw * block,
+       "an NCHWc tensor of shape " + shape_text(tensor.shape) + " holds " + std::to_string(tensor.f32.size()) +
+           " floats, not " + std::to_string(n * cb * hw * block));
+  Tensor out;
+  out.shape = tensor.shape;
+  out.f32.resize(static_cast<std::size_t>(n * c * hw));
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      const float* src = tensor.f32.data() + (i * cb + ch / block) * hw * block + ch % block;
+      float* dst = out.f32.data() + (i * c + ch) * hw;
+      for (std::int64_t p = 0; p < hw; ++p) dst[p] = src[p * block];
+    }
+  }
+  return out;
+}
+
+AlignedFloats pack_initializer(const Initializer& init, ArgLayout layout, std::int64_t block, std::int64_t elements) {
+  const auto& s = init.shape;
+  const std::string what = "initializer " + init.name + " " + shape_text(s);
+  need(init.type == ElemType::f32, what + " is not float (a kernel argument must be)");
+  AlignedFloats out(static_cast<std::size_t>(std::max<std::int64_t>(elements, 0)), 0.0f);
+  auto fits = [&](std::int64_t count, const std::string& layout_name) {
+    need(count <= elements, what + " needs " + std::to_string(count) + " floats as " + layout_name + ", the kernel's " +
+                                "argument has " + std::to_string(elements));
+  };
+  switch (layout) {
+    case ArgLayout::plain:
+    case ArgLayout::channel_vector: {
+      const auto count = static_cast<std::int64_t>(init.f32.size());
+      fits(count, layout == ArgLayout::plain ? "plain" : "a channel vector");
+      std::copy(init.f32.begin(), init.f32.end(), out.begin());
+      return out;
+    }
+    case ArgLayout::transposed: {
+      need(s.size() == 2, what + " cannot be transposed: it is not 2-D");
+      const std::int64_t rows = s[0], cols = s[1];
+      fits(rows * cols, "transposed");
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) out[static_cast<std::size_t>(c * rows + r)] = init.f32[static_cast<std::size_t>(r * cols + c)];
+      }
+      return out;
+    }
+    case ArgLayout::conv_weight: {
+      need(s.size() == 4 && block > 0, what + " is not a 4-D convolution weight");
+      const std::int64_t k = s[0], cg = s[1], r = s[2], sw = s[3];
+      const std::int64_t kb = ceil_div(k, block), cbg = ceil_div(cg, block);
+      fits(kb * cbg * r * sw * block * block, "a blocked convolution weight");
+      for (std::int64_t ko = 0; ko < k; ++ko) {
+        for (std::int64_t c = 0; c < cg; ++c) {
+          for (std::int64_t y = 0; y < r; ++y) {
+            for (std::int64_t x = 0; x < sw; ++x) {
+              const std::int64_t at = ((((ko / block * cbg + c / block) * r + y) * sw + x) * block + c % block) * block + ko % block;
+              out[static_cast<std::size_t>(at)] = init.f32[static_cast<std::size_t>(((ko * cg + c) * r + y) * sw + x)];
+            }
+          }
+        }
+      }
+      return out;
+    }
+    case ArgLayout::dw_weight: {
+      need(s.size() == 4 && s[1] == 1 && block > 0, what + " is not a depthwise weight [C][1][R][S]");
+      const std::int64_t c = s[0], r = s[2], sw = s[3];
+      fits(ceil_div(c, block) * r * sw * block, "a blocked depthwise weight");
+      for (std::int64_t ch = 0; ch < c; ++ch) {
+        for (std::int64_t y = 0; y < r; ++y) {
+          for (std::int64_t x = 0; x < sw; ++x) {
+            out[static_cast<std::size_t>(((ch / block * r + y) * sw + x) * block + ch % block)] =
+                init.f32[static_cast<std::size_t>((ch * r + y) * sw + x)];
+          }
+        }
+      }
+      return out;
+    }
+    case ArgLayout::nchwc: {
+      Tensor blocked = to_nchwc(Tensor::of(init), block);
+      fits(static_cast<std::int64_t>(blocked.f32.size()), "NCHWc");
+      std::copy(blocked.f32.begin(), blocked.f32.end(), out.begin());
+      return out;
+    }
+  }
+  throw ModelError(what + ": unknown argument layout");
+}
+
+}  // namespace kestrel::model

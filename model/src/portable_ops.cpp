@@ -1,0 +1,844 @@
+// Portable implementations of the ONNX operators the runner executes without a Kestrel
+// kernel. Straightforward loops over plain row-major tensors; ONNX semantics of opset 13
+// to 17 (Softmax over one axis, Unsqueeze/Squeeze axes as an input, Clip bounds as inputs;
+// the attribute forms of older opsets are read too).
+#include "kestrel/model/portable_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+
+namespace kestrel::model {
+namespace {
+
+using Dims = std::vector<std::int64_t>;
+using Inputs = std::vector<const Tensor*>;
+
+[[noreturn]] void fail(const Node& node, const std::string& message) {
+  throw ModelError(node.op_type + " node " + node.name + ": " + message);
+}
+
+const Tensor& input(const Node& node, const Inputs& in, std::size_t i) {
+  if (i >= in.size() || !in[i]) fail(node, "input " + std::to_string(i) + " is missing");
+  return *in[i];
+}
+
+const Tensor& floats_in(const Node& node, const Inputs& in, std::size_t i) {
+  const Tensor& t = input(node, in, i);
+  if (t.type != ElemType::f32) fail(node, "input " + std::to_string(i) + " must be float");
+  if (t.layout != TensorLayout::plain) fail(node, "input " + std::to_string(i) + " is not in the plain layout");
+  return t;
+}
+
+const Tensor* optional_in(const Inputs& in, std::size_t i) { return i < in.size() ? in[i] : nullptr; }
+
+// An integer input (shapes, axes, indices): i64 data, or float data holding integers.
+Dims ints_of(const Node& node, const Tensor& t) {
+  if (t.type == ElemType::i64) return t.i64;
+  if (t.type == ElemType::f32) {
+    Dims out;
+    for (float v : t.f32) out.push_back(static_cast<std::int64_t>(v));
+    return out;
+  }
+  fail(node, "an integer input has an unsupported element type");
+}
+
+std::int64_t norm_axis(const Node& node, std::int64_t axis, std::size_t rank, bool inclusive = false) {
+  const auto r = static_cast<std::int64_t>(rank) + (inclusive ? 1 : 0);
+  if (axis < -r || axis >= r) fail(node, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + r : axis;
+}
+
+Dims strides_of(const Dims& shape) {
+  Dims s(shape.size(), 1);
+  for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+Tensor with_shape(const Tensor& t, Dims shape) {
+  Tensor out = t;
+  out.shape = std::move(shape);
+  return out;
+}
+
+// A tensor of `shape` whose element i is src's element offsets[i] (any element type).
+Tensor take(const Tensor& src, Dims shape, const Dims& offsets) {
+  Tensor out;
+  out.type = src.type;
+  out.shape = std::move(shape);
+  if (src.type == ElemType::f32) {
+    out.f32.resize(offsets.size());
+    for (std::size_t i = 0; i < offsets.size(); ++i) out.f32[i] = src.f32[static_cast<std::size_t>(offsets[i])];
+  } else {
+    out.i64.resize(offsets.size());
+    for (std::size_t i = 0; i < offsets.size(); ++i) out.i64[i] = src.i64[static_cast<std::size_t>(offsets[i])];
+  }
+  return out;
+}
+
+// Calls fn(flat output index, per-input offsets) for every element of `shape`, with each
+// input's offset following numpy broadcasting (its strides right-aligned, 0 where it has
+// extent 1).
+template <typename Fn>
+void for_each_broadcast(const Dims& shape, const std::vector<Dims>& inputs, Fn fn) {
+  const std::size_t rank = shape.size();
+  std::vector<Dims> strides;
+  for (const Dims& in : inputs) {
+    Dims own = strides_of(in), s(rank, 0);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const std::size_t at = rank - in.size() + i;
+      s[at] = in[i] == 1 ? 0 : own[i];
+    }
+    strides.push_back(std::move(s));
+  }
+  const std::int64_t total = element_count(shape);
+  Dims index(rank, 0), offset(inputs.size(), 0);
+  for (std::int64_t flat = 0; flat < total; ++flat) {
+    fn(flat, offset);
+    for (std::size_t d = rank; d-- > 0;) {
+      ++index[d];
+      for (std::size_t k = 0; k < inputs.size(); ++k) offset[k] += strides[k][d];
+      if (index[d] < shape[d]) break;
+      for (std::size_t k = 0; k < inputs.size(); ++k) offset[k] -= strides[k][d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// ---- elementwise ------------------------------------------------------------------------
+
+enum class BinaryOp { add, sub, mul, div, pow };
+
+// out = f(a, b) over `shape` with numpy broadcasting: an odometer over the outer
+// dimensions, a tight loop over the last one (each input contiguous or constant there).
+template <typename T, typename F>
+void broadcast_loop(const Dims& shape, const Dims& as, const Dims& bs, const T* a, const T* b, T* out, F f) {
+  const std::size_t rank = shape.size();
+  if (rank == 0) {
+    out[0] = f(a[0], b[0]);
+    return;
+  }
+  auto aligned = [&](const Dims& in) {
+    Dims own = strides_of(in), s(rank, 0);
+    for (std::size_t i = 0; i < in.size(); ++i) s[rank - in.size() + i] = in[i] == 1 ? 0 : own[i];
+    return s;
+  };
+  const Dims sa = aligned(as), sb = aligned(bs);
+  const std::int64_t inner = shape.back(), ia = sa.back(), ib = sb.back();
+  const std::int64_t outer = inner ? element_count(shape) / inner : 0;
+  Dims index(rank, 0);
+  std::int64_t oa = 0, ob = 0;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    T* dst = out + o * inner;
+    const T* pa = a + oa;
+    const T* pb = b + ob;
+    if (ia && ib) {
+      for (std::int64_t j = 0; j < inner; ++j) dst[j] = f(pa[j], pb[j]);
+    } else if (ia) {
+      const T bv = pb[0];
+      for (std::int64_t j = 0; j < inner; ++j) dst[j] = f(pa[j], bv);
+    } else if (ib) {
+      const T av = pa[0];
+      for (std::int64_t j = 0; j < inner; ++j) dst[j] = f(av, pb[j]);
+    } else {
+      const T v = f(pa[0], pb[0]);
+      for (std::int64_t j = 0; j < inner; ++j) dst[j] = v;
+    }
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      ++index[d];
+      oa += sa[d];
+      ob += sb[d];
+      if (index[d] < shape[d]) break;
+      oa -= sa[d] * index[d];
+      ob -= sb[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+template <typename T>
+void apply_binary(BinaryOp op, const Dims& shape, const Dims& as, const Dims& bs, const T* a, const T* b, T* out) {
+  switch (op) {
+    case BinaryOp::add: return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) { return x + y; });
+    case BinaryOp::sub: return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) { return x - y; });
+    case BinaryOp::mul: return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) { return x * y; });
+    case BinaryOp::div:
+      return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) {
+        if constexpr (std::is_integral_v<T>) return y == 0 ? T(0) : x / y;
+        return x / y;
+      });
+    case BinaryOp::pow:
+      return broadcast_loop(shape, as, bs, a, b, out, [](T x, T y) {
+        return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
+      });
+  }
+}
+
+Tensor binary(const Node& node, const Inputs& in) {
+  const Tensor& a = input(node, in, 0);
+  const Tensor& b = input(node, in, 1);
+  if (a.layout != TensorLayout::plain || b.layout != TensorLayout::plain) fail(node, "inputs must be plain");
+  const std::string& name = node.op_type;
+  const BinaryOp op = name == "Add" ? BinaryOp::add : name == "Sub" ? BinaryOp::sub : name == "Mul" ? BinaryOp::mul
+                      : name == "Div" ? BinaryOp::div : BinaryOp::pow;
+  Dims shape = broadcast_shape(a.shape, b.shape);
+  // Equal shapes: one flat loop.
+  Dims as = a.shape, bs = b.shape, loop = shape;
+  if (as == bs) as = bs = loop = {element_count(shape)};
+  Tensor out;
+  out.shape = shape;
+  if (a.type == ElemType::f32 || b.type == ElemType::f32) {
+    if (a.type != b.type && op != BinaryOp::pow) fail(node, "inputs of different element types");
+    out.f32.resize(static_cast<std::size_t>(element_count(shape)));
+    // Pow with an integer exponent: the exponent as float.
+    AlignedFloats exponent;
+    const float* bp = b.f32.data();
+    if (b.type == ElemType::i64) {
+      for (auto v : b.i64) exponent.push_back(static_cast<float>(v));
+      bp = exponent.data();
+    }
+    apply_binary<float>(op, loop, as, bs, a.f32.data(), bp, out.f32.data());
+    return out;
+  }
+  out.type = ElemType::i64;
+  out.i64.resize(static_cast<std::size_t>(element_count(shape)));
+  apply_binary<std::int64_t>(op, loop, as, bs, a.i64.data(), b.i64.data(), out.i64.data());
+  return out;
+}
+
+Tensor unary(const Node& node, const Inputs& in, const std::function<float(float)>& f) {
+  Tensor out = floats_in(node, in, 0);
+  for (float& v : out.f32) v = f(v);
+  return out;
+}
+
+Tensor clip(const Node& node, const Inputs& in) {
+  float lo = node.attr_float("min", -std::numeric_limits<float>::infinity());
+  float hi = node.attr_float("max", std::numeric_limits<float>::infinity());
+  if (const Tensor* t = optional_in(in, 1); t && t->elements() == 1) lo = t->type == ElemType::f32 ? t->f32[0] : static_cast<float>(t->i64[0]);
+  if (const Tensor* t = optional_in(in, 2); t && t->elements() == 1) hi = t->type == ElemType::f32 ? t->f32[0] : static_cast<float>(t->i64[0]);
+  return unary(node, in, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
+}
+
+// ---- linear algebra ---------------------------------------------------------------------
+
+// c[m][n] += a[m][k] * b[k][n] for row-major matrices with leading dimensions.
+void matmul_into(const float* a, const float* b, float* c, std::int64_t m, std::int64_t n, std::int64_t k) {
+  for (std::int64_t i = 0; i < m; ++i) {
+    float* row = c + i * n;
+    for (std::int64_t p = 0; p < k; ++p) {
+      const float av = a[i * k + p];
+      const float* brow = b + p * n;
+      for (std::int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+    }
+  }
+}
+
+Tensor matmul(const Node& node, const Inputs& in) {
+  const Tensor& a = floats_in(node, in, 0);
+  const Tensor& b = floats_in(node, in, 1);
+  Dims as = a.shape, bs = b.shape;
+  if (as.empty() || bs.empty()) fail(node, "MatMul of a scalar");
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);
+  if (b_vec) bs.push_back(1);
+  const std::int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  if (bs[bs.size() - 2] != k) {
+    fail(node, "shapes " + shape_text(a.shape) + " and " + shape_text(b.shape) + " do not multiply");
+  }
+  Dims abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
+  Dims batch = broadcast_shape(abatch, bbatch);
+  Dims shape = batch;
+  if (!a_vec) shape.push_back(m);
+  if (!b_vec) shape.push_back(n);
+  Tensor out = Tensor::floats(shape);
+  for_each_broadcast(batch, {abatch, bbatch}, [&](std::int64_t i, const Dims& off) {
+    matmul_into(a.f32.data() + off[0] * m * k, b.f32.data() + off[1] * k * n, out.f32.data() + i * m * n, m, n, k);
+  });
+  return out;
+}
+
+Tensor gemm(const Node& node, const Inputs& in) {
+  const Tensor& a = floats_in(node, in, 0);
+  const Tensor& b = floats_in(node, in, 1);
+  if (a.shape.size() != 2 || b.shape.size() != 2) fail(node, "Gemm needs 2-D A and B");
+  const bool ta = node.attr_int("transA", 0) != 0, tb = node.attr_int("transB", 0) != 0;
+  const float alpha = node.attr_float("alpha", 1.0f), beta = node.attr_float("beta", 1.0f);
+  const std::int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
+  const std::int64_t n = tb ? b.shape[0] : b.shape[1];
+  if ((tb ? b.shape[1] : b.shape[0]) != k) fail(node, "shapes " + shape_text(a.shape) + " and " + shape_text(b.shape) + " do not multiply");
+  AlignedFloats at, bt;
+  const float* ap = a.f32.data();
+  const float* bp = b.f32.data();
+  if (ta) {
+    at.resize(static_cast<std::size_t>(m * k));
+    for (std::int64_t i = 0; i < k; ++i)
+      for (std::int64_t j = 0; j < m; ++j) at[static_cast<std::size_t>(j * k + i)] = a.f32[static_cast<std::size_t>(i * m + j)];
+    ap = at.data();
+  }
+  if (tb) {
+    bt.resize(static_cast<std::size_t>(k * n));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < k; ++j) bt[static_cast<std::size_t>(j * n + i)] = b.f32[static_cast<std::size_t>(i * k + j)];
+    bp = bt.data();
+  }
+  Tensor out = Tensor::floats({m, n});
+  matmul_into(ap, bp, out.f32.data(), m, n, k);
+  for (float& v : out.f32) v *= alpha;
+  if (const Tensor* c = optional_in(in, 2)) {
+    if (c->type != ElemType::f32) fail(node, "C must be float");
+    Dims shape = broadcast_shape(c->shape, {m, n});
+    if (shape != Dims{m, n}) fail(node, "C of shape " + shape_text(c->shape) + " does not broadcast to [M,N]");
+    for_each_broadcast(shape, {c->shape}, [&](std::int64_t i, const Dims& off) {
+      out.f32[static_cast<std::size_t>(i)] += beta * c->f32[static_cast<std::size_t>(off[0])];
+    });
+  }
+  return out;
+}
+
+// ---- convolution and pooling --------------------------------------------------------------
+
+struct Window {
+  std::int64_t r, s, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+Window window_of(const Node& node, std::int64_t r, std::int64_t s) {
+  const std::string pad = node.attributes.count("auto_pad") && node.attributes.at("auto_pad").s
+                              ? *node.attributes.at("auto_pad").s : "NOTSET";
+  if (pad != "NOTSET" && pad != "VALID") fail(node, "auto_pad " + pad + " is not supported (give pads explicitly)");
+  Dims strides = node.attr_ints("strides"), dil = node.attr_ints("dilations"), pads = node.attr_ints("pads");
+  if (strides.empty()) strides = {1, 1};
+  if (dil.empty()) dil = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) fail(node, "only 2-D windows are supported");
+  return {r, s, strides[0], strides[1], dil[0], dil[1], pads[0], pads[1], pads[2], pads[3]};
+}
+
+std::int64_t out_extent(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dil, std::int64_t lo,
+                        std::int64_t hi) {
+  return (in + lo + hi - dil * (k - 1) - 1) / stride + 1;
+}
+
+Tensor conv(const Node& node, const Inputs& in) {
+  const Tensor& x = floats_in(node, in, 0);
+  const Tensor& w = floats_in(node, in, 1);
+  if (x.shape.size() != 4 || w.shape.size() != 4) fail(node, "only 2-D convolutions (4-D tensors) are supported");
+  const std::int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3];
+  const std::int64_t k = w.shape[0], cg = w.shape[1], groups = node.attr_int("group", 1);
+  if (groups < 1 || c % groups || k % groups || cg != c / groups) {
+    fail(node, "weight " + shape_text(w.shape) + " does not fit input " + shape_text(x.shape) + " with group " +
+                   std::to_string(groups));
+  }
+  const Window win = window_of(node, w.shape[2], w.shape[3]);
+  const std::int64_t p = out_extent(h, win.r, win.sh, win.dh, win.pt, win.pb);
+  const std::int64_t q = out_extent(wd, win.s, win.sw, win.dw, win.pl, win.pr);
+  const Tensor* bias = optional_in(in, 2);
+  Tensor out = Tensor::floats({n, k, p, q});
+  const std::int64_t kg = k / groups;
+  for (std::int64_t b = 0; b < n; ++b) {
+    for (std::int64_t ko = 0; ko < k; ++ko) {
+      float* plane = out.f32.data() + (b * k + ko) * p * q;
+      const float init = bias ? bias->f32[static_cast<std::size_t>(ko)] : 0.0f;
+      std::fill(plane, plane + p * q, init);
+      const std::int64_t c0 = ko / kg * cg;
+      for (std::int64_t ci = 0; ci < cg; ++ci) {
+        const float* src = x.f32.data() + (b * c + c0 + ci) * h * wd;
+        for (std::int64_t y = 0; y < win.r; ++y) {
+          for (std::int64_t z = 0; z < win.s; ++z) {
+            const float wv = w.f32[static_cast<std::size_t>(((ko * cg + ci) * win.r + y) * win.s + z)];
+            for (std::int64_t op = 0; op < p; ++op) {
+              const std::int64_t iy = op * win.sh - win.pt + y * win.dh;
+              if (iy < 0 || iy >= h) continue;
+              const float* row = src + iy * wd;
+              float* orow = plane + op * q;
+              for (std::int64_t oq = 0; oq < q; ++oq) {
+                const std::int64_t ix = oq * win.sw - win.pl + z * win.dw;
+                if (ix >= 0 && ix < wd) orow[oq] += wv * row[ix];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Tensor pool(const Node& node, const Inputs& in, bool max) {
+  const Tensor& x = floats_in(node, in, 0);
+  if (x.shape.size() != 4) fail(node, "only 2-D pooling (4-D tensors) is supported");
+  if (node.attr_int("ceil_mode", 0) != 0) fail(node, "ceil_mode 1 is not supported");
+  Dims ks = node.attr_ints("kernel_shape");
+  if (ks.size() != 2) fail(node, "kernel_shape must have 2 values");
+  const Window win = window_of(node, ks[0], ks[1]);
+  const bool include_pad = node.attr_int("count_include_pad", 0) != 0;
+  const std::int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3];
+  const std::int64_t p = out_extent(h, win.r, win.sh, win.dh, win.pt, win.pb);
+  const std::int64_t q = out_extent(wd, win.s, win.sw, win.dw, win.pl, win.pr);
+  Tensor out = Tensor::floats({n, c, p, q});
+  for (std::int64_t plane = 0; plane < n * c; ++plane) {
+    const float* src = x.f32.data() + plane * h * wd;
+    for (std::int64_t op = 0; op < p; ++op) {
+      for (std::int64_t oq = 0; oq < q; ++oq) {
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        std::int64_t count = 0;
+        for (std::int64_t y = 0; y < win.r; ++y) {
+          const std::int64_t iy = op * win.sh - win.pt + y * win.dh;
+          for (std::int64_t z = 0; z < win.s; ++z) {
+            const std::int64_t ix = oq * win.sw - win.pl + z * win.dw;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= wd) {
+              if (include_pad) ++count;
+              continue;
+            }
+            const double v = src[iy * wd + ix];
+            best = std::max(best, v);
+            sum += v;
+            ++count;
+          }
+        }
+        out.f32[static_cast<std::size_t>((plane * p + op) * q + oq)] =
+            static_cast<float>(max ? best : count ? sum / static_cast<double>(count) : 0.0);
+      }
+    }
+  }
+  return out;
+}
+
+Tensor global_average_pool(const Node& node, const Inputs& in) {
+  const Tensor& x = floats_in(node, in, 0);
+  if (x.shape.size() < 3) fail(node, "input must have spatial dimensions");
+  Dims shape = x.shape;
+  std::int64_t spatial = 1;
+  for (std::size_t i = 2; i < shape.size(); ++i) {
+    spatial *= shape[i];
+    shape[i] = 1;
+  }
+  Tensor out = Tensor::floats(shape);
+  for (std::int64_t plane = 0; plane < shape[0] * shape[1]; ++plane) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < spatial; ++i) sum += x.f32[static_cast<std::size_t>(plane * spatial + i)];
+    out.f32[static_cast<std::size_t>(plane)] = static_cast<float>(sum / static_cast<double>(spatial));
+  }
+  return out;
+}
+
+Tensor batch_norm(const Node& node, const Inputs& in) {
+  const Tensor& x = floats_in(node, in, 0);
+  const Tensor& scale = floats_in(node, in, 1);
+  const Tensor& bias = floats_in(node, in, 2);
+  const Tensor& mean = floats_in(node, in, 3);
+  const Tensor& var = floats_in(node, in, 4);
+  const double eps = node.attr_float("epsilon", 1e-5f);
+  if (x.shape.size() < 2) fail(node, "input must have a channel dimension");
+  const std::int64_t c = x.shape[1], inner = element_count(Dims(x.shape.begin() + 2, x.shape.end()));
+  Tensor out = x;
+  for (std::int64_t i = 0; i < x.shape[0] * c; ++i) {
+    const auto ch = static_cast<std::size_t>(i % c);
+    const double a = scale.f32[ch] / std::sqrt(var.f32[ch] + eps), b = bias.f32[ch] - a * mean.f32[ch];
+    for (std::int64_t j = 0; j < inner; ++j) {
+      float& v = out.f32[static_cast<std::size_t>(i * inner + j)];
+      v = static_cast<float>(a * v + b);
+    }
+  }
+  return out;
+}
+
+// ---- normalisation ------------------------------------------------------------------------
+
+Tensor softmax(const Node& node, const Inputs& in) {
+  const Tensor& x = floats_in(node, in, 0);
+  const std::int64_t axis = norm_axis(node, node.attr_int("axis", -1), x.shape.size());
+  const std::int64_t len = x.shape[static_cast<std::size_t>(axis)];
+  const std::int64_t inner = element_count(Dims(x.shape.begin() + axis + 1, x.shape.end()));
+  const std::int64_t outer = element_count(Dims(x.shape.begin(), x.shape.begin() + axis));
+  Tensor out = x;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t i = 0; i < inner; ++i) {
+      float* base = out.f32.data() + o * len * inner + i;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (std::int64_t j = 0; j < len; ++j) mx = std::max(mx, base[j * inner]);
+      double sum = 0;
+      for (std::int64_t j = 0; j < len; ++j) {
+        base[j * inner] = std::exp(base[j * inner] - mx);
+        sum += base[j * inner];
+      }
+      for (std::int64_t j = 0; j < len; ++j) base[j * inner] = static_cast<float>(base[j * inner] / sum);
+    }
+  }
+  return out;
+}
+
+std::vector<Tensor> layer_norm(const Node& node, const Inputs& in, std::size_t outputs) {
+  const Tensor& x = floats_in(node, in, 0);
+  const Tensor& scale = floats_in(node, in, 1);
+  const Tensor* bias = optional_in(in, 2);
+  const std::int64_t axis = norm_axis(node, node.attr_int("axis", -1), x.shape.size());
+  const double eps = node.attr_float("epsilon", 1e-5f);
+  const std::int64_t inner = element_count(Dims(x.shape.begin() + axis, x.shape.end()));
+  const std::int64_t rows = element_count(Dims(x.shape.begin(), x.shape.begin() + axis));
+  if (scale.elements() != inner || (bias && bias->elements() != inner)) {
+    fail(node, "scale and bias must have the normalised dimensions' " + std::to_string(inner) + " elements");
+  }
+  Dims stat_shape = x.shape;
+  for (std::size_t i = static_cast<std::size_t>(axis); i < stat_shape.size(); ++i) stat_shape[i] = 1;
+  Tensor out = x, mean = Tensor::floats(stat_shape), inv = Tensor::floats(stat_shape);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = out.f32.data() + r * inner;
+    double sum = 0, sq = 0;
+    for (std::int64_t j = 0; j < inner; ++j) sum += row[j];
+    const double mu = sum / static_cast<double>(inner);
+    for (std::int64_t j = 0; j < inner; ++j) sq += (row[j] - mu) * (row[j] - mu);
+    const double rstd = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
+    for (std::int64_t j = 0; j < inner; ++j) {
+      const auto jj = static_cast<std::size_t>(j);
+      row[j] = static_cast<float>((row[j] - mu) * rstd * scale.f32[jj] + (bias ? bias->f32[jj] : 0.0f));
+    }
+    mean.f32[static_cast<std::size_t>(r)] = static_cast<float>(mu);
+    inv.f32[static_cast<std::size_t>(r)] = static_cast<float>(rstd);
+  }
+  std::vector<Tensor> result = {std::move(out), std::move(mean), std::move(inv)};
+  result.resize(std::min<std::size_t>(std::max<std::size_t>(outputs, 1), 3));
+  return result;
+}
+
+// ---- shapes and data movement ---------------------------------------------------------------
+
+Tensor flatten(const Node& node, const Inputs& in) {
+  const Tensor& x = input(node, in, 0);
+  const std::int64_t axis = norm_axis(node, node.attr_int("axis", 1), x.shape.size(), true);
+  const std::int64_t outer = element_count(Dims(x.shape.begin(), x.shape.begin() + axis));
+  return with_shape(x, {outer, x.elements() / std::max<std::int64_t>(outer, 1)});
+}
+
+Tensor reshape(const Node& node, const Inputs& in) {
+  const Tensor& x = input(node, in, 0);
+  Dims shape = ints_of(node, input(node, in, 1));
+  const bool allow_zero = node.attr_int("allowzero", 0) != 0;
+  std::int64_t known = 1, infer = -1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allow_zero) {
+      if (i >= x.shape.size()) fail(node, "shape value 0 at position " + std::to_string(i) + " has no input dimension to copy");
+      shape[i] = x.shape[i];
+    }
+    if (shape[i] == -1) {
+      if (infer >= 0) fail(node, "more than one -1 in the target shape");
+      infer = static_cast<std::int64_t>(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || x.elements() % known) fail(node, "cannot reshape " + shape_text(x.shape) + " to " + shape_text(shape));
+    shape[static_cast<std::size_t>(infer)] = x.elements() / known;
+  }
+  if (element_count(shape) != x.elements()) fail(node, "cannot reshape " + shape_text(x.shape) + " to " + shape_text(shape));
+  return with_shape(x, shape);
+}
+
+// out (row-major in `shape`) = src read with `strides` per output dimension: an odometer
+// over the outer dimensions, a strided loop over the last.
+template <typename T>
+void permute(const Dims& shape, const Dims& strides, const T* src, T* out) {
+  const std::size_t rank = shape.size();
+  if (rank == 0) {
+    out[0] = src[0];
+    return;
+  }
+  const std::int64_t inner = shape.back(), step = strides.back();
+  const std::int64_t outer = inner ? element_count(shape) / inner : 0;
+  Dims index(rank, 0);
+  std::int64_t off = 0;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    T* dst = out + o * inner;
+    for (std::int64_t j = 0; j < inner; ++j) dst[j] = src[off + j * step];
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      ++index[d];
+      off += strides[d];
+      if (index[d] < shape[d]) break;
+      off -= strides[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+Tensor transpose(const Node& node, const Inputs& in) {
+  const Tensor& x = input(node, in, 0);
+  const std::size_t rank = x.shape.size();
+  Dims perm = node.attr_ints("perm");
+  if (perm.empty()) {
+    for (std::size_t i = rank; i-- > 0;) perm.push_back(static_cast<std::int64_t>(i));
+  }
+  if (perm.size() != rank) fail(node, "perm has " + std::to_string(perm.size()) + " values for rank " + std::to_string(rank));
+  Dims shape(rank), src_strides = strides_of(x.shape), strides(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const auto from = static_cast<std::size_t>(norm_axis(node, perm[i], rank));
+    shape[i] = x.shape[from];
+    strides[i] = src_strides[from];
+  }
+  Tensor out;
+  out.type = x.type;
+  out.shape = shape;
+  if (x.type == ElemType::f32) {
+    out.f32.resize(x.f32.size());
+    permute(shape, strides, x.f32.data(), out.f32.data());
+  } else {
+    out.i64.resize(x.i64.size());
+    permute(shape, strides, x.i64.data(), out.i64.data());
+  }
+  return out;
+}
+
+Tensor concat(const Node& node, const Inputs& in) {
+  const Tensor& first = input(node, in, 0);
+  const std::int64_t axis = norm_axis(node, node.attr_int("axis", 0), first.shape.size());
+  Dims shape = first.shape;
+  shape[static_cast<std::size_t>(axis)] = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = input(node, in, i);
+    if (t.type != first.type || t.shape.size() != first.shape.size()) fail(node, "inputs of different types or ranks");
+    shape[static_cast<std::size_t>(axis)] += t.shape[static_cast<std::size_t>(axis)];
+  }
+  const std::int64_t outer = element_count(Dims(shape.begin(), shape.begin() + axis));
+  Tensor out;
+  out.type = first.type;
+  out.shape = shape;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (const Tensor* t : in) {
+      const std::int64_t chunk = t->elements() / std::max<std::int64_t>(outer, 1);
+      if (t->type == ElemType::f32) {
+        out.f32.insert(out.f32.end(), t->f32.begin() + o * chunk, t->f32.begin() + (o + 1) * chunk);
+      } else {
+        out.i64.insert(out.i64.end(), t->i64.begin() + o * chunk, t->i64.begin() + (o + 1) * chunk);
+      }
+    }
+  }
+  return out;
+}
+
+Tensor gather(const Node& node, const Inputs& in) {
+  const Tensor& x = input(node, in, 0);
+  const Tensor& idx_t = input(node, in, 1);
+  const Dims idx = ints_of(node, idx_t);
+  const std::int64_t axis = norm_axis(node, node.attr_int("axis", 0), x.shape.size());
+  const std::int64_t extent = x.shape[static_cast<std::size_t>(axis)];
+  const std::int64_t outer = element_count(Dims(x.shape.begin(), x.shape.begin() + axis));
+  const std::int64_t inner = element_count(Dims(x.shape.begin() + axis + 1, x.shape.end()));
+  Dims shape(x.shape.begin(), x.shape.begin() + axis);
+  shape.insert(shape.end(), idx_t.shape.begin(), idx_t.shape.end());
+  shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+  Dims offsets;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t i : idx) {
+      if (i < -extent || i >= extent) fail(node, "index " + std::to_string(i) + " is out of range for extent " + std::to_string(extent));
+      const std::int64_t at = i < 0 ? i + extent : i;
+      for (std::int64_t j = 0; j < inner; ++j) offsets.push_back((o * extent + at) * inner + j);
+    }
+  }
+  return take(x, shape, offsets);
+}
+
+Dims axes_of(const Node& node, const Inputs& in) {
+  if (const Tensor* t = optional_in(in, 1)) return ints_of(node, *t);
+  return node.attr_ints("axes");
+}
+
+Tensor unsqueeze(const Node& node, const Inputs& in) {
+  const Tensor& x = input(node, in, 0);
+  Dims axes = axes_of(node, in);
+  const std::size_t rank = x.shape.size() + axes.size();
+  for (auto& a : axes) a = norm_axis(node, a, rank);
+  std::sort(axes.begin(), axes.end());
+  Dims shape;
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (std::binary_search(axes.begin(), axes.end(), static_cast<std::int64_t>(i))) {
+      shape.push_back(1);
+    } else {
+      if (from >= x.shape.size()) fail(node, "axes do not fit the input's rank");
+      shape.push_back(x.shape[from++]);
+    }
+  }
+  return with_shape(x, shape);
+}
+
+Tensor squeeze(const Node& node, const Inputs& in) {
+  const Tensor& x = input(node, in, 0);
+  Dims axes = axes_of(node, in);
+  for (auto& a : axes) a = norm_axis(node, a, x.shape.size());
+  Dims shape;
+  for (std::size_t i = 0; i < x.shape.size(); ++i) {
+    const bool listed = std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(i)) != axes.end();
+    if (listed && x.shape[i] != 1) fail(node, "cannot squeeze axis " + std::to_string(i) + " of extent " + std::to_string(x.shape[i]));
+    if ((axes.empty() && x.shape[i] == 1) || listed) continue;
+    shape.push_back(x.shape[i]);
+  }
+  return with_shape(x, shape);
+}
+
+Tensor shape_op(const Node& node, const Inputs& in) {
+  const Tensor& x = input(node, in, 0);
+  const auto rank = static_cast<std::int64_t>(x.shape.size());
+  std::int64_t start = node.attr_int("start", 0), end = node.attr_int("end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<std::int64_t>(start, 0, rank);
+  end = std::clamp<std::int64_t>(end, start, rank);
+  Dims dims(x.shape.begin() + start, x.shape.begin() + end);
+  return Tensor::ints({static_cast<std::int64_t>(dims.size())}, dims);
+}
+
+Tensor slice(const Node& node, const Inputs& in) {
+  const Tensor& x = input(node, in, 0);
+  const std::size_t rank = x.shape.size();
+  Dims starts = ints_of(node, input(node, in, 1)), ends = ints_of(node, input(node, in, 2));
+  Dims axes, steps;
+  if (const Tensor* t = optional_in(in, 3)) axes = ints_of(node, *t);
+  if (const Tensor* t = optional_in(in, 4)) steps = ints_of(node, *t);
+  if (axes.empty()) {
+    for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    fail(node, "starts, ends, axes and steps differ in length");
+  }
+  Dims first(rank, 0), step(rank, 1), shape = x.shape;
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const auto a = static_cast<std::size_t>(norm_axis(node, axes[i], rank));
+    const std::int64_t dim = x.shape[a], st = steps[i];
+    if (st == 0) fail(node, "a step of 0");
+    std::int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
+    std::int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
+    if (st > 0) {
+      s = std::clamp<std::int64_t>(s, 0, dim);
+      e = std::clamp<std::int64_t>(e, 0, dim);
+      shape[a] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<std::int64_t>(s, 0, dim - 1);
+      e = std::clamp<std::int64_t>(e, -1, dim - 1);
+      shape[a] = s > e ? (s - e - st - 1) / -st : 0;
+    }
+    first[a] = s;
+    step[a] = st;
+  }
+  const Dims src = strides_of(x.shape);
+  Dims offsets;
+  const std::int64_t total = element_count(shape);
+  Dims index(rank, 0);
+  for (std::int64_t flat = 0; flat < total; ++flat) {
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d < rank; ++d) off += (first[d] + index[d] * step[d]) * src[d];
+    offsets.push_back(off);
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return take(x, shape, offsets);
+}
+
+Tensor cast(const Node& node, const Inputs& in) {
+  const Tensor& x = input(node, in, 0);
+  const std::int64_t to = node.attr_int("to", 1);
+  Tensor out;
+  out.shape = x.shape;
+  if (to == 1) {  // FLOAT
+    if (x.type == ElemType::f32) return x;
+    for (auto v : x.i64) out.f32.push_back(static_cast<float>(v));
+    return out;
+  }
+  if (to == 7 || to == 6) {  // INT64, INT32 (held as i64)
+    out.type = ElemType::i64;
+    if (x.type == ElemType::i64) return with_shape(x, x.shape);
+    for (float v : x.f32) out.i64.push_back(static_cast<std::int64_t>(v));
+    return out;
+  }
+  fail(node, "Cast to ONNX type " + std::to_string(to) + " is not supported (float and int64 only)");
+}
+
+Tensor constant(const Node& node) {
+  auto at = [&](const char* key) -> const Attribute* {
+    auto it = node.attributes.find(key);
+    return it == node.attributes.end() ? nullptr : &it->second;
+  };
+  if (const Attribute* a = at("value"); a && a->t) return Tensor::of(*a->t);
+  if (const Attribute* a = at("value_float"); a && a->f) return Tensor::floats({}, std::vector<float>{*a->f});
+  if (const Attribute* a = at("value_floats")) return Tensor::floats({static_cast<std::int64_t>(a->floats.size())}, a->floats);
+  if (const Attribute* a = at("value_int"); a && a->i) return Tensor::ints({}, {*a->i});
+  if (const Attribute* a = at("value_ints")) return Tensor::ints({static_cast<std::int64_t>(a->ints.size())}, a->ints);
+  fail(node, "a Constant without a supported value attribute");
+}
+
+double erf_of(double x) { return std::erf(x); }
+
+const std::map<std::string, int>& portable_table() {
+  static const std::map<std::string, int> table = {
+      {"Conv", 0}, {"Gemm", 0}, {"MatMul", 0}, {"Add", 0}, {"Sub", 0}, {"Mul", 0}, {"Div", 0}, {"Pow", 0},
+      {"Relu", 0}, {"Clip", 0}, {"Erf", 0}, {"Sqrt", 0}, {"Sigmoid", 0}, {"Tanh", 0}, {"Exp", 0}, {"Neg", 0},
+      {"Softmax", 0}, {"LayerNormalization", 0}, {"BatchNormalization", 0}, {"MaxPool", 0}, {"AveragePool", 0},
+      {"GlobalAveragePool", 0}, {"Flatten", 0}, {"Reshape", 0}, {"Transpose", 0}, {"Concat", 0}, {"Gather", 0},
+      {"Unsqueeze", 0}, {"Squeeze", 0}, {"Shape", 0}, {"Slice", 0}, {"Cast", 0}, {"Identity", 0}, {"Dropout", 0},
+      {"Constant", 0},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> broadcast_shape(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b) {
+  const std::size_t rank = std::max(a.size(), b.size());
+  Dims out(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const std::int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const std::int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (x != y && x != 1 && y != 1) {
+      throw ModelError("shapes " + shape_text(a) + " and " + shape_text(b) + " do not broadcast");
+    }
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+bool has_portable(const std::string& op_type) { return portable_table().count(op_type) != 0; }
+
+std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tensor*>& in) {
+  if (!node.domain.empty() && node.domain != "ai.onnx") {
+    fail(node, "operators of domain " + node.domain + " have no portable implementation");
+  }
+  const std::string& op = node.op_type;
+  if (op == "Conv") return {conv(node, in)};
+  if (op == "Gemm") return {gemm(node, in)};
+  if (op == "MatMul") return {matmul(node, in)};
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") return {binary(node, in)};
+  if (op == "Relu") return {unary(node, in, [](float x) { return x > 0 ? x : 0.0f; })};
+  if (op == "Clip") return {clip(node, in)};
+  if (op == "Erf") return {unary(node, in, [](float x) { return static_cast<float>(erf_of(x)); })};
+  if (op == "Sqrt") return {unary(node, in, [](float x) { return std::sqrt(x); })};
+  if (op == "Sigmoid") return {unary(node, in, [](float x) { return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(x)))); })};
+  if (op == "Tanh") return {unary(node, in, [](float x) { return std::tanh(x); })};
+  if (op == "Exp") return {unary(node, in, [](float x) { return std::exp(x); })};
+  if (op == "Neg") return {unary(node, in, [](float x) { return -x; })};
+  if (op == "Softmax") return {softmax(node, in)};
+  if (op == "LayerNormalization") return layer_norm(node, in, node.outputs.size());
+  if (op == "BatchNormalization") return {batch_norm(node, in)};
+  if (op == "MaxPool") return {pool(node, in, true)};
+  if (op == "AveragePool") return {pool(node, in, false)};
+  if (op == "GlobalAveragePool") return {global_average_pool(node, in)};
+  if (op == "Flatten") return {flatten(node, in)};
+  if (op == "Reshape") return {reshape(node, in)};
+  if (op == "Transpose") return {transpose(node, in)};
+  if (op == "Concat") return {concat(node, in)};
+  if (op == "Gather") return {gather(node, in)};
+  if (op == "Unsqueeze") return {unsqueeze(node, in)};
+  if (op == "Squeeze") return {squeeze(node, in)};
+  if (op == "Shape") return {shape_op(node, in)};
+  if (op == "Slice") return {slice(node, in)};
+  if (op == "Cast") return {cast(node, in)};
+  if (op == "Identity" || op == "Dropout") return {input(node, in, 0)};
+  if (op == "Constant") return {constant(node)};
+  fail(node, "no portable implementation of ONNX operator " + op);
+}
+
+}  // namespace kestrel::model

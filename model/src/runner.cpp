@@ -1,0 +1,288 @@
+// The model runner: steps of a Plan over a bound Graph, task steps through a
+// KernelProvider, portable steps through run_portable(); activations keep the layout
+// they were written in and are converted (once) when a step wants the other one.
+#include "kestrel/model/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <set>
+
+#include "kestrel/model/layout.h"
+#include "kestrel/model/portable_ops.h"
+
+namespace kestrel::model {
+
+Plan portable_plan(const Graph& graph) {
+  Plan plan;
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    Step step;
+    step.kind = Step::Kind::portable;
+    step.nodes = {i};
+    plan.steps.push_back(std::move(step));
+  }
+  return plan;
+}
+
+namespace {
+
+// A value while the graph runs: in the layout it was written in, plus the other layout
+// once a step asked for it.
+struct Slot {
+  std::optional<Tensor> plain;
+  std::optional<Tensor> blocked;
+};
+
+struct TaskStep {
+  const ops::Op* op = nullptr;
+  ops::Params actual;
+  std::vector<std::int64_t> elements;       // per argument, the op's tensor size
+  std::vector<const AlignedFloats*> packed;  // per argument: the repacked initializer, or null
+  std::string label;                         // "conv2d_nchwc/... (Conv+Relu, node conv1)"
+};
+
+}  // namespace
+
+struct Runner::Impl {
+  const Graph& graph;
+  const Plan& plan;
+  KernelProvider& kernels;
+  const ops::Registry& ops;
+  std::map<std::string, std::int64_t> symbols;
+  std::map<std::string, AlignedFloats> packed;  // by "value|layout|elements"
+  std::map<std::string, Tensor> constants;      // initializers as plain tensors (portable steps)
+  std::vector<std::optional<TaskStep>> tasks;   // per step
+  std::vector<std::vector<std::string>> frees;  // per step: values dead after it
+  std::vector<std::string> used;
+  std::vector<Runner::StepTime> times;  // per step, of the last run
+
+  Impl(const Graph& g, const Plan& p, KernelProvider& k, const ops::Registry& r, std::map<std::string, std::int64_t> s)
+      : graph(g), plan(p), kernels(k), ops(r), symbols(std::move(s)) {}
+
+  std::vector<std::int64_t> bound_shape(const std::string& value) const {
+    const ValueInfo* info = graph.value(value);
+    if (!info || !info->shape) throw ModelError("value " + value + " has no known shape (bind the model's symbols)");
+    std::vector<std::int64_t> out;
+    for (const Dim& d : *info->shape) {
+      if (d.symbolic()) throw ModelError("value " + value + " has the unbound dimension " + d.symbol);
+      out.push_back(d.value);
+    }
+    return out;
+  }
+
+  ops::Params actual_params(const ModelTask& task) const {
+    ops::Params actual = task.params;
+    for (const DynamicParam& d : task.dynamic) {
+      auto it = symbols.find(d.symbol);
+      if (it != symbols.end()) actual[d.param] = d.multiplier * it->second;
+    }
+    return actual;
+  }
+
+  void prepare_task(std::size_t index, const Step& step) {
+    if (step.task >= plan.tasks.size()) throw ModelError("step " + std::to_string(index) + " names no task of the plan");
+    const ModelTask& task = plan.tasks[step.task];
+    TaskStep t;
+    t.op = ops.find(task.op, ops::Backend::cpu);
+    if (!t.op) throw ModelError("the plan's task " + task.op + " is no CPU op of the op library");
+    t.actual = actual_params(task);
+    std::string nodes;
+    for (std::size_t n : step.nodes) nodes += (nodes.empty() ? "" : ",") + graph.nodes.at(n).name;
+    t.label = task_key(task.op, t.actual) + " (" + task.pattern + ", node " + nodes + ")";
+    std::vector<ops::TensorSpec> specs;
+    try {
+      specs = t.op->tensors(t.actual);
+    } catch (const ops::OpError& e) {
+      throw ModelError(t.label + ": " + e.what());
+    }
+    if (specs.size() != step.args.size()) {
+      throw ModelError(t.label + ": the step has " + std::to_string(step.args.size()) + " arguments, the op takes " +
+                       std::to_string(specs.size()));
+    }
+    for (std::size_t a = 0; a < specs.size(); ++a) {
+      t.elements.push_back(specs[a].elements());
+      const StepArg& arg = step.args[a];
+      const Initializer* init = a + 1 < specs.size() ? graph.initializer(arg.value) : nullptr;
+      if (!init) {
+        t.packed.push_back(nullptr);
+        continue;
+      }
+      const std::string key = arg.value + "|" + std::to_string(static_cast<int>(arg.layout)) + "|" +
+                              std::to_string(t.elements.back()) + "|" + std::to_string(plan.block);
+      auto it = packed.find(key);
+      if (it == packed.end()) {
+        it = packed.emplace(key, pack_initializer(*init, arg.layout, plan.block, t.elements.back())).first;
+      }
+      t.packed.push_back(&it->second);
+    }
+    tasks[index] = std::move(t);
+  }
+
+  void prepare() {
+    tasks.resize(plan.steps.size());
+    std::vector<TaskCall> calls;
+    for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step& step = plan.steps[i];
+      if (step.kind == Step::Kind::task) {
+        prepare_task(i, step);
+        calls.push_back({&plan.tasks[step.task], tasks[i]->actual});
+      } else {
+        for (std::size_t n : step.nodes) {
+          const Node& node = graph.nodes.at(n);
+          if (!has_portable(node.op_type) || (!node.domain.empty() && node.domain != "ai.onnx")) {
+            throw ModelError("node " + node.name + ": no portable implementation of " +
+                             (node.domain.empty() ? "" : node.domain + ".") + node.op_type);
+          }
+        }
+      }
+    }
+    // Each value dies after the last step that reads it (graph outputs never).
+    std::set<std::string> outputs;
+    for (const auto& o : graph.outputs) outputs.insert(o.name);
+    std::map<std::string, std::size_t> last;
+    for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step& step = plan.steps[i];
+      for (std::size_t n : step.nodes) {
+        for (const auto& in : graph.nodes.at(n).inputs) last[in] = i;
+      }
+      for (const auto& a : step.args) last[a.value] = i;
+    }
+    frees.resize(plan.steps.size());
+    for (const auto& [value, step] : last) {
+      if (!value.empty() && !outputs.count(value) && !graph.initializer(value)) frees[step].push_back(value);
+    }
+    kernels.prepare(calls);
+    for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+      if (tasks[i]) used.push_back(tasks[i]->label + ": " + kernels.which(plan.tasks[plan.steps[i].task], tasks[i]->actual));
+    }
+  }
+
+  const Tensor& plain_of(std::map<std::string, Slot>& env, const std::string& value) {
+    if (const Initializer* init = graph.initializer(value)) {
+      auto it = constants.find(value);
+      if (it == constants.end()) it = constants.emplace(value, Tensor::of(*init)).first;
+      return it->second;
+    }
+    auto it = env.find(value);
+    if (it == env.end()) throw ModelError("value " + value + " is read before any step wrote it");
+    Slot& slot = it->second;
+    if (!slot.plain) slot.plain = to_plain(*slot.blocked);
+    return *slot.plain;
+  }
+
+  const Tensor& blocked_of(std::map<std::string, Slot>& env, const std::string& value) {
+    auto it = env.find(value);
+    if (it == env.end()) throw ModelError("value " + value + " is read before any step wrote it");
+    Slot& slot = it->second;
+    if (!slot.blocked || slot.blocked->block != plan.block) slot.blocked = to_nchwc(*slot.plain, plan.block);
+    return *slot.blocked;
+  }
+
+  void run_task(std::size_t index, const Step& step, std::map<std::string, Slot>& env) {
+    TaskStep& t = *tasks[index];
+    std::vector<kestrel_arg> args;
+    const std::size_t n = step.args.size();
+    for (std::size_t a = 0; a + 1 < n; ++a) {
+      const StepArg& arg = step.args[a];
+      float* data = nullptr;
+      std::int64_t size = 0;
+      if (t.packed[a]) {
+        data = const_cast<float*>(t.packed[a]->data());
+        size = static_cast<std::int64_t>(t.packed[a]->size());
+      } else {
+        const Tensor& v = arg.layout == ArgLayout::nchwc ? blocked_of(env, arg.value) : plain_of(env, arg.value);
+        if (v.type != ElemType::f32) throw ModelError(t.label + ": argument " + arg.value + " is not float");
+        data = const_cast<float*>(v.f32.data());
+        size = static_cast<std::int64_t>(v.f32.size());
+      }
+      if (size != t.elements[a]) {
+        throw ModelError(t.label + ": argument " + std::to_string(a) + " (" + arg.value + ") holds " + std::to_string(size) +
+                         " floats, the kernel takes " + std::to_string(t.elements[a]));
+      }
+      args.push_back(kestrel_arg{data, size, 0.0});
+    }
+    const StepArg& out_arg = step.args.back();
+    Tensor out;
+    out.shape = bound_shape(out_arg.value);
+    if (out_arg.layout == ArgLayout::nchwc) {
+      out.layout = TensorLayout::nchwc;
+      out.block = plan.block;
+    } else if (out.elements() != t.elements.back()) {
+      throw ModelError(t.label + ": output " + out_arg.value + " " + shape_text(out.shape) + " has " +
+                       std::to_string(out.elements()) + " elements, the kernel writes " + std::to_string(t.elements.back()));
+    }
+    out.f32.assign(static_cast<std::size_t>(t.elements.back()), 0.0f);
+    args.push_back(kestrel_arg{out.f32.data(), t.elements.back(), 0.0});
+    const ModelTask& task = plan.tasks[step.task];
+    std::int32_t rc = kernels.run(task, t.actual, args);
+    if (rc != 0) throw ModelError(t.label + ": " + kernels.describe_error(rc));
+    Slot slot;
+    if (out.layout == TensorLayout::nchwc) slot.blocked = std::move(out);
+    else slot.plain = std::move(out);
+    env[out_arg.value] = std::move(slot);
+  }
+
+  void run_portable_node(const Node& node, std::map<std::string, Slot>& env) {
+    std::vector<const Tensor*> inputs;
+    for (const auto& name : node.inputs) inputs.push_back(name.empty() ? nullptr : &plain_of(env, name));
+    std::vector<Tensor> outputs = run_portable(node, inputs);
+    for (std::size_t j = 0; j < node.outputs.size() && j < outputs.size(); ++j) {
+      if (node.outputs[j].empty()) continue;
+      Slot slot;
+      slot.plain = std::move(outputs[j]);
+      env[node.outputs[j]] = std::move(slot);
+    }
+  }
+
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs) {
+    std::map<std::string, Slot> env;
+    for (const ValueInfo& in : graph.inputs) {
+      auto it = inputs.find(in.name);
+      if (it == inputs.end()) throw ModelError("no value for the model input " + in.name);
+      const auto shape = bound_shape(in.name);
+      if (it->second.shape != shape || it->second.type != ElemType::f32 ||
+          static_cast<std::int64_t>(it->second.f32.size()) != it->second.elements()) {
+        throw ModelError("model input " + in.name + " must be a plain float tensor of shape " + shape_text(shape) +
+                         ", got " + shape_text(it->second.shape));
+      }
+      Slot slot;
+      slot.plain = to_plain(it->second);
+      env[in.name] = std::move(slot);
+    }
+    times.resize(plan.steps.size());
+    for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step& step = plan.steps[i];
+      const auto start = std::chrono::steady_clock::now();
+      if (step.kind == Step::Kind::task) {
+        run_task(i, step, env);
+        times[i].step = tasks[i]->label;
+        times[i].task = true;
+      } else {
+        for (std::size_t n : step.nodes) run_portable_node(graph.nodes.at(n), env);
+        const Node& node = graph.nodes.at(step.nodes.front());
+        times[i].step = node.op_type + " " + node.name;
+      }
+      for (const auto& dead : frees[i]) env.erase(dead);
+      times[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::map<std::string, Tensor> out;
+    for (const ValueInfo& o : graph.outputs) out[o.name] = plain_of(env, o.name);
+    return out;
+  }
+};
+
+Runner::Runner(const Graph& graph, const Plan& plan, KernelProvider& kernels, const ops::Registry& ops,
+               std::map<std::string, std::int64_t> symbols)
+    : impl_(std::make_unique<Impl>(graph, plan, kernels, ops, std::move(symbols))) {
+  impl_->prepare();
+}
+
+Runner::~Runner() = default;
+
+std::map<std::string, Tensor> Runner::run(const std::map<std::string, Tensor>& inputs) { return impl_->run(inputs); }
+
+std::vector<std::string> Runner::kernels_used() const { return impl_->used; }
+
+std::vector<Runner::StepTime> Runner::step_times() const { return impl_->times; }
+
+}  // namespace kestrel::model

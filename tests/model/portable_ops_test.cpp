@@ -1,0 +1,264 @@
+// The portable ONNX operators on small cases computed by hand, numpy broadcasting
+// included.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "kestrel/model/portable_ops.h"
+
+using namespace kestrel::model;
+
+namespace {
+
+Node node(std::string op, std::size_t inputs = 1) {
+  Node n;
+  n.name = "n_" + op;
+  n.op_type = std::move(op);
+  for (std::size_t i = 0; i < inputs; ++i) n.inputs.push_back("in" + std::to_string(i));
+  n.outputs = {"out"};
+  return n;
+}
+
+Attribute ints(std::vector<std::int64_t> v) {
+  Attribute a;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute one(std::int64_t v) {
+  Attribute a;
+  a.i = v;
+  return a;
+}
+
+Tensor run1(const Node& n, std::vector<const Tensor*> in) { return run_portable(n, in).at(0); }
+
+void expect_floats(const Tensor& t, std::vector<float> want, double eps = 1e-5) {
+  REQUIRE(t.type == ElemType::f32);
+  REQUIRE(t.f32.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("element " << i);
+    CHECK(std::abs(t.f32[i] - want[i]) <= eps);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("model: portable binary ops broadcast like numpy", "[model]") {
+  Tensor a = Tensor::floats({2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  Tensor row = Tensor::floats({3}, std::vector<float>{10, 20, 30});
+  Tensor out = run1(node("Add", 2), {&a, &row});
+  CHECK(out.shape == std::vector<std::int64_t>{2, 3});
+  expect_floats(out, {11, 22, 33, 14, 25, 36});
+
+  Tensor col = Tensor::floats({2, 1}, std::vector<float>{2, 3});
+  Tensor r3 = Tensor::floats({1, 3}, std::vector<float>{1, 2, 4});
+  Tensor outer = run1(node("Mul", 2), {&col, &r3});
+  CHECK(outer.shape == std::vector<std::int64_t>{2, 3});
+  expect_floats(outer, {2, 4, 8, 3, 6, 12});
+
+  Tensor scalar = Tensor::floats({}, std::vector<float>{2});
+  expect_floats(run1(node("Div", 2), {&a, &scalar}), {0.5, 1, 1.5, 2, 2.5, 3});
+  expect_floats(run1(node("Sub", 2), {&scalar, &a}), {1, 0, -1, -2, -3, -4});
+  expect_floats(run1(node("Pow", 2), {&a, &scalar}), {1, 4, 9, 16, 25, 36});
+
+  // Both inputs constant along the last axis; a middle axis broadcast on each side.
+  Tensor c2 = Tensor::floats({2, 1}, std::vector<float>{1, 2});
+  Tensor one_v = Tensor::floats({1}, std::vector<float>{10});
+  expect_floats(run1(node("Add", 2), {&c2, &one_v}), {11, 12});
+  Tensor m1 = Tensor::floats({2, 1, 2}, std::vector<float>{1, 2, 3, 4});
+  Tensor m2 = Tensor::floats({1, 3, 1}, std::vector<float>{10, 20, 30});
+  Tensor mid = run1(node("Sub", 2), {&m1, &m2});
+  CHECK(mid.shape == std::vector<std::int64_t>{2, 3, 2});
+  expect_floats(mid, {-9, -8, -19, -18, -29, -28, -7, -6, -17, -16, -27, -26});
+  Tensor i1 = Tensor::ints({3}, {6, 7, 8}), i2 = Tensor::ints({}, {2});
+  Tensor idiv = run1(node("Div", 2), {&i1, &i2});
+  CHECK(idiv.type == ElemType::i64);
+  CHECK(idiv.i64 == std::vector<std::int64_t>{3, 3, 4});
+
+  CHECK(broadcast_shape({8, 1, 6, 1}, {7, 1, 5}) == std::vector<std::int64_t>{8, 7, 6, 5});
+  CHECK_THROWS_AS(broadcast_shape({2, 3}, {4}), ModelError);
+  Tensor bad = Tensor::floats({4}, 1.0f);
+  CHECK_THROWS_WITH(run1(node("Add", 2), {&a, &bad}), Catch::Contains("do not broadcast"));
+}
+
+TEST_CASE("model: portable MatMul and Gemm", "[model]") {
+  Tensor a = Tensor::floats({2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  Tensor b = Tensor::floats({3, 2}, std::vector<float>{1, 0, 0, 1, 1, 1});
+  expect_floats(run1(node("MatMul", 2), {&a, &b}), {4, 5, 10, 11});
+
+  // A batch of 2 against one shared matrix; a vector on the right.
+  Tensor batch = Tensor::floats({2, 1, 3}, std::vector<float>{1, 1, 1, 2, 0, -1});
+  Tensor out = run1(node("MatMul", 2), {&batch, &b});
+  CHECK(out.shape == std::vector<std::int64_t>{2, 1, 2});
+  expect_floats(out, {2, 2, 1, -1});
+  Tensor v = Tensor::floats({3}, std::vector<float>{1, 1, 1});
+  Tensor mv = run1(node("MatMul", 2), {&a, &v});
+  CHECK(mv.shape == std::vector<std::int64_t>{2});
+  expect_floats(mv, {6, 15});
+
+  // Gemm with B transposed, alpha, beta and a bias row.
+  Node g = node("Gemm", 3);
+  g.attributes["transB"] = one(1);
+  Attribute alpha;
+  alpha.f = 2.0f;
+  g.attributes["alpha"] = alpha;
+  Tensor bt = Tensor::floats({2, 3}, std::vector<float>{1, 0, 1, 0, 1, 1});  // b^T
+  Tensor c = Tensor::floats({2}, std::vector<float>{100, 200});
+  expect_floats(run1(g, {&a, &bt, &c}), {108, 210, 120, 222});
+}
+
+TEST_CASE("model: portable Conv, pools and GlobalAveragePool", "[model]") {
+  Tensor x = Tensor::floats({1, 1, 3, 3}, 1.0f);
+  Tensor w = Tensor::floats({1, 1, 3, 3}, 1.0f);
+  Tensor b = Tensor::floats({1}, std::vector<float>{0.5f});
+  Node conv = node("Conv", 3);
+  conv.attributes["pads"] = ints({1, 1, 1, 1});
+  expect_floats(run1(conv, {&x, &w, &b}), {4.5, 6.5, 4.5, 6.5, 9.5, 6.5, 4.5, 6.5, 4.5});
+
+  // Asymmetric padding and stride 2; two groups of one channel.
+  Tensor x2 = Tensor::floats({1, 2, 2, 2}, std::vector<float>{1, 2, 3, 4, 10, 20, 30, 40});
+  Tensor w2 = Tensor::floats({2, 1, 1, 1}, std::vector<float>{1, -1});
+  Node grouped = node("Conv", 2);
+  grouped.attributes["group"] = one(2);
+  grouped.attributes["pads"] = ints({0, 0, 1, 1});
+  grouped.attributes["strides"] = ints({2, 2});
+  Tensor g = run1(grouped, {&x2, &w2, nullptr});
+  CHECK(g.shape == std::vector<std::int64_t>{1, 2, 2, 2});
+  expect_floats(g, {1, 0, 0, 0, -10, 0, 0, 0});
+
+  std::vector<float> ramp(16);
+  for (int i = 0; i < 16; ++i) ramp[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  Tensor img = Tensor::floats({1, 1, 4, 4}, ramp);
+  Node maxpool = node("MaxPool");
+  maxpool.attributes["kernel_shape"] = ints({3, 3});
+  maxpool.attributes["strides"] = ints({2, 2});
+  maxpool.attributes["pads"] = ints({1, 1, 1, 1});
+  Tensor m = run1(maxpool, {&img});
+  CHECK(m.shape == std::vector<std::int64_t>{1, 1, 2, 2});
+  expect_floats(m, {5, 7, 13, 15});
+
+  Node avg = maxpool;
+  avg.op_type = "AveragePool";  // count_include_pad 0: the mean of the positions inside
+  expect_floats(run1(avg, {&img}), {(0 + 1 + 4 + 5) / 4.0f, (2 + 3 + 6 + 7 + 1 + 5) / 6.0f,
+                                    (8 + 9 + 12 + 13 + 4 + 5) / 6.0f, (5 + 6 + 7 + 9 + 10 + 11 + 13 + 14 + 15) / 9.0f});
+
+  Tensor gap = run1(node("GlobalAveragePool"), {&x2});
+  CHECK(gap.shape == std::vector<std::int64_t>{1, 2, 1, 1});
+  expect_floats(gap, {2.5, 25});
+}
+
+TEST_CASE("model: portable Softmax, LayerNormalization and activations", "[model]") {
+  Tensor x = Tensor::floats({2, 3}, std::vector<float>{1, 2, 3, 0, 0, 0});
+  const double e = std::exp(1.0), s = 1 + e + e * e;
+  expect_floats(run1(node("Softmax"), {&x}), {float(1 / s), float(e / s), float(e * e / s), 1 / 3.f, 1 / 3.f, 1 / 3.f});
+  Node axis0 = node("Softmax");
+  axis0.attributes["axis"] = one(0);
+  Tensor col = run1(axis0, {&x});
+  expect_floats(col, {float(e / (1 + e)), float(e * e / (1 + e * e)), float(e * e * e / (1 + e * e * e)),
+                      float(1 / (1 + e)), float(1 / (1 + e * e)), float(1 / (1 + e * e * e))});
+
+  Node ln = node("LayerNormalization", 3);
+  Attribute eps;
+  eps.f = 1e-12f;
+  ln.attributes["epsilon"] = eps;
+  Tensor gamma = Tensor::floats({3}, std::vector<float>{1, 2, 1});
+  Tensor beta = Tensor::floats({3}, std::vector<float>{0, 0, 1});
+  Tensor row = Tensor::floats({1, 3}, std::vector<float>{1, 2, 3});
+  const float k = static_cast<float>(1 / std::sqrt(2.0 / 3.0));
+  expect_floats(run1(ln, {&row, &gamma, &beta}), {-k, 0, k + 1});
+
+  Tensor v = Tensor::floats({4}, std::vector<float>{-1, 0.5, 3, 8});
+  expect_floats(run1(node("Relu"), {&v}), {0, 0.5, 3, 8});
+  Tensor lo = Tensor::floats({}, std::vector<float>{0}), hi = Tensor::floats({}, std::vector<float>{6});
+  expect_floats(run1(node("Clip", 3), {&v, &lo, &hi}), {0, 0.5, 3, 6});
+  expect_floats(run1(node("Erf"), {&v}), {float(std::erf(-1.0)), float(std::erf(0.5)), float(std::erf(3.0)), 1});
+  expect_floats(run1(node("Sigmoid"), {&v}), {float(1 / (1 + std::exp(1.0))), float(1 / (1 + std::exp(-0.5))),
+                                             float(1 / (1 + std::exp(-3.0))), float(1 / (1 + std::exp(-8.0)))});
+  expect_floats(run1(node("Tanh"), {&v}), {std::tanh(-1.f), std::tanh(0.5f), std::tanh(3.f), std::tanh(8.f)});
+  Tensor sq = Tensor::floats({2}, std::vector<float>{4, 9});
+  expect_floats(run1(node("Sqrt"), {&sq}), {2, 3});
+}
+
+TEST_CASE("model: portable shape operators", "[model]") {
+  std::vector<float> data(24);
+  for (int i = 0; i < 24; ++i) data[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  Tensor x = Tensor::floats({1, 2, 3, 4}, data);
+
+  Tensor shape = Tensor::ints({3}, {0, -1, 4});
+  Tensor r = run1(node("Reshape", 2), {&x, &shape});
+  CHECK(r.shape == std::vector<std::int64_t>{1, 6, 4});
+  CHECK(r.f32 == x.f32);
+
+  Node t = node("Transpose");
+  t.attributes["perm"] = ints({0, 2, 1, 3});
+  Tensor tr = run1(t, {&x});
+  CHECK(tr.shape == std::vector<std::int64_t>{1, 3, 2, 4});
+  // out[0][j][i][k] = x[0][i][j][k]
+  CHECK(tr.f32[4] == 12.0f);   // out[0][0][1][0] = x[0][1][0][0]
+  CHECK(tr.f32[8] == 4.0f);    // out[0][1][0][0] = x[0][0][1][0]
+  CHECK(tr.f32[23] == 23.0f);
+
+  // The default perm reverses the axes; integer tensors move too.
+  Tensor ints3 = Tensor::ints({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor rev = run1(node("Transpose"), {&ints3});
+  CHECK(rev.shape == std::vector<std::int64_t>{3, 2});
+  CHECK(rev.i64 == std::vector<std::int64_t>{1, 4, 2, 5, 3, 6});
+
+  Tensor flat = run1(node("Flatten"), {&x});
+  CHECK(flat.shape == std::vector<std::int64_t>{1, 24});
+
+  Tensor axes = Tensor::ints({1}, {0});
+  Tensor sq = run1(node("Squeeze", 2), {&x, &axes});
+  CHECK(sq.shape == std::vector<std::int64_t>{2, 3, 4});
+  Tensor axes2 = Tensor::ints({2}, {0, -1});
+  Tensor un = run1(node("Unsqueeze", 2), {&sq, &axes2});
+  CHECK(un.shape == std::vector<std::int64_t>{1, 2, 3, 4, 1});
+
+  Tensor s = run1(node("Shape"), {&x});
+  CHECK(s.type == ElemType::i64);
+  CHECK(s.i64 == std::vector<std::int64_t>{1, 2, 3, 4});
+
+  Tensor idx = Tensor::ints({2}, {2, -1});
+  Node gather = node("Gather", 2);
+  gather.attributes["axis"] = one(2);
+  Tensor g = run1(gather, {&x, &idx});
+  CHECK(g.shape == std::vector<std::int64_t>{1, 2, 2, 4});
+  CHECK(g.f32[0] == 8.0f);   // x[0][0][2][0]
+  CHECK(g.f32[4] == 8.0f);   // index -1 is 2 too
+  Tensor scalar_idx = Tensor::ints({}, {1});
+  Node gather0 = node("Gather", 2);
+  Tensor dims = run1(gather0, {&s, &scalar_idx});
+  CHECK(dims.shape.empty());
+  CHECK(dims.i64 == std::vector<std::int64_t>{2});
+
+  // Slice the last axis backwards with step -2, and the second from 1 to the end.
+  Tensor starts = Tensor::ints({2}, {-1, 1}), ends = Tensor::ints({2}, {-100, 100});
+  Tensor sl_axes = Tensor::ints({2}, {3, 1}), steps = Tensor::ints({2}, {-2, 1});
+  Tensor sl = run1(node("Slice", 5), {&x, &starts, &ends, &sl_axes, &steps});
+  CHECK(sl.shape == std::vector<std::int64_t>{1, 1, 3, 2});
+  expect_floats(sl, {15, 13, 19, 17, 23, 21});
+
+  Node cat = node("Concat", 2);
+  cat.attributes["axis"] = one(1);
+  Tensor a = Tensor::floats({2, 1}, std::vector<float>{1, 2}), b = Tensor::floats({2, 2}, std::vector<float>{3, 4, 5, 6});
+  Tensor c = run1(cat, {&a, &b});
+  CHECK(c.shape == std::vector<std::int64_t>{2, 3});
+  expect_floats(c, {1, 3, 4, 2, 5, 6});
+
+  Node cast = node("Cast");
+  cast.attributes["to"] = one(1);
+  expect_floats(run1(cast, {&s}), {1, 2, 3, 4});
+  CHECK(run1(node("Identity"), {&a}).f32 == a.f32);
+  CHECK(run1(node("Dropout"), {&a}).f32 == a.f32);
+}
+
+TEST_CASE("model: portable ops refuse what they do not implement, by node", "[model]") {
+  Tensor a = Tensor::floats({2}, 1.0f);
+  CHECK_FALSE(has_portable("NonMaxSuppression"));
+  CHECK(has_portable("LayerNormalization"));
+  CHECK_THROWS_WITH(run1(node("NonMaxSuppression"), {&a}),
+                    Catch::Contains("n_NonMaxSuppression") && Catch::Contains("no portable implementation"));
+  Node bad_reshape = node("Reshape", 2);
+  Tensor shape = Tensor::ints({1}, {3});
+  CHECK_THROWS_WITH(run1(bad_reshape, {&a, &shape}), Catch::Contains("cannot reshape [2] to [3]"));
+}

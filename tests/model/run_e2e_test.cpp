@@ -1,0 +1,181 @@
+// End to end: the three test models built by scripts/make_models.py, run by `kestrel run`
+// (kernels compiled here at the defaults) and checked against ONNX Runtime. Needs a Python
+// with numpy, onnx and onnxruntime ($KESTREL_PYTHON, the source tree's .venv from
+// scripts/setup-python.sh, or python3); without one each test says so and exits 77, which
+// ctest reports as skipped.
+#include <catch2/catch.hpp>
+
+#include <sys/utsname.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/process.h"
+
+using nlohmann::json;
+
+namespace {
+
+std::string python() {
+  if (const char* env = std::getenv("KESTREL_PYTHON"); env && *env) return env;
+  std::string venv = std::string(KESTREL_SOURCE_DIR) + "/.venv/bin/python";
+  if (std::filesystem::exists(venv)) return venv;
+  return "/usr/bin/python3";
+}
+
+// Exits 77 (skipped) when the Python has no onnxruntime, numpy or onnx.
+void require_onnxruntime() {
+  const std::string py = python();
+  std::string command = "'" + py + "' -c 'import numpy, onnx, onnxruntime' > /dev/null 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    std::cout << "skipped: " << py << " cannot import numpy, onnx and onnxruntime "
+              << "(run scripts/setup-python.sh or set KESTREL_PYTHON)\n";
+    std::exit(77);
+  }
+}
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+Result run(std::vector<std::string> argv, const kestrel::test::TempDir& dir, const std::string& log) {
+  std::filesystem::remove(dir.file(log));  // the process appends to its log
+  kestrel::test::Process p(std::move(argv), dir.file(log));
+  auto code = p.wait_exit(std::chrono::seconds(240));
+  REQUIRE(code);
+  return {*code, p.log()};
+}
+
+std::string make_model(const kestrel::test::TempDir& dir, const std::string& name) {
+  Result r = run({python(), std::string(KESTREL_SOURCE_DIR) + "/scripts/make_models.py", dir.path(), name}, dir,
+                 "make_" + name + ".log");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  return dir.file(name + ".onnx");
+}
+
+json run_json(const kestrel::test::TempDir& dir, std::vector<std::string> extra, int expect_code) {
+  std::vector<std::string> argv = {KESTREL_BIN, "run", "--json", "--repeat", "1", "--python", python()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Result r = run(argv, dir, "run.log");
+  INFO(r.output);
+  REQUIRE(r.code == expect_code);
+  auto start = r.output.find('{');
+  REQUIRE(start != std::string::npos);
+  return json::parse(r.output.substr(start));
+}
+
+void check_match(const json& j, std::size_t min_task_steps) {
+  INFO(j.dump(2));
+  CHECK(j["ok"] == true);
+  CHECK(j["checked"] == true);
+  CHECK(j["task_steps"].get<std::size_t>() >= min_task_steps);
+  REQUIRE(j["outputs"].size() == 1);
+  CHECK(j["outputs"][0]["relative_error"].get<double>() <= j["tolerance"].get<double>());
+  CHECK(j["latency_ms"]["kestrel"]["median"].get<double>() > 0);
+  CHECK(j["latency_ms"]["onnxruntime"]["median"].get<double>() > 0);
+}
+
+}  // namespace
+
+TEST_CASE("model: kestrel run matches ONNX Runtime on ResNet-18", "[model][e2e]") {
+  require_onnxruntime();
+  kestrel::test::TempDir dir;
+  std::string model = make_model(dir, "resnet18");
+  json j = run_json(dir, {"--model", model, "--threads", "2"}, 0);
+  // 20 convolutions (fused with bias, residual, ReLU), the max pool, the average pool, the Gemm.
+  check_match(j, 20);
+  CHECK(j["outputs"][0]["shape"] == json::array({1, 1000}));
+}
+
+TEST_CASE("model: kestrel run matches ONNX Runtime on MobileNetV2", "[model][e2e]") {
+  require_onnxruntime();
+  kestrel::test::TempDir dir;
+  std::string model = make_model(dir, "mobilenetv2");
+  check_match(run_json(dir, {"--model", model}, 0), 40);
+}
+
+TEST_CASE("model: kestrel run matches ONNX Runtime on a BERT encoder layer at two sequence lengths", "[model][e2e]") {
+  require_onnxruntime();
+  kestrel::test::TempDir dir;
+  std::string model = make_model(dir, "bert_layer");
+  for (const char* seq : {"7", "40"}) {
+    json j = run_json(dir, {"--model", model, "--shape", std::string("seq=") + seq}, 0);
+    check_match(j, 6);
+    CHECK(j["outputs"][0]["shape"] == json::array({1, std::stoi(seq), 768}));
+  }
+}
+
+TEST_CASE("model: kestrel run reports a mismatch, a missing symbol and a missing ONNX Runtime", "[model][e2e]") {
+  require_onnxruntime();
+  kestrel::test::TempDir dir;
+  std::string model = make_model(dir, "bert_layer");
+  // A tolerance no float computation meets: the check must fail, with exit status 1.
+  json j = run_json(dir, {"--model", model, "--shape", "seq=3", "--tolerance", "1e-30"}, 1);
+  CHECK(j["ok"] == false);
+  CHECK(j["outputs"][0]["ok"] == false);
+
+  Result r = run({KESTREL_BIN, "run", "--model", model}, dir, "nosym.log");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("seq"));
+
+  r = run({KESTREL_BIN, "run", "--model", model, "--shape", "seq=3", "--python", dir.file("no-such-python")}, dir,
+          "nopython.log");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("ONNX Runtime is not available") && Catch::Contains("setup-python.sh"));
+  r = run({KESTREL_BIN, "run", "--model", model, "--shape", "seq=3", "--python", dir.file("no-such-python"),
+           "--no-check"},
+          dir, "nocheck.log");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("check: skipped"));
+
+  r = run({KESTREL_BIN, "run", "--model", dir.file("missing.onnx")}, dir, "missing.log");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("missing.onnx"));
+}
+
+TEST_CASE("model: kestrel run on an exported library dispatches untuned sequence lengths to a bucket and matches",
+          "[model][e2e]") {
+  require_onnxruntime();
+  kestrel::test::TempDir dir;
+  Result help = run({KESTREL_BIN, "export", "--help"}, dir, "export-help.log");
+  if (help.code != 0) {
+    std::cout << "skipped: this kestrel has no export command (" << help.output.substr(0, 120) << ")\n";
+    std::exit(77);
+  }
+  // One record of this machine's triple (an unrelated gemm): every task of the model is
+  // exported at its op's default.
+  struct utsname host;
+  REQUIRE(::uname(&host) == 0);
+  const std::string triple = std::string(host.machine) + "-linux-gnu";
+  json record = {{"id", 1}, {"op", "gemm"}, {"workload", "K=64,M=64,N=64"}, {"target", triple},
+                 {"device_key", "local"}, {"device_model", "test"}, {"device", "local-0"},
+                 {"device_fingerprint", triple + "|test|1"}, {"config", ""}, {"status", "ok"}, {"message", ""},
+                 {"round_seconds", {0.001}}, {"cost", 0.001}, {"gflops", 0.5}, {"compile_ms", 1.0},
+                 {"tool_version", "0.1.0"}, {"time_unix_ms", 1}, {"session", "test"}, {"final_measurement", false},
+                 {"is_default", true}, {"implementation", "kestrel"}};
+  {
+    std::ofstream out(dir.file("records.jsonl"));
+    out << record.dump() << "\n";
+  }
+  const std::string db = dir.file("tune.db");
+  Result imported = run({KESTREL_BIN, "records", "import", "--db", db, dir.file("records.jsonl")}, dir, "import.log");
+  INFO(imported.output);
+  REQUIRE(imported.code == 0);
+  std::string model = make_model(dir, "bert_layer");
+  Result exported = run({KESTREL_BIN, "export", "--db", db, "--model", model, "--buckets", "seq=8,32", "-o",
+                         dir.file("out")},
+                        dir, "export.log");
+  INFO(exported.output);
+  REQUIRE(exported.code == 0);
+  json j = run_json(dir, {"--model", model, "--kernels", dir.file("out"), "--shape", "seq=20"}, 0);
+  check_match(j, 6);
+  bool bucket = false;
+  for (const auto& used : j["kernels_used"]) bucket = bucket || used.get<std::string>().find("bucket seq=32") != std::string::npos;
+  CHECK(bucket);
+}

@@ -1,0 +1,327 @@
+// The runner on hand-built graphs and plans (conv + relu + pool + gemm; depthwise with a
+// residual and ReLU6; attention-style softmax and batch_matmul), its task steps on kernels
+// compiled for this host, checked against the all-portable execution of the same graph.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "kestrel/model/runner.h"
+
+using namespace kestrel;
+using namespace kestrel::model;
+
+namespace {
+
+struct GraphBuilder {
+  Graph g;
+  std::mt19937 rng{7};
+
+  void value(const std::string& name, std::vector<std::int64_t> shape) {
+    ValueInfo v;
+    v.name = name;
+    Shape s;
+    for (auto d : shape) s.push_back(Dim{d, ""});
+    v.shape = s;
+    g.values[name] = v;
+  }
+  void input(const std::string& name, std::vector<std::int64_t> shape) {
+    value(name, shape);
+    g.inputs.push_back(g.values[name]);
+  }
+  void output(const std::string& name) { g.outputs.push_back(g.values.at(name)); }
+  void weight(const std::string& name, std::vector<std::int64_t> shape, float scale = 0.3f) {
+    Initializer w;
+    w.name = name;
+    w.shape = shape;
+    std::uniform_real_distribution<float> u(-scale, scale);
+    for (std::int64_t i = 0; i < element_count(shape); ++i) w.f32.push_back(u(rng));
+    g.initializers[name] = w;
+    value(name, shape);
+  }
+  std::size_t node(const std::string& op, std::vector<std::string> in, const std::string& out,
+                   std::vector<std::int64_t> out_shape, std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = out + "_node";
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    n.attributes = std::move(attrs);
+    g.nodes.push_back(n);
+    value(out, out_shape);
+    return g.nodes.size() - 1;
+  }
+};
+
+Attribute ints(std::vector<std::int64_t> v) {
+  Attribute a;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute one(std::int64_t v) {
+  Attribute a;
+  a.i = v;
+  return a;
+}
+
+std::size_t add_task(Plan& plan, const ops::Registry& ops, const std::string& op, const std::string& params,
+                     std::vector<std::size_t> nodes, std::vector<StepArg> args, const std::string& pattern) {
+  ModelTask t;
+  t.op = op;
+  t.params = ops::parse_params(ops.get(op), params);
+  t.pattern = pattern;
+  t.occurrences = 1;
+  plan.tasks.push_back(t);
+  Step s;
+  s.kind = Step::Kind::task;
+  s.task = plan.tasks.size() - 1;
+  s.nodes = std::move(nodes);
+  s.args = std::move(args);
+  plan.steps.push_back(s);
+  return plan.steps.size() - 1;
+}
+
+void add_portable(Plan& plan, std::size_t node) {
+  Step s;
+  s.nodes = {node};
+  plan.steps.push_back(s);
+}
+
+Tensor random_input(std::vector<std::int64_t> shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  Tensor t = Tensor::floats(shape);
+  for (float& v : t.f32) v = u(rng);
+  return t;
+}
+
+// max |a - b| relative to max |b|.
+double relative_error(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape == b.shape);
+  REQUIRE(a.f32.size() == b.f32.size());
+  double err = 0, mag = 1e-30;
+  for (std::size_t i = 0; i < a.f32.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::abs(a.f32[i] - b.f32[i])));
+    mag = std::max(mag, static_cast<double>(std::abs(b.f32[i])));
+  }
+  return err / mag;
+}
+
+}  // namespace
+
+TEST_CASE("model: the runner's conv+relu+pool+gemm tasks on compiled kernels match the portable execution", "[model]") {
+  ops::Registry ops = ops::builtin_ops();
+  GraphBuilder b;
+  b.input("x", {1, 5, 10, 10});
+  b.weight("w", {16, 5, 3, 3});
+  b.weight("bias", {16});
+  b.weight("fc_w", {10, 16});
+  b.weight("fc_b", {10});
+  std::size_t conv = b.node("Conv", {"x", "w", "bias"}, "c", {1, 16, 10, 10},
+                            {{"pads", ints({1, 1, 1, 1})}, {"kernel_shape", ints({3, 3})}});
+  std::size_t relu = b.node("Relu", {"c"}, "r", {1, 16, 10, 10});
+  std::size_t pool = b.node("MaxPool", {"r"}, "p", {1, 16, 5, 5},
+                            {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}});
+  std::size_t gap = b.node("GlobalAveragePool", {"p"}, "g", {1, 16, 1, 1});
+  std::size_t flat = b.node("Flatten", {"g"}, "f", {1, 16});
+  std::size_t gemm = b.node("Gemm", {"f", "fc_w", "fc_b"}, "y", {1, 10}, {{"transB", one(1)}});
+  b.output("y");
+
+  Plan plan;
+  plan.block = 8;
+  add_task(plan, ops, "conv2d_nchwc", "N=1,C=5,H=10,W=10,K=16,R=3,S=3,pad=1,block=8,bias=1,act=1", {conv, relu},
+           {{"x", ArgLayout::nchwc}, {"w", ArgLayout::conv_weight}, {"bias", ArgLayout::channel_vector},
+            {"r", ArgLayout::nchwc}},
+           "Conv+Relu");
+  add_task(plan, ops, "pool2d", "N=1,C=16,H=10,W=10,R=3,S=3,stride=2,pad=1,kind=0,block=8", {pool},
+           {{"r", ArgLayout::nchwc}, {"p", ArgLayout::nchwc}}, "MaxPool");
+  add_task(plan, ops, "pool2d", "N=1,C=16,H=5,W=5,kind=1,global=1,block=8", {gap},
+           {{"p", ArgLayout::nchwc}, {"g", ArgLayout::nchwc}}, "GlobalAveragePool");
+  add_portable(plan, flat);
+  add_task(plan, ops, "gemm", "M=1,N=10,K=16,bias=1", {gemm},
+           {{"f", ArgLayout::plain}, {"fc_w", ArgLayout::transposed}, {"fc_b", ArgLayout::channel_vector},
+            {"y", ArgLayout::plain}},
+           "Gemm");
+
+  CompiledKernels kernels(ops, 2);
+  Runner runner(b.g, plan, kernels, ops);
+  CHECK(runner.kernels_used().size() == 4);
+  CHECK_THAT(runner.kernels_used().front(), Catch::Contains("conv2d_nchwc") && Catch::Contains("compiled default"));
+
+  Plan reference = portable_plan(b.g);
+  CompiledKernels none(ops, 1);
+  Runner portable(b.g, reference, none, ops);
+
+  for (unsigned seed : {1u, 2u}) {
+    std::map<std::string, Tensor> in = {{"x", random_input({1, 5, 10, 10}, seed)}};
+    auto got = runner.run(in);
+    auto want = portable.run(in);
+    REQUIRE(got.count("y"));
+    CHECK(got.at("y").shape == std::vector<std::int64_t>{1, 10});
+    CHECK(relative_error(got.at("y"), want.at("y")) < 1e-4);
+  }
+  // A second run of the same runner gives the same answer (no state left behind).
+  std::map<std::string, Tensor> in = {{"x", random_input({1, 5, 10, 10}, 3)}};
+  CHECK(runner.run(in).at("y").f32 == runner.run(in).at("y").f32);
+
+  // A misshapen input is refused by name.
+  std::map<std::string, Tensor> bad = {{"x", random_input({1, 5, 10, 9}, 1)}};
+  CHECK_THROWS_WITH(runner.run(bad), Catch::Contains("model input x") && Catch::Contains("[1,5,10,10]"));
+}
+
+TEST_CASE("model: the runner's depthwise residual ReLU6, softmax and batch_matmul tasks match the portable execution",
+          "[model]") {
+  ops::Registry ops = ops::builtin_ops();
+  GraphBuilder b;
+  b.input("x", {1, 16, 6, 6});
+  b.weight("dw", {16, 1, 3, 3});
+  b.weight("dw_b", {16});
+  b.weight("lo", {}, 0);
+  b.g.initializers["lo"].f32 = {0.0f};
+  b.weight("hi", {}, 0);
+  b.g.initializers["hi"].f32 = {6.0f};
+  b.weight("proj", {36, 6});
+  b.weight("proj_b", {6});
+  std::size_t dw = b.node("Conv", {"x", "dw", "dw_b"}, "d", {1, 16, 6, 6},
+                          {{"pads", ints({1, 1, 1, 1})}, {"group", one(16)}, {"kernel_shape", ints({3, 3})}});
+  std::size_t add = b.node("Add", {"d", "x"}, "a", {1, 16, 6, 6});
+  std::size_t clip = b.node("Clip", {"a", "lo", "hi"}, "c", {1, 16, 6, 6});
+  // [1,16,36] x [36,6] + bias -> [1,16,6]; then scores [1,16,16] = h h^T and softmax.
+  b.weight("flat_shape", {3});
+  b.g.initializers["flat_shape"].type = ElemType::i64;
+  b.g.initializers["flat_shape"].f32.clear();
+  b.g.initializers["flat_shape"].i64 = {1, 16, -1};
+  std::size_t reshape = b.node("Reshape", {"c", "flat_shape"}, "flat", {1, 16, 36});
+  std::size_t mm = b.node("MatMul", {"flat", "proj"}, "h0", {1, 16, 6});
+  std::size_t bias = b.node("Add", {"h0", "proj_b"}, "h", {1, 16, 6});
+  std::size_t tr = b.node("Transpose", {"h"}, "ht", {1, 6, 16}, {{"perm", ints({0, 2, 1})}});
+  std::size_t scores = b.node("MatMul", {"h", "ht"}, "s", {1, 16, 16});
+  std::size_t soft = b.node("Softmax", {"s"}, "y", {1, 16, 16}, {{"axis", one(-1)}});
+  b.output("y");
+
+  Plan plan;
+  plan.block = 8;
+  add_task(plan, ops, "depthwise_conv2d", "N=1,C=16,H=6,W=6,R=3,S=3,pad=1,block=8,bias=1,residual=1,act=2",
+           {dw, add, clip},
+           {{"x", ArgLayout::nchwc}, {"dw", ArgLayout::dw_weight}, {"dw_b", ArgLayout::channel_vector},
+            {"x", ArgLayout::nchwc}, {"c", ArgLayout::nchwc}},
+           "Conv+Add+Clip");
+  add_portable(plan, reshape);
+  add_task(plan, ops, "gemm", "M=16,N=6,K=36,bias=1", {mm, bias},
+           {{"flat", ArgLayout::plain}, {"proj", ArgLayout::plain}, {"proj_b", ArgLayout::plain}, {"h", ArgLayout::plain}},
+           "MatMul+Add");
+  add_portable(plan, tr);
+  add_task(plan, ops, "batch_matmul", "batch=1,M=16,N=16,K=6", {scores},
+           {{"h", ArgLayout::plain}, {"ht", ArgLayout::plain}, {"s", ArgLayout::plain}}, "MatMul");
+  add_task(plan, ops, "softmax", "rows=16,cols=16", {soft}, {{"s", ArgLayout::plain}, {"y", ArgLayout::plain}},
+           "Softmax");
+
+  CompiledKernels kernels(ops, 1);
+  Runner runner(b.g, plan, kernels, ops);
+  Plan reference = portable_plan(b.g);
+  Runner portable(b.g, reference, kernels, ops);
+  std::map<std::string, Tensor> in = {{"x", random_input({1, 16, 6, 6}, 11)}};
+  // Large enough inputs that ReLU6 clips some values at 6.
+  for (float& v : in["x"].f32) v *= 5.0f;
+  auto got = runner.run(in);
+  auto want = portable.run(in);
+  CHECK(relative_error(got.at("y"), want.at("y")) < 1e-4);
+}
+
+TEST_CASE("model: the runner refuses a plan it cannot execute, naming the node or task", "[model]") {
+  ops::Registry ops = ops::builtin_ops();
+  GraphBuilder b;
+  b.input("x", {1, 4});
+  b.node("NonMaxSuppression", {"x"}, "y", {1, 4});
+  b.output("y");
+  Plan plan = portable_plan(b.g);
+  CompiledKernels kernels(ops, 1);
+  CHECK_THROWS_WITH(Runner(b.g, plan, kernels, ops),
+                    Catch::Contains("y_node") && Catch::Contains("no portable implementation"));
+
+  GraphBuilder c;
+  c.input("x", {2, 8});
+  std::size_t relu = c.node("Relu", {"x"}, "y", {2, 8});
+  c.output("y");
+  Plan wrong;
+  // An elementwise task whose n does not match the tensor it is given.
+  add_task(wrong, ops, "elementwise", "n=15,kind=3", {relu}, {{"x", ArgLayout::plain}, {"y", ArgLayout::plain}}, "Relu");
+  Runner runner(c.g, wrong, kernels, ops);
+  std::map<std::string, Tensor> in = {{"x", random_input({2, 8}, 1)}};
+  CHECK_THROWS_WITH(runner.run(in), Catch::Contains("elementwise/") && Catch::Contains("holds 16 floats"));
+}
+
+TEST_CASE("model: the runner calls an exported library through kestrel_dispatch with the op's params in order",
+          "[model]") {
+  ops::Registry ops = ops::builtin_ops();
+  GraphBuilder b;
+  b.input("x", {2, 8});
+  b.weight("w", {2, 8});
+  std::size_t add = b.node("Add", {"x", "w"}, "s", {2, 8});
+  std::size_t relu = b.node("Relu", {"s"}, "r", {2, 8});
+  std::size_t soft = b.node("Softmax", {"r"}, "y", {2, 8}, {{"axis", one(-1)}});
+  b.output("y");
+  Plan plan;
+  add_task(plan, ops, "elementwise", "n=16,kind=0", {add},
+           {{"x", ArgLayout::plain}, {"w", ArgLayout::plain}, {"s", ArgLayout::plain}}, "Add");
+  add_task(plan, ops, "elementwise", "n=16,kind=3", {relu}, {{"s", ArgLayout::plain}, {"r", ArgLayout::plain}}, "Relu");
+  add_portable(plan, soft);
+
+  ExportedLibrary library(KESTREL_FAKE_EXPORT_DIR, ops, 2);
+  Runner runner(b.g, plan, library, ops);
+  REQUIRE(runner.kernels_used().size() == 2);
+  CHECK_THAT(runner.kernels_used()[1], Catch::EndsWith(": tuned fake"));
+  Plan reference = portable_plan(b.g);
+  Runner portable(b.g, reference, library, ops);
+  std::map<std::string, Tensor> in = {{"x", random_input({2, 8}, 5)}};
+  CHECK(relative_error(runner.run(in).at("y"), portable.run(in).at("y")) < 1e-6);
+
+  // An op the library does not have: "none" at preparation, a clear error when run.
+  Plan missing;
+  add_task(missing, ops, "softmax", "rows=2,cols=8", {soft}, {{"r", ArgLayout::plain}, {"y", ArgLayout::plain}},
+           "Softmax");
+  GraphBuilder c;
+  c.input("r", {2, 8});
+  c.node("Softmax", {"r"}, "y", {2, 8});
+  c.output("y");
+  missing.steps[0].nodes = {0};
+  Runner without(c.g, missing, library, ops);
+  CHECK_THAT(without.kernels_used()[0], Catch::EndsWith(": none"));
+  std::map<std::string, Tensor> rin = {{"r", random_input({2, 8}, 5)}};
+  CHECK_THROWS_WITH(without.run(rin), Catch::Contains("softmax/") && Catch::Contains("no kernel"));
+
+  CHECK_THROWS_WITH(ExportedLibrary("/nonexistent-dir", ops, 1),
+                    Catch::Contains("no kernel library /nonexistent-dir/libkestrel_kernels.so"));
+}
+
+TEST_CASE("model: a plan made at a bucket runs at another size of its symbol, dynamic params following it", "[model]") {
+  ops::Registry ops = ops::builtin_ops();
+  // The graph bound at seq = 5; the plan's gemm made at the bucket seq = 8 (M = seq).
+  GraphBuilder b;
+  b.input("x", {1, 5, 12});
+  b.weight("w", {12, 6});
+  b.weight("bias", {6});
+  std::size_t mm = b.node("MatMul", {"x", "w"}, "h", {1, 5, 6});
+  std::size_t add = b.node("Add", {"h", "bias"}, "y", {1, 5, 6});
+  b.output("y");
+  Plan plan;
+  plan.symbols = {{"seq", 8}};
+  add_task(plan, ops, "gemm", "M=8,N=6,K=12,bias=1", {mm, add},
+           {{"x", ArgLayout::plain}, {"w", ArgLayout::plain}, {"bias", ArgLayout::channel_vector}, {"y", ArgLayout::plain}},
+           "MatMul+Add");
+  plan.tasks[0].dynamic = {DynamicParam{"M", "seq", 1}};
+
+  CompiledKernels kernels(ops, 1);
+  Runner runner(b.g, plan, kernels, ops, {{"seq", 5}});
+  REQUIRE(runner.kernels_used().size() == 1);
+  CHECK_THAT(runner.kernels_used()[0], Catch::StartsWith("gemm/K=12,M=5,N=6,bias=1"));
+  Plan reference = portable_plan(b.g);
+  Runner portable(b.g, reference, kernels, ops);
+  std::map<std::string, Tensor> in = {{"x", random_input({1, 5, 12}, 9)}};
+  CHECK(relative_error(runner.run(in).at("y"), portable.run(in).at("y")) < 1e-5);
+
+  // Without the run's symbol values the task keeps the bucket's M = 8 and its arguments
+  // do not fit: refused by the runner, naming the argument.
+  Runner stale(b.g, plan, kernels, ops);
+  CHECK_THROWS_WITH(stale.run(in), Catch::Contains("holds 60 floats, the kernel takes 96"));
+}

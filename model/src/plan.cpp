@@ -21,32 +21,31 @@ namespace {
 // The other value a symbol is planned at to see which parameters follow it.
 std::int64_t probe_value(std::int64_t value) { return 2 * value + 1; }
 
-// Marks the parameters of `plan`'s tasks that equal multiplier * symbol both in `plan`
-// (symbol = `value`) and in `probe` (symbol = `probe_value(value)`). A parameter is
-// dynamic only when every instance of its task agrees.
-void mark_dynamic(Plan& plan, const Plan& probe, const std::string& symbol, std::int64_t value,
-                  std::map<std::size_t, std::map<std::string, std::optional<DynamicParam>>>& found) {
+// The parameters of each task step of `plan` that equal multiplier * symbol both in
+// `plan` (symbol = `value`) and in `probe` (symbol = `probe_value(value)`), by step index.
+std::map<std::size_t, std::vector<DynamicParam>> dynamic_params(const Plan& plan, const Plan& probe,
+                                                                const std::string& symbol, std::int64_t value) {
   const std::int64_t other = probe_value(value);
   std::map<std::vector<std::size_t>, const Step*> probe_steps;
   for (const auto& step : probe.steps) {
     if (step.kind == Step::Kind::task) probe_steps[step.nodes] = &step;
   }
-  for (const auto& step : plan.steps) {
+  std::map<std::size_t, std::vector<DynamicParam>> out;
+  for (std::size_t s = 0; s < plan.steps.size(); ++s) {
+    const Step& step = plan.steps[s];
     if (step.kind != Step::Kind::task) continue;
     const ModelTask& task = plan.tasks[step.task];
     auto it = probe_steps.find(step.nodes);
-    const ModelTask* moved = it == probe_steps.end() ? nullptr : &probe.tasks[it->second->task];
-    auto& params = found[step.task];
+    if (it == probe_steps.end()) continue;
+    const ModelTask& moved = probe.tasks[it->second->task];
+    if (moved.op != task.op) continue;
     for (const auto& [name, v] : task.params) {
-      std::optional<DynamicParam> dynamic;
-      if (moved && moved->op == task.op && moved->params.contains(name)) {
-        const std::int64_t w = moved->params.at(name);
-        if (w != v && v % value == 0 && w == v / value * other) dynamic = DynamicParam{name, symbol, v / value};
-      }
-      auto [entry, added] = params.emplace(name, dynamic);
-      if (!added && entry->second != dynamic) entry->second.reset();
+      if (!moved.params.contains(name)) continue;
+      const std::int64_t w = moved.params.at(name);
+      if (w != v && v % value == 0 && w == v / value * other) out[s].push_back(DynamicParam{name, symbol, v / value});
     }
   }
+  return out;
 }
 
 }  // namespace
@@ -59,6 +58,10 @@ Plan plan_model(const Model& model, const PlanOptions& options) {
   }
   Plan plan = plan_graph(model.bind(options.symbols), block, registry);
   plan.symbols = options.symbols;
+  if (options.symbols.empty()) return plan;
+  // The run-time parameters of every task step, over all symbols. A parameter that
+  // follows two symbols is not one symbol's multiple: static.
+  std::map<std::size_t, std::vector<DynamicParam>> per_step;
   for (const auto& [symbol, value] : options.symbols) {
     std::map<std::string, std::int64_t> probed = options.symbols;
     probed[symbol] = probe_value(value);
@@ -68,22 +71,42 @@ Plan plan_model(const Model& model, const PlanOptions& options) {
     } catch (const ModelError&) {
       continue;  // the model does not take that value: its parameters stay static
     }
-    std::map<std::size_t, std::map<std::string, std::optional<DynamicParam>>> found;
-    mark_dynamic(plan, probe, symbol, value, found);
-    for (const auto& [task, params] : found) {
-      for (const auto& [name, dynamic] : params) {
-        if (!dynamic) continue;
-        auto& list = plan.tasks[task].dynamic;
-        // A parameter that follows two symbols is not one symbol's multiple: static.
-        auto clash = std::find_if(list.begin(), list.end(), [&](const DynamicParam& d) { return d.param == name; });
+    for (auto& [step, found] : dynamic_params(plan, probe, symbol, value)) {
+      auto& list = per_step[step];
+      for (const auto& d : found) {
+        auto clash = std::find_if(list.begin(), list.end(), [&](const DynamicParam& x) { return x.param == d.param; });
         if (clash != list.end()) {
           list.erase(clash);
         } else {
-          list.push_back(*dynamic);
+          list.push_back(d);
         }
       }
     }
   }
+  // Instances of one workload whose parameters follow the symbols differently are
+  // different tasks (at seq = 64, BERT's QK^T and PV products share a workload, but M, N
+  // follow seq in one and M, K in the other): regroup by workload and run-time parameters,
+  // in order of first appearance.
+  std::vector<ModelTask> tasks;
+  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  for (std::size_t s = 0; s < plan.steps.size(); ++s) {
+    Step& step = plan.steps[s];
+    if (step.kind != Step::Kind::task) continue;
+    ModelTask task = plan.tasks[step.task];
+    task.dynamic = per_step[s];
+    std::sort(task.dynamic.begin(), task.dynamic.end(),
+              [](const DynamicParam& a, const DynamicParam& b) { return a.param < b.param; });
+    std::string dynamic;
+    for (const auto& d : task.dynamic) dynamic += d.param + "=" + std::to_string(d.multiplier) + d.symbol + ";";
+    auto [it, added] = index.emplace(std::make_pair(task.key(), dynamic), tasks.size());
+    if (added) {
+      task.occurrences = 0;
+      tasks.push_back(std::move(task));
+    }
+    ++tasks[it->second].occurrences;
+    step.task = it->second;
+  }
+  plan.tasks = std::move(tasks);
   return plan;
 }
 

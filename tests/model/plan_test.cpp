@@ -269,6 +269,18 @@ TEST_CASE("plan: attention with a symbolic sequence: batch_matmul, softmax, dyna
   Plan other = plan(b, 8, {{"seq", 128}});
   CHECK(other.tasks[2].params == Params{{"rows", 512}, {"cols", 128}});
   CHECK(other.tasks[2].dynamic == p.tasks[2].dynamic);
+  // At seq = 8 (the head size) QK^T and PV have one workload, but seq enters it through
+  // different parameters: two tasks, each with its own run-time parameters.
+  Plan equal = plan(b, 8, {{"seq", 8}});
+  REQUIRE(equal.tasks.size() == 4);
+  CHECK(equal.tasks[1].params == equal.tasks[3].params);
+  CHECK(equal.tasks[1].occurrences == 1);
+  CHECK(equal.tasks[3].occurrences == 1);
+  CHECK(equal.tasks[1].dynamic == std::vector<DynamicParam>{{"M", "seq", 1}, {"N", "seq", 1}});
+  CHECK(equal.tasks[3].dynamic == std::vector<DynamicParam>{{"K", "seq", 1}, {"M", "seq", 1}});
+  std::size_t qk_steps = 0;
+  for (const auto& step : equal.steps) qk_steps += step.kind == Step::Kind::task && step.task == 1;
+  CHECK(qk_steps == 1);
 }
 
 TEST_CASE("plan: layernorm fuses the residual Add before it, its epsilon must be a power of ten") {

@@ -246,7 +246,7 @@ int run_tune(int argc, char** argv) {
   args.option("compile-threads", "N", "host compile threads; 0 = one per core", "0");
   args.option("reconnect-ms", "MS", "how long to keep reconnecting when the tracker goes away", "120000");
   args.option("final-top", "N", "best configurations re-measured at the end beside the default; 0: none (the best "
-                                "recorded is the result)", "3");
+                                "recorded is the result); 2 with --model", "3");
   args.option("final-repeat", "N", "their timed rounds, spread over interleaved passes", "15");
   args.option("vendors", "LIST", "vendor libraries timed on the device beside the final round, when the op has them "
                                  "and the device has them: all, none, or e.g. openblas,onednn", "all");
@@ -264,8 +264,9 @@ int run_tune(int argc, char** argv) {
       "With --model, every distinct task of the model (see `kestrel tasks --model`) is tuned in one\n"
       "session: each task's default first, then a step at a time for the task expected to cut the\n"
       "model's latency most (occurrences x time saved per trial, from its recent progress and\n"
-      "from how fast similar tasks run), until --trials-per-task or --time-budget. Run it again\n"
-      "to resume; then `kestrel export --model ... --db ...`.");
+      "from how fast similar tasks run), until --trials-per-task or --time-budget. The budget\n"
+      "covers the search: each task's final re-measurement follows it (seconds per task).\n"
+      "Run it again to resume; then `kestrel export --model ... --db ...`.");
   try {
     if (!args.parse(argc, argv, 2)) {
       std::cout << args.help();
@@ -315,7 +316,8 @@ int run_tune(int argc, char** argv) {
     options.early_stopping = static_cast<std::size_t>(args.get_int("early-stopping", 0, 0, 100'000'000));
     options.batch_size = static_cast<std::size_t>(args.get_int("batch", 16, 1, 4096));
     options.seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
-    options.final_top = static_cast<std::size_t>(args.get_int("final-top", 3, 0, 100));
+    // A model has tens of tasks, each re-measured after the search: two finalists each.
+    options.final_top = static_cast<std::size_t>(args.get_int("final-top", from_model ? 2 : 3, 0, 100));
     options.final_repeat = static_cast<std::uint32_t>(args.get_int("final-repeat", 15, 1, 10'000));
     options.transfer = !args.has("no-transfer");
     options.vendors = args.get("vendors", "all");

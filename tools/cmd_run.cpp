@@ -64,11 +64,15 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-// The Python that runs scripts/ort_run.py: --python, $KESTREL_PYTHON, the source tree's
-// .venv (scripts/setup-python.sh), python3.
+// The Python that runs scripts/ort_run.py: --python, $KESTREL_PYTHON, $KESTREL_VENV's or
+// the source tree's .venv (scripts/setup-python.sh), python3.
 std::string find_python(const Args& args) {
   if (args.has("python")) return args.get("python");
   if (const char* env = std::getenv("KESTREL_PYTHON"); env && *env) return env;
+  if (const char* env = std::getenv("KESTREL_VENV"); env && *env) {
+    fs::path python = fs::path(env) / "bin" / "python";
+    if (fs::exists(python)) return python.string();
+  }
   fs::path venv = fs::path(KESTREL_SOURCE_DIR) / ".venv" / "bin" / "python";
   if (fs::exists(venv)) return venv.string();
   return "python3";
@@ -146,6 +150,11 @@ OrtResult run_ort(const std::string& python, const std::string& script, const st
   const fs::path err = dir / "ort_stderr.txt";
   command += " --out-dir " + quote((dir / "ort").string()) + " --threads " + std::to_string(threads) + " --repeat " +
              std::to_string(repeat) + " 2> " + quote(err.string());
+  if (!fs::exists(script)) {
+    OrtResult missing;
+    missing.why = "no script " + script + " (give its path with --ort-script)";
+    return missing;
+  }
   std::string stdout_text;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) throw RunError("cannot start " + python);
@@ -157,8 +166,8 @@ OrtResult run_ort(const std::string& python, const std::string& script, const st
   std::string err_text = read_file(err);
   while (!err_text.empty() && (err_text.back() == '\n' || err_text.back() == ' ')) err_text.pop_back();
   OrtResult r;
-  if (code == 3 || code == 127) {
-    r.why = code == 127 ? python + " was not found" : err_text;
+  if (code == 3 || code == 126 || code == 127) {
+    r.why = code == 3 ? err_text : python + (code == 127 ? " was not found" : " cannot be run");
     return r;
   }
   if (code != 0) throw RunError("onnxruntime failed (" + script + ", exit " + std::to_string(code) + "): " + err_text);

@@ -352,6 +352,10 @@ int run_tune(int argc, char** argv) {
     session_options.session.registry = &registry;
     if (from_model) {
       std::int64_t block = args.get_int("block", 0, 0, 64);
+      if (block != 0 && block != 4 && block != 8 && block != 16) throw UsageError("--block must be 4, 8 or 16");
+      // Fail before leasing a device when the model has nothing to tune (the jobs are
+      // made again for the leased device's target).
+      model_jobs(*model, buckets, block, registry, host::parse_target("native", ""));
       session_options.session.scheduled = true;
       session_options.session.time_budget = options.time_budget;
       session_options.session.make_jobs = [&](const host::Target& target) {

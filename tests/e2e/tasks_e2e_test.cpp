@@ -12,6 +12,7 @@
 
 #include "model/onnx_builder.h"
 #include "support/process.h"
+#include "support/python.h"
 
 using Catch::Matchers::Contains;
 using kestrel::test::OnnxBuilder;
@@ -119,12 +120,7 @@ TEST_CASE("e2e: kestrel tasks explains a missing or corrupt model, an unsupporte
 
 namespace {
 
-std::string python() {
-  if (const char* env = std::getenv("KESTREL_PYTHON"); env && *env) return env;
-  std::string venv = std::string(KESTREL_SOURCE_DIR) + "/.venv/bin/python";
-  if (std::filesystem::exists(venv)) return venv;
-  return "/usr/bin/python3";
-}
+using kestrel::test::python;
 
 nlohmann::json tasks_json(const TempDir& dir, const std::string& name, std::vector<std::string> extra = {}) {
   std::string out;
@@ -152,12 +148,8 @@ int instances(const nlohmann::json& plan) {
 
 TEST_CASE("e2e: kestrel tasks on ResNet-18, MobileNetV2 and the BERT layer of scripts/make_models.py") {
   const std::string script = std::string(KESTREL_SOURCE_DIR) + "/scripts/make_models.py";
-  const std::string check = "'" + python() + "' -c 'import numpy, onnx' > /dev/null 2>&1";
-  if (!std::filesystem::exists(script) || std::system(check.c_str()) != 0) {
-    std::cout << "skipped: needs scripts/make_models.py and a Python with numpy and onnx (" << python()
-              << "; run scripts/setup-python.sh or set KESTREL_PYTHON)\n";
-    std::exit(77);
-  }
+  REQUIRE(std::filesystem::exists(script));
+  kestrel::test::require_python_modules("numpy, onnx");
   TempDir dir;
   // ResNet-18: every conv fused with its bias, residual and ReLU; only Flatten untuned.
   auto resnet = tasks_json(dir, "resnet18")["plans"][0];

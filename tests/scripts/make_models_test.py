@@ -4,7 +4,7 @@ real architectures (parameter counts equal torchvision's ResNet-18 and MobileNet
 each BatchNormalization's 2 x channels are counted as the conv's 1 x channels of bias;
 BERT-base's 7,087,872 per encoder layer), have the documented inputs and outputs (a
 symbolic "seq" for the BERT layer), and are the same bytes on every run (fixed seeds).
-Exits 77 (skipped) when onnx or numpy is not importable."""
+Exits 77 (skipped) when onnx or numpy is not importable, 1 under KESTREL_REQUIRE_PYTHON=1 (CI)."""
 
 import hashlib
 import os
@@ -17,8 +17,10 @@ try:
     import onnx
     from onnx import numpy_helper
 except ImportError as error:
-    print(f"skipped: {error.name} is not importable with {sys.executable} (run scripts/setup-python.sh)")
-    sys.exit(77)
+    must = os.environ.get("KESTREL_REQUIRE_PYTHON") == "1"
+    print(f"{'FAIL' if must else 'skipped'}: {error.name} is not importable with {sys.executable} "
+          "(run scripts/setup-python.sh)")
+    sys.exit(1 if must else 77)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "make_models.py")

@@ -80,7 +80,19 @@ TEST_CASE("export writes a native library whose dispatcher runs the tuned and de
   const ops::Params softmax_params{{"rows", 9}, {"cols", 70}};
 
   auto records = tuner::open_records((scratch.path() / "tune.db").string());
-  const ops::Config tuned = gemm.default_config(gemm_params, target.traits);
+  // A valid configuration other than the default: what the record says must be compiled in.
+  const ops::Config fallback = gemm.default_config(gemm_params, target.traits);
+  ops::Config tuned = fallback;
+  for (const auto& knob : gemm.knobs(gemm_params)) {
+    for (auto value : knob.values) {
+      ops::Config candidate = fallback;
+      candidate[knob.name] = value;
+      if (tuned == fallback && candidate != fallback && gemm.check(gemm_params, candidate, target.traits).empty()) {
+        tuned = candidate;
+      }
+    }
+  }
+  REQUIRE(tuned != fallback);
   records->add(record_for(target, gemm, gemm_params, tuned));
 
   Plan plan;

@@ -112,9 +112,7 @@ ExportReport export_library(tuner::RecordStore& records, host::Compiler& compile
     for (const ModelTask& task : plan.tasks) {
       // One kernel per task and run-time parameters (two tasks of one workload at a bucket
       // may follow the symbol in different parameters).
-      std::string key = task.op + "/" + ops::format_params(task.params);
-      for (const DynamicParam& d : task.dynamic) key += "/" + d.param + "=" + std::to_string(d.multiplier) + d.symbol;
-      if (!seen.insert(key).second) continue;
+      if (!seen.insert(task.identity()).second) continue;
       const ops::Op* op = registry.find(task.op, ops::Backend::cpu);
       if (!op) throw ModelError("export: the task " + task.op + " " + ops::format_params(task.params) + " has no CPU kernel");
       detail::TableEntry entry;

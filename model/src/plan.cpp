@@ -10,6 +10,12 @@ namespace kestrel::model {
 
 std::string ModelTask::key() const { return op + "/" + ops::format_params(params); }
 
+std::string ModelTask::identity() const {
+  std::string out = key();
+  for (const DynamicParam& d : dynamic) out += "/" + d.param + "=" + std::to_string(d.multiplier) + d.symbol;
+  return out;
+}
+
 std::int64_t default_block(const ops::TargetTraits& traits) {
   return std::clamp<std::int64_t>(traits.vector_floats, 4, 16);
 }
@@ -88,7 +94,7 @@ Plan plan_model(const Model& model, const PlanOptions& options) {
   // follow seq in one and M, K in the other): regroup by workload and run-time parameters,
   // in order of first appearance.
   std::vector<ModelTask> tasks;
-  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  std::map<std::string, std::size_t> index;
   for (std::size_t s = 0; s < plan.steps.size(); ++s) {
     Step& step = plan.steps[s];
     if (step.kind != Step::Kind::task) continue;
@@ -96,9 +102,7 @@ Plan plan_model(const Model& model, const PlanOptions& options) {
     task.dynamic = per_step[s];
     std::sort(task.dynamic.begin(), task.dynamic.end(),
               [](const DynamicParam& a, const DynamicParam& b) { return a.param < b.param; });
-    std::string dynamic;
-    for (const auto& d : task.dynamic) dynamic += d.param + "=" + std::to_string(d.multiplier) + d.symbol + ";";
-    auto [it, added] = index.emplace(std::make_pair(task.key(), dynamic), tasks.size());
+    auto [it, added] = index.emplace(task.identity(), tasks.size());
     if (added) {
       task.occurrences = 0;
       tasks.push_back(std::move(task));

@@ -42,6 +42,9 @@ struct ModelTask {
   int occurrences = 0;                  // instances in the model
   double flops = 0;                     // per instance (the op's count)
   std::string key() const;              // "<op>/<format_params(params)>"
+  // key() plus the run-time parameters ("/M=1seq/N=1seq"): what makes two tasks distinct
+  // in a plan and two kernels distinct in an export.
+  std::string identity() const;
 };
 
 // How an argument of a task step is stored for the op, from the ONNX value it comes from.

@@ -274,6 +274,23 @@ int run_model(int argc, char** argv) {
     }
     const std::string model_path = args.get("model");
     model::Model m = model::Model::load(model_path);
+    const std::string python = find_python(args);
+    const std::string script = args.has("ort-script") ? args.get("ort-script")
+                                                      : (fs::path(KESTREL_SOURCE_DIR) / "scripts" / "ort_run.py").string();
+    // Before the model runs: is there an ONNX Runtime to check it against?
+    if (!args.has("no-check")) {
+      std::string why;
+      if (!fs::exists(script)) {
+        why = "no script " + script + " (give its path with --ort-script)";
+      } else if (std::system((quote(python) + " -c 'import onnxruntime, numpy' > /dev/null 2>&1").c_str()) != 0) {
+        why = python + " cannot import onnxruntime and numpy";
+      }
+      if (!why.empty()) {
+        std::cerr << "kestrel run: ONNX Runtime is not available to check the outputs: " << why
+                  << "\n(install it with scripts/setup-python.sh, point --python at a Python that has it, or pass --no-check)\n";
+        return 2;
+      }
+    }
     const model::Binding symbols = model::parse_binding(m.graph().symbols(), args.get("shape"));
     model::Graph graph = m.bind(symbols);
 
@@ -338,9 +355,6 @@ int run_model(int argc, char** argv) {
         fs::remove_all(dir, ec);
       }
     } cleanup{scratch};
-    const std::string python = find_python(args);
-    const std::string script = args.has("ort-script") ? args.get("ort-script")
-                                                      : (fs::path(KESTREL_SOURCE_DIR) / "scripts" / "ort_run.py").string();
     OrtResult ort = run_ort(python, script, model_path, inputs, threads, repeat, scratch);
     if (!ort.available && !args.has("no-check")) {
       std::cerr << "kestrel run: ONNX Runtime is not available to check the outputs: " << ort.why

@@ -2,6 +2,7 @@
 // compiled for one target into one library with a dispatcher (dispatcher.cpp), a header,
 // the runtime, and a manifest.
 #include "kestrel/model/export.h"
+#include "kestrel/model/kernel_provider.h"
 
 #include <unistd.h>
 
@@ -29,17 +30,6 @@ namespace kestrel::model {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A task's workload with its optional parameters at their fallback left out, as the
-// records store workloads.
-ops::Params normalized(const ops::Op& op, const ops::Params& params) {
-  ops::Params out = params;
-  for (const ops::ParamSpec& spec : op.params()) {
-    auto it = out.find(spec.name);
-    if (spec.optional && it != out.end() && it->second == spec.fallback) out.erase(it);
-  }
-  return out;
-}
 
 std::string triple_of(const std::string& recorded_target) { return recorded_target.substr(0, recorded_target.find(' ')); }
 
@@ -121,9 +111,10 @@ ExportReport export_library(tuner::RecordStore& records, host::Compiler& compile
       entry.kernel.params = task.params;
       entry.kernel.dynamic = task.dynamic;
       entry.kernel.entry = "kestrel_k" + std::to_string(entries.size());
-      for (const ops::ParamSpec& spec : op->params()) {
-        auto it = task.params.find(spec.name);
-        entry.params.push_back(it != task.params.end() ? it->second : spec.fallback);
+      entry.params = ordered_params(*op, task.params);
+      const std::vector<ops::ParamSpec> specs = op->params();
+      for (std::size_t i = 0; i < specs.size(); ++i) {
+        const ops::ParamSpec& spec = specs[i];
         std::int64_t multiplier = 0;
         for (const DynamicParam& d : task.dynamic) {
           if (d.param != spec.name) continue;
@@ -132,16 +123,16 @@ ExportReport export_library(tuner::RecordStore& records, host::Compiler& compile
           if (d.symbol == entry.symbol && d.multiplier > 0) multiplier = d.multiplier;
         }
         entry.multipliers.push_back(multiplier);
-        if (multiplier) entry.bucket = entry.params.back() / multiplier;
+        if (multiplier) entry.bucket = entry.params[i] / multiplier;
       }
       std::erase_if(entry.kernel.dynamic, [&](const DynamicParam& d) { return d.symbol != entry.symbol; });
 
       // The best own record (exact target first, then the fastest), else the default.
-      const ops::Params workload = normalized(*op, task.params);
+      const ops::Params workload = ops::normalize_params(*op, task.params);
       const tuner::Record* chosen = nullptr;
       bool chosen_exact = false;
       for (const tuner::Best& best : bests) {
-        if (best.op != task.op || normalized(*op, best.workload) != workload) continue;
+        if (best.op != task.op || ops::normalize_params(*op, best.workload) != workload) continue;
         const tuner::Record* own = best.own();
         if (!own) continue;
         if (const std::string why = op->check(task.params, own->config, target.traits); !why.empty()) {

@@ -289,10 +289,7 @@ class Planner {
   // out), checked by the op; the reason when refused.
   Outcome finish(Candidate c) const {
     const ops::Op& op = registry_.get(c.op);
-    for (const auto& spec : op.params()) {
-      auto it = c.params.find(spec.name);
-      if (spec.optional && it != c.params.end() && it->second == spec.fallback) c.params.erase(it);
-    }
+    c.params = ops::normalize_params(op, std::move(c.params));
     try {
       op.validate(c.params);
     } catch (const ops::OpError& e) {

@@ -199,13 +199,22 @@ Params parse_params(const Op& op, std::string_view text) {
       }
       if (!spec.optional) params[spec.name] = spec.fallback;
     } else if (spec.optional && it->second == spec.fallback) {
-      params.erase(it);
+      continue;  // left out by normalize_params
     } else if (it->second < spec.min || it->second > spec.max) {
       throw OpError("parameter " + spec.name + "=" + std::to_string(it->second) + " is outside " +
                     std::to_string(spec.min) + ".." + std::to_string(spec.max));
     }
   }
+  params = normalize_params(op, std::move(params));
   op.validate(params);
+  return params;
+}
+
+Params normalize_params(const Op& op, Params params) {
+  for (const auto& spec : op.params()) {
+    auto it = params.find(spec.name);
+    if (spec.optional && it != params.end() && it->second == spec.fallback) params.erase(it);
+  }
   return params;
 }
 

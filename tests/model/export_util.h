@@ -45,8 +45,6 @@ class Library {
   void* handle_;
 };
 
-// The op's parameters in its order, optional ones at their fallback.
-std::vector<std::int64_t> param_vector(const ops::Op& op, const ops::Params& params);
 
 // The outputs of the op's reference kernel on the seeded random inputs `inputs`.
 std::vector<std::vector<float>> reference_outputs(host::Compiler& compiler, const ops::Op& op,

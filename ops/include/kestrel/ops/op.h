@@ -182,6 +182,9 @@ Params parse_params(const Op& op, std::string_view text);
 // configuration's value on `target`). Throws OpError on unknown knobs or values outside
 // the domain.
 Config parse_config(const Op& op, const Params& params, std::string_view text, const TargetTraits& target);
+// The workload as records store it: optional parameters equal to their fallback left out
+// (parse_params gives it so; workloads built in code go through this).
+Params normalize_params(const Op& op, Params params);
 std::string format_params(const Params& params);  // "K=128,M=512,N=256"
 std::string format_config(const Config& config);
 // Parses the text format_params / format_config write ("A=1,B=2"; "" is the empty map)

@@ -25,10 +25,7 @@ namespace {
 // The workload with its run-time parameters: "K=768,M=16,N=768 [M=seq]".
 std::string workload_text(const model::ExportedKernel& k) {
   std::string text = ops::format_params(k.params);
-  std::string dynamic;
-  for (const model::DynamicParam& d : k.dynamic)
-    dynamic += (dynamic.empty() ? "" : ",") + d.param + "=" + (d.multiplier == 1 ? "" : std::to_string(d.multiplier) + "*") +
-               d.symbol;
+  const std::string dynamic = model::to_string(k.dynamic);
   return dynamic.empty() ? text : text + " [" + dynamic + "]";
 }
 

@@ -30,11 +30,7 @@ std::string workload_text(const ops::Op& op, const ops::Params& params) {
 }
 
 std::string dynamic_text(const std::vector<model::DynamicParam>& dynamic) {
-  std::string out;
-  for (const auto& d : dynamic) {
-    out += (out.empty() ? "" : ",") + d.param + "=" + (d.multiplier == 1 ? "" : std::to_string(d.multiplier) + "*") +
-           d.symbol;
-  }
+  std::string out = model::to_string(dynamic);
   return out.empty() ? "-" : out;
 }
 

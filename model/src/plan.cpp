@@ -10,6 +10,15 @@ namespace kestrel::model {
 
 std::string ModelTask::key() const { return op + "/" + ops::format_params(params); }
 
+std::string to_string(const std::vector<DynamicParam>& dynamic) {
+  std::string out;
+  for (const auto& d : dynamic) {
+    out += (out.empty() ? "" : ",") + d.param + "=" + (d.multiplier == 1 ? "" : std::to_string(d.multiplier) + "*") +
+           d.symbol;
+  }
+  return out;
+}
+
 std::string ModelTask::identity() const {
   std::string out = key();
   for (const DynamicParam& d : dynamic) out += "/" + d.param + "=" + std::to_string(d.multiplier) + d.symbol;

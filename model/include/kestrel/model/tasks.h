@@ -33,6 +33,9 @@ struct DynamicParam {
   friend bool operator==(const DynamicParam&, const DynamicParam&) = default;
 };
 
+// "M=seq,rows=12*seq"; empty when there are none.
+std::string to_string(const std::vector<DynamicParam>& dynamic);
+
 // One distinct Kestrel task of the model (at this plan's symbol values).
 struct ModelTask {
   std::string op;                       // Kestrel op name ("conv2d_nchwc")

@@ -212,8 +212,7 @@ TEST_CASE("import refuses weights kept in an external file and raw data of the w
   OnnxBuilder short_raw = conv_model();
   short_raw.proto().mutable_graph()->mutable_initializer(1)->set_raw_data(std::string(12, '\0'));
   std::string message = error_of([&] { load(short_raw, dir); });
-  CHECK_THAT(message, Contains("m.onnx"));
-  CHECK(message != "(no error)");
+  CHECK_THAT(message, Contains("m.onnx") && Contains("12 bytes of raw data, expected"));
 }
 
 TEST_CASE("import: bind() folds shape computations (Shape, Gather, Unsqueeze, Concat) that feed a Reshape") {

@@ -675,6 +675,13 @@ std::vector<Record> SqliteRecords::find_other_workloads(const std::string& op, c
   return impl_->read_all(s, path_, "finding records of other workloads");
 }
 
+std::vector<Record> SqliteRecords::all(const std::string& op) const {
+  Statement s(impl_->db.get(), path_,
+              impl_->select(op.empty() ? "ORDER BY time_unix_ms, id" : "WHERE op = ?1 ORDER BY time_unix_ms, id"));
+  if (!op.empty()) s.bind(1, op);
+  return impl_->read_all(s, path_, "reading records");
+}
+
 std::vector<Best> SqliteRecords::best() const {
   sqlite3* db = impl_->db.get();
   const std::string& source = impl_->source;

@@ -107,9 +107,24 @@ XgboostCostModel::XgboostCostModel(std::uint64_t seed) : impl_(std::make_unique<
 XgboostCostModel::~XgboostCostModel() = default;
 
 void XgboostCostModel::fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs) {
+  fit(features, costs, {}, {});
+}
+
+void XgboostCostModel::fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs,
+                           const std::vector<unsigned>& groups, const std::vector<float>& base_margin) {
   if (features.size() != costs.size()) {
     throw std::invalid_argument("cost model: " + std::to_string(features.size()) + " feature rows but " +
                                 std::to_string(costs.size()) + " costs");
+  }
+  if (!base_margin.empty() && base_margin.size() != features.size()) {
+    throw std::invalid_argument("cost model: " + std::to_string(features.size()) + " feature rows but " +
+                                std::to_string(base_margin.size()) + " base margins");
+  }
+  std::size_t grouped = 0;
+  for (unsigned size : groups) grouped += size;
+  if (!groups.empty() && grouped != features.size()) {
+    throw std::invalid_argument("cost model: groups of " + std::to_string(grouped) + " rows in all for " +
+                                std::to_string(features.size()) + " feature rows");
   }
   impl_->booster.reset();
   impl_->columns = 0;
@@ -123,35 +138,48 @@ void XgboostCostModel::fit(const std::vector<std::vector<float>>& features, cons
   }
   if (columns == 0) return;
 
-  // Distinct outcomes: at least two, or there is nothing to learn.
-  std::vector<double> distinct;
-  double best = std::numeric_limits<double>::infinity(), worst = 0;
-  for (double cost : costs) {
-    double key = failed(cost) ? std::numeric_limits<double>::infinity() : cost;
-    if (std::find(distinct.begin(), distinct.end(), key) == distinct.end()) distinct.push_back(key);
-    if (!failed(cost)) {
-      best = std::min(best, cost);
-      worst = std::max(worst, cost);
-    }
-  }
-  if (distinct.size() < 2) return;
+  // One group of everything when none are given.
+  std::vector<unsigned> sizes = groups;
+  if (sizes.empty()) sizes.push_back(static_cast<unsigned>(features.size()));
 
+  // Labels within each group; training needs two distinct outcomes in some group.
   std::vector<float> labels(costs.size());
-  for (std::size_t i = 0; i < costs.size(); ++i) {
-    if (kObjective == Objective::rank_pairwise) {
-      labels[i] = failed(costs[i]) ? 0.0f : static_cast<float>(best / costs[i]);
-    } else {
-      // -log(cost); failures one unit (a factor e) below the slowest success.
-      double floor = std::isinf(best) ? 0.0 : -std::log(worst) - 1.0;
-      labels[i] = static_cast<float>(failed(costs[i]) ? floor : -std::log(costs[i]));
+  bool learnable = false;
+  std::size_t begin = 0;
+  for (unsigned size : sizes) {
+    const std::size_t end = begin + size;
+    std::vector<double> distinct;
+    double best = std::numeric_limits<double>::infinity(), worst = 0;
+    for (std::size_t i = begin; i < end; ++i) {
+      double key = failed(costs[i]) ? std::numeric_limits<double>::infinity() : costs[i];
+      if (std::find(distinct.begin(), distinct.end(), key) == distinct.end()) distinct.push_back(key);
+      if (!failed(costs[i])) {
+        best = std::min(best, costs[i]);
+        worst = std::max(worst, costs[i]);
+      }
     }
+    if (distinct.size() >= 2) learnable = true;
+    for (std::size_t i = begin; i < end; ++i) {
+      if (kObjective == Objective::rank_pairwise) {
+        labels[i] = failed(costs[i]) ? 0.0f : static_cast<float>(best / costs[i]);
+      } else {
+        // -log(cost); failures one unit (a factor e) below the slowest success.
+        double floor = std::isinf(best) ? 0.0 : -std::log(worst) - 1.0;
+        labels[i] = static_cast<float>(failed(costs[i]) ? floor : -std::log(costs[i]));
+      }
+    }
+    begin = end;
   }
+  if (!learnable) return;
 
   DMatrix train(features, columns);
   check(XGDMatrixSetFloatInfo(train.get(), "label", labels.data(), labels.size()), "setting labels");
   if (kObjective == Objective::rank_pairwise) {
-    unsigned group = static_cast<unsigned>(features.size());
-    check(XGDMatrixSetUIntInfo(train.get(), "group", &group, 1), "setting the query group");
+    check(XGDMatrixSetUIntInfo(train.get(), "group", sizes.data(), sizes.size()), "setting the query groups");
+  }
+  if (!base_margin.empty()) {
+    check(XGDMatrixSetFloatInfo(train.get(), "base_margin", base_margin.data(), base_margin.size()),
+          "setting the base margin");
   }
   auto booster = std::make_unique<Booster>(train);
   booster->set("verbosity", "0");
@@ -178,7 +206,18 @@ void XgboostCostModel::fit(const std::vector<std::vector<float>>& features, cons
 bool XgboostCostModel::trained() const { return impl_->booster != nullptr; }
 
 std::vector<float> XgboostCostModel::predict(const std::vector<std::vector<float>>& features) const {
-  if (!impl_->booster || features.empty()) return std::vector<float>(features.size(), 0.0f);
+  return predict(features, {});
+}
+
+std::vector<float> XgboostCostModel::predict(const std::vector<std::vector<float>>& features,
+                                             const std::vector<float>& base_margin) const {
+  if (!base_margin.empty() && base_margin.size() != features.size()) {
+    throw std::invalid_argument("cost model: " + std::to_string(features.size()) + " feature rows but " +
+                                std::to_string(base_margin.size()) + " base margins");
+  }
+  if (!impl_->booster || features.empty()) {
+    return base_margin.empty() ? std::vector<float>(features.size(), 0.0f) : base_margin;
+  }
   for (const auto& row : features) {
     if (row.size() != impl_->columns) {
       throw std::invalid_argument("cost model: a feature row has " + std::to_string(row.size()) +
@@ -186,9 +225,16 @@ std::vector<float> XgboostCostModel::predict(const std::vector<std::vector<float
     }
   }
   DMatrix rows(features, impl_->columns);
+  if (!base_margin.empty()) {
+    check(XGDMatrixSetFloatInfo(rows.get(), "base_margin", base_margin.data(), base_margin.size()),
+          "setting the base margin");
+  }
   bst_ulong length = 0;
   const float* result = nullptr;
-  check(XGBoosterPredict(impl_->booster->get(), rows.get(), 0, 0, 0, &length, &result), "predicting");
+  // Option 1 (output_margin): the raw sum of the trees plus the base margin; for a
+  // ranking objective the same order as the plain prediction.
+  check(XGBoosterPredict(impl_->booster->get(), rows.get(), base_margin.empty() ? 0 : 1, 0, 0, &length, &result),
+        "predicting");
   if (length != features.size()) {
     throw std::runtime_error("xgboost: predicted " + std::to_string(length) + " values for " +
                              std::to_string(features.size()) + " rows");

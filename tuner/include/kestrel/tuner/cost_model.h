@@ -19,10 +19,20 @@ class CostModel {
   // otherwise the model stays untrained. Throws std::invalid_argument on rows of
   // different lengths, std::runtime_error on an error of the implementation.
   virtual void fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs) = 0;
+  // The same with ranking groups (`groups`: sizes of consecutive runs of rows that are
+  // comparable, e.g. one workload on one device class, summing to the row count; empty:
+  // one group; labels are relative to each group's best) and a base margin per row
+  // (added to the model's output in training, so the model learns a correction to it;
+  // empty: none). Throws std::invalid_argument on sizes that do not add up.
+  virtual void fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs,
+                   const std::vector<unsigned>& groups, const std::vector<float>& base_margin) = 0;
   virtual bool trained() const = 0;
   // Scores, one per row; all zero while untrained. Throws std::invalid_argument for rows
   // of another length than the model was trained on.
   virtual std::vector<float> predict(const std::vector<std::vector<float>>& features) const = 0;
+  // Scores with a base margin per row added (as fitted with one); an empty margin is none.
+  virtual std::vector<float> predict(const std::vector<std::vector<float>>& features,
+                                     const std::vector<float>& base_margin) const = 0;
   // Writes the trained model to `path` / replaces this model with the one at `path`.
   // Throw std::runtime_error naming the path (untrained model, unreadable or unwritable
   // file, not a model).

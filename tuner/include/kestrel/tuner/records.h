@@ -106,6 +106,9 @@ class RecordStore {
   // re-measurements preferred. Vendor libraries' records compete like any other: the
   // fastest implementation wins. Tasks with no ok record have no entry.
   virtual std::vector<Best> best() const = 0;
+  // Every record of `op` (every op when empty), any workload, target and class, oldest
+  // first: what datasets and cross-workload models read.
+  virtual std::vector<Record> all(const std::string& op = "") const = 0;
   virtual std::size_t count() const = 0;
 
   // One JSON object per line; import skips records already present (same session,
@@ -143,6 +146,7 @@ class SqliteRecords final : public RecordStore {
   std::vector<Record> find_other_workloads(const std::string& op, const ops::Params& workload,
                                            const std::string& target, std::size_t limit = 5000) const override;
   std::vector<Best> best() const override;
+  std::vector<Record> all(const std::string& op = "") const override;
   std::size_t count() const override;
   void export_jsonl(std::ostream& out) const override;
   std::size_t import_jsonl(std::istream& in) override;

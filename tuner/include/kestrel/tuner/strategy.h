@@ -4,6 +4,7 @@
 // observe() from earlier sessions (resume).
 #pragma once
 
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -47,10 +48,18 @@ struct StrategyOptions {
     double cost = 0;
   };
   std::vector<Transfer> transfer;
+  // A prior over configurations for a warm start (a cross-workload model's scores of
+  // space points, higher = faster; cross_model.h). Empty: none. "sa" plans its first
+  // batch from the prior instead of random points, and adds prior_weight x the prior's
+  // standardised score as a base margin of its own model, the weight falling linearly
+  // from 1 to 0 over the first prior_fade measured trials (then the prior is gone).
+  std::function<std::vector<float>(const std::vector<std::uint64_t>& points)> prior;
+  std::size_t prior_fade = 64;
 };
 
-// "random", "grid", "ga", "sa" (annealing over an XGBoost cost model, the default) and
-// "anneal" (model-free annealing on measured costs). Throws std::invalid_argument for
+// "random", "grid", "ga", "sa" (annealing over an XGBoost cost model, the default),
+// "anneal" (model-free annealing on measured costs) and "bo" (Bayesian optimisation over a
+// tree-ensemble surrogate). Throws std::invalid_argument for
 // any other name, listing these.
 std::unique_ptr<Strategy> make_strategy(std::string_view name, const Space& space, const StrategyOptions& options);
 const std::vector<std::string>& strategy_names();

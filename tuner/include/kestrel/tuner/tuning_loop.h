@@ -31,6 +31,7 @@
 
 namespace kestrel::tuner {
 
+class CrossModel;
 class Space;
 class Strategy;
 
@@ -56,6 +57,15 @@ struct TuneOptions {
   // separated list of implementations ("openblas,onednn"). Once per session: in the final
   // round when there is one, else on their own (not when interrupted).
   std::string vendors = "all";
+  // A cross-workload cost model (cross_model.h) with a model for this op and target
+  // class: warm-starts "sa" (StrategyOptions::prior). Null or no such model: none.
+  std::shared_ptr<const CrossModel> prior_model;
+  // Zero-shot: with a prior_model, pick the configuration without searching: the
+  // model's top zero_shot_verify configurations (and the default) are measured once in
+  // the final round; with zero_shot_verify == 0 nothing is measured and the model's
+  // first pick is the result (TuneResult::zero_shot).
+  bool zero_shot = false;
+  std::size_t zero_shot_verify = 0;
 };
 
 struct TuneProgress {
@@ -96,7 +106,15 @@ struct TuneResult {
   bool default_is_best = false;               // no finalist beat the default: it is the recommendation
   std::optional<FinalEntry> best_recorded;    // without a final round: the best recorded config
   std::vector<FinalEntry> vendors;            // without a final round: the vendor kernels, measured once
-  std::string stop_reason;  // "trials", "time budget", "early stopping", "interrupted", "space exhausted"
+  std::string stop_reason;  // "trials", "time budget", "early stopping", "interrupted", "space exhausted", "zero-shot"
+  // Zero-shot runs: the model's picks, best-scored first (configs), and how long the
+  // pick took; the first is the recommendation unless verification measured another faster.
+  struct ZeroShot {
+    std::vector<std::string> picks;
+    double seconds = 0;
+    std::size_t scored = 0;
+  };
+  std::optional<ZeroShot> zero_shot;
 };
 
 class TuningLoop {

@@ -21,7 +21,11 @@ class XgboostCostModel final : public CostModel {
 
   void fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs) override;
   bool trained() const override;
+  void fit(const std::vector<std::vector<float>>& features, const std::vector<double>& costs,
+           const std::vector<unsigned>& groups, const std::vector<float>& base_margin) override;
   std::vector<float> predict(const std::vector<std::vector<float>>& features) const override;
+  std::vector<float> predict(const std::vector<std::vector<float>>& features,
+                             const std::vector<float>& base_margin) const override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 

@@ -1,0 +1,135 @@
+// The cross-workload cost model ("zero-shot"): one ranking model per op and target class,
+// trained on the records of many workloads, that orders the configurations of a workload
+// it never saw. Files (".kcm") hold every (op, target class) model with the feature
+// schema it was trained on, what it was trained on and its held-out ranking quality.
+//
+// Features (cross_features) are the op's own (Op::features, under features.cpp's signed
+// log) plus quantities that carry across shapes and machines: the op's tile footprints
+// as shares of the target's L1, L2 and L3, the target's vector width and register count.
+// Any change to them changes kFeatureSchemaVersion, and a file of another schema is
+// refused (retrain), never silently misread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kestrel/host/target.h"
+#include "kestrel/ops/op.h"
+#include "kestrel/tuner/records.h"
+
+namespace kestrel::tuner {
+
+// Bumped whenever cross_features() changes (names, order or meaning).
+inline constexpr int kFeatureSchemaVersion = 1;
+// Bumped whenever the .kcm layout changes.
+inline constexpr int kModelFileVersion = 1;
+
+// A user's error with a model or its training data: a missing, unreadable or foreign
+// file, a file of a newer version or another feature schema, records too few to learn
+// from. The message names the path and says what to do.
+class ModelFileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The class of targets that one model serves: the ISA the code is compiled for ("avx2",
+// "avx512", "neon", "neon32", "sse", "scalar"), or the GPU backend ("cuda", "opencl").
+std::string target_class(const host::Target& target);
+// The same from a record's target text ("x86_64-linux-gnu (znver3)"); empty when the
+// text names no target Kestrel knows.
+std::string target_class(std::string_view record_target);
+// The traits a record's target text stands for (host::parse_target's; typical caches of
+// its ISA). Throws std::invalid_argument for a text naming no known target.
+ops::TargetTraits traits_of_record_target(std::string_view record_target);
+
+// Features of one configuration for the cross-workload model, and their names (the
+// same names and order for every workload and target of the op).
+std::vector<float> cross_features(const ops::Op& op, const ops::Params& workload, const ops::Config& config,
+                                  const ops::TargetTraits& target);
+std::vector<std::string> cross_feature_names(const ops::Op& op, const ops::Params& workload,
+                                             const ops::Config& config, const ops::TargetTraits& target);
+
+// Ranking quality on workloads the model did not train on. For each held-out workload
+// with at least 2 distinct ok costs: whether its measured best is the model's first
+// (top-1) or among its first five (top-5) of that workload's measured configurations;
+// Kendall's tau between the model's order and the measured order of its ok configurations;
+// and best cost / cost of the model's first pick among them (1 = the model found the
+// measured best). Means over workloads (pick_ratio: geometric mean).
+struct RankingQuality {
+  std::size_t workloads = 0;
+  double top1_recall = 0;
+  double top5_recall = 0;
+  double kendall_tau = 0;
+  double pick_ratio = 0;
+};
+
+// One trained model of the file.
+struct OpModelInfo {
+  std::string op;
+  std::string target_class;
+  std::vector<std::string> feature_names;
+  std::size_t rows = 0;       // ok and failed records trained on
+  std::size_t workloads = 0;  // distinct workloads (groups) trained on
+  std::vector<std::string> trained_workloads;  // ops::format_params of each
+  RankingQuality holdout;     // from leave-workloads-out folds; workloads == 0 if too few
+};
+
+struct TrainOptions {
+  std::vector<std::string> ops;  // only these ops; empty: every op with enough records
+  std::size_t folds = 5;         // leave-workloads-out folds for RankingQuality
+  std::uint64_t seed = 1;
+  // Called with a line of progress ("gemm/avx2: 31 workloads, 1,488 rows, fold 2/5").
+  std::function<void(const std::string&)> progress;
+};
+
+class CrossModel {
+ public:
+  CrossModel();
+  ~CrossModel();
+  CrossModel(CrossModel&&) noexcept;
+  CrossModel& operator=(CrossModel&&) noexcept;
+
+  // Fits one model per (op, target class) with at least 2 workloads that each have at
+  // least 2 distinct ok costs (one ranking group per workload and device class; labels
+  // relative to that group's best), after measuring its held-out quality with
+  // leave-workloads-out folds. Vendor records, records of unknown ops and knobs the op
+  // no longer has are skipped. Throws ModelFileError when nothing qualifies, saying
+  // what was found ("gemm/avx2: 1 workload; a model needs records of at least 2").
+  static CrossModel train(const std::vector<Record>& records, const ops::Registry& registry,
+                          const TrainOptions& options);
+  // Throws ModelFileError naming the path: no such file, not a Kestrel cost model, a
+  // newer file version, another feature schema (retrain with `kestrel model train`).
+  static CrossModel load(const std::string& path);
+  // Writes atomically (a temporary file renamed over `path`): on any failure nothing is
+  // left at `path` and ModelFileError says why.
+  void save(const std::string& path) const;
+
+  const std::vector<OpModelInfo>& models() const;
+  // The model for (op, class), or null.
+  const OpModelInfo* find(std::string_view op, std::string_view target_class) const;
+
+  // Scores of configurations of one workload, higher = faster; only their order means
+  // anything. Throws std::invalid_argument when there is no model for (op,
+  // target_class(target)) (naming the ones there are).
+  std::vector<float> score(const ops::Op& op, const ops::Params& workload, const std::vector<ops::Config>& configs,
+                           const host::Target& target) const;
+  // The same on precomputed cross_features rows.
+  std::vector<float> score_rows(std::string_view op, std::string_view target_class,
+                                const std::vector<std::vector<float>>& rows) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Evaluates `model` on the records' workloads (all treated as unseen), as in training.
+RankingQuality evaluate(const CrossModel& model, const std::vector<Record>& records, const ops::Registry& registry,
+                        std::string_view op, std::string_view target_class);
+
+}  // namespace kestrel::tuner

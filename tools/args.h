@@ -4,6 +4,7 @@
 // layer adds values by name, integer ranges, and "did you mean" for mistyped options.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -55,5 +56,9 @@ class Args {
   std::vector<std::string> names_;             // declared long names
   std::string output_;                         // what --help / --version print
 };
+
+// A duration option's value: "90", "90s", "15m", "2h". Throws UsageError naming
+// `option` ("--time-budget") for anything else.
+std::chrono::seconds parse_duration(const std::string& option, const std::string& text);
 
 }  // namespace kestrel::tools

@@ -18,37 +18,11 @@
 #include "kestrel/tuner/strategy.h"
 #include "kestrel/tuner/tuning_loop.h"
 #include "measure_args.h"
+#include "model_jobs.h"
 #include "tune_session.h"
 
 namespace kestrel::tools {
 namespace {
-
-// "90", "90s", "15m", "2h"; anything else is a usage error.
-std::chrono::seconds parse_duration(const std::string& text) {
-  if (text.empty()) throw UsageError("--time-budget needs a value such as 90s, 15m or 2h");
-  const char unit = text.back();
-  const bool has_unit = !std::isdigit(static_cast<unsigned char>(unit));
-  if (has_unit && unit != 's' && unit != 'm' && unit != 'h') {
-    throw UsageError("--time-budget '" + text + "' has an unknown unit '" + std::string(1, unit) +
-                     "' (use s, m or h, e.g. 90s, 15m or 2h)");
-  }
-  std::string number = has_unit ? text.substr(0, text.size() - 1) : text;
-  long value = 0;
-  try {
-    std::size_t used = 0;
-    value = std::stol(number, &used);
-    if (used != number.size() || value < 0 || number.empty() || !std::isdigit(static_cast<unsigned char>(number[0]))) {
-      throw std::invalid_argument("");
-    }
-  } catch (const std::exception&) {
-    throw UsageError("--time-budget '" + text + "' is not a duration such as 90s, 15m or 2h");
-  }
-  switch (unit) {
-    case 'h': return std::chrono::hours(value);
-    case 'm': return std::chrono::minutes(value);
-    default: return std::chrono::seconds(value);
-  }
-}
 
 void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
   std::cout << "\n"
@@ -138,43 +112,6 @@ nlohmann::json result_json(const tuner::TuneResult& result) {
   for (const auto& v : result.vendors) vendors.push_back(entry_json(v));
   out["vendors"] = vendors;
   return out;
-}
-
-// The tasks of a model at every bucket, for the leased device's target: one job per
-// distinct task, weighted by its occurrences.
-std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vector<model::Binding>& buckets,
-                                       std::int64_t block, const ops::Registry& registry, const host::Target& target) {
-  std::vector<tuner::TuneJob> jobs;
-  std::map<std::string, std::size_t> by_key;
-  std::vector<std::string> untuned;
-  for (const auto& binding : buckets) {
-    model::PlanOptions options;
-    options.block = block;
-    options.traits = target.traits;
-    options.symbols = binding;
-    model::Plan plan = model::plan_model(model, options);
-    for (const auto& task : plan.tasks) {
-      auto [it, fresh] = by_key.try_emplace(task.key(), jobs.size());
-      if (!fresh) {
-        jobs[it->second].weight = std::max(jobs[it->second].weight, static_cast<double>(task.occurrences));
-        continue;
-      }
-      std::string label = task.pattern + " " + ops::format_params(task.params);
-      if (!binding.empty()) label += " [" + model::to_string(binding) + "]";
-      jobs.push_back({label, &registry.get(task.op), task.params, static_cast<double>(task.occurrences)});
-    }
-    if (jobs.empty() && untuned.empty()) {
-      for (const auto& u : plan.untuned) untuned.push_back(u.op_type);
-    }
-  }
-  if (jobs.empty()) {
-    std::string ops;
-    for (const auto& u : untuned) ops += (ops.empty() ? "" : ", ") + u;
-    throw model::ModelError(model.graph().path + " has no operator Kestrel tunes (it has: " +
-                            (ops.empty() ? "no operators" : ops) + "); see kestrel tasks --model " +
-                            model.graph().path);
-  }
-  return jobs;
 }
 
 void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::SessionResult& session,
@@ -308,7 +245,7 @@ int run_tune(int argc, char** argv) {
       throw UsageError("unknown strategy '" + options.strategy + "' (strategies: " + list + ")");
     }
     options.trials = static_cast<std::size_t>(args.get_int("trials", 200, 1, 100'000'000));
-    if (args.has("time-budget")) options.time_budget = parse_duration(args.get("time-budget"));
+    if (args.has("time-budget")) options.time_budget = parse_duration("--time-budget", args.get("time-budget"));
     if (from_model) {
       options.trials = static_cast<std::size_t>(
           args.get_int("trials-per-task", options.time_budget.count() > 0 ? 100'000'000 : 64, 1, 100'000'000));

@@ -15,5 +15,6 @@ int run_bench(int argc, char** argv);
 int run_model(int argc, char** argv);  // `kestrel run`
 int run_tasks(int argc, char** argv);
 int run_export(int argc, char** argv);
+int run_datagen(int argc, char** argv);
 
 }  // namespace kestrel::tools

@@ -35,6 +35,7 @@ const std::vector<Command>& commands() {
       {"bench", "time the best kernels against OpenBLAS and oneDNN, side by side", kestrel::tools::run_bench},
       {"run", "run a model with Kestrel's kernels and check it against ONNX Runtime", kestrel::tools::run_model},
       {"tasks", "list the tunable tasks of an ONNX model and what stays untuned", kestrel::tools::run_tasks},
+      {"datagen", "tune a family of workloads into a database to train a cost model on", kestrel::tools::run_datagen},
       {"version", "print the version and protocol version", run_version},
   };
   return list;

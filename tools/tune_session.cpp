@@ -148,15 +148,20 @@ tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, t
   };
   wait_signal();
 
+  // One view per job, made once the session's jobs are known (make_jobs makes them when
+  // the device is leased).
   std::vector<ProgressView> views;
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    std::string prefix;
-    if (jobs.size() > 1) {
-      prefix = "(" + std::to_string(i + 1) + "/" + std::to_string(jobs.size()) + " " +
-               (jobs[i].label.empty() ? std::string(jobs[i].op->name()) : jobs[i].label) + ") ";
+  auto make_views = [&views, &options](const std::vector<tuner::TuneJob>& all) {
+    views.clear();
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      std::string prefix;
+      if (all.size() > 1) {
+        prefix = "(" + std::to_string(i + 1) + "/" + std::to_string(all.size()) + " " +
+                 (all[i].label.empty() ? std::string(all[i].op->name()) : all[i].label) + ") ";
+      }
+      views.emplace_back(options.quiet, prefix);
     }
-    views.emplace_back(options.quiet, prefix);
-  }
+  };
   ModelProgressView model_view(options.quiet, options.session.time_budget);
   std::exception_ptr failure;
   asio::co_spawn(
@@ -166,6 +171,7 @@ tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, t
           if (options.session.scheduled) {
             model_view.update(session.jobs(), job, p);
           } else {
+            if (views.size() != session.jobs().size()) make_views(session.jobs());
             views[job].update(p);
           }
         });

@@ -1,0 +1,387 @@
+// kestrel-bench-zero-shot: how good a cross-workload cost model's zero-shot picks are on
+// workloads it never saw, measured on this machine.
+//
+// Input: a model (.kcm, from `kestrel model train`) and a records database of held-out
+// workloads tuned in full (`kestrel tune` or `kestrel datagen` on workloads the model's
+// training data excluded). For every held-out workload of this machine's target whose op
+// the model covers: the zero-shot pick (tuner::zero_shot_pick, no measurement; its time
+// is reported), the tuned best (`kestrel best`'s own-kernel record) and the op's default
+// are measured side by side through the real path (host::Compiler, the embedded pool's
+// kestrel-device, tuner::MeasuredEvaluator) in --passes interleaved passes whose order
+// alternates, each --repeat rounds; a configuration's time is the median of all its
+// rounds. With --verify N the model's top N are measured too and the fastest of them is
+// "verify-N" (what `kestrel tune --zero-shot --zero-shot-verify N` would keep).
+//
+// With --transfer T, the first --transfer-workloads held-out workloads are also tuned
+// twice from nothing for T trials (sa, seed 1, into a scratch database): without the
+// model and warm-started by it (TuneOptions::prior_model); the table gives the trials
+// each run needed to reach 95% of the from-scratch run's best.
+//
+//   kestrel-bench-zero-shot --model-file M.kcm --db HELD.db [--ops gemm,conv2d_nchwc]
+//       [--passes 3] [--repeat 5] [--threads 1] [--verify 5] [--limit N]
+//       [--transfer T] [--transfer-workloads 6]
+//
+// Tables on stdout, progress on stderr.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_pool.h"
+#include "kestrel/host/compiler.h"
+#include "kestrel/ops/op.h"
+#include "kestrel/tuner/cross_model.h"
+#include "kestrel/tuner/evaluator.h"
+#include "kestrel/tuner/records.h"
+#include "kestrel/tuner/space.h"
+#include "kestrel/tuner/tuning_loop.h"
+#include "kestrel/tuner/zero_shot.h"
+
+namespace {
+
+using namespace kestrel;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr auto kCallLimit = std::chrono::seconds(3600);
+
+struct Options {
+  std::string model_file;
+  std::string db;
+  std::vector<std::string> ops;
+  unsigned passes = 3;
+  unsigned repeat = 5;
+  unsigned threads = 1;
+  std::size_t verify = 5;
+  std::size_t limit = 0;
+  std::size_t transfer_trials = 0;
+  std::size_t transfer_workloads = 6;
+};
+
+const char* const kUsage =
+    "usage: kestrel-bench-zero-shot --model-file M.kcm --db HELD.db [--ops LIST] [--passes 3] [--repeat 5]\n"
+    "                               [--threads 1] [--verify 5] [--limit N] [--transfer T]\n"
+    "                               [--transfer-workloads 6]\n"
+    "  --model-file F        the cross-workload model (kestrel model train)\n"
+    "  --db F                records of held-out workloads, tuned in full (never in the model's data)\n"
+    "  --ops LIST            only these ops (default: every op the model covers)\n"
+    "  --passes/--repeat     interleaved passes over pick, tuned best and default; rounds per pass\n"
+    "  --threads N           threads per kernel, as the held-out data was measured (default 1)\n"
+    "  --verify N            also measure the model's top N and keep the fastest (0: off; default 5)\n"
+    "  --limit N             at most N workloads\n"
+    "  --transfer T          also tune the first --transfer-workloads workloads for T trials, from\n"
+    "                        scratch and warm-started by the model, and compare trials to 95%\n";
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::size_t count(const std::string& flag, const std::string& text) {
+  try {
+    std::size_t used = 0;
+    long long v = std::stoll(text, &used);
+    if (used != text.size() || v < 0) throw std::invalid_argument(text);
+    return static_cast<std::size_t>(v);
+  } catch (const std::exception&) {
+    throw std::invalid_argument(flag + " wants a non-negative integer, not '" + text + "'");
+  }
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto need = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (arg == "--model-file") {
+      o.model_file = need();
+    } else if (arg == "--db") {
+      o.db = need();
+    } else if (arg == "--ops") {
+      o.ops = split(need());
+    } else if (arg == "--passes") {
+      o.passes = static_cast<unsigned>(std::max<std::size_t>(1, count(arg, need())));
+    } else if (arg == "--repeat") {
+      o.repeat = static_cast<unsigned>(std::max<std::size_t>(1, count(arg, need())));
+    } else if (arg == "--threads") {
+      o.threads = static_cast<unsigned>(count(arg, need()));
+    } else if (arg == "--verify") {
+      o.verify = count(arg, need());
+    } else if (arg == "--limit") {
+      o.limit = count(arg, need());
+    } else if (arg == "--transfer") {
+      o.transfer_trials = count(arg, need());
+    } else if (arg == "--transfer-workloads") {
+      o.transfer_workloads = count(arg, need());
+    } else {
+      throw std::invalid_argument("unknown argument '" + arg + "'\n" + kUsage);
+    }
+  }
+  if (o.model_file.empty() || o.db.empty()) throw std::invalid_argument(std::string("--model-file and --db are required\n") + kUsage);
+  return o;
+}
+
+std::string fixed(double v, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
+  return buffer;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return kInf;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+double geomean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double sum = 0;
+  for (double x : v) sum += std::log(x);
+  return std::exp(sum / static_cast<double>(v.size()));
+}
+
+struct Env {
+  std::unique_ptr<bench::BenchPool> pool;
+  std::unique_ptr<host::Compiler> compiler;
+  std::unique_ptr<tuner::MeasuredEvaluator> evaluator;
+
+  void start() {
+    pool = std::make_unique<bench::BenchPool>("kestrel-bench-zero-shot", kCallLimit);
+    host::CompilerOptions options;
+    options.threads = 2;
+    compiler = std::make_unique<host::Compiler>(options);
+    evaluator = std::make_unique<tuner::MeasuredEvaluator>(*compiler, pool->measurer(), pool->key());
+  }
+  void stop() {
+    evaluator.reset();
+    if (pool) pool->stop();
+    compiler.reset();
+    pool.reset();
+  }
+};
+
+// Medians of every round of each config over interleaved passes (order alternating);
+// +inf for a config that failed in any pass.
+std::vector<double> measure_side_by_side(Env& env, const tuner::Task& task, const std::vector<ops::Config>& configs,
+                                         const Options& o) {
+  rpc::MeasureSettings settings;
+  settings.number = 0;
+  settings.repeat = o.repeat;
+  settings.min_repeat_ms = 20;
+  settings.threads = o.threads;
+  std::vector<std::vector<double>> rounds(configs.size());
+  std::vector<bool> failed(configs.size(), false);
+  for (unsigned pass = 0; pass < o.passes; ++pass) {
+    std::vector<std::size_t> order(configs.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = pass % 2 ? order.size() - 1 - i : i;
+    std::vector<ops::Config> batch;
+    for (std::size_t i : order) batch.push_back(configs[i]);
+    auto results = env.pool->on_io<std::vector<tuner::Evaluation>>([&]() -> rpc::awaitable<std::vector<tuner::Evaluation>> {
+      co_return co_await env.evaluator->evaluate(task, batch, settings);
+    });
+    for (std::size_t j = 0; j < results.size(); ++j) {
+      std::size_t i = order[j];
+      if (!results[j].ok()) failed[i] = true;
+      rounds[i].insert(rounds[i].end(), results[j].round_seconds.begin(), results[j].round_seconds.end());
+    }
+  }
+  std::vector<double> out(configs.size());
+  for (std::size_t i = 0; i < configs.size(); ++i) out[i] = failed[i] ? kInf : median(rounds[i]);
+  return out;
+}
+
+// Trials a run needed to reach `goal` GFLOP/s, from its best-so-far curve; 0 if never.
+std::size_t trials_to(const std::vector<std::pair<std::size_t, double>>& curve, double goal) {
+  for (const auto& [trials, gflops] : curve) {
+    if (gflops >= goal) return trials;
+  }
+  return 0;
+}
+
+// One from-scratch tuning run of `task` into a scratch database; the best-so-far curve.
+std::vector<std::pair<std::size_t, double>> tune_curve(Env& env, const tuner::Task& task, std::size_t trials,
+                                                       std::shared_ptr<const tuner::CrossModel> prior,
+                                                       const Options& o) {
+  auto path = std::filesystem::temp_directory_path() / ("kestrel-zero-shot-" + tuner::new_session_id() + ".db");
+  std::vector<std::pair<std::size_t, double>> curve;
+  {
+    auto db = tuner::open_records(path.string());
+    tuner::TuneOptions options;
+    options.strategy = "sa";
+    options.trials = trials;
+    options.final_top = 0;
+    options.transfer = false;
+    options.vendors = "none";
+    options.device_key = env.pool->key();
+    options.measure.number = 0;
+    options.measure.repeat = 3;
+    options.measure.min_repeat_ms = 20;
+    options.measure.threads = o.threads;
+    options.prior_model = std::move(prior);
+    tuner::TuningLoop loop(task, *db, *env.evaluator, options);
+    env.pool->on_io<void>([&]() -> rpc::awaitable<void> {
+      co_await loop.run([&](const tuner::TuneProgress& p) {
+        if (p.phase == "tuning" && (curve.empty() || curve.back().first != p.this_session)) {
+          curve.emplace_back(p.this_session, p.best_gflops);
+        }
+      });
+    });
+  }
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix, ec);
+  return curve;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  try {
+    o = parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "kestrel-bench-zero-shot: " << e.what() << "\n";
+    return 2;
+  }
+  Env env;
+  try {
+    auto model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(o.model_file));
+    auto db = tuner::open_records(o.db, tuner::OpenMode::existing);
+    ops::Registry registry = ops::builtin_ops();
+    bench::locate_device_binary();
+    env.start();
+    const host::Target target = env.pool->target();
+    const std::string cls = tuner::target_class(target);
+    std::cerr << "target " << target.to_string() << " (class " << cls << "), model " << o.model_file << "\n";
+
+    struct Row {
+      std::string op, workload;
+      std::size_t trials = 0;
+      double tuned = 0, pick = 0, verify = 0, fallback = 0, seconds = 0;
+      bool seen = false;
+    };
+    std::vector<Row> rows;
+    std::vector<tuner::Task> transfer_tasks;
+    for (const tuner::Best& best : db->best()) {
+      if (best.target != target.to_string()) continue;
+      if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), best.op) == o.ops.end()) continue;
+      const tuner::OpModelInfo* info = model->find(best.op, cls);
+      const tuner::Record* own = best.own();
+      if (!info || !own) continue;
+      if (o.limit && rows.size() >= o.limit) break;
+      const ops::Op& op = registry.get(best.op);
+      tuner::Task task;
+      task.op = &op;
+      task.params = best.workload;
+      task.target = target;
+      Row row;
+      row.op = best.op;
+      row.workload = ops::format_params(best.workload);
+      row.trials = best.trials;
+      row.seen = std::find(info->trained_workloads.begin(), info->trained_workloads.end(), row.workload) !=
+                 info->trained_workloads.end();
+
+      tuner::Space space(op, task.params, target.traits);
+      tuner::ZeroShotOptions zs;
+      zs.top = std::max<std::size_t>(1, o.verify);
+      tuner::ZeroShotPick pick = tuner::zero_shot_pick(*model, space, target, zs);
+      row.seconds = pick.elapsed.count();
+      std::vector<ops::Config> configs = {space.config(pick.points.front()), own->config,
+                                          op.default_config(task.params, target.traits)};
+      for (std::size_t i = 1; i < pick.points.size() && i < o.verify; ++i) configs.push_back(space.config(pick.points[i]));
+      std::cerr << "[" << rows.size() + 1 << "] " << row.op << " " << row.workload << ": pick in "
+                << fixed(row.seconds, 2) << " s, measuring " << configs.size() << " configurations\n";
+      std::vector<double> t = measure_side_by_side(env, task, configs, o);
+      const double flops = op.flops(task.params);
+      auto gflops = [flops](double s) { return std::isfinite(s) && s > 0 ? flops / s / 1e9 : 0.0; };
+      row.pick = gflops(t[0]);
+      row.tuned = gflops(t[1]);
+      row.fallback = gflops(t[2]);
+      double fastest = t[0];
+      for (std::size_t i = 3; i < t.size(); ++i) fastest = std::min(fastest, t[i]);
+      row.verify = gflops(fastest);
+      rows.push_back(row);
+      if (transfer_tasks.size() < o.transfer_workloads) transfer_tasks.push_back(task);
+    }
+    if (rows.empty()) throw std::runtime_error(o.db + " has no workload of " + target.to_string() + " that " + o.model_file + " covers");
+
+    std::cout << "\nzero-shot picks on held-out workloads, " << target.to_string() << " (" << cls << "), "
+              << o.threads << " thread(s), median of " << o.passes << "x" << o.repeat << " rounds\n";
+    std::printf("%-18s %-46s %7s %9s %9s %7s %7s %8s %7s\n", "op", "workload", "trials", "tuned", "zero-shot", "ratio",
+                "verify", "default", "pick s");
+    std::map<std::string, std::vector<double>> by_op, by_op_verify, by_op_default;
+    std::vector<double> all, all_verify, all_default;
+    double slowest = 0;
+    for (const Row& r : rows) {
+      double ratio = r.tuned > 0 ? r.pick / r.tuned : 0, verify = r.tuned > 0 ? r.verify / r.tuned : 0,
+             fallback = r.tuned > 0 ? r.fallback / r.tuned : 0;
+      std::printf("%-18s %-46s %7zu %9.1f %9.1f %7.2f %7.2f %8.2f %7.2f%s\n", r.op.c_str(), r.workload.c_str(),
+                  r.trials, r.tuned, r.pick, ratio, verify, fallback, r.seconds, r.seen ? "  (in the training data)" : "");
+      if (ratio > 0) {
+        by_op[r.op].push_back(ratio);
+        all.push_back(ratio);
+      }
+      if (verify > 0) {
+        by_op_verify[r.op].push_back(verify);
+        all_verify.push_back(verify);
+      }
+      if (fallback > 0) {
+        by_op_default[r.op].push_back(fallback);
+        all_default.push_back(fallback);
+      }
+      slowest = std::max(slowest, r.seconds);
+    }
+    std::cout << "\ngeomean of zero-shot / tuned GFLOP/s (verify-" << o.verify << ", default):\n";
+    for (const auto& [op, v] : by_op) {
+      std::cout << "  " << op << ": " << fixed(geomean(v), 3) << " (" << fixed(geomean(by_op_verify[op]), 3) << ", "
+                << fixed(geomean(by_op_default[op]), 3) << ") over " << v.size() << " workloads\n";
+    }
+    std::cout << "  all: " << fixed(geomean(all), 3) << " (" << fixed(geomean(all_verify), 3) << ", "
+              << fixed(geomean(all_default), 3) << ") over " << all.size() << " workloads; slowest pick "
+              << fixed(slowest, 2) << " s, 0 measurements\n";
+
+    if (o.transfer_trials > 0) {
+      std::cout << "\ntransfer: sa from scratch vs warm-started by the model, " << o.transfer_trials
+                << " trials each; trials to 95% of the from-scratch best\n";
+      std::printf("%-18s %-46s %9s %9s %9s %9s\n", "op", "workload", "scratch", "warm", "to95 scr", "to95 warm");
+      std::vector<double> speedups;
+      for (const tuner::Task& task : transfer_tasks) {
+        std::cerr << "transfer: " << task.key() << "\n";
+        auto scratch = tune_curve(env, task, o.transfer_trials, nullptr, o);
+        auto warm = tune_curve(env, task, o.transfer_trials, model, o);
+        double scratch_best = scratch.empty() ? 0 : scratch.back().second;
+        double warm_best = warm.empty() ? 0 : warm.back().second;
+        std::size_t a = trials_to(scratch, 0.95 * scratch_best), b = trials_to(warm, 0.95 * scratch_best);
+        std::printf("%-18s %-46s %9.1f %9.1f %9zu %9s\n", std::string(task.op->name()).c_str(), task.workload().c_str(),
+                    scratch_best, warm_best, a, b ? std::to_string(b).c_str() : "never");
+        // A warm run that never got there counts as the whole budget: a lower bound on its worth.
+        if (a) speedups.push_back(static_cast<double>(a) / static_cast<double>(b ? b : o.transfer_trials));
+      }
+      std::cout << "geomean of (trials to 95%: scratch / warm): " << fixed(geomean(speedups), 2) << " over "
+                << speedups.size() << " workloads (a warm run that never reached it counts as all its trials)\n";
+    }
+    env.stop();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "kestrel-bench-zero-shot: " << e.what() << "\n";
+    env.stop();
+    return 1;
+  }
+}

@@ -1,0 +1,96 @@
+// `kestrel datagen` as a user runs it on the embedded default: a random family tuned with
+// the trials asked for and recorded, a rerun that resumes, --list, held-out sets kept
+// out, and the usage errors.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "kestrel/tuner/records.h"
+#include "support/kestrel_processes.h"
+
+using namespace kestrel;
+using namespace kestrel::test::e2e;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Tiny gemms (at most 2 MFLOP) measured briefly: every trial takes well under a second.
+std::vector<std::string> datagen_args(const std::string& db, int trials) {
+  return {kKestrel, "datagen", "--db", db, "--ops", "gemm", "--random", "2", "--max-gflop", "0.002",
+          "--trials-per-workload", std::to_string(trials), "--batch", "4", "--repeat", "2", "--min-repeat-ms", "2",
+          "--seed", "5", "--quiet"};
+}
+
+// Trial records per workload.
+std::map<std::string, std::size_t> trials_by_workload(const std::string& db) {
+  std::map<std::string, std::size_t> out;
+  for (const auto& r : tuner::SqliteRecords(db, tuner::OpenMode::existing).all()) {
+    if (!r.final_measurement) ++out[r.op + " " + ops::format_params(r.workload)];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kestrel datagen tunes every workload of the family and resumes", "[e2e][datagen]") {
+  TempDir dir;
+  const std::string db = dir.file("data.db");
+  std::string out;
+  int code = test::run_command(datagen_args(db, 4), out, dir.file("first.out"));
+  INFO(out);
+  REQUIRE(code == 0);
+  CHECK_THAT(out, Contains("2/2 workloads tuned") && Contains("kestrel model train --db " + db));
+  auto first = trials_by_workload(db);
+  REQUIRE(first.size() == 2);
+  for (const auto& [workload, trials] : first) {
+    INFO(workload);
+    CHECK(workload.rfind("gemm ", 0) == 0);
+    CHECK(trials == 4);
+  }
+
+  // Again with more trials: the same workloads, two more trials each.
+  code = test::run_command(datagen_args(db, 6), out, dir.file("second.out"));
+  REQUIRE(code == 0);
+  auto second = trials_by_workload(db);
+  REQUIRE(second.size() == 2);
+  for (const auto& [workload, trials] : second) {
+    CHECK(first.contains(workload));
+    CHECK(trials == 6);
+  }
+}
+
+TEST_CASE("kestrel datagen --list shows the family and keeps held-out sets out", "[e2e][datagen]") {
+  TempDir dir;
+  std::string out;
+  int code = test::run_command({kKestrel, "datagen", "--list", "--random", "0", "--sets", "mobilenetv2-dw,gemm-skinny",
+                                "--exclude-sets", "gemm-skinny"},
+                               out, dir.file("list.out"));
+  INFO(out);
+  REQUIRE(code == 0);
+  CHECK_THAT(out, Contains("depthwise_conv2d") && Contains("C=960,H=7,W=7") && Contains("10 workloads"));
+  CHECK_THAT(out, !Contains("gemm "));
+  CHECK_FALSE(std::filesystem::exists(dir.file("kestrel-data.db")));
+
+  // Random shapes of three ops, reproducible from the seed.
+  std::string again;
+  auto list = std::vector<std::string>{kKestrel, "datagen", "--list", "--random", "3", "--seed", "9"};
+  REQUIRE(test::run_command(list, out, dir.file("a.out")) == 0);
+  REQUIRE(test::run_command(list, again, dir.file("b.out")) == 0);
+  CHECK(out == again);
+  CHECK_THAT(out, Contains("gemm") && Contains("conv2d_nchwc") && Contains("depthwise_conv2d") && Contains("9 workloads"));
+}
+
+TEST_CASE("kestrel datagen refuses what it cannot do, with the reason", "[e2e][datagen]") {
+  TempDir dir;
+  std::string out;
+  CHECK(test::run_command({kKestrel, "datagen", "--ops", "softmax"}, out, dir.file("a.out")) == 2);
+  CHECK_THAT(out, Contains("op softmax has no random family"));
+  CHECK(test::run_command({kKestrel, "datagen", "--random", "0"}, out, dir.file("b.out")) == 2);
+  CHECK_THAT(out, Contains("the family is empty"));
+  CHECK(test::run_command({kKestrel, "datagen", "--time-budget", "3 days"}, out, dir.file("c.out")) == 2);
+  CHECK_THAT(out, Contains("--time-budget '3 days'"));
+  CHECK(test::run_command({kKestrel, "datagen", "--sets", "no-such-set"}, out, dir.file("d.out")) == 1);
+  CHECK_THAT(out, Contains("no-such-set"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("kestrel-data.db")));
+}

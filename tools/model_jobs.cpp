@@ -1,0 +1,47 @@
+// Tuning jobs from an ONNX model's tasks.
+#include "model_jobs.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "kestrel/model/tasks.h"
+
+namespace kestrel::tools {
+
+std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vector<model::Binding>& buckets,
+                                       std::int64_t block, const ops::Registry& registry, const host::Target& target) {
+  std::vector<tuner::TuneJob> jobs;
+  std::map<std::string, std::size_t> by_key;
+  std::vector<std::string> untuned;
+  for (const auto& binding : buckets) {
+    model::PlanOptions options;
+    options.block = block;
+    options.traits = target.traits;
+    options.symbols = binding;
+    model::Plan plan = model::plan_model(model, options);
+    for (const auto& task : plan.tasks) {
+      auto [it, fresh] = by_key.try_emplace(task.key(), jobs.size());
+      if (!fresh) {
+        jobs[it->second].weight = std::max(jobs[it->second].weight, static_cast<double>(task.occurrences));
+        continue;
+      }
+      std::string label = task.pattern + " " + ops::format_params(task.params);
+      if (!binding.empty()) label += " [" + model::to_string(binding) + "]";
+      jobs.push_back({label, &registry.get(task.op), task.params, static_cast<double>(task.occurrences)});
+    }
+    if (jobs.empty() && untuned.empty()) {
+      for (const auto& u : plan.untuned) untuned.push_back(u.op_type);
+    }
+  }
+  if (jobs.empty()) {
+    std::string ops;
+    for (const auto& u : untuned) ops += (ops.empty() ? "" : ", ") + u;
+    throw model::ModelError(model.graph().path + " has no operator Kestrel tunes (it has: " +
+                            (ops.empty() ? "no operators" : ops) + "); see kestrel tasks --model " +
+                            model.graph().path);
+  }
+  return jobs;
+}
+
+}  // namespace kestrel::tools

@@ -14,10 +14,16 @@
 
 namespace kestrel::tuner {
 
+// What the booster learns: a pairwise ranking or an NDCG ranking within each group
+// (labels best_cost / cost, 0 for failures), or a regression on log(best_cost / cost)
+// within each group (failures one unit below the group's slowest success).
+enum class XgboostObjective { rank_pairwise, rank_ndcg, regression_log_cost };
+
 // The booster's training parameters. The defaults are the per-session model's (tuned on
 // the tuning loop's few hundred rows of one workload; see xgboost_cost_model.cpp); the
 // cross-workload model (cross_model.cpp) trains with its own.
 struct XgboostParams {
+  XgboostObjective objective = XgboostObjective::rank_pairwise;
   int rounds = 80;
   double eta = 0.3;
   int max_depth = 6;

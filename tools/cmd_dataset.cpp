@@ -117,8 +117,8 @@ int run_dataset(int argc, char** argv) {
                                     fs::temp_directory_path() / ("kestrel-dataset-" + std::to_string(::getpid())), err);
       if (code != 0) {
         throw DatasetError(python + (code == 127 ? " was not found" : " cannot import pyarrow") +
-                           ": install it with scripts/setup-python.sh or give --python a Python that has it; "
-                           "nothing written");
+                           ": .parquet needs pyarrow (install it with scripts/setup-python.sh or give --python a "
+                           "Python that has it); nothing written");
       }
     }
 

@@ -14,6 +14,7 @@
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/space.h"
 #include "support/process.h"
+#include "support/python.h"
 
 using Catch::Matchers::Contains;
 using kestrel::test::read_text;
@@ -132,6 +133,26 @@ TEST_CASE("e2e: kestrel dataset writes one CSV row per usable record with featur
   CHECK_THAT(out, Contains("no-python was not found") && Contains("pyarrow"));
   CHECK_FALSE(fs::exists(dir.file("d.parquet")));
   for (const auto& e : fs::directory_iterator(dir.path())) CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+}
+
+TEST_CASE("e2e: kestrel dataset writes Parquet through pyarrow with text and number columns") {
+  test::require_python_modules("pyarrow.parquet, pyarrow.csv");  // else skipped (77)
+  TempDir dir;
+  write_records(dir.file("a.db"), "gemm", {"64x128x256", "96x96x96"}, 10);
+  std::string out;
+  int code = run_command({KESTREL_BIN, "dataset", "--db", dir.file("a.db"), "-o", dir.file("d.parquet"), "--python",
+                          test::python()},
+                         out, dir.file("log"));
+  INFO(out);
+  REQUIRE(code == 0);
+  code = run_command({test::python(), "-c",
+                      "import pyarrow.parquet as pq; t = pq.read_table('" + dir.file("d.parquet") +
+                          "'); print(t.num_rows, t.schema.field('workload').type, t.schema.field('cost_s').type, "
+                          "t.column('cost_s').null_count, t.column('workload')[0])"},
+                     out, dir.file("log"));
+  REQUIRE(code == 0);
+  // 20 rows, workloads as text, costs as numbers with the failed ones (every 7th from the 4th) null.
+  CHECK_THAT(out, Contains("20 string double 2 K=256,M=64,N=128"));
 }
 
 TEST_CASE("e2e: kestrel model train writes a model file and prints its held-out quality; show and eval read it") {

@@ -155,7 +155,7 @@ TEST_CASE("e2e: kestrel dataset writes Parquet through pyarrow with text and num
   CHECK_THAT(out, Contains("20 string double 2 K=256,M=64,N=128"));
 }
 
-TEST_CASE("e2e: kestrel model train writes a model file and prints its held-out quality; show and eval read it") {
+TEST_CASE("e2e: kestrel model train writes a model file and prints its held-out quality, and show and eval read it") {
   TempDir dir;
   write_records(dir.file("train.db"), "gemm",
                 {"64x128x256", "96x96x96", "128x64x512", "200x300x100", "32x512x128", "256x256x64"}, 24);

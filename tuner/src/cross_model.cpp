@@ -437,6 +437,13 @@ CrossModel CrossModel::train(const std::vector<Record>& records, const ops::Regi
     entry.info.feature_names = d.feature_names;
     entry.info.workloads = workloads.size();
     entry.info.trained_workloads = workloads;
+    for (const auto& g : d.groups) {
+      if (!g.rankable) continue;
+      auto best = std::min_element(g.costs.begin(), g.costs.end());
+      std::string text = ops::format_config(g.configs[static_cast<std::size_t>(best - g.costs.begin())]);
+      auto& list = entry.info.exemplars;
+      if (std::find(list.begin(), list.end(), text) == list.end()) list.push_back(std::move(text));
+    }
     entry.info.holdout = detail::summarise(held);
     entry.probe_workload = d.probe_workload;
     entry.probe_config = d.probe_config;

@@ -108,6 +108,7 @@ void CrossModel::save(const std::string& path) const {
                       {"rows", info.rows},
                       {"workloads", info.workloads},
                       {"trained_workloads", info.trained_workloads},
+                      {"exemplars", info.exemplars},
                       {"holdout", quality_json(info.holdout)},
                       {"probe", {{"workload", ops::format_params(e.probe_workload)},
                                  {"config", ops::format_config(e.probe_config)}}},
@@ -184,6 +185,7 @@ CrossModel CrossModel::load(const std::string& path) {
       e.info.rows = m.at("rows").get<std::size_t>();
       e.info.workloads = m.at("workloads").get<std::size_t>();
       e.info.trained_workloads = m.at("trained_workloads").get<std::vector<std::string>>();
+      if (m.contains("exemplars")) e.info.exemplars = m.at("exemplars").get<std::vector<std::string>>();
       e.info.holdout = quality_from(m.at("holdout"));
       const std::string name = e.info.op + "/" + e.info.target_class;
       // The op must still compute the same features, in the same order.

@@ -77,6 +77,10 @@ struct OpModelInfo {
   std::size_t rows = 0;       // ok and failed records trained on
   std::size_t workloads = 0;  // distinct workloads (groups) trained on
   std::vector<std::string> trained_workloads;  // ops::format_params of each
+  // The fastest configuration of each trained workload (ops::format_config, distinct):
+  // configurations that were best for some shape, which zero-shot picks consider for a
+  // new shape beside the model's own search (good tiles often carry over).
+  std::vector<std::string> exemplars;
   RankingQuality holdout;     // from leave-workloads-out folds; workloads == 0 if too few
 };
 

@@ -2,7 +2,9 @@
 # The Python side of the tests and of `kestrel run`: a virtual environment at
 # <repo>/.venv (or $KESTREL_VENV) with numpy, onnx (scripts/make_models.py builds the test
 # models with it) and onnxruntime (scripts/ort_run.py, the reference `kestrel run` checks
-# against). Idempotent: packages already importable in the venv are not installed again.
+# against) and kernel_tuner (bench/kernel_tuner_strategies.py, the strategy bench against
+# Kernel Tuner's strategies). Idempotent: packages already importable in the venv are not
+# installed again.
 # pip is retried (KESTREL_PIP_TRIES, 3 by default) with a growing pause between tries.
 # Prints the venv's python path on its last line of stdout.
 set -euo pipefail
@@ -11,7 +13,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${KESTREL_VENV:-$root/.venv}"
 tries="${KESTREL_PIP_TRIES:-3}"
 delay="${KESTREL_PIP_RETRY_DELAY:-5}"  # seconds; the n-th retry waits n times this
-packages=(numpy onnx onnxruntime)
+packages=(numpy onnx onnxruntime kernel_tuner)
 
 if ! command -v python3 >/dev/null 2>&1; then
   echo "setup-python: python3 is not installed (Debian: apt-get install python3 python3-venv)" >&2
@@ -28,7 +30,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 python="$venv/bin/python"
 
-# The packages that do not import yet (the module name is the package name for all three).
+# The packages that do not import yet (the module name is the package name for all).
 missing=()
 for p in "${packages[@]}"; do
   if ! "$python" -c "import $p" >/dev/null 2>&1; then missing+=("$p"); fi
@@ -56,7 +58,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     fi
   done
 else
-  echo "setup-python: numpy, onnx and onnxruntime already importable in $venv" >&2
+  echo "setup-python: ${packages[*]} already importable in $venv" >&2
 fi
 
 echo "$python"

@@ -46,6 +46,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -134,7 +135,9 @@ const char* const kUsage =
     "  --long N        also run sa (seed 1000) for N trials to find a better best (default 0)\n"
     "  --target SPEC   native (the device's CPU, default) or a GPU target of the device: opencl, cuda, ...\n"
     "  --serve         answer requests on stdin for one workload (bench/kernel_tuner_strategies.py):\n"
-    "                  'space', 'eval V1 V2 ...' (knob values in the op's order), 'run STRATEGY SEED T',\n"
+    "                  'space' (knob domains and valid configurations; of a space over 2^24 points\n"
+    "                  the valid ones among 50000 uniform draws), 'eval V1 V2 ...' (knob values in\n"
+    "                  the op's order), 'run STRATEGY SEED T',\n"
     "                  'best', 'quit'; one JSON line per answer on stdout\n"
     "  --quick         smoke run: T=48, seed 1\n";
 
@@ -447,7 +450,7 @@ ops::Params workload_params(const ops::Op& op, const std::string& which, const h
 bool bench_workload(Env& env, tuner::RecordStore& db, const Options& options, const std::string& which) {
   const Clock::time_point t0 = Clock::now();
   ops::Registry registry = ops::builtin_ops();
-  const ops::Op& op = registry.get(which);
+  const ops::Op& op = registry.get(which, env.target.backend);
   ops::Params params = workload_params(op, which, env.target);
   tuner::Space space(op, params, env.target.traits);
   Oracle oracle(env, db, op, params, space);
@@ -637,8 +640,11 @@ std::string json_string(const std::string& text) {
   return out + "\"";
 }
 
-// Spaces up to this many points (before constraints) are listed by 'space'.
+// Spaces up to this many points (before constraints) are listed in full by 'space'; of a
+// bigger one, the valid points of kServeSample uniform draws.
 constexpr std::uint64_t kServeEnumerateLimit = std::uint64_t{1} << 24;
+constexpr std::size_t kServeSample = 50'000;
+constexpr std::uint64_t kServeSampleSeed = 14;
 
 // Answers requests on stdin, one JSON line each on stdout (see kUsage). Every cost comes
 // from the same Oracle (its records cache), so a configuration has one cost for every
@@ -649,7 +655,7 @@ bool serve(Env& env, tuner::RecordStore& db, const Options& options) {
   const Clock::time_point t0 = Clock::now();
   const std::string which = options.workloads.front();
   ops::Registry registry = ops::builtin_ops();
-  const ops::Op& op = registry.get(which);
+  const ops::Op& op = registry.get(which, env.target.backend);
   ops::Params params = workload_params(op, which, env.target);
   tuner::Space space(op, params, env.target.traits);
   Oracle oracle(env, db, op, params, space);
@@ -669,8 +675,21 @@ bool serve(Env& env, tuner::RecordStore& db, const Options& options) {
       if (request.empty()) continue;
       if (request == "quit") break;
       if (request == "space") {
-        if (space.size() > kServeEnumerateLimit) {
-          throw std::invalid_argument("the space has " + std::to_string(space.size()) + " points, too many to list");
+        // The valid points: all of them, or in a space too big to enumerate the distinct
+        // valid points of a seeded uniform sample ("sampled": true).
+        std::vector<std::uint64_t> valid;
+        const bool sampled = space.size() > kServeEnumerateLimit;
+        if (sampled) {
+          tuner::Rng rng(kServeSampleSeed);
+          std::set<std::uint64_t> distinct;
+          for (std::size_t draw = 0; draw < kServeSample; ++draw) {
+            if (auto index = space.sample_valid(rng, 1'000)) distinct.insert(*index);
+          }
+          valid.assign(distinct.begin(), distinct.end());
+        } else {
+          for (std::uint64_t index = 0; index < space.size(); ++index) {
+            if (space.valid(index)) valid.push_back(index);
+          }
         }
         std::string out = "{\"workload\": " + json_string(oracle.workload_name()) +
                           ", \"target\": " + json_string(oracle.target_name()) +
@@ -682,10 +701,10 @@ bool serve(Env& env, tuner::RecordStore& db, const Options& options) {
           for (std::size_t v = 0; v < knob.values.size(); ++v) out += (v ? ", " : "") + std::to_string(knob.values[v]);
           out += "]}";
         }
-        out += "], \"valid\": [";
+        out += "], \"space_size\": " + std::to_string(space.size()) + ", \"sampled\": " + (sampled ? "true" : "false");
+        out += ", \"valid\": [";
         bool first = true;
-        for (std::uint64_t index = 0; index < space.size(); ++index) {
-          if (!space.valid(index)) continue;
+        for (std::uint64_t index : valid) {
           out += first ? "[" : ", [";
           first = false;
           auto digits = space.digits(index);

@@ -60,6 +60,7 @@
 #include "bench_pool.h"
 #include "kestrel/host/measure_client.h"
 #include "kestrel/host/target.h"
+#include "kestrel/kernel/status.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/rpc/asio.h"
 #include "kestrel/rpc/errors.h"
@@ -342,6 +343,12 @@ class Oracle {
 
  private:
   void record(const tuner::Evaluation& e) {
+    // A lost device says nothing about the configuration: never cached (it would read as
+    // a failure of that configuration in every later run).
+    if (e.status == kernel::Status::device_lost) {
+      throw std::runtime_error("the device was lost while measuring " + ops::format_config(e.config) + ": " +
+                               e.message);
+    }
     tuner::Record r;
     r.op = std::string(op_.name());
     r.workload = params_;
@@ -661,6 +668,11 @@ bool serve(Env& env, tuner::RecordStore& db, const Options& options) {
   Oracle oracle(env, db, op, params, space);
   std::fprintf(stderr, "[serve %s] %s on %s: %zu configurations already in %s\n", which.c_str(),
                oracle.workload_name().c_str(), oracle.target_name().c_str(), oracle.resumed(), options.db.c_str());
+  // The op's default configuration first, alone, as the table mode does. (On a fresh
+  // device a first batch of 16 timed out twice here, "no answer from the device of lease
+  // 1 within 30000 ms", on a loaded 2-core machine; after one single measurement the
+  // same batch took 12 s.)
+  oracle.evaluate(std::vector<std::uint64_t>(1, space.index(op.default_config(params, env.target.traits))));
   auto answer = [](const std::string& line) {
     std::fputs(line.c_str(), stdout);
     std::fputc('\n', stdout);
@@ -750,6 +762,10 @@ bool serve(Env& env, tuner::RecordStore& db, const Options& options) {
       answer("{\"error\": " + json_string(e.what()) + "}");
     } catch (const ops::OpError& e) {
       answer("{\"error\": " + json_string(e.what()) + "}");
+    } catch (const std::exception& e) {
+      // A measurement failed (the device lost, ...): the session ends.
+      answer("{\"error\": " + json_string(e.what()) + ", \"fatal\": true}");
+      return false;
     }
   }
   return true;

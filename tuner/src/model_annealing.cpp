@@ -29,11 +29,15 @@
 // - every seed ended at the broad basin's 1.000 ms after 208 trials; model-free anneal
 //   reached the corner in 2 of 8.
 // The invalid-config filter is not the cause (valid points are sampled uniformly) and
-// neither is the batch size. With the changes: 5.6% near pairs at 64 trials, best
-// after 64 trials 1.12 ms against 1.24 (geometric mean), and after 496 trials 0.80 ms
-// (3 of 8 seeds in the corner; model-free anneal 0.80 ms, 4 of 8; "bo" 0.67 ms, 5 of 8).
-// A bootstrap resample per refit (a Thompson-like draw) was tried and dropped: 1.54 ms
-// after 64 trials.
+// neither is the batch size. With the changes: 5.6% near pairs at 64 trials and the
+// best after 64 trials 1.12 ms against 1.24 (geometric mean); at 208 trials still the
+// broad basin's 1.000 ms in every seed, and after 496 trials 0.80 ms with 3 of 8 seeds
+// in the corner, as before (the old plan also reached 0.80 ms, 3 of 8, by then).
+// Model-free anneal: 0.80 ms, 4 of 8; "bo": 0.94 ms at 208 and 0.67 ms at 496, 5 of 8,
+// but 1.55 ms at 64. Tried and dropped: a bootstrap resample per refit (a Thompson-like
+// draw; 1.54 ms at 64 trials) and "bo" as the explorer (0.92 ms at 496, 1 of 8). So the
+// ranking model's low opinion of a mostly slow region is only partly cured here: a
+// search that must find such a corner early is better served by "bo".
 //
 // The prior: its scores are standardised (mean and deviation over 512 random valid
 // points) and weighted by w = 1 - measured / prior_fade (0 once prior_fade trials are

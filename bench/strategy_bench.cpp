@@ -22,7 +22,13 @@
 // is marked with '+' as a lower bound), and the ratio of the means random/sa.
 //
 //   kestrel-bench-strategies [--trials T] [--seeds 1,2,3] [--strategies sa,random,anneal,ga]
-//                            [--workloads gemm,conv2d] [--db FILE] [--long N] [--quick]
+//                            [--workloads gemm,conv2d,conv2d_nchwc] [--db FILE] [--long N]
+//                            [--target native|opencl|cuda] [--serve] [--quick]
+//
+// --target: the device's CPU (native) or one of its GPU targets (the op's GPU variant).
+// --serve: no table; the measurement oracle of bench/kernel_tuner_strategies.py, which
+// runs Kernel Tuner's strategies on the same space and cache (requests on stdin: 'space',
+// 'eval V1 V2 ...', 'run STRATEGY SEED T', 'best', 'quit'; one JSON line per answer).
 //
 // --quick: T=48 and seed 1 only (a smoke run). Progress goes to stderr, one line per
 // batch; the tables go to stdout.

@@ -330,7 +330,7 @@ TEST_CASE("strategies: sa keeps its batches diverse", "[tuner][strategy]") {
 }
 
 // The evidence of the diagnosis in model_annealing.cpp (a table, no checks; run it with
-// kestrel_tuner_tests "[diagnose]"; ~3 minutes).
+// kestrel_tuner_tests "[diagnose]"; several minutes).
 TEST_CASE("strategies: diagnosis on two basins", "[.][diagnose]") {
   ToyOp op = synthetic_op();
   Space space(op, {}, test::fixed_traits());

@@ -86,6 +86,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kLog = "bench";
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::size_t kBatch = 16;
+constexpr std::size_t kMeasureChunk = 4;  // configurations per evaluate call
 constexpr double kFraction = 0.95;  // "close to the best": 95% of its GFLOP/s
 constexpr std::uint64_t kLongSeed = 1000;
 // One hand-off to the io thread: a batch of 16 slow kernels (each up to its 10 s device
@@ -314,8 +315,13 @@ class Oracle {
       configs.push_back(std::move(config));
       queued[names[i]] = true;
     }
-    if (!configs.empty()) {
-      for (const tuner::Evaluation& e : env_.evaluate(task_, configs, options_)) record(e);
+    // In chunks: a device that answers a whole batch at once was lost waiting for 16
+    // (PoCL gemm under load: "no answer from the device of lease 1 within 30000 ms",
+    // though each of them alone took ~5 s).
+    for (std::size_t begin = 0; begin < configs.size(); begin += kMeasureChunk) {
+      std::vector<ops::Config> chunk(configs.begin() + static_cast<std::ptrdiff_t>(begin),
+                                     configs.begin() + static_cast<std::ptrdiff_t>(std::min(configs.size(), begin + kMeasureChunk)));
+      for (const tuner::Evaluation& e : env_.evaluate(task_, chunk, options_)) record(e);
     }
     for (std::size_t i = 0; i < indices.size(); ++i) {
       auto it = cache_.find(names[i]);

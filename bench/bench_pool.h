@@ -79,6 +79,7 @@ class BenchPool {
 
   host::MeasureClient& measurer() { return pool_->measurer(); }
   const host::Target& target() const { return target_; }
+  const rpc::DeviceInfo& device() const { return pool_->device(); }
   const std::string& key() const { return pool_->options().key; }
 
   // Releases the lease, closes the client, winds the io thread down and stops the pool.

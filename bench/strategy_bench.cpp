@@ -22,7 +22,13 @@
 // is marked with '+' as a lower bound), and the ratio of the means random/sa.
 //
 //   kestrel-bench-strategies [--trials T] [--seeds 1,2,3] [--strategies sa,random,anneal,ga]
-//                            [--workloads gemm,conv2d] [--db FILE] [--long N] [--quick]
+//                            [--workloads gemm,conv2d,conv2d_nchwc] [--db FILE] [--long N]
+//                            [--target native|opencl|cuda] [--serve] [--quick]
+//
+// --target: the device's CPU (native) or one of its GPU targets (the op's GPU variant).
+// --serve: no table; the measurement oracle of bench/kernel_tuner_strategies.py, which
+// runs Kernel Tuner's strategies on the same space and cache (requests on stdin: 'space',
+// 'eval V1 V2 ...', 'run STRATEGY SEED T', 'best', 'quit'; one JSON line per answer).
 //
 // --quick: T=48 and seed 1 only (a smoke run). Progress goes to stderr, one line per
 // batch; the tables go to stdout.
@@ -41,10 +47,12 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -58,6 +66,7 @@
 #include "bench_pool.h"
 #include "kestrel/host/measure_client.h"
 #include "kestrel/host/target.h"
+#include "kestrel/kernel/status.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/rpc/asio.h"
 #include "kestrel/rpc/errors.h"
@@ -77,6 +86,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kLog = "bench";
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::size_t kBatch = 16;
+constexpr std::size_t kMeasureChunk = 4;  // configurations per evaluate call
 constexpr double kFraction = 0.95;  // "close to the best": 95% of its GFLOP/s
 constexpr std::uint64_t kLongSeed = 1000;
 // One hand-off to the io thread: a batch of 16 slow kernels (each up to its 10 s device
@@ -115,18 +125,28 @@ struct Options {
   std::vector<std::string> workloads = {"gemm", "conv2d"};
   std::string db = "kestrel-bench-strategies.db";
   std::size_t long_trials = 0;
+  std::string target = "native";
+  bool serve = false;
 };
 
 const char* const kUsage =
     "usage: kestrel-bench-strategies [--trials T] [--seeds 1,2,3] [--strategies sa,random,anneal,ga]\n"
-    "                                [--workloads gemm,conv2d] [--db FILE] [--long N] [--quick]\n"
+    "                                [--workloads gemm,conv2d,conv2d_nchwc] [--db FILE] [--long N]\n"
+    "                                [--target SPEC] [--serve] [--quick]\n"
     "  --trials T      trials per (strategy, seed) run (default 160)\n"
     "  --seeds LIST    seeds of every strategy (default 1,2,3)\n"
     "  --strategies L  strategies to compare (default sa,random,anneal,ga; also grid)\n"
-    "  --workloads L   gemm (512x512x512) and/or conv2d (N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1)\n"
+    "  --workloads L   gemm (512x512x512), conv2d (N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1) and/or\n"
+    "                  conv2d_nchwc (the same layer, block = the target's floats per vector)\n"
     "  --db FILE       measurement cache, a Kestrel records database\n"
     "                  (default kestrel-bench-strategies.db in the working directory)\n"
     "  --long N        also run sa (seed 1000) for N trials to find a better best (default 0)\n"
+    "  --target SPEC   native (the device's CPU, default) or a GPU target of the device: opencl, cuda, ...\n"
+    "  --serve         answer requests on stdin for one workload (bench/kernel_tuner_strategies.py):\n"
+    "                  'space' (knob domains and valid configurations; of a space over 2^24 points\n"
+    "                  the valid ones among 50000 uniform draws), 'eval V1 V2 ...' (knob values in\n"
+    "                  the op's order), 'run STRATEGY SEED T',\n"
+    "                  'best', 'quit'; one JSON line per answer on stdout\n"
     "  --quick         smoke run: T=48, seed 1\n";
 
 std::size_t parse_count(const std::string& flag, const std::string& text) {
@@ -177,6 +197,10 @@ Options parse_options(int argc, char** argv) {
       o.db = need();
     } else if (arg == "--long") {
       o.long_trials = parse_count(arg, need());
+    } else if (arg == "--target") {
+      o.target = need();
+    } else if (arg == "--serve") {
+      o.serve = true;
     } else {
       throw std::invalid_argument("unknown argument '" + arg + "'\n" + kUsage);
     }
@@ -197,8 +221,11 @@ Options parse_options(int argc, char** argv) {
     }
   }
   for (const auto& w : o.workloads) {
-    if (w != "gemm" && w != "conv2d") throw std::invalid_argument("unknown workload '" + w + "' (gemm, conv2d)");
+    if (w != "gemm" && w != "conv2d" && w != "conv2d_nchwc") {
+      throw std::invalid_argument("unknown workload '" + w + "' (gemm, conv2d, conv2d_nchwc)");
+    }
   }
+  if (o.serve && o.workloads.size() != 1) throw std::invalid_argument("--serve wants exactly one workload");
   return o;
 }
 
@@ -211,10 +238,10 @@ struct Env {
   host::Target target;
   std::string device_key;
 
-  void start() {
+  void start(const std::string& target_spec) {
     pool = std::make_unique<bench::BenchPool>("kestrel-bench-strategies", kCallLimit);
     device_key = pool->key();
-    target = pool->target();
+    target = target_spec == "native" ? pool->target() : host::gpu_target_for_device(target_spec, pool->device());
     host::CompilerOptions compiler_options;
     compiler_options.threads = 2;
     compiler = std::make_unique<host::Compiler>(compiler_options);
@@ -288,8 +315,13 @@ class Oracle {
       configs.push_back(std::move(config));
       queued[names[i]] = true;
     }
-    if (!configs.empty()) {
-      for (const tuner::Evaluation& e : env_.evaluate(task_, configs, options_)) record(e);
+    // In chunks: a device that answers a whole batch at once was lost waiting for 16
+    // (PoCL gemm under load: "no answer from the device of lease 1 within 30000 ms",
+    // though each of them alone took ~5 s).
+    for (std::size_t begin = 0; begin < configs.size(); begin += kMeasureChunk) {
+      std::vector<ops::Config> chunk(configs.begin() + static_cast<std::ptrdiff_t>(begin),
+                                     configs.begin() + static_cast<std::ptrdiff_t>(std::min(configs.size(), begin + kMeasureChunk)));
+      for (const tuner::Evaluation& e : env_.evaluate(task_, chunk, options_)) record(e);
     }
     for (std::size_t i = 0; i < indices.size(); ++i) {
       auto it = cache_.find(names[i]);
@@ -323,6 +355,12 @@ class Oracle {
 
  private:
   void record(const tuner::Evaluation& e) {
+    // A lost device says nothing about the configuration: never cached (it would read as
+    // a failure of that configuration in every later run).
+    if (e.status == kernel::Status::device_lost) {
+      throw std::runtime_error("the device was lost while measuring " + ops::format_config(e.config) + ": " +
+                               e.message);
+    }
     tuner::Record r;
     r.op = std::string(op_.name());
     r.workload = params_;
@@ -420,12 +458,19 @@ std::optional<std::size_t> trials_to(const Run& run, double threshold) {
 
 // ---- one workload -----------------------------------------------------------------------------
 
+// The benched workload of `which` (an op name) on `target`.
+ops::Params workload_params(const ops::Op& op, const std::string& which, const host::Target& target) {
+  if (which == "gemm") return ops::parse_params(op, "M=512,N=512,K=512");
+  if (which == "conv2d") return ops::parse_params(op, "N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,stride=1,dilation=1");
+  return ops::parse_params(op, "N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,stride=1,block=" +
+                                   std::to_string(target.traits.vector_floats));
+}
+
 bool bench_workload(Env& env, tuner::RecordStore& db, const Options& options, const std::string& which) {
   const Clock::time_point t0 = Clock::now();
   ops::Registry registry = ops::builtin_ops();
-  const ops::Op& op = registry.get(which);
-  ops::Params params = ops::parse_params(
-      op, which == "gemm" ? "M=512,N=512,K=512" : "N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,stride=1,dilation=1");
+  const ops::Op& op = registry.get(which, env.target.backend);
+  ops::Params params = workload_params(op, which, env.target);
   tuner::Space space(op, params, env.target.traits);
   Oracle oracle(env, db, op, params, space);
   std::fprintf(stderr, "[%s] %s on %s: %zu configurations already in %s\n", which.c_str(),
@@ -594,6 +639,150 @@ bool bench_workload(Env& env, tuner::RecordStore& db, const Options& options, co
   return std::isfinite(best_cost);
 }
 
+
+// ---- --serve: the measurement oracle for another tool's strategies ---------------------------
+
+// A JSON number, or null for +inf / NaN.
+std::string json_number(double value) {
+  if (!std::isfinite(value)) return "null";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", value);
+  return buffer;
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Spaces up to this many points (before constraints) are listed in full by 'space'; of a
+// bigger one, the valid points of kServeSample uniform draws.
+constexpr std::uint64_t kServeEnumerateLimit = std::uint64_t{1} << 24;
+constexpr std::size_t kServeSample = 50'000;
+constexpr std::uint64_t kServeSampleSeed = 14;
+
+// Answers requests on stdin, one JSON line each on stdout (see kUsage). Every cost comes
+// from the same Oracle (its records cache), so a configuration has one cost for every
+// strategy of either tool. Returns false if a request failed in a way that ends the
+// session (a measurement error); a malformed request gets {"error": ...} and the session
+// goes on.
+bool serve(Env& env, tuner::RecordStore& db, const Options& options) {
+  const Clock::time_point t0 = Clock::now();
+  const std::string which = options.workloads.front();
+  ops::Registry registry = ops::builtin_ops();
+  const ops::Op& op = registry.get(which, env.target.backend);
+  ops::Params params = workload_params(op, which, env.target);
+  tuner::Space space(op, params, env.target.traits);
+  Oracle oracle(env, db, op, params, space);
+  std::fprintf(stderr, "[serve %s] %s on %s: %zu configurations already in %s\n", which.c_str(),
+               oracle.workload_name().c_str(), oracle.target_name().c_str(), oracle.resumed(), options.db.c_str());
+  // The op's default configuration first, alone, as the table mode does. (On a fresh
+  // device a first batch of 16 timed out twice here, "no answer from the device of lease
+  // 1 within 30000 ms", on a loaded 2-core machine; after one single measurement the
+  // same batch took 12 s.)
+  oracle.evaluate(std::vector<std::uint64_t>(1, space.index(op.default_config(params, env.target.traits))));
+  auto answer = [](const std::string& line) {
+    std::fputs(line.c_str(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  };
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::stringstream in(line);
+    std::string request;
+    in >> request;
+    try {
+      if (request.empty()) continue;
+      if (request == "quit") break;
+      if (request == "space") {
+        // The valid points: all of them, or in a space too big to enumerate the distinct
+        // valid points of a seeded uniform sample ("sampled": true).
+        std::vector<std::uint64_t> valid;
+        const bool sampled = space.size() > kServeEnumerateLimit;
+        if (sampled) {
+          tuner::Rng rng(kServeSampleSeed);
+          std::set<std::uint64_t> distinct;
+          for (std::size_t draw = 0; draw < kServeSample; ++draw) {
+            if (auto index = space.sample_valid(rng, 1'000)) distinct.insert(*index);
+          }
+          valid.assign(distinct.begin(), distinct.end());
+        } else {
+          for (std::uint64_t index = 0; index < space.size(); ++index) {
+            if (space.valid(index)) valid.push_back(index);
+          }
+        }
+        std::string out = "{\"workload\": " + json_string(oracle.workload_name()) +
+                          ", \"target\": " + json_string(oracle.target_name()) +
+                          ", \"op\": " + json_string(std::string(op.name())) +
+                          ", \"flops\": " + json_number(op.flops(params)) + ", \"knobs\": [";
+        for (std::size_t k = 0; k < space.knobs().size(); ++k) {
+          const ops::Knob& knob = space.knobs()[k];
+          out += (k ? ", " : "") + std::string("{\"name\": ") + json_string(knob.name) + ", \"values\": [";
+          for (std::size_t v = 0; v < knob.values.size(); ++v) out += (v ? ", " : "") + std::to_string(knob.values[v]);
+          out += "]}";
+        }
+        out += "], \"space_size\": " + std::to_string(space.size()) + ", \"sampled\": " + (sampled ? "true" : "false");
+        out += ", \"valid\": [";
+        bool first = true;
+        for (std::uint64_t index : valid) {
+          out += first ? "[" : ", [";
+          first = false;
+          auto digits = space.digits(index);
+          for (std::size_t k = 0; k < digits.size(); ++k) {
+            out += (k ? ", " : "") + std::to_string(space.knobs()[k].values[digits[k]]);
+          }
+          out += "]";
+        }
+        answer(out + "]}");
+      } else if (request == "eval") {
+        ops::Config config;
+        for (const ops::Knob& knob : space.knobs()) {
+          std::int64_t value = 0;
+          if (!(in >> value)) throw std::invalid_argument("eval wants " + std::to_string(space.knobs().size()) + " knob values");
+          config[knob.name] = value;
+        }
+        std::uint64_t index = space.index(config);
+        if (!space.valid(index)) {
+          answer("{\"cost\": null, \"ok\": false, \"invalid\": true}");
+          continue;
+        }
+        Cost cost = oracle.evaluate(std::vector<std::uint64_t>(1, index)).at(0);
+        answer("{\"cost\": " + json_number(cost.ok ? cost.seconds : kInf) + ", \"ok\": " + (cost.ok ? "true" : "false") +
+               ", \"gflops\": " + json_number(oracle.gflops(cost.ok ? cost.seconds : kInf)) + "}");
+      } else if (request == "run") {
+        std::string strategy;
+        std::uint64_t seed = 0;
+        std::size_t trials = 0;
+        if (!(in >> strategy >> seed >> trials)) throw std::invalid_argument("run wants STRATEGY SEED TRIALS");
+        Run run = run_strategy(oracle, space, which, strategy, seed, trials, t0);
+        std::string out = "{\"strategy\": " + json_string(strategy) + ", \"seed\": " + std::to_string(seed) +
+                          ", \"costs\": [";
+        for (std::size_t i = 0; i < run.costs.size(); ++i) out += (i ? ", " : "") + json_number(run.costs[i]);
+        answer(out + "]}");
+      } else if (request == "best") {
+        auto [cost, config] = oracle.best();
+        answer("{\"cost\": " + json_number(cost) + ", \"gflops\": " + json_number(oracle.gflops(cost)) +
+               ", \"config\": " + json_string(config) + ", \"distinct\": " + std::to_string(oracle.distinct()) + "}");
+      } else {
+        throw std::invalid_argument("unknown request '" + request + "' (space, eval, run, best, quit)");
+      }
+    } catch (const std::invalid_argument& e) {
+      answer("{\"error\": " + json_string(e.what()) + "}");
+    } catch (const ops::OpError& e) {
+      answer("{\"error\": " + json_string(e.what()) + "}");
+    } catch (const std::exception& e) {
+      // A measurement failed (the device lost, ...): the session ends.
+      answer("{\"error\": " + json_string(e.what()) + ", \"fatal\": true}");
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -613,7 +802,12 @@ int main(int argc, char** argv) {
   try {
     auto records = tuner::open_records(options.db);
     tuner::RecordStore& db = *records;
-    env.start();
+    env.start(options.target);
+    if (options.serve) {
+      ok = serve(env, db, options);
+      bool clean = env.stop();
+      return ok && clean ? 0 : 1;
+    }
     std::printf("kestrel-bench-strategies: strategies");
     for (const auto& s : options.strategies) std::printf(" %s", s.c_str());
     std::printf(", seeds");

@@ -2,8 +2,10 @@
 # The Python side of the tests and of `kestrel run`: a virtual environment at
 # <repo>/.venv (or $KESTREL_VENV) with numpy, onnx (scripts/make_models.py builds the test
 # models with it), onnxruntime (scripts/ort_run.py, the reference `kestrel run` checks
-# against) and pyarrow (`kestrel dataset -o X.parquet`). Idempotent: packages already
-# importable in the venv are not installed again.
+# against) and pyarrow (`kestrel dataset -o X.parquet`); with --bench also kernel_tuner
+# (bench/kernel_tuner_strategies.py, the strategy bench against Kernel Tuner's
+# strategies; not needed by the tests). Idempotent: packages already importable in the
+# venv are not installed again.
 # pip is retried (KESTREL_PIP_TRIES, 3 by default) with a growing pause between tries.
 # Prints the venv's python path on its last line of stdout.
 set -euo pipefail
@@ -13,6 +15,7 @@ venv="${KESTREL_VENV:-$root/.venv}"
 tries="${KESTREL_PIP_TRIES:-3}"
 delay="${KESTREL_PIP_RETRY_DELAY:-5}"  # seconds; the n-th retry waits n times this
 packages=(numpy onnx onnxruntime pyarrow)
+if [ "${1:-}" = "--bench" ]; then packages+=(kernel_tuner); fi
 
 if ! command -v python3 >/dev/null 2>&1; then
   echo "setup-python: python3 is not installed (Debian: apt-get install python3 python3-venv)" >&2

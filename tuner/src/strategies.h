@@ -12,5 +12,6 @@ std::unique_ptr<Strategy> make_grid_search(const Space& space, const StrategyOpt
 std::unique_ptr<Strategy> make_genetic(const Space& space, const StrategyOptions& options);            // genetic.cpp
 std::unique_ptr<Strategy> make_annealing(const Space& space, const StrategyOptions& options);          // annealing.cpp
 std::unique_ptr<Strategy> make_model_annealing(const Space& space, const StrategyOptions& options);    // model_annealing.cpp
+std::unique_ptr<Strategy> make_bayes_opt(const Space& space, const StrategyOptions& options);          // bayes_opt.cpp
 
 }  // namespace kestrel::tuner

@@ -6,12 +6,13 @@
 namespace kestrel::tuner {
 
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names = {"sa", "anneal", "ga", "random", "grid"};
+  static const std::vector<std::string> names = {"sa", "bo", "anneal", "ga", "random", "grid"};
   return names;
 }
 
 std::unique_ptr<Strategy> make_strategy(std::string_view name, const Space& space, const StrategyOptions& options) {
   if (name == "sa") return make_model_annealing(space, options);
+  if (name == "bo") return make_bayes_opt(space, options);
   if (name == "anneal") return make_annealing(space, options);
   if (name == "ga") return make_genetic(space, options);
   if (name == "random") return make_random_search(space, options);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python side of the tests and of `kestrel run`: a virtual environment at
 # <repo>/.venv (or $KESTREL_VENV) with numpy, onnx (scripts/make_models.py builds the test
-# models with it) and onnxruntime (scripts/ort_run.py, the reference `kestrel run` checks
-# against). Idempotent: packages already importable in the venv are not installed again.
+# models with it), onnxruntime (scripts/ort_run.py, the reference `kestrel run` checks
+# against) and pyarrow (`kestrel dataset -o X.parquet`). Idempotent: packages already
+# importable in the venv are not installed again.
 # pip is retried (KESTREL_PIP_TRIES, 3 by default) with a growing pause between tries.
 # Prints the venv's python path on its last line of stdout.
 set -euo pipefail
@@ -11,7 +12,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${KESTREL_VENV:-$root/.venv}"
 tries="${KESTREL_PIP_TRIES:-3}"
 delay="${KESTREL_PIP_RETRY_DELAY:-5}"  # seconds; the n-th retry waits n times this
-packages=(numpy onnx onnxruntime)
+packages=(numpy onnx onnxruntime pyarrow)
 
 if ! command -v python3 >/dev/null 2>&1; then
   echo "setup-python: python3 is not installed (Debian: apt-get install python3 python3-venv)" >&2
@@ -28,7 +29,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 python="$venv/bin/python"
 
-# The packages that do not import yet (the module name is the package name for all three).
+# The packages that do not import yet (the module name is the package name for all of them).
 missing=()
 for p in "${packages[@]}"; do
   if ! "$python" -c "import $p" >/dev/null 2>&1; then missing+=("$p"); fi
@@ -56,7 +57,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     fi
   done
 else
-  echo "setup-python: numpy, onnx and onnxruntime already importable in $venv" >&2
+  echo "setup-python: ${packages[*]} already importable in $venv" >&2
 fi
 
 echo "$python"

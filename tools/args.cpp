@@ -61,6 +61,36 @@ void Args::flag(const std::string& name, const std::string& help) {
   names_.push_back(key);
 }
 
+void Args::multi_option(const std::string& name, const std::string& value_name, const std::string& help) {
+  const std::string key = long_name(name);
+  std::string flags = name.find(',') == std::string::npos ? "--" + name : "-" + name.substr(0, name.find(',')) + ",--" + key;
+  try {
+    app_->add_option_function<std::vector<std::string>>(
+            flags,
+            [this, key](const std::vector<std::string>& values) {
+              lists_[key] = values;
+              if (!values.empty()) values_[key] = values.back();
+            },
+            help + " (may be given more than once)")
+        ->type_name(value_name)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  } catch (const CLI::OptionAlreadyAdded& e) {
+    throw std::logic_error(program_ + ": option --" + key + " declared twice");
+  }
+  names_.push_back(key);
+}
+
+void Args::positional(const std::string& name, const std::string& help) {
+  try {
+    app_->add_option_function<std::string>(name, [this, name](const std::string& value) { values_[name] = value; },
+                                           help)
+        ->type_name("");
+  } catch (const CLI::OptionAlreadyAdded& e) {
+    throw std::logic_error(program_ + ": argument " + name + " declared twice");
+  }
+}
+
 void Args::epilog(std::string text) { app_->footer("\n" + text); }
 
 bool Args::parse(int argc, char** argv, int first) {
@@ -103,6 +133,11 @@ bool Args::has(const std::string& name) const { return values_.contains(name); }
 std::string Args::get(const std::string& name, const std::string& fallback) const {
   auto it = values_.find(name);
   return it == values_.end() ? fallback : it->second;
+}
+
+std::vector<std::string> Args::get_all(const std::string& name) const {
+  auto it = lists_.find(name);
+  return it == lists_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::int64_t Args::get_int(const std::string& name, std::int64_t fallback, std::int64_t min, std::int64_t max) const {

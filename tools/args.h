@@ -32,6 +32,12 @@ class Args {
   void option(const std::string& name, const std::string& value_name, const std::string& help,
               const std::string& fallback = "");
   void flag(const std::string& name, const std::string& help);
+  // An option that may be given several times ("--db a.db --db b.db"); get_all() gives
+  // its values in order, get() the last one.
+  void multi_option(const std::string& name, const std::string& value_name, const std::string& help);
+  // A positional argument (a word that is not an option), by its name; optional unless
+  // the command checks has().
+  void positional(const std::string& name, const std::string& help);
   void epilog(std::string text);
 
   // Parses argv[first..]; returns false if --help or --version was given (the text to
@@ -41,6 +47,7 @@ class Args {
 
   bool has(const std::string& name) const;
   std::string get(const std::string& name, const std::string& fallback = "") const;
+  std::vector<std::string> get_all(const std::string& name) const;
   std::int64_t get_int(const std::string& name, std::int64_t fallback, std::int64_t min, std::int64_t max) const;
 
   // The help text (or the version line after --version).
@@ -52,6 +59,7 @@ class Args {
   std::string program_;
   std::unique_ptr<CLI::App> app_;
   std::map<std::string, std::string> values_;  // long name -> value ("1" for flags)
+  std::map<std::string, std::vector<std::string>> lists_;  // multi_option values
   std::vector<std::string> names_;             // declared long names
   std::string output_;                         // what --help / --version print
 };

@@ -15,5 +15,7 @@ int run_bench(int argc, char** argv);
 int run_model(int argc, char** argv);  // `kestrel run`
 int run_tasks(int argc, char** argv);
 int run_export(int argc, char** argv);
+int run_cost_model(int argc, char** argv);  // `kestrel model train|show|eval`
+int run_dataset(int argc, char** argv);
 
 }  // namespace kestrel::tools

@@ -34,6 +34,8 @@ const std::vector<Command>& commands() {
       {"records", "export or import records as JSON lines", kestrel::tools::run_records},
       {"bench", "time the best kernels against OpenBLAS and oneDNN, side by side", kestrel::tools::run_bench},
       {"run", "run a model with Kestrel's kernels and check it against ONNX Runtime", kestrel::tools::run_model},
+      {"model", "train, show or evaluate the cross-workload (zero-shot) cost model", kestrel::tools::run_cost_model},
+      {"dataset", "export features and measured costs of records as CSV or Parquet", kestrel::tools::run_dataset},
       {"tasks", "list the tunable tasks of an ONNX model and what stays untuned", kestrel::tools::run_tasks},
       {"version", "print the version and protocol version", run_version},
   };

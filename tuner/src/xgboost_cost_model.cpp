@@ -15,6 +15,9 @@
 // Booster: gbtree, depth 6, eta 0.3, 80 rounds, exact tree method, one thread, the
 // constructor's seed: deterministic; ~40 ms to train on 200 rows of ~45 features.
 //
+// Other parameters (XgboostParams) are for other uses: the cross-workload model trains
+// with more rounds, a lower eta and subsampling (cross_model.cpp says why).
+//
 // save/load use XGBoost's model files (XGBoosterSaveModel / XGBoosterLoadModel): the
 // trees, the objective and the number of features, which is all predict() needs.
 #include "kestrel/tuner/xgboost_cost_model.h"
@@ -33,7 +36,6 @@ namespace {
 
 enum class Objective { rank_pairwise, regression_log_cost };
 constexpr Objective kObjective = Objective::rank_pairwise;
-constexpr int kRounds = 80;
 
 void check(int rc, const char* what) {
   if (rc != 0) throw std::runtime_error(std::string("xgboost: ") + what + " failed: " + XGBGetLastError());
@@ -95,12 +97,14 @@ bool failed(double cost) { return !(cost > 0) || !std::isfinite(cost); }
 
 struct XgboostCostModel::Impl {
   std::uint64_t seed = 1;
+  XgboostParams params;
   std::size_t columns = 0;
   std::unique_ptr<Booster> booster;  // null while untrained
 };
 
-XgboostCostModel::XgboostCostModel(std::uint64_t seed) : impl_(std::make_unique<Impl>()) {
+XgboostCostModel::XgboostCostModel(std::uint64_t seed, XgboostParams params) : impl_(std::make_unique<Impl>()) {
   impl_->seed = seed;
+  impl_->params = params;
   silence_xgboost();
 }
 
@@ -186,17 +190,19 @@ void XgboostCostModel::fit(const std::vector<std::vector<float>>& features, cons
   booster->set("booster", "gbtree");
   booster->set("objective", kObjective == Objective::rank_pairwise ? "rank:pairwise" : "reg:squarederror");
   booster->set("tree_method", "exact");
-  booster->set("max_depth", "6");
-  booster->set("eta", "0.3");
+  const XgboostParams& p = impl_->params;
+  booster->set("max_depth", std::to_string(p.max_depth));
+  booster->set("eta", std::to_string(p.eta));
   booster->set("gamma", "0.0001");
-  booster->set("min_child_weight", "1");
-  booster->set("subsample", "1");
+  booster->set("min_child_weight", std::to_string(p.min_child_weight));
+  booster->set("subsample", std::to_string(p.subsample));
+  booster->set("colsample_bytree", std::to_string(p.colsample_bytree));
   booster->set("lambda", "1");
   booster->set("alpha", "0");
   booster->set("nthread", "1");
-  if (kObjective == Objective::rank_pairwise) booster->set("num_pairsample", "4");
+  if (kObjective == Objective::rank_pairwise) booster->set("num_pairsample", std::to_string(p.num_pairsample));
   booster->set("seed", std::to_string(impl_->seed % 2147483647u));
-  for (int round = 0; round < kRounds; ++round) {
+  for (int round = 0; round < p.rounds; ++round) {
     check(XGBoosterUpdateOneIter(booster->get(), round, train.get()), "training a round");
   }
   impl_->booster = std::move(booster);
@@ -265,6 +271,30 @@ void XgboostCostModel::load(const std::string& path) {
   impl_->booster = std::move(booster);
   impl_->columns = static_cast<std::size_t>(columns);
 }
+
+std::string XgboostCostModel::save_to_buffer() const {
+  if (!impl_->booster) throw std::runtime_error("cost model: cannot save: the model is not trained");
+  bst_ulong length = 0;
+  const char* bytes = nullptr;
+  check(XGBoosterSaveModelToBuffer(impl_->booster->get(), R"({"format": "ubj"})", &length, &bytes),
+        "saving the model to a buffer");
+  return std::string(bytes, bytes + length);
+}
+
+void XgboostCostModel::load_from_buffer(std::string_view bytes) {
+  auto booster = std::make_unique<Booster>();
+  if (XGBoosterLoadModelFromBuffer(booster->get(), bytes.data(), bytes.size()) != 0) {
+    throw std::runtime_error(std::string("cost model: not an XGBoost model: ") + XGBGetLastError());
+  }
+  bst_ulong columns = 0;
+  check(XGBoosterGetNumFeature(booster->get(), &columns), "reading the number of features");
+  if (columns == 0) throw std::runtime_error("cost model: the model has no features");
+  booster->set("nthread", "1");
+  impl_->booster = std::move(booster);
+  impl_->columns = static_cast<std::size_t>(columns);
+}
+
+std::size_t XgboostCostModel::columns() const { return impl_->booster ? impl_->columns : 0; }
 
 std::unique_ptr<CostModel> make_xgboost_model(std::uint64_t seed) { return std::make_unique<XgboostCostModel>(seed); }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <iosfwd>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kestrel/ops/op.h"
@@ -31,5 +33,25 @@ struct Dataset {
 // are skipped and counted, never an error: a record must name exactly the knobs
 // op.knobs(workload) has, so that every row has the same features.
 Dataset make_dataset(const ops::Op& op, const std::vector<Record>& records);
+
+// The dataset of `kestrel dataset`: every usable Kestrel record of any op, workload,
+// target and device as one row of text cells, for studying and training models outside
+// Kestrel. Columns: op, workload, target, target_class, device_key, device_model, config,
+// status, cost_s (empty unless ok), gflops, relative (the best ok cost of the record's
+// group / its cost, 0 unless ok; group: op, workload, target and device class), final,
+// then the cross_features (cross_model.h) under their names, the union over the ops in
+// order of first appearance (empty where an op has no such feature), then the target's
+// traits (trait.*). Usable: Kestrel's own kernel, a known op whose knobs the record
+// names, a target Kestrel knows.
+struct CrossTable {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+  std::size_t skipped = 0;  // records not usable
+};
+CrossTable make_cross_table(const std::vector<Record>& records, const ops::Registry& registry,
+                            const std::vector<std::string>& only_ops = {}, bool ok_only = false);
+// RFC 4180 CSV: a header line, then one line per row; cells with a comma, quote or line
+// break quoted.
+void write_csv(const CrossTable& table, std::ostream& out);
 
 }  // namespace kestrel::tuner

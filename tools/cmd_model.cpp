@@ -1,0 +1,237 @@
+// `kestrel model train|show|eval`: the cross-workload ("zero-shot") cost model. train fits
+// one ranking model per op and target class on records databases and writes a .kcm file
+// with its held-out ranking quality; show prints what a file holds; eval measures a file's
+// ranking quality on other records (workloads it never saw).
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "commands.h"
+#include "kestrel/ops/op.h"
+#include "kestrel/tuner/cross_model.h"
+#include "kestrel/tuner/records.h"
+
+namespace kestrel::tools {
+namespace {
+
+const char* kUsage =
+    "usage: kestrel model train --db FILE [--db FILE ...] -o MODEL.kcm [--op NAME ...] [--folds N] [--seed N] [--json]\n"
+    "       kestrel model show MODEL.kcm [--json]\n"
+    "       kestrel model eval --model-file MODEL.kcm --db FILE [--db FILE ...] [--op NAME ...] [--json]\n"
+    "\n"
+    "The cross-workload cost model: one ranking model per op and target class, trained on the\n"
+    "records of many workloads, that orders the configurations of a workload it never saw\n"
+    "(kestrel tune --zero-shot, kestrel export --model-file).\n";
+
+std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+std::string pad(std::string text, std::size_t width) {
+  if (text.size() < width) text += std::string(width - text.size(), ' ');
+  return text + " ";
+}
+
+nlohmann::json quality_json(const tuner::RankingQuality& q) {
+  return {{"workloads", q.workloads},
+          {"top1_recall", q.top1_recall},
+          {"top5_recall", q.top5_recall},
+          {"kendall_tau", q.kendall_tau},
+          {"pick_ratio", q.pick_ratio}};
+}
+
+std::string quality_columns(const tuner::RankingQuality& q) {
+  if (q.workloads == 0) return pad("-", 9) + pad("-", 7) + pad("-", 7) + pad("-", 6) + "-";
+  return pad(std::to_string(q.workloads), 9) + pad(fixed(q.top1_recall, 2), 7) + pad(fixed(q.top5_recall, 2), 7) +
+         pad(fixed(q.kendall_tau, 2), 6) + fixed(q.pick_ratio, 3);
+}
+
+const char* kQualityHeader = "HELD-OUT TOP-1  TOP-5  TAU    PICK";
+
+std::vector<tuner::Record> read_records(const std::vector<std::string>& paths) {
+  std::vector<tuner::Record> out;
+  for (const std::string& path : paths) {
+    auto db = tuner::open_records(path, tuner::OpenMode::existing);
+    auto records = db->all();
+    out.insert(out.end(), std::make_move_iterator(records.begin()), std::make_move_iterator(records.end()));
+  }
+  return out;
+}
+
+void print_models(const std::vector<tuner::OpModelInfo>& models) {
+  std::cout << pad("OP", 18) << pad("CLASS", 7) << pad("WORKLOADS", 9) << pad("ROWS", 7) << kQualityHeader << "\n";
+  for (const auto& m : models) {
+    std::cout << pad(m.op, 18) << pad(m.target_class, 7) << pad(std::to_string(m.workloads), 9)
+              << pad(std::to_string(m.rows), 7) << quality_columns(m.holdout) << "\n";
+  }
+}
+
+nlohmann::json models_json(const std::vector<tuner::OpModelInfo>& models, bool with_workloads) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : models) {
+    nlohmann::json one = {{"op", m.op},
+                          {"target_class", m.target_class},
+                          {"features", m.feature_names.size()},
+                          {"rows", m.rows},
+                          {"workloads", m.workloads},
+                          {"holdout", quality_json(m.holdout)}};
+    if (with_workloads) {
+      one["feature_names"] = m.feature_names;
+      one["trained_workloads"] = m.trained_workloads;
+    }
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
+int train(int argc, char** argv) {
+  Args args("kestrel model train",
+            "Trains a cross-workload ranking model per op and target class on the records of the databases\n"
+            "(Kestrel's own kernels; vendor records are skipped), measures its ranking quality on workloads\n"
+            "held out of training (leave-workloads-out folds) and writes the model file. Progress on stderr.\n"
+            "Needs records of at least 2 workloads of an op, each with 2 distinct ok costs.\n"
+            "Exit status: 0; 1 when the records cannot be read or are too few (nothing is written); 2 usage.");
+  args.multi_option("db", "FILE", "records database");
+  args.option("o,out", "FILE", "the model file to write (.kcm)");
+  args.multi_option("op", "NAME", "only this op");
+  args.option("folds", "N", "leave-workloads-out folds for the held-out quality (0: none)", "5");
+  args.option("seed", "N", "seed of the folds and the booster", "1");
+  args.flag("json", "print JSON instead of a table");
+  if (!args.parse(argc, argv, 3)) {
+    std::cout << args.help();
+    return 0;
+  }
+  if (!args.has("db")) throw UsageError("--db is required (the records to train on)");
+  if (!args.has("out")) throw UsageError("-o is required (the model file to write)");
+  tuner::TrainOptions options;
+  options.ops = args.get_all("op");
+  options.folds = static_cast<std::size_t>(args.get_int("folds", 5, 0, 100));
+  if (options.folds == 1) throw UsageError("--folds must be 0 (none) or at least 2");
+  options.seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
+  options.progress = [](const std::string& line) { std::cerr << "kestrel model train: " << line << "\n"; };
+  const auto records = read_records(args.get_all("db"));
+  const ops::Registry registry = ops::builtin_ops();
+  const tuner::CrossModel model = tuner::CrossModel::train(records, registry, options);
+  const std::string out = args.get("out");
+  model.save(out);
+  if (args.has("json")) {
+    std::cout << nlohmann::json{{"model_file", out}, {"models", models_json(model.models(), false)}}.dump(2) << "\n";
+    return 0;
+  }
+  print_models(model.models());
+  std::cout << "wrote " << out << " (" << model.models().size() << (model.models().size() == 1 ? " model" : " models")
+            << "; held-out: ranking of workloads left out of training, pick = best / the model's first pick)\n";
+  return 0;
+}
+
+int show(int argc, char** argv) {
+  Args args("kestrel model show", "Prints the models of a cost model file: op, target class, what each trained on\n"
+                                  "and its held-out ranking quality.");
+  args.positional("file", "the model file (.kcm)");
+  args.flag("json", "print JSON (with the feature names and trained workloads)");
+  if (!args.parse(argc, argv, 3)) {
+    std::cout << args.help();
+    return 0;
+  }
+  if (!args.has("file")) throw UsageError("a model file is required: kestrel model show MODEL.kcm");
+  const tuner::CrossModel model = tuner::CrossModel::load(args.get("file"));
+  if (args.has("json")) {
+    std::cout << nlohmann::json{{"model_file", args.get("file")},
+                                {"file_version", tuner::kModelFileVersion},
+                                {"feature_schema", tuner::kFeatureSchemaVersion},
+                                {"models", models_json(model.models(), true)}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << args.get("file") << ": feature schema " << tuner::kFeatureSchemaVersion << "\n";
+  print_models(model.models());
+  return 0;
+}
+
+int eval(int argc, char** argv) {
+  Args args("kestrel model eval",
+            "Measures a cost model file's ranking quality on the records of the databases, every workload\n"
+            "treated as unseen: top-1 / top-5 recall of the measured best, Kendall's tau, and pick (measured\n"
+            "best / cost of the model's first pick). Exit status: 0; 1 for an unreadable file or database, or\n"
+            "records that none of the file's models can rank; 2 usage.");
+  args.option("model-file", "FILE", "the model file (.kcm)");
+  args.multi_option("db", "FILE", "records database");
+  args.multi_option("op", "NAME", "only this op");
+  args.flag("json", "print JSON instead of a table");
+  if (!args.parse(argc, argv, 3)) {
+    std::cout << args.help();
+    return 0;
+  }
+  if (!args.has("model-file")) throw UsageError("--model-file is required (the model to evaluate)");
+  if (!args.has("db")) throw UsageError("--db is required (the records to evaluate on)");
+  const tuner::CrossModel model = tuner::CrossModel::load(args.get("model-file"));
+  const auto records = read_records(args.get_all("db"));
+  const ops::Registry registry = ops::builtin_ops();
+  const std::vector<std::string> only = args.get_all("op");
+  nlohmann::json results = nlohmann::json::array();
+  std::vector<std::pair<const tuner::OpModelInfo*, tuner::RankingQuality>> rows;
+  for (const auto& m : model.models()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), m.op) == only.end()) continue;
+    tuner::RankingQuality q;
+    try {
+      q = tuner::evaluate(model, records, registry, m.op, m.target_class);
+    } catch (const std::invalid_argument& e) {
+      throw tuner::ModelFileError(e.what());
+    }
+    if (q.workloads == 0) continue;
+    rows.emplace_back(&m, q);
+  }
+  if (rows.empty()) {
+    std::string have;
+    for (const auto& m : model.models()) have += (have.empty() ? "" : ", ") + m.op + "/" + m.target_class;
+    throw tuner::ModelFileError("no records to evaluate on: the databases hold no workload with 2 distinct ok costs "
+                                "for the model's " + have);
+  }
+  if (args.has("json")) {
+    for (const auto& [m, q] : rows) {
+      results.push_back({{"op", m->op}, {"target_class", m->target_class}, {"quality", quality_json(q)}});
+    }
+    std::cout << nlohmann::json{{"model_file", args.get("model-file")}, {"results", results}}.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << pad("OP", 18) << pad("CLASS", 7) << "WORKLOADS TOP-1  TOP-5  TAU    PICK\n";
+  for (const auto& [m, q] : rows) std::cout << pad(m->op, 18) << pad(m->target_class, 7) << quality_columns(q) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int run_cost_model(int argc, char** argv) {
+  if (argc < 3 || std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h") {
+    std::cout << kUsage;
+    return argc < 3 ? 2 : 0;
+  }
+  const std::string action = argv[2];
+  const std::string program = "kestrel model " + action;
+  try {
+    if (action == "train") return train(argc, argv);
+    if (action == "show") return show(argc, argv);
+    if (action == "eval") return eval(argc, argv);
+    std::cerr << "kestrel model: unknown action '" << action << "' (train, show or eval)\n" << kUsage;
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << program << ": " << e.what() << "\n(see " << program << " --help)\n";
+    return 2;
+  } catch (const tuner::ModelFileError& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return 1;
+  } catch (const tuner::RecordsError& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace kestrel::tools

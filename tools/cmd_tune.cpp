@@ -480,7 +480,8 @@ int run_tune(int argc, char** argv) {
         return jobs;
       };
     }
-    session_options.quiet = args.has("quiet") || args.has("json");
+    // A pick without measurements has no progress to show.
+    session_options.quiet = args.has("quiet") || args.has("json") || !measures;
     tuner::SessionResult session = run_tune_session(from_model ? std::vector<tuner::TuneJob>{} : jobs, *db, session_options);
     if (from_model && !args.has("json")) {
       print_model_summary(jobs, session, db_path);

@@ -84,17 +84,18 @@ inline std::vector<ops::Params> synthetic_unseen_workloads() {
           {{"M", 768}, {"N", 192}, {"K", 96}}};
 }
 
-// A cross-workload model of the synthetic machine's gemm, trained once.
+// A cross-workload model of the synthetic machine's gemm, trained once. Never destroyed:
+// XGBoost's own globals may be gone by the time static objects are.
 inline const tuner::CrossModel& synthetic_gemm_model() {
-  static const tuner::CrossModel model = [] {
+  static const tuner::CrossModel* model = [] {
     const ops::Registry registry = ops::builtin_ops();
     tuner::TrainOptions options;
     options.folds = 2;
-    return tuner::CrossModel::train(
+    return new tuner::CrossModel(tuner::CrossModel::train(
         synthetic_gemm_records(registry.get("gemm"), synthetic_training_workloads(), synthetic_target(), 150),
-        registry, options);
+        registry, options));
   }();
-  return model;
+  return *model;
 }
 
 }  // namespace kestrel::test

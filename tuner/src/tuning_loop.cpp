@@ -185,11 +185,12 @@ rpc::awaitable<void> TuningLoop::start_zero_shot() {
     ZeroShotOptions pick_options;
     pick_options.top = std::max<std::size_t>(1, options_.zero_shot_verify);
     pick_options.seed = options_.seed;
-    std::shared_ptr<const CrossModel> model = options_.prior_model;
+    // Plain pointers only: GCC 12 destroys a co_await operand's non-trivial temporaries twice.
+    const CrossModel* model = options_.prior_model.get();
     const Space* space = space_.get();
-    const host::Target target = task_.target;
+    const host::Target* target = &task_.target;
     ZeroShotPick pick = co_await off_thread(
-        [model, space, target, pick_options] { return zero_shot_pick(*model, *space, target, pick_options); });
+        [model, space, target, pick_options] { return zero_shot_pick(*model, *space, *target, pick_options); });
     for (std::uint64_t index : pick.points) zero_shot.picks.push_back(ops::format_config(space_->config(index)));
     zero_shot.seconds = pick.elapsed.count();
     zero_shot.scored = pick.scored;

@@ -19,6 +19,10 @@ using Clock = std::chrono::steady_clock;
 
 // Rows scored per predict call in the uniform phase (bounds the rows held at once).
 constexpr std::size_t kBatch = 1024;
+// Spaces of at most this many times `samples` points are scored whole (their valid points).
+constexpr std::uint64_t kExhaustive = 4;
+// Scores remembered by a prior at most (a long warm-started search asks for many points).
+constexpr std::size_t kCacheLimit = std::size_t{1} << 20;
 // Temperature at the start of the chains, in standard deviations of the sample's scores.
 constexpr double kStartTemperature = 0.5;
 
@@ -41,10 +45,22 @@ class PointScorer {
   // Scores of `points` in their order; the ones not seen yet in one predict call.
   std::vector<float> operator()(const std::vector<std::uint64_t>& points) {
     std::lock_guard lock(mutex_);
+    if (scores_.size() + points.size() > kCacheLimit) scores_.clear();
     std::vector<std::uint64_t> fresh;
     std::unordered_set<std::uint64_t> queued;
     for (std::uint64_t p : points) {
       if (!scores_.contains(p) && queued.insert(p).second) fresh.push_back(p);
+    }
+    if (!fresh.empty() && !names_checked_) {
+      // A model of other features than the op now has would rank garbage: refused.
+      const OpModelInfo* info = model_->find(space_->op().name(), cls_);
+      if (cross_feature_names(space_->op(), space_->params(), space_->config(fresh.front()), traits_) !=
+          info->feature_names) {
+        throw std::invalid_argument("the " + std::string(space_->op().name()) + "/" + cls_ +
+                                    " cost model was trained on other features than this op has: retrain with "
+                                    "kestrel model train");
+      }
+      names_checked_ = true;
     }
     for (std::size_t begin = 0; begin < fresh.size(); begin += kBatch) {
       const std::size_t end = std::min(fresh.size(), begin + kBatch);
@@ -71,6 +87,7 @@ class PointScorer {
   ops::TargetTraits traits_;
   std::string cls_;
   std::mutex mutex_;
+  bool names_checked_ = false;
   std::unordered_map<std::uint64_t, float> scores_;
 };
 
@@ -108,6 +125,12 @@ ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const h
     if (space.valid(default_index) && drawn.insert(default_index).second) sample.push_back(default_index);
   } catch (const ops::OpError&) {
     // a default outside the knob domains (a bug of the op) only loses one candidate
+  }
+  if (space.size() <= kExhaustive * options.samples) {
+    // A small space (a depthwise convolution's few hundred points): every valid point.
+    for (std::uint64_t p = 0; p < space.size(); ++p) {
+      if (space.valid(p) && drawn.insert(p).second) sample.push_back(p);
+    }
   }
   // Rejection sampling: a space with few valid points gives up after a few misses in a
   // row instead of drawing forever (duplicates count as misses too).

@@ -86,6 +86,27 @@ TEST_CASE("e2e: kestrel tune --zero-shot picks in seconds without measuring or r
   CHECK(json["zero_shot"]["fallback"] == "");
   CHECK_FALSE(std::filesystem::exists(db));
 
+  // --workloads: one pick per workload; a workload of an op the model lacks (conv2d)
+  // gets the op's default and says so.
+  code = run_command({KESTREL_BIN, "tune", "--workloads", "gemm-square,resnet18-conv", "--only", "256,layer1.conv",
+                      "--zero-shot", "--model-file", model, "--db", db, "--json"},
+                     out, dir.file("log"));
+  REQUIRE(code == 0);
+  json = parse_json(out);
+  REQUIRE(json["workloads"].size() == 2);
+  CHECK(json["workloads"][0]["label"] == "256");
+  CHECK(json["workloads"][0]["zero_shot"]["fallback"] == "");
+  CHECK(json["workloads"][1]["label"] == "layer1.conv");
+  CHECK_THAT(json["workloads"][1]["zero_shot"]["fallback"].get<std::string>(), Contains("no model for conv2d"));
+  CHECK(json["workloads"][1]["zero_shot"]["pick"] != "");
+  CHECK_FALSE(std::filesystem::exists(db));
+  code = run_command({KESTREL_BIN, "tune", "--workloads", "resnet18-conv", "--only", "layer1.conv", "--zero-shot",
+                      "--model-file", model, "--db", db},
+                     out, dir.file("log"));
+  REQUIRE(code == 0);
+  CHECK_THAT(out, Contains("no zero-shot pick: the cost model has no model for conv2d") &&
+                      Contains("the op's default stands in: "));
+
   // An op the model has no model for: an error naming what it has.
   code = run_command({KESTREL_BIN, "tune", "--op", "conv2d_nchwc", "--shape",
                       "N=1,C=16,H=14,W=14,K=16,R=3,S=3,pad=1,block=8", "--zero-shot", "--model-file", model, "--db",

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 #include "kestrel/model/export.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
+#include "kestrel/tuner/cross_model.h"
 #include "kestrel/tuner/records.h"
 
 namespace kestrel::tools {
@@ -36,24 +38,27 @@ void print_table(const model::ExportReport& report, const std::string& out_dir) 
     workload_width = std::max(workload_width, workload_text(k).size() + 2);
   }
   const int ow = static_cast<int>(op_width), ww = static_cast<int>(workload_width);
-  std::cout << "\n" << std::left << std::setw(ow) << "OP" << std::setw(ww) << "WORKLOAD" << std::setw(9) << "ORIGIN"
+  std::cout << "\n" << std::left << std::setw(ow) << "OP" << std::setw(ww) << "WORKLOAD" << std::setw(11) << "ORIGIN"
             << std::setw(10) << "GFLOP/s" << std::setw(13) << "ENTRY" << "CONFIG\n";
-  std::size_t tuned = 0;
+  std::size_t tuned = 0, picked = 0;
   for (const model::ExportedKernel& k : report.kernels) {
     std::ostringstream gflops;
     if (k.origin == "tuned") gflops << std::fixed << std::setprecision(1) << k.gflops;
     else gflops << "-";
-    std::cout << std::left << std::setw(ow) << k.op << std::setw(ww) << workload_text(k) << std::setw(9) << k.origin
+    std::cout << std::left << std::setw(ow) << k.op << std::setw(ww) << workload_text(k) << std::setw(11) << k.origin
               << std::setw(10) << gflops.str() << std::setw(13) << k.entry << k.config << "\n";
     if (k.origin == "tuned") ++tuned;
+    if (k.origin == "zero-shot") ++picked;
   }
-  std::cout << "\n" << report.kernels.size() << " kernels (" << tuned << " tuned, " << report.kernels.size() - tuned
-            << " at the op's default) in " << out_dir << "/libkestrel_kernels.{so,a}, header kestrel_kernels.h\n";
+  std::cout << "\n" << report.kernels.size() << " kernels (" << tuned << " tuned, ";
+  if (picked) std::cout << picked << " picked by the cost model, ";
+  std::cout << report.kernels.size() - tuned - picked << " at the op's default) in " << out_dir << "/libkestrel_kernels.{so,a}, header kestrel_kernels.h\n";
   for (const std::string& note : report.notes) std::cout << "note: " << note << "\n";
   std::cout << (report.runtime_copied ? "" : "warning: ") << report.runtime_note << "\n";
 }
 
-nlohmann::json report_json(const model::ExportReport& report, const std::string& target) {
+nlohmann::json report_json(const model::ExportReport& report, const std::string& target,
+                           const std::string& cost_model) {
   nlohmann::json kernels = nlohmann::json::array();
   for (const model::ExportedKernel& k : report.kernels) {
     nlohmann::json dynamic = nlohmann::json::array();
@@ -68,6 +73,7 @@ nlohmann::json report_json(const model::ExportReport& report, const std::string&
                        {"entry", k.entry}});
   }
   return {{"target", target},
+          {"cost_model", cost_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(cost_model)},
           {"kernels", kernels},
           {"files", report.files},
           {"runtime_copied", report.runtime_copied},
@@ -80,9 +86,10 @@ nlohmann::json report_json(const model::ExportReport& report, const std::string&
 int run_export(int argc, char** argv) {
   Args args("kestrel export",
             "Writes a kernel library for a target: every task of the model (at each bucket of its symbolic\n"
-            "dimensions) compiled at its best recorded configuration, or at the op's default when the task has\n"
-            "no record, linked into libkestrel_kernels.so and .a with kestrel_kernels.h (a dispatcher by shape\n"
-            "and one typed entry per op), the target's libkestrel_rt and a manifest. See docs/export.md.");
+            "dimensions) compiled at its best recorded configuration, or when the task has no record at the\n"
+            "cost model's pick (--model-file) or the op's default, linked into libkestrel_kernels.so and .a with\n"
+            "kestrel_kernels.h (a dispatcher by shape and one typed entry per op), the target's libkestrel_rt and a\n"
+            "manifest. See docs/export.md.");
   args.option("db", "FILE", "records database (from kestrel tune)", "kestrel.db");
   args.option("model", "FILE", "the ONNX model whose tasks are exported");
   args.option("target", "TRIPLE", "the target: native, aarch64-linux-gnu, armv7a-linux-gnueabihf, ...", "native");
@@ -94,6 +101,8 @@ int run_export(int argc, char** argv) {
   args.option("block", "N", "channels per block of the convolutions' NCHWc layout (default: the target's)");
   args.option("runtime-dir", "DIR", "where the target's libkestrel_rt.{a,so} is (default: $KESTREL_RUNTIME_DIR, "
                                     "then the build trees beside kestrel)");
+  args.option("model-file", "FILE", "a cross-workload cost model (kestrel model train): tasks with no record get its "
+                                    "zero-shot pick instead of the op's default");
   args.flag("json", "print the report as JSON");
   try {
     if (!args.parse(argc, argv, 2)) {
@@ -102,6 +111,11 @@ int run_export(int argc, char** argv) {
     }
     if (!args.has("model")) throw UsageError("--model is required (the ONNX model whose tasks to export)");
     if (!args.has("out")) throw UsageError("-o/--out is required (the folder the library is written to)");
+    // The cost model first: a missing or foreign file fails before anything is read.
+    std::shared_ptr<const tuner::CrossModel> cost_model;
+    if (args.has("model-file")) {
+      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(args.get("model-file")));
+    }
     host::Target target;
     try {
       target = host::parse_target(args.get("target", "native"), args.get("cpu"));
@@ -119,6 +133,8 @@ int run_export(int argc, char** argv) {
     options.device_key = args.get("key");
     options.runtime_dir = args.get("runtime-dir");
     options.model = args.get("model");
+    options.cost_model = cost_model;
+    options.cost_model_path = args.get("model-file");
     const std::int64_t block = args.get_int("block", 0, 0, 64);
     for (const model::Binding& binding : buckets) {
       model::PlanOptions plan_options;
@@ -138,7 +154,7 @@ int run_export(int argc, char** argv) {
           if (::isatty(2)) std::cerr << "\rcompiling kernels " << done << "/" << total << std::flush;
           if (done == total) std::cerr << (::isatty(2) ? "\n" : "compiled " + std::to_string(total) + " kernels\n");
         });
-    if (json) std::cout << report_json(report, target.to_string()).dump(2) << "\n";
+    if (json) std::cout << report_json(report, target.to_string(), args.get("model-file")).dump(2) << "\n";
     else print_table(report, options.out_dir);
     return 0;
   } catch (const UsageError& e) {
@@ -151,6 +167,9 @@ int run_export(int argc, char** argv) {
     std::cerr << "kestrel export: " << e.what() << "\n";
     return 1;
   } catch (const ops::OpError& e) {
+    std::cerr << "kestrel export: " << e.what() << "\n";
+    return 1;
+  } catch (const tuner::ModelFileError& e) {
     std::cerr << "kestrel export: " << e.what() << "\n";
     return 1;
   }

@@ -2,6 +2,7 @@
 // (--workloads), on a pool of devices (or, without --tracker, on this machine through an
 // embedded tracker and device). The session itself is tune_session.cpp.
 #include <cctype>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,9 +15,11 @@
 #include "kestrel/model/tasks.h"
 #include "kestrel/ops/workload_sets.h"
 #include "kestrel/base/log.h"
+#include "kestrel/tuner/cross_model.h"
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/strategy.h"
 #include "kestrel/tuner/tuning_loop.h"
+#include "kestrel/tuner/zero_shot.h"
 #include "measure_args.h"
 #include "model_jobs.h"
 #include "tune_session.h"
@@ -24,7 +27,27 @@
 namespace kestrel::tools {
 namespace {
 
-void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
+// The model's pick without measuring (zero-shot, no verification).
+void print_zero_shot(const tuner::TuneResult& r, const std::string& model_path) {
+  const tuner::TuneResult::ZeroShot& z = *r.zero_shot;
+  std::cout << "\n" << r.op << " " << r.workload << " on " << r.target << "\n"
+            << "target traits: " << r.traits << "\n";
+  if (!z.fallback.empty()) {
+    std::cout << "no zero-shot pick: " << z.fallback << "\n"
+              << "the op's default stands in: " << z.picks.front() << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(1) << "zero-shot pick (0 measurements, " << z.seconds
+            << " s): " << z.picks.front() << "\n"
+            << "  the best of " << z.scored << " configurations scored by " << model_path
+            << "; nothing was measured or recorded (--zero-shot-verify N measures the top N)\n";
+}
+
+void print_summary(const tuner::TuneResult& r, const std::string& db_path, const std::string& model_path) {
+  if (r.zero_shot && r.this_session == 0) {
+    print_zero_shot(r, model_path);
+    return;
+  }
   std::cout << "\n"
             << r.op << " " << r.workload << " on " << r.target << "\n"
             << "target traits: " << r.traits << "\n"
@@ -37,6 +60,21 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path) {
     std::cout << "\n";
   }
   if (r.transfer_records) std::cout << "model seeded with " << r.transfer_records << " records of other workloads\n";
+  if (!r.prior.empty()) {
+    if (r.prior.starts_with("none: ")) std::cout << "warm start: none, " << r.prior.substr(6) << "\n";
+    else std::cout << "warm start: the " << r.prior << " model of " << model_path << "\n";
+  }
+  if (r.zero_shot) {
+    const tuner::TuneResult::ZeroShot& z = *r.zero_shot;
+    if (!z.fallback.empty()) {
+      std::cout << "no zero-shot pick: " << z.fallback << "; the op's default was measured\n";
+    } else {
+      std::cout << std::fixed << std::setprecision(1) << "zero-shot picks (" << z.seconds << " s, " << z.scored
+                << " configurations scored), measured once beside the default:";
+      for (const auto& pick : z.picks) std::cout << "\n  " << pick;
+      std::cout << "\n";
+    }
+  }
   if (r.final.empty()) {
     if (!r.best_recorded) {
       std::cout << "no successful measurement\n";
@@ -99,6 +137,15 @@ nlohmann::json entry_json(const tuner::FinalEntry& f) {
 }
 
 nlohmann::json result_json(const tuner::TuneResult& result) {
+  nlohmann::json zero_shot = nullptr;
+  if (result.zero_shot) {
+    const tuner::TuneResult::ZeroShot& z = *result.zero_shot;
+    zero_shot = {{"pick", z.picks.empty() ? "" : z.picks.front()},
+                 {"picks", z.picks},
+                 {"seconds", z.seconds},
+                 {"scored", z.scored},
+                 {"fallback", z.fallback}};
+  }
   nlohmann::json final = nlohmann::json::array();
   for (const auto& f : result.final) final.push_back(entry_json(f));
   nlohmann::json out = {{"session", result.session},         {"op", result.op},
@@ -108,6 +155,8 @@ nlohmann::json result_json(const tuner::TuneResult& result) {
                         {"stop_reason", result.stop_reason}, {"default_gflops", result.default_gflops},
                         {"default_is_best", result.default_is_best}, {"final", final}};
   if (result.best_recorded) out["best_recorded"] = entry_json(*result.best_recorded);
+  if (result.zero_shot) out["zero_shot"] = zero_shot;
+  if (!result.prior.empty()) out["prior"] = result.prior;
   nlohmann::json vendors = nlohmann::json::array();
   for (const auto& v : result.vendors) vendors.push_back(entry_json(v));
   out["vendors"] = vendors;
@@ -188,6 +237,12 @@ int run_tune(int argc, char** argv) {
   args.option("vendors", "LIST", "vendor libraries timed on the device beside the final round, when the op has them "
                                  "and the device has them: all, none, or e.g. openblas,onednn", "all");
   args.flag("no-transfer", "do not seed the cost model with records of other workloads");
+  args.option("model-file", "FILE", "a cross-workload cost model (kestrel model train): warm-starts the search (sa), "
+                                    "or with --zero-shot picks without searching");
+  args.flag("zero-shot", "no search: the cost model (--model-file) picks the configuration in seconds, measuring "
+                         "nothing and recording nothing (one pick per workload with --workloads)");
+  args.option("zero-shot-verify", "N", "with --zero-shot: measure the model's top N and the default once (recorded) "
+                                       "and keep the fastest", "0");
   args.flag("quiet", "no progress output");
   args.flag("json", "print the result as JSON");
   add_pool_options(args);
@@ -203,13 +258,35 @@ int run_tune(int argc, char** argv) {
       "model's latency most (occurrences x time saved per trial, from its recent progress and\n"
       "from how fast similar tasks run), until --trials-per-task or --time-budget. The budget\n"
       "covers the search: each task's final re-measurement follows it (seconds per task).\n"
-      "Run it again to resume; then `kestrel export --model ... --db ...`.");
+      "Run it again to resume; then `kestrel export --model ... --db ...`.\n\n"
+      "With --model-file (a cost model from `kestrel model train`), the model's ranking of the\n"
+      "configurations warm-starts the search, fading as measurements arrive. With --zero-shot\n"
+      "too there is no search: the model picks in seconds, without a device when the target is\n"
+      "known (--target native or a triple, or this machine); --zero-shot-verify N measures its\n"
+      "top N and the default once on the device and keeps the fastest. A model without one for\n"
+      "the workload's op and target class is an error (with --workloads: that workload gets the\n"
+      "op's default, and says so).");
   try {
     if (!args.parse(argc, argv, 2)) {
       std::cout << args.help();
       return 0;
     }
     set_log_level(args, "warn");
+    const bool zero_shot = args.has("zero-shot");
+    if (zero_shot && !args.has("model-file")) {
+      throw UsageError("--zero-shot needs --model-file FILE (a cost model from kestrel model train)");
+    }
+    if (args.has("zero-shot-verify") && !zero_shot) throw UsageError("--zero-shot-verify goes with --zero-shot");
+    if (zero_shot && args.has("model")) {
+      throw UsageError("--zero-shot picks for --shape or --workloads; for a model's tasks, kestrel export --model-file "
+                       "picks each one without tuning");
+    }
+    const auto zero_shot_verify = static_cast<std::size_t>(args.get_int("zero-shot-verify", 0, 0, 1000));
+    // The cost model first: a missing or foreign file fails before anything starts.
+    std::shared_ptr<const tuner::CrossModel> cost_model;
+    if (args.has("model-file")) {
+      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(args.get("model-file")));
+    }
     ops::Registry registry = ops::builtin_ops();
     bool from_set = args.has("workloads");
     bool from_model = args.has("model");
@@ -269,13 +346,22 @@ int run_tune(int argc, char** argv) {
       start = comma + 1;
     }
     options.measure = measure_options(args);
+    options.prior_model = cost_model;
+    options.zero_shot = zero_shot;
+    options.zero_shot_verify = zero_shot_verify;
     host::PoolOptions pool = pool_options(args, "kestrel tune");
     options.device_key = pool.key;
     unsigned devices = static_cast<unsigned>(args.get_int("devices", 1, 1, 4096));
     unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
     auto reconnect_window = std::chrono::milliseconds(args.get_int("reconnect-ms", 120'000, 0, 24 * 3'600'000));
     std::string db_path = args.get("db", "kestrel.db");
-    auto db = tuner::open_records(db_path);  // fails early on a bad file
+    // Zero-shot picks without verification record nothing: an existing database is read
+    // (never written), and none is created.
+    const bool measures = !zero_shot || zero_shot_verify > 0;
+    std::unique_ptr<tuner::RecordStore> db;
+    if (measures) db = tuner::open_records(db_path);  // fails early on a bad file
+    else if (std::filesystem::exists(db_path)) db = tuner::open_records(db_path, tuner::OpenMode::existing);
+    else db = tuner::open_records(":memory:");
 
     TuneSessionOptions session_options;
     session_options.session.pool = pool;
@@ -283,9 +369,36 @@ int run_tune(int argc, char** argv) {
     session_options.session.pool.reconnect_window = reconnect_window;
     session_options.session.compile_threads = compile_threads;
     session_options.session.tune = options;
-    session_options.session.choose_target = [&args](const rpc::DeviceInfo& device) {
-      return resolve_target(args, device);
+    // One workload tuned with a cost model that has none for its op and target class: an
+    // error before anything is measured (with --workloads each such workload says so).
+    auto check_cost_model = [&](const host::Target& target) {
+      if (!cost_model || from_set || from_model) return;
+      const ops::Op& op = registry.get(jobs.front().op->name(), target.backend);
+      if (std::string missing = tuner::missing_model(*cost_model, op.name(), target); !missing.empty()) {
+        throw tuner::ModelFileError(args.get("model-file") + ": " + missing);
+      }
     };
+    session_options.session.choose_target = [&args, check_cost_model](const rpc::DeviceInfo& device) {
+      host::Target target = resolve_target(args, device);
+      check_cost_model(target);
+      return target;
+    };
+    if (zero_shot && zero_shot_verify == 0) {
+      // Nothing is measured, so no pool is started when the target is known without a
+      // device: named (native or a triple), or this machine's (the embedded pool's
+      // device). A GPU target, or a tracker's device with --target auto, is leased only
+      // to learn the target.
+      const std::string spec = args.get("target", "auto");
+      if (!host::is_gpu_target_spec(spec) && (spec != "auto" || !pool.tracker)) {
+        try {
+          session_options.session.target =
+              host::parse_target(spec == "auto" ? "native" : spec, args.get("mcpu"), args.get("features"));
+        } catch (const std::invalid_argument& e) {
+          throw UsageError(e.what());
+        }
+        check_cost_model(*session_options.session.target);
+      }
+    }
     session_options.session.registry = &registry;
     if (from_model) {
       std::int64_t block = args.get_int("block", 0, 0, 64);
@@ -304,7 +417,8 @@ int run_tune(int argc, char** argv) {
         return jobs;
       };
     }
-    session_options.quiet = args.has("quiet") || args.has("json");
+    // A pick without measurements has no progress to show.
+    session_options.quiet = args.has("quiet") || args.has("json") || !measures;
     tuner::SessionResult session = run_tune_session(from_model ? std::vector<tuner::TuneJob>{} : jobs, *db, session_options);
     if (from_model && !args.has("json")) {
       print_model_summary(jobs, session, db_path);
@@ -318,7 +432,8 @@ int run_tune(int argc, char** argv) {
         std::cout << out.dump(2) << "\n";
       } else if (!from_set) {
         nlohmann::json out = result_json(session.results.front());
-        out["db"] = db_path;
+        out["db"] = measures ? nlohmann::json(db_path) : nlohmann::json(nullptr);
+        if (cost_model) out["model_file"] = args.get("model-file");
         std::cout << out.dump(2) << "\n";
       } else {
         nlohmann::json list = nlohmann::json::array();
@@ -327,13 +442,16 @@ int run_tune(int argc, char** argv) {
           one["label"] = jobs[i].label;
           list.push_back(std::move(one));
         }
-        nlohmann::json out = {{"workloads", list}, {"db", db_path}, {"interrupted", session.interrupted}};
+        nlohmann::json out = {{"workloads", list},
+                              {"db", measures ? nlohmann::json(db_path) : nlohmann::json(nullptr)},
+                              {"interrupted", session.interrupted}};
+        if (cost_model) out["model_file"] = args.get("model-file");
         std::cout << out.dump(2) << "\n";
       }
     } else {
       for (std::size_t i = 0; i < session.results.size(); ++i) {
         if (from_set) std::cout << "\n== " << jobs[i].label;
-        print_summary(session.results[i], db_path);
+        print_summary(session.results[i], db_path, args.get("model-file"));
       }
       if (from_set && session.results.size() < jobs.size()) {
         std::cout << "\n" << jobs.size() - session.results.size() << " workloads of the set were not tuned (interrupted)\n";
@@ -352,6 +470,9 @@ int run_tune(int argc, char** argv) {
   } catch (const model::ModelError& e) {
     std::cerr << "kestrel tune: " << e.what() << "\n";
     return 2;
+  } catch (const tuner::ModelFileError& e) {
+    std::cerr << "kestrel tune: " << e.what() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "kestrel tune: " << e.what() << "\n";
     return 1;

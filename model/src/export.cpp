@@ -14,12 +14,15 @@
 #include <fstream>
 #include <future>
 #include <set>
+#include <stdexcept>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
 
 #include "dispatcher.h"
 #include "kestrel/host/link.h"
+#include "kestrel/tuner/space.h"
+#include "kestrel/tuner/zero_shot.h"
 
 namespace kestrel::embedded {
 std::string_view kernel_abi_h();      // model/CMakeLists.txt: kestrel_embed
@@ -90,13 +93,17 @@ ExportReport export_library(tuner::RecordStore& records, host::Compiler& compile
     if (!options.device_key.empty() && best.device_class.key != options.device_key) continue;
     bests.push_back(std::move(best));
   }
-  if (bests.empty())
-    throw ModelError("no records for " + target.triple +
-                     (options.device_key.empty() ? "" : " (device key " + options.device_key + ")") + " in " +
-                     records.location() + ": tune for it first");
-
   ExportReport report;
+  if (bests.empty()) {
+    const std::string none = "no records for " + target.triple +
+                             (options.device_key.empty() ? "" : " (device key " + options.device_key + ")") + " in " +
+                             records.location();
+    if (!options.cost_model) throw ModelError(none + ": tune for it first");
+    report.notes.push_back(none + ": every kernel is the cost model's pick or the op's default");
+  }
+
   std::vector<detail::TableEntry> entries;
+  std::set<std::string> unmodelled;  // ops the cost model has no model for (noted once)
   std::set<std::string> seen;
   for (const Plan& plan : options.plans) {
     for (const ModelTask& task : plan.tasks) {
@@ -148,8 +155,24 @@ ExportReport export_library(tuner::RecordStore& records, host::Compiler& compile
         }
       }
       ops::Config config = chosen ? chosen->config : op->default_config(task.params, target.traits);
-      entry.kernel.config = ops::format_config(config);
       entry.kernel.origin = chosen ? "tuned" : "default";
+      if (!chosen && options.cost_model) {
+        // No record: the cost model's pick, when it has a model for the op on this target.
+        if (std::string missing = tuner::missing_model(*options.cost_model, task.op, target); missing.empty()) {
+          const tuner::Space space(*op, task.params, target.traits);
+          try {
+            const tuner::ZeroShotPick pick = tuner::zero_shot_pick(*options.cost_model, space, target);
+            config = space.config(pick.points.front());
+            entry.kernel.origin = "zero-shot";
+          } catch (const std::invalid_argument& e) {  // no valid point to score
+            report.notes.push_back(task.op + " " + ops::format_params(task.params) + ": " + e.what() +
+                                   "; at the op's default");
+          }
+        } else if (unmodelled.insert(task.op).second) {
+          report.notes.push_back(task.op + ": " + missing + "; its tasks without a record are at the op's default");
+        }
+      }
+      entry.kernel.config = ops::format_config(config);
       entry.kernel.gflops = chosen ? chosen->gflops : 0;
       entries.push_back(std::move(entry));
     }
@@ -234,6 +257,7 @@ ExportReport export_library(tuner::RecordStore& records, host::Compiler& compile
   manifest["block"] = options.plans.empty() ? 0 : options.plans.front().block;
   manifest["model"] = options.model;
   manifest["records"] = records.location();
+  manifest["cost_model"] = options.cost_model ? nlohmann::json(options.cost_model_path) : nlohmann::json(nullptr);
   manifest["kernels"] = nlohmann::json::array();
   for (const detail::TableEntry& entry : entries) {
     const ExportedKernel& k = entry.kernel;

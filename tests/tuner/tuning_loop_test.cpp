@@ -1,5 +1,6 @@
 // Tests of the tuning loop with a synthetic evaluator and a temporary records file:
-// the trial budget, resume, early stopping, failures, stepping, the final round.
+// the trial budget, resume, early stopping, failures, stepping, the final round; with a
+// cross-workload model, zero-shot picks and the warm start.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -12,8 +13,11 @@
 
 #include "kestrel/tuner/evaluator.h"
 #include "kestrel/tuner/records.h"
+#include "kestrel/tuner/space.h"
 #include "kestrel/tuner/tuning_loop.h"
+#include "kestrel/tuner/zero_shot.h"
 #include "support/process.h"
+#include "tuner/synthetic_gemm.h"
 #include "tuner/toy_op.h"
 
 namespace {
@@ -432,4 +436,218 @@ TEST_CASE("tuning loop: vendor kernels without a final round run once on their o
     CHECK(evaluator.counts().count("fastlib") == 0);
     for (const auto& f : result.final) CHECK(f.implementation == tuner::kKestrelImplementation);
   }
+}
+
+// ---- a cross-workload model: zero-shot picks and the warm start ----------------------
+
+namespace {
+
+std::shared_ptr<const tuner::CrossModel> synthetic_model() {
+  // Borrowed: the model lives as long as the test program.
+  return {&test::synthetic_gemm_model(), [](const tuner::CrossModel*) {}};
+}
+
+tuner::Task gemm_task(const ops::Registry& registry, const ops::Params& workload,
+                      const host::Target& target = test::synthetic_target()) {
+  tuner::Task task;
+  task.op = &registry.get("gemm");
+  task.params = workload;
+  task.target = target;
+  return task;
+}
+
+SyntheticEvaluator synthetic_gemm_evaluator(const ops::Params& workload) {
+  return SyntheticEvaluator::constant([workload](const ops::Config& c) { return test::synthetic_gemm_seconds(workload, c); });
+}
+
+}  // namespace
+
+TEST_CASE("tuning loop: zero-shot without verification measures and records nothing", "[tuning_loop][zero_shot]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  const ops::Registry registry = ops::builtin_ops();
+  const ops::Params workload = test::synthetic_unseen_workloads().front();
+  auto evaluator = synthetic_gemm_evaluator(workload);
+  auto o = options(200);
+  o.zero_shot = true;
+  o.prior_model = synthetic_model();
+  o.final_top = 3;
+  TuningLoop loop(gemm_task(registry, workload), db, evaluator, o);
+  auto result = sync(loop.run());
+
+  CHECK(evaluator.evaluations() == 0);
+  CHECK(db.count() == 0);
+  CHECK(result.trials == 0);
+  CHECK(result.this_session == 0);
+  CHECK(result.final.empty());
+  CHECK_FALSE(result.best_recorded);
+  CHECK(result.stop_reason == "zero-shot");
+  REQUIRE(result.zero_shot);
+  CHECK(result.zero_shot->fallback.empty());
+  REQUIRE(result.zero_shot->picks.size() == 1);
+  CHECK(result.zero_shot->scored > 1000);
+  CHECK(result.zero_shot->seconds > 0);
+  // The pick is zero_shot_pick's first, for the loop's seed.
+  const tuner::Space space(registry.get("gemm"), workload, loop.task().target.traits);
+  tuner::ZeroShotOptions pick_options;
+  pick_options.seed = o.seed;
+  const auto pick = tuner::zero_shot_pick(test::synthetic_gemm_model(), space, loop.task().target, pick_options);
+  CHECK(result.zero_shot->picks.front() == ops::format_config(space.config(pick.points.front())));
+}
+
+TEST_CASE("tuning loop: zero-shot verification measures the model's top N and the default in one final round",
+          "[tuning_loop][zero_shot]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  const ops::Registry registry = ops::builtin_ops();
+  const ops::Params workload = test::synthetic_unseen_workloads().front();
+  const tuner::Task task = gemm_task(registry, workload);
+  const std::string default_config =
+      ops::format_config(task.op->default_config(workload, task.target.traits));
+  auto o = options(200);
+  o.zero_shot = true;
+  o.zero_shot_verify = 2;
+  o.prior_model = synthetic_model();
+  o.final_repeat = 6;
+  o.final_passes = 3;
+
+  SECTION("the final round decides") {
+    auto evaluator = synthetic_gemm_evaluator(workload);
+    TuningLoop loop(task, db, evaluator, o);
+    auto result = sync(loop.run());
+    REQUIRE(result.zero_shot);
+    REQUIRE(result.zero_shot->picks.size() == 2);
+    std::set<std::string> measured(result.zero_shot->picks.begin(), result.zero_shot->picks.end());
+    measured.insert(default_config);
+    // Each pick and the default, once per pass, nothing else.
+    CHECK(evaluator.counts().size() == measured.size());
+    for (const auto& [config, count] : evaluator.counts()) {
+      INFO(config);
+      CHECK(measured.contains(config));
+      CHECK(count == 3);
+    }
+    // One final record each, nothing from a search.
+    const auto records = db.find("gemm", workload, task.target_name());
+    CHECK(records.size() == measured.size());
+    for (const auto& r : records) {
+      CHECK(r.final_measurement);
+      CHECK(r.round_seconds.size() == 6);
+    }
+    CHECK(result.trials == measured.size());
+    CHECK(result.this_session == measured.size());
+    REQUIRE(result.final.size() == measured.size());
+    CHECK(std::is_sorted(result.final.begin(), result.final.end(),
+                         [](const auto& a, const auto& b) { return a.median_s < b.median_s; }));
+    // The final round decides: the fastest of them on the synthetic machine.
+    std::string fastest;
+    double fastest_s = std::numeric_limits<double>::infinity();
+    for (const std::string& config : measured) {
+      const double cost = test::synthetic_gemm_seconds(workload, ops::parse_pairs(config));
+      if (cost < fastest_s) {
+        fastest_s = cost;
+        fastest = config;
+      }
+    }
+    CHECK(result.final.front().config == fastest);
+    CHECK(result.default_is_best == (fastest == default_config));
+    CHECK(db.best().at(0).record.final_measurement);
+    CHECK(ops::format_config(db.best().at(0).record.config) == fastest);
+  }
+  SECTION("the default wins ties") {
+    auto evaluator = SyntheticEvaluator::constant([](const ops::Config&) { return 1e-3; });
+    TuningLoop loop(task, db, evaluator, o);
+    auto result = sync(loop.run());
+    CHECK(result.final.size() == 3);
+    // As after a search: the records' best is the default when nothing beat it.
+    const auto bests = db.best();
+    REQUIRE(bests.size() == 1);
+    CHECK(bests[0].default_is_best);
+    CHECK(ops::format_config(bests[0].record.config) == default_config);
+  }
+}
+
+TEST_CASE("tuning loop: zero-shot for an op or target class the model lacks says so and takes the default",
+          "[tuning_loop][zero_shot]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  const ops::Registry registry = ops::builtin_ops();
+  const ops::Params workload = test::synthetic_unseen_workloads().front();
+  const tuner::Task task = gemm_task(registry, workload, host::parse_target("aarch64-linux-gnu", "cortex-a72"));
+  const std::string default_config = ops::format_config(task.op->default_config(workload, task.target.traits));
+  auto evaluator = synthetic_gemm_evaluator(workload);
+  auto o = options(200);
+  o.zero_shot = true;
+  o.prior_model = synthetic_model();
+
+  SECTION("no verification") {
+    TuningLoop loop(task, db, evaluator, o);
+    auto result = sync(loop.run());
+    REQUIRE(result.zero_shot);
+    CHECK_THAT(result.zero_shot->fallback, Catch::Matchers::Contains("no model for gemm on neon") &&
+                                               Catch::Matchers::Contains("gemm/avx2"));
+    CHECK(result.zero_shot->picks == std::vector<std::string>{default_config});
+    CHECK(db.count() == 0);
+  }
+  SECTION("verification measures the default only") {
+    o.zero_shot_verify = 3;
+    TuningLoop loop(task, db, evaluator, o);
+    auto result = sync(loop.run());
+    REQUIRE(result.final.size() == 1);
+    CHECK(result.final.front().is_default);
+    CHECK(db.count() == 1);
+  }
+  SECTION("no model at all is an error") {
+    o.prior_model = nullptr;
+    TuningLoop loop(task, db, evaluator, o);
+    CHECK_THROWS_AS(sync(loop.run()), std::invalid_argument);
+  }
+  SECTION("a warm start without a model for the task says why and searches as usual") {
+    o.zero_shot = false;
+    o.trials = 6;
+    TuningLoop loop(task, db, evaluator, o);
+    auto result = sync(loop.run());
+    CHECK_THAT(result.prior, Catch::Matchers::StartsWith("none: ") && Catch::Matchers::Contains("gemm/avx2"));
+    CHECK(result.trials == 6);
+  }
+}
+
+// Needs the "sa" strategy to read StrategyOptions::prior (tuner/src/model_annealing.cpp).
+TEST_CASE("tuning loop: a cross-workload model warm-starts the search to a good configuration in fewer trials",
+          "[tuning_loop][zero_shot]") {
+  const ops::Registry registry = ops::builtin_ops();
+  const ops::Params workload = test::synthetic_unseen_workloads().at(1);
+  const tuner::Task task = gemm_task(registry, workload);
+  // Good: within 10% of the best of many random configurations.
+  const tuner::Space space(*task.op, workload, task.target.traits);
+  tuner::Rng rng(11);
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 5000; ++i) best = std::min(best, test::synthetic_gemm_seconds(workload, space.config(*space.sample_valid(rng))));
+  const double good_gflops = task.flops() / (1.1 * best) / 1e9;
+
+  // Trials until the best so far is good (budget + 1 when never).
+  auto trials_to_good = [&](bool warm, std::uint64_t seed) {
+    TempDir dir;
+    tuner::SqliteRecords db(dir.file("r.db"));
+    auto evaluator = synthetic_gemm_evaluator(workload);
+    auto o = options(48, 8);
+    o.strategy = "sa";
+    o.seed = seed;
+    if (warm) o.prior_model = synthetic_model();
+    TuningLoop loop(task, db, evaluator, o);
+    std::size_t reached = o.trials + 1;
+    auto result = sync(loop.run([&](const tuner::TuneProgress& p) {
+      if (p.best_gflops >= good_gflops) reached = std::min(reached, p.trials);
+    }));
+    if (warm) CHECK(result.prior == "gemm/avx2");
+    else CHECK(result.prior.empty());
+    return reached;
+  };
+  std::size_t warm = 0, cold = 0;
+  for (std::uint64_t seed : {1, 2}) {
+    warm += trials_to_good(true, seed);
+    cold += trials_to_good(false, seed);
+  }
+  INFO("trials to a good configuration: warm " << warm << ", cold " << cold << " (two seeds)");
+  CHECK(warm < cold);
+  CHECK(warm <= 2 * 16);  // the default and the first batch planned from the prior, per seed
 }

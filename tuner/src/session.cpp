@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 
 #include "kestrel/host/compiler.h"
 #include "kestrel/tuner/evaluator.h"
@@ -16,6 +17,20 @@ double best_cost(const TuneProgress& p, double flops) {
   if (p.best_gflops <= 0 || flops <= 0) return std::numeric_limits<double>::infinity();
   return flops / (p.best_gflops * 1e9);
 }
+
+// The evaluator of a session that measures nothing (zero-shot picks without
+// verification): a call is a bug.
+class NoDeviceEvaluator final : public Evaluator {
+ public:
+  rpc::awaitable<std::vector<Evaluation>> evaluate(const Task& task, const std::vector<ops::Config>&,
+                                                   const rpc::MeasureSettings&, ResultCallback) override {
+    throw std::logic_error("a zero-shot session without a device was asked to measure " + task.key());
+  }
+  rpc::awaitable<std::vector<Evaluation>> evaluate_vendors(const Task& task, const std::vector<ops::VendorKernel>&,
+                                                           const rpc::MeasureSettings&, ResultCallback) override {
+    throw std::logic_error("a zero-shot session without a device was asked to measure vendors for " + task.key());
+  }
+};
 
 }  // namespace
 
@@ -116,6 +131,26 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
 rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, const TuneProgress&)> on_progress) {
   SessionResult session;
   if (jobs_.empty() && !options_.make_jobs) co_return session;
+  if (options_.target && options_.tune.zero_shot && options_.tune.zero_shot_verify == 0) {
+    // Nothing will be measured and the target is known: no pool, no device.
+    if (options_.make_jobs) jobs_ = options_.make_jobs(*options_.target);
+    NoDeviceEvaluator evaluator;
+    TuneOptions tune = options_.tune;
+    tune.device_key = options_.pool.key;
+    try {
+      if (options_.scheduled) {
+        co_await run_scheduled(evaluator, *options_.target, tune, session, on_progress);
+      } else {
+        co_await run_in_turn(evaluator, *options_.target, tune, session, on_progress);
+      }
+    } catch (...) {
+      loop_ = nullptr;
+      loops_.clear();
+      throw;
+    }
+    session.interrupted = stop_;
+    co_return session;
+  }
   host::LeasedPool pool(options_.pool);
   std::exception_ptr failure;
   try {

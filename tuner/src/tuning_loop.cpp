@@ -15,6 +15,7 @@
 #include "kestrel/tuner/features.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/strategy.h"
+#include "kestrel/tuner/zero_shot.h"
 #include "loop_records.h"
 
 namespace kestrel::tuner {
@@ -69,7 +70,7 @@ TuningLoop::~TuningLoop() = default;
 
 void TuningLoop::report(const std::string& phase) {
   const double flops = task_.flops();
-  progress_.total = options_.trials;
+  progress_.total = options_.zero_shot ? zero_shot_points_.size() + 1 : options_.trials;
   progress_.trials = measured_.size();
   progress_.this_session = result_.this_session;
   progress_.failures = failures_;
@@ -99,6 +100,10 @@ rpc::awaitable<void> TuningLoop::start() {
   result_.traits = task_.target.traits.to_string();
   const ops::Config default_config = task_.op->default_config(task_.params, task_.target.traits);
   default_config_ = ops::format_config(default_config);
+  if (options_.zero_shot) {
+    co_await start_zero_shot();
+    co_return;
+  }
 
   // ---- what earlier sessions measured ------------------------------------------
   // A configuration whose device was lost was never measured: it is tried again.
@@ -134,6 +139,17 @@ rpc::awaitable<void> TuningLoop::start() {
     }
     result_.transfer_records = strategy_options.transfer.size();
   }
+  if (options_.prior_model) {
+    // The cross-workload model's scores of this task's points: "sa" plans its first batch
+    // from them and fades them out as measurements arrive.
+    if (std::string missing = missing_model(*options_.prior_model, task_.op_name(), task_.target); missing.empty()) {
+      strategy_options.prior = model_prior(options_.prior_model, *space_, task_.target);
+      result_.prior = task_.op_name() + "/" + target_class(task_.target);
+    } else {
+      result_.prior = "none: " + missing;
+      log::warn(kLog, task_.op_name(), " ", result_.workload, ": ", missing, ": the search starts without a prior");
+    }
+  }
   strategy_ = make_strategy(options_.strategy, *space_, strategy_options);
   if (!history.empty()) strategy_->observe(history);
   if (result_.resumed > 0) {
@@ -157,6 +173,39 @@ rpc::awaitable<void> TuningLoop::start() {
     }
     report("tuning");
   }
+}
+
+rpc::awaitable<void> TuningLoop::start_zero_shot() {
+  if (!options_.prior_model) {
+    throw std::invalid_argument("zero-shot tuning of " + task_.op_name() + " " + result_.workload +
+                                " needs a cost model (kestrel tune --zero-shot --model-file FILE)");
+  }
+  TuneResult::ZeroShot zero_shot;
+  if (std::string missing = missing_model(*options_.prior_model, task_.op_name(), task_.target); missing.empty()) {
+    ZeroShotOptions pick_options;
+    pick_options.top = std::max<std::size_t>(1, options_.zero_shot_verify);
+    pick_options.seed = options_.seed;
+    // Plain pointers only: GCC 12 destroys a co_await operand's non-trivial temporaries twice.
+    const CrossModel* model = options_.prior_model.get();
+    const Space* space = space_.get();
+    const host::Target* target = &task_.target;
+    ZeroShotPick pick = co_await off_thread(
+        [model, space, target, pick_options] { return zero_shot_pick(*model, *space, *target, pick_options); });
+    for (std::uint64_t index : pick.points) zero_shot.picks.push_back(ops::format_config(space_->config(index)));
+    zero_shot.seconds = pick.elapsed.count();
+    zero_shot.scored = pick.scored;
+    zero_shot_points_ = std::move(pick.points);
+  } else {
+    // Never silently: the result says the default stands in, and why.
+    zero_shot.fallback = missing;
+    zero_shot.picks.push_back(default_config_);
+    log::warn(kLog, task_.op_name(), " ", result_.workload, ": ", missing, ": the op's default stands in");
+  }
+  result_.zero_shot = std::move(zero_shot);
+  result_.stop_reason = "zero-shot";
+  started_ok_ = true;
+  done_ = true;
+  report("tuning");
 }
 
 rpc::awaitable<std::vector<Evaluation>> TuningLoop::evaluate(const std::vector<std::uint64_t>& indices) {
@@ -282,26 +331,36 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
   }
   const double flops = task_.flops();
   result_.default_gflops = std::isfinite(default_cost_) ? flops / default_cost_ / 1e9 : 0;
-
-  // ---- the finalists: the best few of the search, by their recorded cost ----------
-  std::vector<std::pair<double, std::uint64_t>> ranked;
-  for (const auto& past : loop_records::of_task(db_, task_, options_.device_class)) {
-    if (past.final_measurement || !past.ok()) continue;
-    try {
-      ranked.push_back({past.cost, space_->index(past.config)});
-    } catch (const ops::OpError&) {
-    }
-  }
-  std::sort(ranked.begin(), ranked.end());
-  std::vector<std::uint64_t> finalists;
-  for (const auto& [cost, index] : ranked) {
-    if (finalists.size() >= options_.final_top) break;
-    if (std::find(finalists.begin(), finalists.end(), index) == finalists.end()) finalists.push_back(index);
-  }
-
   const std::vector<ops::VendorKernel> vendors = selected_vendors();
   loop_records::Context context{result_.session, options_.device_key, options_.device_class};
-  if (finalists.empty() || stop_.load()) {
+
+  // ---- the finalists: the model's picks (zero-shot), or the best few of the search ---
+  std::vector<std::uint64_t> finalists;
+  if (options_.zero_shot) {
+    // Without verification the model's first pick is the result: nothing is measured.
+    if (options_.zero_shot_verify == 0 || stop_.load()) {
+      result_.trials = 0;
+      report("done");
+      co_return result_;
+    }
+    finalists = zero_shot_points_;
+  }
+  std::vector<std::pair<double, std::uint64_t>> ranked;
+  if (!options_.zero_shot) {
+    for (const auto& past : loop_records::of_task(db_, task_, options_.device_class)) {
+      if (past.final_measurement || !past.ok()) continue;
+      try {
+        ranked.push_back({past.cost, space_->index(past.config)});
+      } catch (const ops::OpError&) {
+      }
+    }
+    std::sort(ranked.begin(), ranked.end());
+    for (const auto& [cost, index] : ranked) {
+      if (finalists.size() >= options_.final_top) break;
+      if (std::find(finalists.begin(), finalists.end(), index) == finalists.end()) finalists.push_back(index);
+    }
+  }
+  if (!options_.zero_shot && (finalists.empty() || stop_.load())) {
     if (!ranked.empty()) final_round_from_records(ranked.front().first, ranked.front().second);
     // No final round to join: the vendor kernels are measured once on their own.
     if (!vendors.empty() && !stop_.load()) {
@@ -381,6 +440,13 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
     if (m.round_seconds.empty() && m.ok()) m.status = kernel::Status::device_lost;
     m.cost = m.ok() ? median_of(m.round_seconds) : kInf;
     loop_records::add(db_, task_, m, context, true);
+    if (options_.zero_shot && i < configs.size()) {
+      // The verification is this session's only measurement of the task.
+      ++result_.statuses[std::string(kernel::to_string(m.status))];
+      ++result_.this_session;
+      if (!m.ok()) ++failures_;
+      measured_.insert(space_->index(m.config));
+    }
     FinalEntry entry = entry_of(m);
     if (entry.is_default) default_entry = entry;
     result_.final.push_back(entry);

@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/tasks.h"
+#include "kestrel/tuner/cross_model.h"
 #include "kestrel/tuner/records.h"
 
 namespace kestrel::model {
@@ -31,6 +33,11 @@ struct ExportOptions {
   std::string runtime_dir;
   // The model the plans come from (its path or name), for the manifest.
   std::string model;
+  // A cross-workload cost model (tuner/cross_model.h): tasks with no record for the
+  // target get its zero-shot pick (origin "zero-shot") instead of the op's default, and
+  // a database without any record for the target is then no error. Null: none.
+  std::shared_ptr<const tuner::CrossModel> cost_model;
+  std::string cost_model_path;  // where it was loaded from, for the manifest
 };
 
 // One kernel in the library.
@@ -39,7 +46,8 @@ struct ExportedKernel {
   ops::Params params;                 // at its bucket
   std::vector<DynamicParam> dynamic;  // run-time parameters
   std::string config;                 // format_config of what was compiled
-  std::string origin;                 // "tuned" (a record) or "default" (no record)
+  std::string origin;                 // "tuned" (a record), "zero-shot" (the cost model's pick, no
+                                      // record) or "default" (no record, no cost model for the op)
   double gflops = 0;                  // the record's, 0 for defaults
   std::string entry;                  // symbol in the library ("kestrel_k3")
 };
@@ -56,7 +64,7 @@ struct ExportReport {
 };
 
 // Compiles and links. Throws ModelError when the database has no record at all for the
-// target ("no records for aarch64-linux-gnu in tune.db: tune for it first"), on a compile
+// target and there is no cost model ("no records for aarch64-linux-gnu in tune.db: tune for it first"), on a compile
 // or link failure (with the diagnostics), and when out_dir cannot be written. `progress`
 // gets (done, total) as kernels compile.
 ExportReport export_library(tuner::RecordStore& records, host::Compiler& compiler, const ExportOptions& options,

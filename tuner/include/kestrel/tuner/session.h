@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct SessionOptions {
   TuneOptions tune;              // its device_key is the pool's key
   // The compile target for the leased device (throws to refuse it); empty: the device's CPU.
   std::function<host::Target(const rpc::DeviceInfo&)> choose_target;
+  // The compile target when it is known without a device. A session that measures
+  // nothing (tune.zero_shot with tune.zero_shot_verify 0) then leases no pool at all:
+  // its jobs are picked for this target. Otherwise unused (choose_target decides).
+  std::optional<host::Target> target;
   // Where each job's op is looked up again for the target's backend (a GPU target tunes
   // the op's GPU variant, with its own knobs); null: the jobs' ops as given.
   const ops::Registry* registry = nullptr;
@@ -57,7 +62,8 @@ class TuneSession {
   // `db` is borrowed and must outlive the session.
   TuneSession(std::vector<TuneJob> jobs, RecordStore& db, SessionOptions options);
 
-  // Leases the pool, tunes the jobs in turn, releases the pool. `on_progress` gets the
+  // Leases the pool, tunes the jobs in turn, releases the pool (leases none for a
+  // zero-shot session that measures nothing on a known target: SessionOptions::target). `on_progress` gets the
   // job's index with each progress report. Throws what the pool, the compiler or the
   // loop throw (rpc errors, ops::OpError, RecordsError), after releasing the pool.
   rpc::awaitable<SessionResult> run(std::function<void(std::size_t job, const TuneProgress&)> on_progress = {});

@@ -58,12 +58,16 @@ struct TuneOptions {
   // round when there is one, else on their own (not when interrupted).
   std::string vendors = "all";
   // A cross-workload cost model (cross_model.h) with a model for this op and target
-  // class: warm-starts "sa" (StrategyOptions::prior). Null or no such model: none.
+  // class: warm-starts "sa" (StrategyOptions::prior). Null: none. A model without one
+  // for the task's op and target class warm-starts nothing, and TuneResult::prior says so.
   std::shared_ptr<const CrossModel> prior_model;
   // Zero-shot: with a prior_model, pick the configuration without searching: the
   // model's top zero_shot_verify configurations (and the default) are measured once in
-  // the final round; with zero_shot_verify == 0 nothing is measured and the model's
-  // first pick is the result (TuneResult::zero_shot).
+  // the final round, which decides as in a search; with zero_shot_verify == 0 nothing is
+  // measured and nothing is recorded, and the model's first pick is the result
+  // (TuneResult::zero_shot). Without a prior_model start() throws std::invalid_argument;
+  // when the model has no model for the task's op and target class, the op's default
+  // stands in for the picks and TuneResult::ZeroShot::fallback says why.
   bool zero_shot = false;
   std::size_t zero_shot_verify = 0;
 };
@@ -113,8 +117,14 @@ struct TuneResult {
     std::vector<std::string> picks;
     double seconds = 0;
     std::size_t scored = 0;
+    // Why the op's default is the only pick (the cost model has no model for the task's
+    // op and target class); empty when the model picked.
+    std::string fallback;
   };
   std::optional<ZeroShot> zero_shot;
+  // With TuneOptions::prior_model: the model that warm-started the search ("gemm/avx2"),
+  // or, starting with "none: ", why none did.
+  std::string prior;
 };
 
 class TuningLoop {
@@ -149,6 +159,8 @@ class TuningLoop {
   const Task& task() const { return task_; }
 
  private:
+  // Zero-shot: the model's picks instead of a search (TuneOptions::zero_shot).
+  rpc::awaitable<void> start_zero_shot();
   rpc::awaitable<std::vector<Evaluation>> evaluate(const std::vector<std::uint64_t>& indices);
   std::optional<std::string> stop_reason() const;
   void report(const std::string& phase);
@@ -175,6 +187,7 @@ class TuningLoop {
   std::string default_config_;
   std::size_t failures_ = 0;
   std::size_t since_improvement_ = 0;
+  std::vector<std::uint64_t> zero_shot_points_;  // the model's picks, best first
   bool started_ok_ = false;
   bool done_ = false;
   TuneProgress progress_;

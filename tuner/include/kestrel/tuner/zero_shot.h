@@ -1,13 +1,18 @@
 // Zero-shot configuration picks: the configurations a cross-workload model (cross_model.h)
 // ranks first for a workload it has no measurements of, found without measuring anything.
-// The search scores a large uniform sample of the valid space plus the op's default,
-// then runs annealing chains over the model's scores from the best of them, all in
-// batched predict calls; a few seconds for spaces of 10^9 points.
+// The search scores a large uniform sample of the valid space plus the op's default
+// (every valid point of a space of at most 4 x samples points), then runs annealing
+// chains over the model's scores from the best of them, all in batched predict calls;
+// a few seconds for spaces of 10^9 points.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "kestrel/host/target.h"
@@ -31,9 +36,22 @@ struct ZeroShotPick {
   std::chrono::duration<double> elapsed{};
 };
 
+// Empty when `model` has a model for `op` on `target`'s class; otherwise a message saying
+// it has none and naming the ones it has ("the cost model has no model for gemm on
+// avx512 targets (it has: gemm/avx2, ...); ...").
+std::string missing_model(const CrossModel& model, std::string_view op, const host::Target& target);
+
 // Throws std::invalid_argument when `model` has no model for the space's op and
 // target_class(target) (naming the ones it has).
+// Throws std::invalid_argument as well when the space has no valid point to score.
 ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const host::Target& target,
                             const ZeroShotOptions& options = {});
+
+// The model's scores of space points (higher = faster), each point's features computed
+// and scored once and remembered: StrategyOptions::prior for a warm start. The function
+// shares `model` and borrows `space`, which must outlive it; it may be called from any
+// thread. Throws std::invalid_argument as zero_shot_pick does.
+std::function<std::vector<float>(const std::vector<std::uint64_t>&)> model_prior(
+    std::shared_ptr<const CrossModel> model, const Space& space, const host::Target& target);
 
 }  // namespace kestrel::tuner

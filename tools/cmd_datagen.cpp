@@ -58,8 +58,10 @@ std::vector<tuner::TuneJob> family_jobs(const Family& family, const ops::Registr
   const std::int64_t block = std::min<std::int64_t>(target.traits.vector_floats, 16) >= 16 ? 16
                              : target.traits.vector_floats >= 8                             ? 8
                                                                                             : 4;
+  // Every NCHWc workload in the target's block (a set's entry carries the op's fallback,
+  // 16, which is not what an AVX2 or NEON device runs).
   auto with_block = [block](const ops::Op& op, ops::Params params) {
-    if (has_param(op, "block") && !params.contains("block")) params["block"] = block;
+    if (has_param(op, "block")) params["block"] = block;
     return ops::normalize_params(op, std::move(params));
   };
   auto key = [](const ops::Op& op, const ops::Params& params) {

@@ -68,7 +68,9 @@ TEST_CASE("kestrel datagen --list shows the family and keeps held-out sets out",
                                out, dir.file("list.out"));
   INFO(out);
   REQUIRE(code == 0);
-  CHECK_THAT(out, Contains("depthwise_conv2d") && Contains("C=960,H=7,W=7") && Contains("10 workloads"));
+  CHECK_THAT(out, Contains("depthwise_conv2d") && Contains("C=960,H=7,N=1,R=3,S=3,W=7") && Contains("10 workloads"));
+  // In this machine's block (8 for AVX2, 16 for AVX-512), never the op's fallback by accident.
+  CHECK_THAT(out, Contains(",block=8,") || Contains(",block=16,") || Contains(",block=4,"));
   CHECK_THAT(out, !Contains("gemm "));
   CHECK_FALSE(std::filesystem::exists(dir.file("kestrel-data.db")));
 

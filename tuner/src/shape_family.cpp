@@ -75,6 +75,8 @@ std::vector<ops::Params> shape_family(const ops::Op& op, const FamilyOptions& op
   const std::size_t attempts = 200 * options.count + 1000;
   for (std::size_t i = 0; i < attempts && out.size() < options.count; ++i) {
     ops::Params params = draw();
+    // Parameters not drawn take their fallback (as parse_params gives them).
+    for (const auto& spec : op.params()) params.emplace(spec.name, spec.fallback);
     try {
       op.validate(params);
     } catch (const ops::OpError&) {

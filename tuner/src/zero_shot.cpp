@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
@@ -91,6 +93,36 @@ class PointScorer {
   std::unordered_map<std::uint64_t, float> scores_;
 };
 
+// The valid point of `space` nearest to a configuration of another workload (its text,
+// ops::format_config): each knob's value moved to the closest one of this workload's
+// domain (by ratio for positive values); nothing when a knob is missing or the point is
+// invalid here.
+std::optional<std::uint64_t> nearest_point(const Space& space, const std::string& text) {
+  std::map<std::string, std::int64_t> values;
+  try {
+    values = ops::parse_pairs(text);
+  } catch (const ops::OpError&) {
+    return std::nullopt;
+  }
+  std::vector<std::uint32_t> digits;
+  for (const ops::Knob& knob : space.knobs()) {
+    auto it = values.find(knob.name);
+    if (it == values.end() || knob.values.empty()) return std::nullopt;
+    auto distance = [want = it->second](std::int64_t v) {
+      if (want > 0 && v > 0) return std::fabs(std::log2(static_cast<double>(v) / static_cast<double>(want)));
+      return std::fabs(static_cast<double>(v - want)) + 64.0;
+    };
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < knob.values.size(); ++i) {
+      if (distance(knob.values[i]) < distance(knob.values[best])) best = i;
+    }
+    digits.push_back(static_cast<std::uint32_t>(best));
+  }
+  std::uint64_t point = space.from_digits(digits);
+  if (!space.valid(point)) return std::nullopt;
+  return point;
+}
+
 double standard_deviation(const std::vector<float>& values) {
   if (values.size() < 2) return 0;
   double mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
@@ -125,6 +157,14 @@ ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const h
     if (space.valid(default_index) && drawn.insert(default_index).second) sample.push_back(default_index);
   } catch (const ops::OpError&) {
     // a default outside the knob domains (a bug of the op) only loses one candidate
+  }
+  // The configurations that were fastest on the model's training workloads, moved onto
+  // this workload's knob domains (each value to the nearest one there): good register
+  // tiles and blockings often carry over to other shapes, and a sample may miss them.
+  if (const OpModelInfo* info = model.find(space.op().name(), target_class(target))) {
+    for (const std::string& text : info->exemplars) {
+      if (auto p = nearest_point(space, text); p && drawn.insert(*p).second) sample.push_back(*p);
+    }
   }
   if (space.size() <= kExhaustive * options.samples) {
     // A small space (a depthwise convolution's few hundred points): every valid point.

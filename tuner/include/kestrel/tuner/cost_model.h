@@ -30,7 +30,8 @@ class CostModel {
   // Scores, one per row; all zero while untrained. Throws std::invalid_argument for rows
   // of another length than the model was trained on.
   virtual std::vector<float> predict(const std::vector<std::vector<float>>& features) const = 0;
-  // Scores with a base margin per row added (as fitted with one); an empty margin is none.
+  // Scores with a base margin per row added (as fitted with one; it replaces the model's
+  // global bias, so scores move by the margin up to a constant); an empty margin is none.
   virtual std::vector<float> predict(const std::vector<std::vector<float>>& features,
                                      const std::vector<float>& base_margin) const = 0;
   // Writes the trained model to `path` / replaces this model with the one at `path`.

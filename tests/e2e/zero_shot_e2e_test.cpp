@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kestrel/host/target.h"
+#include "kestrel/ops/op.h"
 #include "kestrel/tuner/cross_model.h"
 #include "kestrel/tuner/records.h"
 #include "model/onnx_builder.h"
@@ -269,3 +270,39 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
   CHECK_FALSE(std::filesystem::exists(out_dir));
 }
 #endif
+
+// The model shipped in tests/data (kestrel model train on `kestrel datagen`-style records of 84
+// gemm, conv2d_nchwc and depthwise_conv2d workloads measured on a 2-core AVX2 EPYC): it still
+// loads (its feature schema is this Kestrel's: a change to the features must retrain it) and
+// picks a valid configuration for unseen shapes of each op on an AVX2 target, with nothing
+// measured and no device.
+TEST_CASE("e2e: the shipped AVX2 model picks for unseen workloads of each op without measuring") {
+  TempDir dir;
+  const std::string model = std::string(KESTREL_SOURCE_DIR) + "/tests/data/cost_model_avx2.kcm";
+  const ops::Registry registry = ops::builtin_ops();
+  const std::vector<std::pair<std::string, std::string>> unseen = {
+      {"gemm", "M=200,N=300,K=100"},
+      {"conv2d_nchwc", "C=48,H=20,W=20,K=80,R=3,S=3,pad=1,block=8"},
+      {"depthwise_conv2d", "C=40,H=30,W=30,stride=2,pad=1,block=8"}};
+  for (const auto& [op, shape] : unseen) {
+    INFO(op << " " << shape);
+    std::string out;
+    int code = run_command({KESTREL_BIN, "tune", "--op", op, "--shape", shape, "--zero-shot", "--model-file", model,
+                            "--target", "x86_64-linux-gnu", "--features", "+avx2,+fma", "--db", dir.file("none.db"),
+                            "--json"},
+                           out, dir.file("log"));
+    INFO(out);
+    REQUIRE(code == 0);
+    auto json = nlohmann::json::parse(out.substr(out.find('{')));
+    CHECK(json["stop_reason"] == "zero-shot");
+    CHECK(json["this_session"] == 0);
+    CHECK(json["zero_shot"]["fallback"] == "");
+    // The pick is a valid configuration of the op's space on an AVX2 target.
+    const ops::Op& o = registry.get(op);
+    const ops::Params params = ops::parse_params(o, shape);
+    const ops::Config config = ops::parse_pairs(json["zero_shot"]["pick"].get<std::string>());
+    host::Target target = host::parse_target("x86_64-linux-gnu", "", "+avx2,+fma");
+    CHECK(o.check(params, config, target.traits).empty());
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.file("none.db")));
+}

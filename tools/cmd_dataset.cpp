@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "args.h"
+#include "python_tool.h"
 #include "commands.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/dataset.h"
@@ -30,33 +31,13 @@ struct DatasetError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// The Python with pyarrow: --python, $KESTREL_PYTHON, $KESTREL_VENV's or the source
-// tree's .venv (scripts/setup-python.sh), python3; as `kestrel run` finds its Python.
-std::string find_python(const Args& args) {
-  if (args.has("python")) return args.get("python");
-  if (const char* env = std::getenv("KESTREL_PYTHON"); env && *env) return env;
-  if (const char* env = std::getenv("KESTREL_VENV"); env && *env) {
-    fs::path python = fs::path(env) / "bin" / "python";
-    if (fs::exists(python)) return python.string();
-  }
-  fs::path venv = fs::path(KESTREL_SOURCE_DIR) / ".venv" / "bin" / "python";
-  if (fs::exists(venv)) return venv.string();
-  return "python3";
-}
-
 bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 // Runs `command`, its stderr captured; the exit status, and the captured text in `err`.
 int run_captured(const std::string& command, const fs::path& err_file, std::string& err) {
-  const int status = std::system((command + " 2> " + quote(err_file.string())).c_str());
+  const int status = std::system((command + " 2> " + shell_quote(err_file.string())).c_str());
   std::ifstream in(err_file);
   err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
@@ -113,7 +94,7 @@ int run_dataset(int argc, char** argv) {
     if (parquet) {
       python = find_python(args);
       std::string err;
-      const int code = run_captured(quote(python) + " -c 'import pyarrow.parquet, pyarrow.csv' > /dev/null",
+      const int code = run_captured(shell_quote(python) + " -c 'import pyarrow.parquet, pyarrow.csv' > /dev/null",
                                     fs::temp_directory_path() / ("kestrel-dataset-" + std::to_string(::getpid())), err);
       if (code != 0) {
         throw DatasetError(python + (code == 127 ? " was not found" : " cannot import pyarrow") +
@@ -144,8 +125,8 @@ int run_dataset(int argc, char** argv) {
     if (parquet) {
       const fs::path script = fs::path(KESTREL_SOURCE_DIR) / "scripts" / "to_parquet.py";
       std::string err;
-      const int code = run_captured(quote(python) + " " + quote(script.string()) + " " + quote(csv_tmp.string()) + " " +
-                                        quote(parquet_tmp.string()),
+      const int code = run_captured(shell_quote(python) + " " + shell_quote(script.string()) + " " + shell_quote(csv_tmp.string()) + " " +
+                                        shell_quote(parquet_tmp.string()),
                                     parquet_tmp.string() + ".err", err);
       if (code != 0) {
         cleanup();

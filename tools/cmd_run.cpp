@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "python_tool.h"
 #include "commands.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/buckets.h"
@@ -56,26 +57,6 @@ void fill_random(model::AlignedFloats& values, std::uint64_t seed) {
     z ^= z >> 31;
     v = static_cast<float>(static_cast<double>(z >> 40) / static_cast<double>(1ull << 24) * 2.0 - 1.0);
   }
-}
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// The Python that runs scripts/ort_run.py: --python, $KESTREL_PYTHON, $KESTREL_VENV's or
-// the source tree's .venv (scripts/setup-python.sh), python3.
-std::string find_python(const Args& args) {
-  if (args.has("python")) return args.get("python");
-  if (const char* env = std::getenv("KESTREL_PYTHON"); env && *env) return env;
-  if (const char* env = std::getenv("KESTREL_VENV"); env && *env) {
-    fs::path python = fs::path(env) / "bin" / "python";
-    if (fs::exists(python)) return python.string();
-  }
-  fs::path venv = fs::path(KESTREL_SOURCE_DIR) / ".venv" / "bin" / "python";
-  if (fs::exists(venv)) return venv.string();
-  return "python3";
 }
 
 std::string read_file(const fs::path& path) {
@@ -137,7 +118,7 @@ struct OrtResult {
 
 OrtResult run_ort(const std::string& python, const std::string& script, const std::string& model_path,
                   const std::map<std::string, model::Tensor>& inputs, int threads, int repeat, const fs::path& dir) {
-  std::string command = quote(python) + " " + quote(script) + " " + quote(model_path);
+  std::string command = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(model_path);
   for (const auto& [name, t] : inputs) {
     const fs::path file = dir / ("input_" + std::to_string(std::distance(inputs.begin(), inputs.find(name))) + ".bin");
     std::ofstream out(file, std::ios::binary);
@@ -145,11 +126,11 @@ OrtResult run_ort(const std::string& python, const std::string& script, const st
     if (!out) throw RunError("cannot write " + file.string());
     std::string dims;
     for (auto d : t.shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
-    command += " --input " + quote(name + "=" + file.string() + "@" + dims);
+    command += " --input " + shell_quote(name + "=" + file.string() + "@" + dims);
   }
   const fs::path err = dir / "ort_stderr.txt";
-  command += " --out-dir " + quote((dir / "ort").string()) + " --threads " + std::to_string(threads) + " --repeat " +
-             std::to_string(repeat) + " 2> " + quote(err.string());
+  command += " --out-dir " + shell_quote((dir / "ort").string()) + " --threads " + std::to_string(threads) + " --repeat " +
+             std::to_string(repeat) + " 2> " + shell_quote(err.string());
   if (!fs::exists(script)) {
     OrtResult missing;
     missing.why = "no script " + script + " (give its path with --ort-script)";
@@ -282,7 +263,7 @@ int run_model(int argc, char** argv) {
       std::string why;
       if (!fs::exists(script)) {
         why = "no script " + script + " (give its path with --ort-script)";
-      } else if (std::system((quote(python) + " -c 'import onnxruntime, numpy' > /dev/null 2>&1").c_str()) != 0) {
+      } else if (std::system((shell_quote(python) + " -c 'import onnxruntime, numpy' > /dev/null 2>&1").c_str()) != 0) {
         why = python + " cannot import onnxruntime and numpy";
       }
       if (!why.empty()) {

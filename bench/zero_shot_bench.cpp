@@ -145,12 +145,6 @@ std::string fixed(double v, int digits) {
   return buffer;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return kInf;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 double geomean(const std::vector<double>& v) {
   if (v.empty()) return 0;
   double sum = 0;
@@ -204,7 +198,7 @@ std::vector<double> measure_side_by_side(Env& env, const tuner::Task& task, cons
     }
   }
   std::vector<double> out(configs.size());
-  for (std::size_t i = 0; i < configs.size(); ++i) out[i] = failed[i] ? kInf : median(rounds[i]);
+  for (std::size_t i = 0; i < configs.size(); ++i) out[i] = failed[i] ? kInf : tuner::median_of(rounds[i]);
   return out;
 }
 
@@ -371,11 +365,12 @@ int main(int argc, char** argv) {
         std::size_t a = trials_to(scratch, 0.95 * scratch_best), b = trials_to(warm, 0.95 * scratch_best);
         std::printf("%-18s %-46s %9.1f %9.1f %9zu %9s\n", std::string(task.op->name()).c_str(), task.workload().c_str(),
                     scratch_best, warm_best, a, b ? std::to_string(b).c_str() : "never");
-        // A warm run that never got there counts as the whole budget: a lower bound on its worth.
+        // A warm run that never got there counts as the whole budget, which flatters it (its
+        // real count is larger): such runs are marked "never" in the table.
         if (a) speedups.push_back(static_cast<double>(a) / static_cast<double>(b ? b : o.transfer_trials));
       }
       std::cout << "geomean of (trials to 95%: scratch / warm): " << fixed(geomean(speedups), 2) << " over "
-                << speedups.size() << " workloads (a warm run that never reached it counts as all its trials)\n";
+                << speedups.size() << " workloads (a warm run that never reached it counts as all its trials: an upper bound)\n";
     }
     env.stop();
     return 0;

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
+#include "kestrel/model/tasks.h"
 #include "kestrel/ops/workload_sets.h"
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/shape_family.h"
@@ -55,9 +56,7 @@ struct Family {
 // block is set, so a held-out layer stays out in any layout).
 std::vector<tuner::TuneJob> family_jobs(const Family& family, const ops::Registry& registry,
                                         const host::Target& target) {
-  const std::int64_t block = std::min<std::int64_t>(target.traits.vector_floats, 16) >= 16 ? 16
-                             : target.traits.vector_floats >= 8                             ? 8
-                                                                                            : 4;
+  const std::int64_t block = model::default_block(target.traits);
   // Every NCHWc workload in the target's block (a set's entry carries the op's fallback,
   // 16, which is not what an AVX2 or NEON device runs).
   auto with_block = [block](const ops::Op& op, ops::Params params) {

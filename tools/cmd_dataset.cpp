@@ -97,7 +97,7 @@ int run_dataset(int argc, char** argv) {
       const int code = run_captured(shell_quote(python) + " -c 'import pyarrow.parquet, pyarrow.csv' > /dev/null",
                                     fs::temp_directory_path() / ("kestrel-dataset-" + std::to_string(::getpid())), err);
       if (code != 0) {
-        throw DatasetError(python + (code == 127 ? " was not found" : " cannot import pyarrow") +
+        throw DatasetError(python + (code == 127 ? " was not found" : code == 126 ? " cannot be run" : " cannot import pyarrow") +
                            ": .parquet needs pyarrow (install it with scripts/setup-python.sh or give --python a "
                            "Python that has it); nothing written");
       }

@@ -1,5 +1,5 @@
 // The cost model's ranking groups and base margin (CostModel::fit with groups and a
-// margin): rows are compared only within their group, a margin given in training and
+// margin): a grouped fit orders the rows within each group, a margin given in training and
 // prediction is added to the trees' output (in place of the global bias), and sizes that do not add up are refused.
 #include <catch2/catch.hpp>
 

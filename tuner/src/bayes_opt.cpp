@@ -170,12 +170,13 @@ class BayesOpt final : public Strategy {
 
   std::vector<std::uint64_t> plan(std::size_t count) {
     // Training data: log cost; failures a unit above the slowest success.
-    double worst = 0, best = kInf;
+    double worst = -kInf, best = kInf;
     for (const auto& o : observations_) {
       if (!o.ok) continue;
       worst = std::max(worst, std::log(o.cost));
       best = std::min(best, std::log(o.cost));
     }
+    if (!std::isfinite(worst)) worst = 0;  // no success yet: failures all at one label
     const std::size_t rows = observations_.size();
     std::vector<float> dense;
     dense.reserve(rows * columns_);

@@ -15,6 +15,8 @@
 // workloads measured on an AVX2 EPYC (the comment there has the numbers).
 #include "kestrel/tuner/cross_model.h"
 
+#include "kestrel/tuner/evaluator.h"
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -75,12 +77,6 @@ std::vector<std::pair<std::string, double>> named_cross_features(const ops::Op& 
 }
 
 std::string device_class_key(const DeviceClass& c) { return c.key + "\x1f" + c.model + "\x1f" + c.fingerprint; }
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 bool same_knobs(const std::vector<ops::Knob>& knobs, const ops::Config& config) {
   if (knobs.size() != config.size()) return false;
@@ -264,9 +260,9 @@ std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::ve
         auto& [config, measured] = entry;
         double cost = std::numeric_limits<double>::infinity();
         if (!measured.final_ok.empty()) {
-          cost = median(measured.final_ok);
+          cost = median_of(measured.final_ok);
         } else if (!measured.ok.empty()) {
-          cost = median(measured.ok);
+          cost = median_of(measured.ok);
         }
         std::vector<float> row;
         try {

@@ -3,9 +3,8 @@
 // The search scores a large uniform sample of the valid space (every valid point of a
 // space of at most 4 x samples points), the op's default and the model's exemplars (the
 // fastest configurations of its training workloads, moved onto this workload's knob
-// domains), then runs annealing
-// chains over the model's scores from the best of them, all in batched predict calls;
-// a few seconds for spaces of 10^9 points.
+// domains), then runs annealing chains over the model's scores from the best of them, all
+// in batched predict calls; a few seconds for spaces of 10^9 points.
 #pragma once
 
 #include <chrono>

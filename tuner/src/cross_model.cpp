@@ -34,13 +34,6 @@
 namespace kestrel::tuner {
 namespace {
 
-float squash(double x) {
-  // The same signed log2(1 + |x|) as features.cpp.
-  if (!std::isfinite(x)) return std::isnan(x) ? 0.0f : (x > 0 ? 64.0f : -64.0f);
-  double magnitude = std::log2(1.0 + std::fabs(x));
-  return static_cast<float>(x < 0 ? -magnitude : magnitude);
-}
-
 bool ends_with(std::string_view text, std::string_view tail) {
   return text.size() >= tail.size() && text.substr(text.size() - tail.size()) == tail;
 }
@@ -183,7 +176,7 @@ std::vector<float> cross_features(const ops::Op& op, const ops::Params& workload
   auto named = named_cross_features(op, workload, config, target);
   std::vector<float> out;
   out.reserve(named.size());
-  for (const auto& entry : named) out.push_back(squash(entry.second));
+  for (const auto& entry : named) out.push_back(squash_feature(entry.second));
   return out;
 }
 

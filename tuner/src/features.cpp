@@ -7,15 +7,11 @@
 #include <cmath>
 
 namespace kestrel::tuner {
-namespace {
-
-float squash(double x) {
+float squash_feature(double x) {
   if (!std::isfinite(x)) return std::isnan(x) ? 0.0f : (x > 0 ? 64.0f : -64.0f);
   double magnitude = std::log2(1.0 + std::fabs(x));
   return static_cast<float>(x < 0 ? -magnitude : magnitude);
 }
-
-}  // namespace
 
 std::vector<float> feature_vector(const Space& space, std::uint64_t index) {
   return feature_vector(space.op(), space.params(), space.config(index));
@@ -25,7 +21,7 @@ std::vector<float> feature_vector(const ops::Op& op, const ops::Params& params, 
   auto named = op.features(params, config);
   std::vector<float> out;
   out.reserve(named.size());
-  for (const auto& entry : named) out.push_back(squash(entry.second));
+  for (const auto& entry : named) out.push_back(squash_feature(entry.second));
   return out;
 }
 

@@ -13,23 +13,12 @@
 #include "support/process.h"
 
 using Catch::Matchers::Contains;
-using kestrel::test::OnnxBuilder;
+using kestrel::test::gemm_softmax_model;
 using kestrel::test::run_command;
 using kestrel::test::TempDir;
 
 namespace {
 
-// x [1, seq, 16] -> MatMul + Add + Relu (a gemm with M = seq) -> Softmax.
-OnnxBuilder gemm_softmax_model() {
-  OnnxBuilder b;
-  b.input("x", {1, "seq", 16}).output("y");
-  b.weight("w", {16, 24}).weight("bias", {24});
-  b.node("MatMul", {"x", "w"}, {"m"});
-  b.node("Add", {"m", "bias"}, {"a"});
-  b.node("Relu", {"a"}, {"r"});
-  b.node("Softmax", {"r"}, {"y"}).i("axis", -1);
-  return b;
-}
 
 // One record as `kestrel records export` writes it.
 std::string record_line(const std::string& op, const std::string& workload, const std::string& target,

@@ -22,7 +22,6 @@
 #include "tuner/synthetic_gemm.h"
 
 using Catch::Matchers::Contains;
-using kestrel::test::OnnxBuilder;
 using kestrel::test::run_command;
 using kestrel::test::TempDir;
 
@@ -178,15 +177,7 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
   TempDir dir;
   const std::string cost_model = dir.file("m.kcm"), db = dir.file("t.db"), out_dir = dir.file("out");
   save_native_model(cost_model);
-  // x [1, seq, 16] -> MatMul + Add + Relu (a gemm with M = seq) -> Softmax.
-  OnnxBuilder b;
-  b.input("x", {1, "seq", 16}).output("y");
-  b.weight("w", {16, 24}).weight("bias", {24});
-  b.node("MatMul", {"x", "w"}, {"m"});
-  b.node("Add", {"m", "bias"}, {"a"});
-  b.node("Relu", {"a"}, {"r"});
-  b.node("Softmax", {"r"}, {"y"}).i("axis", -1);
-  b.save(dir.file("m.onnx"));
+  kestrel::test::gemm_softmax_model().save(dir.file("m.onnx"));
   const std::string onnx = dir.file("m.onnx");
   std::string out;
 

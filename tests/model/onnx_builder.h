@@ -166,4 +166,17 @@ class OnnxBuilder {
   std::mt19937 rng_{42};
 };
 
+// A small model the export and zero-shot e2e tests share: x [1, seq, 16] -> MatMul + Add +
+// Relu (a gemm with M = seq) -> Softmax.
+inline OnnxBuilder gemm_softmax_model() {
+  OnnxBuilder b;
+  b.input("x", {1, "seq", 16}).output("y");
+  b.weight("w", {16, 24}).weight("bias", {24});
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Add", {"m", "bias"}, {"a"});
+  b.node("Relu", {"a"}, {"r"});
+  b.node("Softmax", {"r"}, {"y"}).i("axis", -1);
+  return b;
+}
+
 }  // namespace kestrel::test

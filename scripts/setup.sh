@@ -8,7 +8,10 @@ packages=(
   build-essential cmake ninja-build ccache pkgconf   # build
   libasio-dev                                        # transport (standalone Asio)
   capnproto libcapnp-dev                             # wire schema
-  libsodium-dev                                      # HMAC-SHA256 handshake, nonces
+  libsodium-dev                                      # HMAC-SHA256 handshake, nonces, per-frame MACs, module hashes
+  libssl-dev                                         # TLS on tracker connections (Asio's SSL stream over OpenSSL)
+  libseccomp-dev                                     # the measurement worker's system-call filter
+  libclang-rt-19-dev                                 # libFuzzer, ASan and UBSan runtimes of the fuzz targets (clang-19)
   nlohmann-json3-dev                                 # --json output of host tools
   libcli11-dev                                       # command-line parsing of both binaries
   libxgboost-dev libsqlite3-dev                     # cost model, records database

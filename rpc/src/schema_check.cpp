@@ -13,6 +13,18 @@
 namespace kestrel::rpc {
 namespace {
 
+// What capnp said, for a person: some of its checks describe themselves by their source
+// expression and the raw values, which can hold control characters (a NUL, even).
+std::string describe(const kj::Exception& e) {
+  std::string text = e.getDescription().cStr();
+  if (text.find("'\\0'") != std::string::npos || text.find("NUL-terminated") != std::string::npos) {
+    return "text without its terminating NUL";
+  }
+  std::string clean;
+  for (char c : text) clean += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
+  return clean;
+}
+
 class Walker {
  public:
   // Returns false (with `error` set) at the first field that does not conform.
@@ -43,7 +55,7 @@ class Walker {
     try {
       return check_value(reader.get(field), type, name);
     } catch (const kj::Exception& e) {
-      error = str(name, ": ", e.getDescription().cStr());
+      error = str(name, ": ", describe(e));
       return false;
     }
   }
@@ -82,7 +94,7 @@ class Walker {
       try {
         if (!check_value(list[i], element, item)) return false;
       } catch (const kj::Exception& e) {
-        error = str(item, ": ", e.getDescription().cStr());
+        error = str(item, ": ", describe(e));
         return false;
       }
     }
@@ -97,7 +109,7 @@ std::string check_schema(capnp::DynamicStruct::Reader message, const std::string
   try {
     if (walker.check_struct(message, root_name)) return {};
   } catch (const kj::Exception& e) {
-    return str(root_name, ": ", e.getDescription().cStr());
+    return str(root_name, ": ", describe(e));
   }
   return walker.error;
 }

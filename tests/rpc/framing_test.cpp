@@ -29,9 +29,9 @@ FrameBytes sample_frame() {
 // The pointer slot of a field, for overwriting it with a pointer of another kind.
 template <typename Builder>
 capnp::AnyPointer::Builder pointer_of(Builder builder, const char* field) {
-  capnp::StructSchema schema = capnp::toDynamic(builder).getSchema();
+  capnp::StructSchema schema = capnp::Schema::from<capnp::FromBuilder<Builder>>();
   auto slot = schema.getFieldByName(field).getProto().getSlot().getOffset();
-  return capnp::AnyStruct::Builder(builder).getPointerSection()[slot];
+  return capnp::AnyStruct::Builder(Builder(builder)).getPointerSection()[slot];
 }
 
 void set_unterminated(capnp::AnyPointer::Builder pointer, std::string_view bytes) {
@@ -176,7 +176,7 @@ TEST_CASE("every field is checked against the schema: a wrong-typed pointer neve
   auto frame = builder.initRoot<wire::Frame>();
   SECTION("a struct that is a text") {
     frame.initHello();
-    capnp::AnyStruct::Builder(frame).getPointerSection()[0].initAs<capnp::Text>(3);
+    capnp::AnyStruct::Builder(wire::Frame::Builder(frame)).getPointerSection()[0].initAs<capnp::Text>(3);
     CHECK_THAT(decode_error(builder), Catch::Contains("frame.hello") && Catch::Contains("struct"));
   }
   SECTION("a text without its NUL") {

@@ -112,6 +112,7 @@ struct Tracker::Impl {
   std::uint64_t refused = 0;
   std::uint64_t refused_since_log = 0;
   Clock::time_point refusal_logged_at{};
+  const char* refusal_logged_cap = nullptr;
   const FrameBytes overloaded_frame;  // sent as is to a connection past a cap
   std::unordered_map<DeviceId, DeviceInfo> infos;  // what each registered device reported
 
@@ -238,7 +239,7 @@ struct Tracker::Impl {
   }
 
   // Tells a connection past a cap why (one small frame the kernel buffers at once) and
-  // closes it, without allocating anything for it. Logged at most once a second.
+  // closes it, without allocating anything for it. Logged at most once a second per cap.
   void refuse(tcp::socket& socket, const char* cap) {
     ++refused;
     ++refused_since_log;
@@ -252,13 +253,14 @@ struct Tracker::Impl {
     for (int i = 0; i < 4 && socket.read_some(asio::buffer(sink), ignored) > 0;) ++i;
     socket.close(ignored);
     auto now = Clock::now();
-    if (now - refusal_logged_at >= std::chrono::seconds(1)) {
+    if (cap != refusal_logged_cap || now - refusal_logged_at >= std::chrono::seconds(1)) {
       log::warn(kLog, "refused ", refused_since_log, " connection(s): ", cap, " reached (", open, " open of ",
                 max_connections, ", ", pending, " in the handshake of ",
                 options.limits.max_pending_connections, ", at most ", options.limits.max_pending_per_address,
                 " per address)");
       refused_since_log = 0;
       refusal_logged_at = now;
+      refusal_logged_cap = cap;
     }
   }
 

@@ -528,7 +528,8 @@ TEST_CASE("a client relaying for a lease it does not hold is refused and the dev
   CHECK_FALSE(holder.session_reply(300ms));
 }
 
-TEST_CASE("connections past the tracker's caps get an overloaded failure and are closed at once",
+TEST_CASE("past the handshake caps the oldest stalled handshake is dropped, past the connection cap a new "
+          "connection is refused, each with an overloaded failure",
           "[security][wire][caps]") {
   TempDir dir;
   TrackerProcess tracker(dir, {"--max-connections", "6", "--max-pending-connections", "4", "--max-pending-per-address",
@@ -536,20 +537,30 @@ TEST_CASE("connections past the tracker's caps get an overloaded failure and are
   const std::string overloaded = str(static_cast<unsigned>(wire::FailureCode::OVERLOADED), ": ");
   INFO(tracker.process->log());
   {
-    // Three idle connections from one address fill its share of the handshake slots.
-    std::vector<std::unique_ptr<Peer>> idle;
-    for (int i = 0; i < 3; ++i) idle.push_back(std::make_unique<Peer>(tracker.port, "127.0.0.1"));
-    std::this_thread::sleep_for(200ms);  // all three accepted
-    Peer fourth(tracker.port, "127.0.0.1");
-    CHECK_THAT(failure_of(fourth.read(2s).get()), Catch::StartsWith(overloaded));
-    CHECK(fourth.closed_within(1s));
-    // Another address still gets in, up to the total of connections in the handshake.
-    idle.push_back(std::make_unique<Peer>(tracker.port, "127.0.0.2"));
-    CHECK_FALSE(idle.back()->closed_within(300ms));
-    Peer fifth(tracker.port, "127.0.0.3");
-    CHECK_THAT(failure_of(fifth.read(2s).get()), Catch::StartsWith(overloaded));
+    // Three stalled handshakes fill one address's share.
+    std::vector<std::unique_ptr<Peer>> a;
+    for (int i = 0; i < 3; ++i) {
+      a.push_back(std::make_unique<Peer>(tracker.port, "127.0.0.1"));
+      std::this_thread::sleep_for(50ms);  // accepted in this order
+    }
+    // A fourth from the same address gets in; the oldest of that address is dropped.
+    a.push_back(std::make_unique<Peer>(tracker.port, "127.0.0.1"));
+    CHECK_THAT(failure_of(a[0]->read(2s).get()), Catch::StartsWith(overloaded));
+    CHECK(a[0]->closed_within(1s));
+    CHECK_FALSE(a[3]->closed_within(200ms));
+    // Another address fills the total; one more drops the oldest of all.
+    Peer b(tracker.port, "127.0.0.2");
+    std::this_thread::sleep_for(50ms);
+    Peer c(tracker.port, "127.0.0.3");
+    CHECK_THAT(failure_of(a[1]->read(2s).get()), Catch::StartsWith(overloaded));
+    CHECK_FALSE(b.closed_within(200ms));
+    CHECK_FALSE(c.closed_within(200ms));
+    // A real peer still completes its handshake under the flood.
+    Peer real(tracker.port, "127.0.0.1");
+    real.handshake(wire::Role::CLIENT, "real");
   }
-  // Authenticated connections count against --max-connections.
+  // Authenticated connections count against --max-connections; past it, the new one is
+  // refused.
   REQUIRE(test::wait_for([&] {
     Peer probe(tracker.port);
     return !probe.read(300ms);
@@ -562,8 +573,10 @@ TEST_CASE("connections past the tracker's caps get an overloaded failure and are
   }
   Peer seventh(tracker.port);
   CHECK_THAT(failure_of(seventh.read(2s).get()), Catch::StartsWith(overloaded));
+  for (auto& client : clients) CHECK_FALSE(client->closed_within(10ms));
   CHECK(test::wait_for(
       [&] { return tracker.process->log().find("--max-connections reached") != std::string::npos; }, 2s));
+  CHECK_THAT(tracker.process->log(), Catch::Contains("--max-pending-per-address reached"));
 }
 
 TEST_CASE("requests past the per-client and total queue caps fail as overloaded", "[security][wire][caps]") {

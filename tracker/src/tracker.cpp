@@ -108,7 +108,12 @@ struct Tracker::Impl {
   std::size_t open = 0;
   std::size_t pending = 0;
   std::map<asio::ip::address, std::size_t> pending_by_address;
-  std::unordered_map<ConnectionId, std::shared_ptr<Connection>> handshaking;  // closed by stop()
+  // Connections in the handshake whose coroutine runs, oldest first (ids increase).
+  struct Handshaking {
+    std::shared_ptr<Connection> conn;
+    asio::ip::address remote;
+  };
+  std::map<ConnectionId, Handshaking> handshaking;
   std::uint64_t refused = 0;
   std::uint64_t refused_since_log = 0;
   Clock::time_point refusal_logged_at{};
@@ -199,7 +204,7 @@ struct Tracker::Impl {
       peer.conn->send(failure_frame(ErrorCode::shutting_down, "tracker is shutting down"));
       peer.conn->close_after_flush(std::chrono::milliseconds(500));
     }
-    for (auto& [id, conn] : handshaking) conn->close();
+    for (auto& [id, entry] : handshaking) entry.conn->close();
   }
 
   awaitable<void> accept_loop() {
@@ -216,7 +221,7 @@ struct Tracker::Impl {
       }
       std::error_code address_error;
       auto remote = socket.remote_endpoint(address_error).address();
-      if (const char* cap = cap_reached(remote)) {
+      if (const char* cap = admit(remote)) {
         refuse(socket, cap);
         continue;
       }
@@ -227,22 +232,41 @@ struct Tracker::Impl {
     }
   }
 
-  // Which connection cap a new connection from `remote` would exceed, if any.
-  const char* cap_reached(const asio::ip::address& remote) const {
+  // Makes room for a new connection from `remote`, or says which cap refuses it. Past
+  // --max-connections the new connection is refused. Past a handshake cap, the oldest
+  // connection still in the handshake (from `remote` for the per-address cap) is dropped
+  // instead: a peer that completes its handshake takes milliseconds, so the oldest is
+  // one that stalls, and a flood of stalled handshakes cannot lock real peers out. When
+  // none can be dropped yet (all just accepted), the new one is refused.
+  const char* admit(const asio::ip::address& remote) {
     if (open >= max_connections) return "--max-connections";
-    if (pending >= options.limits.max_pending_connections) return "--max-pending-connections";
     auto it = pending_by_address.find(remote);
     if (it != pending_by_address.end() && it->second >= options.limits.max_pending_per_address) {
-      return "--max-pending-per-address";
+      if (!drop_oldest_handshake(&remote, "--max-pending-per-address")) return "--max-pending-per-address";
+    }
+    if (pending >= options.limits.max_pending_connections) {
+      if (!drop_oldest_handshake(nullptr, "--max-pending-connections")) return "--max-pending-connections";
     }
     return nullptr;
+  }
+
+  bool drop_oldest_handshake(const asio::ip::address* from, const char* cap) {
+    for (auto it = handshaking.begin(); it != handshaking.end(); ++it) {
+      if (from && it->second.remote != *from) continue;
+      Handshaking oldest = std::move(it->second);
+      handshaking.erase(it);
+      release_pending(oldest.remote);
+      oldest.conn->send(overloaded_frame);
+      oldest.conn->close_after_flush(std::chrono::milliseconds(200));
+      log_refusal(cap, "dropped the oldest connection in the handshake");
+      return true;
+    }
+    return false;
   }
 
   // Tells a connection past a cap why (one small frame the kernel buffers at once) and
   // closes it, without allocating anything for it. Logged at most once a second per cap.
   void refuse(tcp::socket& socket, const char* cap) {
-    ++refused;
-    ++refused_since_log;
     std::error_code ignored;
     socket.non_blocking(true, ignored);
     socket.write_some(asio::buffer(overloaded_frame), ignored);
@@ -252,9 +276,15 @@ struct Tracker::Impl {
     static std::array<std::uint8_t, 4096> sink;
     for (int i = 0; i < 4 && socket.read_some(asio::buffer(sink), ignored) > 0;) ++i;
     socket.close(ignored);
+    log_refusal(cap, "refused new connections");
+  }
+
+  void log_refusal(const char* cap, const char* action) {
+    ++refused;
+    ++refused_since_log;
     auto now = Clock::now();
     if (cap != refusal_logged_cap || now - refusal_logged_at >= std::chrono::seconds(1)) {
-      log::warn(kLog, "refused ", refused_since_log, " connection(s): ", cap, " reached (", open, " open of ",
+      log::warn(kLog, cap, " reached: ", action, " (", refused_since_log, " since the last report; ", open, " open of ",
                 max_connections, ", ", pending, " in the handshake of ",
                 options.limits.max_pending_connections, ", at most ", options.limits.max_pending_per_address,
                 " per address)");
@@ -323,7 +353,7 @@ struct Tracker::Impl {
       co_return;
     }
     ConnectionId id(next_connection++);
-    handshaking.emplace(id, conn);
+    handshaking.emplace(id, Handshaking{conn, remote});
     std::string failure;
     try {
       co_await serve_peer(conn, id, remote);

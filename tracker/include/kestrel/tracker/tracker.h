@@ -23,9 +23,11 @@
 namespace kestrel::tracker {
 
 // Caps that keep one peer, or a flood of them, from exhausting the tracker. A connection
-// past a connection cap gets a `failure {overloaded}` frame and is closed at once, before
-// anything is allocated for it; a request past a queue cap gets `requestFailed
-// {overloaded}`.
+// past max_connections gets a `failure {overloaded}` frame and is closed at once, before
+// anything is allocated for it. Past a handshake cap, the oldest connection still in the
+// handshake (of that address, for the per-address cap) gets that failure and is closed
+// instead, so stalled handshakes cannot lock real peers out. A request past a queue cap
+// gets `requestFailed {overloaded}`.
 struct TrackerLimits {
   // Open connections in all, handshaking or not. Never more than the process's open-file
   // limit minus kFdMargin (the tracker raises its soft limit to the hard one at start).

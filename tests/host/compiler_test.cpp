@@ -194,7 +194,7 @@ TEST_CASE("a kernel compiles for every target and is an ELF of its machine", "[c
     CHECK(result.diagnostics.empty());
     CHECK_FALSE(result.cached);
     CHECK(elf_machine(result.shared_object) == machine);
-    CHECK(result.hash == Compiler::hash_of(axpy(target)));
+    CHECK(result.key == Compiler::hash_of(axpy(target)));
     CHECK(result.hash.size() == 64);
   }
 }

@@ -145,6 +145,14 @@ struct Batch {
   Batch(const BatchSpec& s, int reference) : spec(s.request), reference_fd(reference), checked(reference >= 0) {}
 
   void prepare() {
+    std::uint64_t output_bytes = 0;
+    for (const auto& arg : spec.args) {
+      if (arg.is_output) output_bytes += static_cast<std::uint64_t>(arg.elements) * sizeof(float);
+    }
+    if (reference_fd >= 0 && output_bytes > 0xffffffffu) {
+      fatal(Status::runtime_error, "outputs of " + std::to_string(output_bytes) +
+                                       " bytes are too large to check (at most 4 GiB per candidate)");
+    }
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
       buffers.push_back(allocate(spec.args[i].elements));
       if (!spec.args[i].is_output) fill_uniform(buffers.back().span(), spec.settings.seed + i);

@@ -24,11 +24,12 @@ namespace {
 constexpr std::string_view kLog = "measure";
 using rpc::use_nothrow;
 
-// A sandbox step this system does not offer: said once per runtime.
+// A sandbox step this system does not offer: said once per runtime. Bounded (the
+// reference, which may send records too, is uploaded code).
 void notice(const std::vector<std::uint8_t>& payload) {
   static std::set<std::string> said;
-  std::string reason(payload.begin(), payload.end());
-  if (said.insert(reason).second) log::warn(kLog, "worker sandbox: ", reason);
+  std::string reason(payload.begin(), payload.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(payload.size(), 300)));
+  if (said.size() < 32 && said.insert(reason).second) log::warn(kLog, "worker sandbox: ", reason);
 }
 
 // The parent's verdict on one candidate's warm-up outputs.
@@ -228,7 +229,12 @@ struct BatchRunner::Impl {
       worker::RecordHeader header;
       std::vector<std::uint8_t> payload;
       bool ok = co_await read_record(header, payload);
-      while (ok && header.type == static_cast<std::uint32_t>(worker::Record::notice) && !cancelled) {
+      // The worker's notices come first, before it loads any uploaded code.
+      for (int notices = 0; ok && header.type == static_cast<std::uint32_t>(worker::Record::notice) && !cancelled;) {
+        if (++notices > 16) {
+          ok = false;
+          break;
+        }
         notice(payload);
         ok = co_await read_record(header, payload);
       }
@@ -273,8 +279,6 @@ struct BatchRunner::Impl {
           }
           running = header.index;
           arm(timeout);
-        } else if (type == worker::Record::notice) {
-          notice(payload);
         } else if (type == worker::Record::outputs) {
           if (!running || header.index != *running || spec.reference_fd < 0) {
             kill_worker();

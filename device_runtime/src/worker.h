@@ -20,7 +20,7 @@ enum class Record : std::uint32_t {
   result = 3,   // candidate `index` finished; payload: rpc::encode_result()
   fatal = 4,    // the batch cannot run (reference failed, out of memory); payload: u32 status, message
   outputs = 5,  // candidate `index`'s warm-up outputs, as in `ready`; the parent answers one byte
-  notice = 6,   // a sandbox step that could not be applied; payload: the reason
+  notice = 6,   // a sandbox step that could not be applied (before `ready` only); payload: the reason
 };
 
 struct RecordHeader {

@@ -78,6 +78,7 @@ struct Tracker::Impl {
 
   asio::io_context& io;
   TrackerOptions options;
+  std::shared_ptr<const TlsContext> tls;  // null: plain frames
   tcp::acceptor acceptor;
   asio::steady_timer heartbeat_timer;
   asio::steady_timer deadline_timer;       // armed for the pool's next request deadline
@@ -209,21 +210,42 @@ struct Tracker::Impl {
 
   // ---- one connection ----------------------------------------------------------
 
+  bool any_token() const { return options.token || options.device_token || options.client_token; }
+
+  void make_tls_context() {
+    if (options.no_tls || (!any_token() && options.tls_cert.empty())) return;
+    tls = TlsContext::server(options.tls_cert, options.tls_key);
+    if (tls->generated_certificate()) {
+      log::info(kLog, "TLS with a self-signed certificate generated at start, SHA-256 fingerprint ",
+                tls->fingerprint(), " (pass --tls-cert/--tls-key for one peers can pin with --tls-ca)");
+    } else {
+      log::info(kLog, "TLS with certificate '", options.tls_cert, "', SHA-256 fingerprint ", tls->fingerprint());
+    }
+  }
+
   awaitable<void> serve(tcp::socket socket) {
-    auto conn = Connection::create(std::move(socket), options.connection);
+    const std::string remote = [&] {
+      std::error_code ec;
+      auto endpoint = socket.remote_endpoint(ec);
+      return ec ? std::string("?") : str(endpoint.address().to_string(), ":", endpoint.port());
+    }();
+    std::shared_ptr<Connection> conn;
     ConnectionId id(next_connection++);
     TrackerHandshakeOptions hs;
     hs.token = options.token ? &*options.token : nullptr;
+    hs.device_token = options.device_token ? &*options.device_token : nullptr;
+    hs.client_token = options.client_token ? &*options.client_token : nullptr;
     hs.connection_id = id;
     hs.timeout = options.handshake_timeout;
     hs.heartbeat_interval = options.heartbeat_interval;
     hs.heartbeat_misses = options.heartbeat_misses;
     PeerHello hello;
     try {
+      conn = co_await accept_transport(std::move(socket), tls, options.connection, options.handshake_timeout);
       hello = co_await accept_handshake(conn, hs);
     } catch (const RpcError& e) {
       ++rejected;
-      log::warn(kLog, "rejected connection from ", conn->peer(), ": ", e.what());
+      log::warn(kLog, "rejected connection from ", remote, ": ", e.what());
       co_return;
     }
     if (stopping) {
@@ -517,13 +539,19 @@ struct Tracker::Impl {
 
 Tracker::Tracker(asio::io_context& io, TrackerOptions options)
     : impl_(std::make_unique<Impl>(io, std::move(options))) {
+  impl_->make_tls_context();
   impl_->bind();
 }
 
 Tracker::~Tracker() = default;
 
 void Tracker::start() {
-  log::info(kLog, "listening on ", address(), impl_->options.token ? " (token required)" : " (no token)",
+  const auto& o = impl_->options;
+  const char* auth = o.device_token || o.client_token ? " (device and client tokens required"
+                     : o.token                        ? " (token required"
+                                                      : " (no token";
+  const char* transport = impl_->tls ? ", TLS)" : o.token || o.device_token || o.client_token ? ", frame MACs without TLS)" : ")";
+  log::info(kLog, "listening on ", address(), auth, transport,
             "; dead peers are dropped within ", loss_bound().count(), " ms");
   impl_->start();
 }
@@ -542,6 +570,8 @@ std::string Tracker::address() const {
   if (ec) return "?";
   return Endpoint{endpoint.address().to_string(), endpoint.port()}.to_string();
 }
+
+std::shared_ptr<const rpc::TlsContext> Tracker::tls() const { return impl_->tls; }
 
 std::chrono::milliseconds Tracker::loss_bound() const {
   return impl_->options.heartbeat_interval * (impl_->options.heartbeat_misses + 1);

@@ -100,11 +100,13 @@ awaitable<ReadResult> Connection::read() {
   std::array<std::uint8_t, kFrameHeaderBytes> header{};
   auto [ec, n] = co_await read_exactly(asio::buffer(header));
   if (ec) {
+    // A TLS peer that closes without close_notify between frames is an orderly end too:
+    // frames are whole units, so truncation inside one is still caught below.
     if (closed_ || ec == asio::error::operation_aborted || (ec == asio::error::eof && n == 0) ||
-        ec == asio::error::connection_reset) {
+        ec == asio::error::connection_reset || (ec == asio::ssl::error::stream_truncated && n == 0)) {
       result.error = FrameError::closed;
       result.detail = closed_ ? "closed locally" : ec.message();
-    } else if (ec == asio::error::eof) {
+    } else if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
       result.error = FrameError::truncated;
       result.detail = str("stream ended inside a frame header (", n, " of 4 bytes)");
     } else {
@@ -164,7 +166,8 @@ awaitable<ReadResult> Connection::read() {
     } else if (closed_) {
       result.error = FrameError::closed;
       result.detail = "closed locally";
-    } else if (body_ec == asio::error::eof || body_ec == asio::error::connection_reset) {
+    } else if (body_ec == asio::error::eof || body_ec == asio::error::connection_reset ||
+               body_ec == asio::ssl::error::stream_truncated) {
       result.error = FrameError::truncated;
       result.detail = str("stream ended after ", got, " of ", check.length, " frame bytes");
     } else {

@@ -137,6 +137,7 @@ std::shared_ptr<const TlsContext> TlsContext::server(const std::string& cert_fil
   auto impl = std::make_unique<Impl>(asio::ssl::context::tls_server);
   impl->server = true;
   require_tls13(impl->ctx);
+  SSL_CTX_set_num_tickets(impl->ctx.native_handle(), 0);  // connections are long-lived: no resumption
   if (cert_file.empty() != key_file.empty()) {
     throw RpcError(ErrorCode::bad_request, "--tls-cert and --tls-key go together: give both or neither");
   }

@@ -211,7 +211,8 @@ awaitable<std::shared_ptr<Connection>> accept_transport(tcp::socket socket, std:
     deadline.disarm();
     auto conn = Connection::create(std::move(socket), options);
     conn->send(failure_frame(ErrorCode::auth_failed,
-                             "the tracker requires TLS: drop --no-tls (TLS is on by default when a token is given)"));
+                             "the tracker requires TLS: drop --no-tls if given, and pass --token-file (TLS is on by "
+                             "default with a token)"));
     conn->close_after_flush();
     throw RpcError(ErrorCode::auth_failed, "the peer speaks plain frames (--no-tls?) but this tracker requires TLS");
   }

@@ -282,9 +282,7 @@ Cycles client_loop(std::uint16_t port, const Options& o, const std::string& toke
           rpc::ClientOptions options;
           options.name = "flood-bench client";
           if (o.token) options.token = rpc::Token::from_file(token_file);
-#ifdef KESTREL_BENCH_HAVE_TLS_MODE
-          if (o.no_tls) options.tls.mode = rpc::TlsMode::off;
-#endif
+          options.tls.disabled = o.no_tls;
           auto start = Clock::now();
           try {
             rpc::Endpoint endpoint;  // named: GCC 12 miscompiles braced temporaries in co_await

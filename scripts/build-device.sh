@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the device runtime for a board, stripped and linked so that the board needs
-# only its C library: one file to copy.
+# only its C library and OpenSSL 3 (libssl3, on every current glibc distribution): one
+# file to copy. --static needs nothing at all (OpenSSL linked in: about 4 MB more).
 #   scripts/build-device.sh aarch64-linux-gnu        # Raspberry Pi (64-bit OS), Jetson, phones
 #   scripts/build-device.sh armv7a-linux-gnueabihf   # Raspberry Pi OS 32-bit
 #   scripts/build-device.sh native                   # this machine

@@ -138,7 +138,9 @@ int run_query(int argc, char** argv) {
   Args args("kestrel query", "Shows a tracker's pool: per key the free, busy and queued counts, then every device\n"
                              "with its capabilities and the holder of its lease.");
   args.option("tracker", "HOST:PORT", "tracker to ask", "127.0.0.1:9190");
-  args.option("token-file", "FILE", "the tracker's shared token, if it requires one");
+  args.option("token-file", "FILE", "the client token (the tracker's --client-token-file or --token-file), if it requires one");
+  args.option("tls-ca", "FILE", "PEM certificate (the tracker's own, or its CA) the tracker must present");
+  args.flag("no-tls", "plain TCP to the tracker: frames carry per-frame MACs instead (the tracker needs --no-tls too)");
   args.option("timeout-ms", "MS", "give up after this long", "5000");
   args.flag("json", "print JSON instead of tables (for scripts)");
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
@@ -156,6 +158,11 @@ int run_query(int argc, char** argv) {
     rpc::ClientOptions options;
     options.name = "kestrel query";
     if (args.has("token-file")) options.token = rpc::Token::from_file(args.get("token-file"));
+    options.tls.disabled = args.has("no-tls");
+    options.tls.ca_file = args.get("tls-ca");
+    if (options.tls.disabled && !options.tls.ca_file.empty()) {
+      throw UsageError("--tls-ca and --no-tls contradict each other: drop one");
+    }
     auto timeout = std::chrono::milliseconds(args.get_int("timeout-ms", 5000, 1, 3'600'000));
     options.connect_timeout = timeout;
 

@@ -29,7 +29,13 @@ int run_tracker(int argc, char** argv) {
             "served within a priority.");
   args.option("host", "ADDR", "address to listen on", "0.0.0.0 with a token, 127.0.0.1 without");
   args.option("port", "PORT", "port to listen on; 0 picks a free one", "9190");
-  args.option("token-file", "FILE", "shared token that devices and clients must prove they know");
+  args.option("token-file", "FILE", "shared token that devices and clients must prove they know (any role without its own)");
+  args.option("device-token-file", "FILE", "token devices must prove (a client token then cannot register a device)");
+  args.option("client-token-file", "FILE", "token clients must prove (a device token then cannot lease)");
+  args.option("tls-cert", "FILE", "PEM certificate (chain) to present; default with a token: a self-signed one made at start");
+  args.option("tls-key", "FILE", "PEM private key of --tls-cert (unencrypted)");
+  args.flag("no-tls", "plain TCP even with a token: every frame after the handshake carries an HMAC instead");
+  args.option("preauth-max-frame-bytes", "N", "largest frame accepted before a peer has authenticated", "65536");
   args.flag("insecure-no-token", "allow listening on a non-loopback address without a token");
   args.option("heartbeat-ms", "MS", "heartbeat interval", "1000");
   args.option("heartbeat-misses", "N", "silent intervals before a peer is declared dead", "3");
@@ -56,7 +62,19 @@ int run_tracker(int argc, char** argv) {
       "\"overloaded\".\n"
       "\n"
       "Without --token-file, anyone who can reach the port may use the pool, so the tracker\n"
-      "listens on loopback only unless --insecure-no-token is given.");
+      "listens on loopback only unless --insecure-no-token is given.\n"
+      "\n"
+      "Security: with a token every connection is TLS 1.3 (peers use TLS when given a token).\n"
+      "The token proof is bound to the TLS session (an exported key), so a proxy terminating\n"
+      "TLS on each side cannot complete it; peers may also pin the certificate (--tls-ca).\n"
+      "Without --tls-cert the tracker makes a self-signed certificate at start and logs its\n"
+      "SHA-256 fingerprint; make a lasting one with\n"
+      "  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \\\n"
+      "    -subj /CN=kestrel-tracker -keyout tracker.key -out tracker.pem\n"
+      "and give peers tracker.pem as --tls-ca. --no-tls (on both sides) keeps plain TCP; each\n"
+      "frame then carries an HMAC-SHA256 under per-direction keys derived from the token and\n"
+      "the handshake, so frames cannot be injected, replayed, reordered or dropped unnoticed.\n"
+      "With --device-token-file and --client-token-file, each role proves its own token.");
   try {
     if (!args.parse(argc, argv, 2)) {
       std::cout << args.help();
@@ -70,7 +88,25 @@ int run_tracker(int argc, char** argv) {
 
     tracker::TrackerOptions options;
     if (args.has("token-file")) options.token = rpc::Token::from_file(args.get("token-file"));
-    options.host = args.get("host", options.token ? "0.0.0.0" : "127.0.0.1");
+    if (args.has("device-token-file")) options.device_token = rpc::Token::from_file(args.get("device-token-file"));
+    if (args.has("client-token-file")) options.client_token = rpc::Token::from_file(args.get("client-token-file"));
+    if ((options.device_token && !options.client_token && !options.token) ||
+        (options.client_token && !options.device_token && !options.token)) {
+      throw UsageError(std::string("--") + (options.device_token ? "device" : "client") +
+                       "-token-file alone would leave the other role unauthenticated: also pass --" +
+                       (options.device_token ? "client" : "device") + "-token-file or --token-file");
+    }
+    const bool any_token = options.token || options.device_token || options.client_token;
+    options.no_tls = args.has("no-tls");
+    options.tls_cert = args.get("tls-cert");
+    options.tls_key = args.get("tls-key");
+    if (options.no_tls && (args.has("tls-cert") || args.has("tls-key"))) {
+      throw UsageError("--tls-cert/--tls-key and --no-tls contradict each other: drop one");
+    }
+    if (args.has("tls-cert") != args.has("tls-key")) throw UsageError("--tls-cert and --tls-key go together");
+    options.connection.preauth_max_frame_bytes =
+        static_cast<std::size_t>(args.get_int("preauth-max-frame-bytes", 65536, 256, 64 << 20));
+    options.host = args.get("host", any_token ? "0.0.0.0" : "127.0.0.1");
     options.port = static_cast<std::uint16_t>(args.get_int("port", 9190, 0, 65535));
     options.heartbeat_interval = std::chrono::milliseconds(args.get_int("heartbeat-ms", 1000, 10, 600'000));
     options.heartbeat_misses = static_cast<std::uint32_t>(args.get_int("heartbeat-misses", 3, 1, 1000));
@@ -80,7 +116,7 @@ int run_tracker(int argc, char** argv) {
     limits.max_pending_per_address = static_cast<std::size_t>(args.get_int("max-pending-per-address", 16, 1, 100'000));
     limits.queue.max_queued_per_client = static_cast<std::size_t>(args.get_int("max-queued-per-client", 64, 1, 1'000'000));
     limits.queue.max_queued_total = static_cast<std::size_t>(args.get_int("max-queued-total", 10'000, 1, 10'000'000));
-    if (!options.token) {
+    if (!any_token) {
       if (!is_loopback(options.host) && !args.has("insecure-no-token")) {
         throw UsageError("refusing to listen on " + options.host +
                          " without a token: anyone who can reach it could use your devices. "

@@ -48,7 +48,9 @@ int main(int argc, char** argv) {
                    "boards behind NAT or a firewall need no open port.");
   args.option("tracker", "HOST:PORT", "tracker to connect to (required)");
   args.option("key", "KEY", "pool key this device serves, e.g. rpi4 (required)");
-  args.option("token-file", "FILE", "file holding the tracker's shared token");
+  args.option("token-file", "FILE", "file holding the device token (the tracker's --device-token-file, or its --token-file)");
+  args.option("tls-ca", "FILE", "PEM certificate (the tracker's own, or its CA) the tracker must present");
+  args.flag("no-tls", "plain TCP: frames carry per-frame MACs instead (the tracker needs --no-tls too)");
   args.option("name", "NAME", "name of this device in the pool", "<hostname>-<pid>");
   args.option("max-backoff-ms", "MS", "cap of the exponential reconnect backoff", "5000");
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "info");
@@ -57,8 +59,13 @@ int main(int argc, char** argv) {
   args.epilog(
       "When the tracker goes away or restarts, the runtime reconnects with capped exponential\n"
       "backoff (200 ms doubling to --max-backoff-ms) and registers again by itself. It exits\n"
-      "with status 3 when the tracker rejects it for good (wrong token, other protocol version).\n"
-      "SIGINT/SIGTERM stop it cleanly.");
+      "with status 3 when the tracker rejects it for good (wrong token, other protocol version,\n"
+      "a certificate --tls-ca does not vouch for). SIGINT/SIGTERM stop it cleanly.\n"
+      "\n"
+      "Security: with --token-file the connection is TLS 1.3, and the token proof is bound to\n"
+      "the TLS session, so a proxy in between cannot complete it even when the certificate is\n"
+      "not checked; --tls-ca also checks the certificate. With --no-tls (on both sides) every\n"
+      "frame carries an HMAC under keys derived from the token and the handshake's nonces.");
   try {
     if (!args.parse(argc, argv, 1)) {
       out(args.help());
@@ -88,6 +95,12 @@ int main(int argc, char** argv) {
     options.tracker = rpc::parse_endpoint(args.get("tracker"));
     options.key = args.get("key");
     if (args.has("token-file")) options.token = rpc::Token::from_file(args.get("token-file"));
+    options.tls.disabled = args.has("no-tls");
+    options.tls.ca_file = args.get("tls-ca");
+    if (options.tls.disabled && !options.tls.ca_file.empty()) {
+      throw tools::UsageError("--tls-ca and --no-tls contradict each other: drop one");
+    }
+    rpc::peer_tls_context(options.tls, options.token.has_value());  // a bad --tls-ca fails here, with its reason
     options.max_backoff = std::chrono::milliseconds(args.get_int("max-backoff-ms", 5000, 100, 3'600'000));
 
     asio::io_context io;

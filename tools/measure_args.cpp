@@ -8,7 +8,9 @@ namespace kestrel::tools {
 void add_pool_options(Args& args) {
   args.option("tracker", "HOST:PORT", "tracker to lease devices from; without it, a local tracker and device are started");
   args.option("key", "KEY", "device key to lease", "local");
-  args.option("token-file", "FILE", "the tracker's shared token");
+  args.option("token-file", "FILE", "the client token (the tracker's --client-token-file, or its --token-file)");
+  args.option("tls-ca", "FILE", "PEM certificate (the tracker's own, or its CA) the tracker must present");
+  args.flag("no-tls", "plain TCP to the tracker: frames carry per-frame MACs instead (the tracker needs --no-tls too)");
   args.option("wait-ms", "MS", "how long to wait for a free device", "30000");
   args.option("target", "TARGET",
               "auto (the device's CPU, from its registered triple), native, a triple (x86_64-linux-gnu, "
@@ -27,6 +29,13 @@ host::PoolOptions pool_options(const Args& args, std::string client_name) {
     throw UsageError("--key " + pool.key + " needs --tracker HOST:PORT (without --tracker a local device is used)");
   }
   if (args.has("token-file")) pool.token = rpc::Token::from_file(args.get("token-file"));
+  pool.tls.disabled = args.has("no-tls");
+  pool.tls.ca_file = args.get("tls-ca");
+  if (pool.tls.disabled && !pool.tls.ca_file.empty()) throw UsageError("--tls-ca and --no-tls contradict each other: drop one");
+  if (!pool.tracker && (pool.tls.disabled || !pool.tls.ca_file.empty())) {
+    throw UsageError("--no-tls and --tls-ca apply to a tracker: add --tracker HOST:PORT");
+  }
+  rpc::peer_tls_context(pool.tls, pool.token.has_value());  // a bad --tls-ca fails here, with its reason
   pool.wait = std::chrono::milliseconds(args.get_int("wait-ms", 30'000, 1, 24 * 3'600'000));
   pool.client_name = std::move(client_name);
   return pool;

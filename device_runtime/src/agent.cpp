@@ -39,6 +39,7 @@ struct DeviceAgent::Impl {
   asio::steady_timer backoff_timer;
   asio::steady_timer watchdog_timer;
   std::shared_ptr<rpc::Connection> conn;
+  std::shared_ptr<const rpc::TlsContext> tls;  // made on the first connect; null: plain
   bool stopping = false;
   Clock::time_point last_seen;
   // Answers the session traffic of every lease; outlives connections (modules stay).
@@ -83,10 +84,16 @@ struct DeviceAgent::Impl {
   }
 
   awaitable<void> connect_and_serve(std::chrono::milliseconds& backoff) {
+    if (!tls) tls = rpc::peer_tls_context(options.tls, options.token.has_value());
     rpc::tcp::socket socket =
         co_await rpc::connect_to(options.tracker.host, options.tracker.port, options.connect_timeout);
     if (stopping) co_return;
-    conn = rpc::Connection::create(std::move(socket), options.connection);
+    conn = co_await rpc::connect_transport(std::move(socket), tls, options.connection, options.connect_timeout,
+                                           options.tracker.to_string());
+    if (stopping) {
+      conn->close();
+      co_return;
+    }
     rpc::PeerHandshakeOptions hs;
     hs.role = wire::Role::DEVICE;
     hs.name = str("kestrel-device ", software_version(), " ", info.name);

@@ -19,6 +19,7 @@ rpc::awaitable<void> LeasedPool::open() {
   rpc::ClientOptions client_options;
   client_options.name = options_.client_name;
   client_options.token = options_.token;
+  client_options.tls = options_.tls;
   auto client = co_await rpc::TrackerClient::connect(endpoint, client_options);
   MeasureClientOptions measure;
   measure.key = options_.key;

@@ -61,13 +61,14 @@ Mac hmac_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t>
 }
 
 Mac compute_mac(const Token& token, std::string_view label, wire::Role role, std::span<const std::uint8_t> first,
-                std::span<const std::uint8_t> second) {
+                std::span<const std::uint8_t> second, std::span<const std::uint8_t> binding) {
   std::vector<std::uint8_t> message;
-  message.reserve(label.size() + 1 + first.size() + second.size());
+  message.reserve(label.size() + 1 + first.size() + second.size() + binding.size());
   message.insert(message.end(), label.begin(), label.end());
   message.push_back(static_cast<std::uint8_t>(role));
   message.insert(message.end(), first.begin(), first.end());
   message.insert(message.end(), second.begin(), second.end());
+  message.insert(message.end(), binding.begin(), binding.end());
   return hmac_sha256(token.bytes(), message);
 }
 

@@ -1,46 +1,112 @@
-// Framed connection over TCP: a reader with a body deadline and a queued writer.
+// Framed connection over TCP or TLS: a reader with a body deadline, growing buffers
+// and optional frame MACs, and a queued writer.
 #include "kestrel/rpc/connection.h"
+
+#include <sodium.h>
 
 #include <charconv>
 
-#include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
+#include "kestrel/rpc/errors.h"
+#include "tls_stream.h"
 
 namespace kestrel::rpc {
+namespace {
+
+// The body buffer starts at this size (or the frame's, if smaller) and doubles as
+// bytes arrive, so a header alone never makes the receiver allocate much.
+constexpr std::size_t kFirstBodyChunk = 64u << 10;
+
+// HMAC-SHA256(key, direction | seq (u64 little-endian) | frame bytes), the frame being
+// `head` followed by `tail` (header and body on receipt; one span when sending).
+std::array<std::uint8_t, kFrameMacBytes> frame_mac(const std::array<std::uint8_t, 32>& key, std::uint8_t direction,
+                                                   std::uint64_t seq, std::span<const std::uint8_t> head,
+                                                   std::span<const std::uint8_t> tail = {}) {
+  std::array<std::uint8_t, 9> prefix{};
+  prefix[0] = direction;
+  for (int i = 0; i < 8; ++i) prefix[1 + i] = static_cast<std::uint8_t>(seq >> (8 * i));
+  crypto_auth_hmacsha256_state state;
+  crypto_auth_hmacsha256_init(&state, key.data(), key.size());
+  crypto_auth_hmacsha256_update(&state, prefix.data(), prefix.size());
+  crypto_auth_hmacsha256_update(&state, head.data(), head.size());
+  crypto_auth_hmacsha256_update(&state, tail.data(), tail.size());
+  std::array<std::uint8_t, kFrameMacBytes> mac{};
+  crypto_auth_hmacsha256_final(&state, mac.data());
+  sodium_memzero(&state, sizeof state);
+  return mac;
+}
+
+}  // namespace
 
 std::shared_ptr<Connection> Connection::create(tcp::socket socket, ConnectionOptions options) {
-  std::shared_ptr<Connection> conn(new Connection(std::move(socket), options));
-  asio::co_spawn(conn->socket_.get_executor(), [conn]() { return conn->write_loop(); }, asio::detached);
+  auto executor = socket.get_executor();
+  std::shared_ptr<Connection> conn(new Connection(std::move(socket), nullptr, options));
+  asio::co_spawn(executor, [conn]() { return conn->write_loop(); }, asio::detached);
   return conn;
 }
 
-Connection::Connection(tcp::socket socket, ConnectionOptions options)
+std::shared_ptr<Connection> Connection::create(std::unique_ptr<TlsStream> tls, ConnectionOptions options) {
+  auto executor = tls->stream.get_executor();
+  tcp::socket unused(executor);
+  std::shared_ptr<Connection> conn(new Connection(std::move(unused), std::move(tls), options));
+  asio::co_spawn(executor, [conn]() { return conn->write_loop(); }, asio::detached);
+  return conn;
+}
+
+Connection::Connection(tcp::socket socket, std::unique_ptr<TlsStream> tls, ConnectionOptions options)
     : socket_(std::move(socket)),
+      tls_(std::move(tls)),
       options_(options),
       wake_(socket_.get_executor(), asio::steady_timer::time_point::max()),
       body_deadline_(socket_.get_executor()),
       grace_(socket_.get_executor()) {
   std::error_code ec;
-  auto remote = socket_.remote_endpoint(ec);
+  auto remote = this->socket().remote_endpoint(ec);
   peer_ = ec ? std::string("?") : str(remote.address().to_string(), ":", remote.port());
-  socket_.set_option(tcp::no_delay(true), ec);
+  this->socket().set_option(tcp::no_delay(true), ec);
 }
 
 Connection::~Connection() {
   std::error_code ec;
-  socket_.close(ec);
+  socket().close(ec);
+}
+
+tcp::socket& Connection::socket() { return tls_ ? tls_->stream.next_layer() : socket_; }
+
+awaitable<std::tuple<std::error_code, std::size_t>> Connection::read_exactly(asio::mutable_buffer buffer) {
+  if (tls_) co_return co_await asio::async_read(tls_->stream, buffer, use_nothrow);
+  co_return co_await asio::async_read(socket_, buffer, use_nothrow);
+}
+
+void Connection::set_frame_keys(const FrameKeys& keys) {
+  keys_ = keys;
+  send_seq_ = 0;
+  receive_seq_ = 0;
+}
+
+std::vector<std::uint8_t> Connection::tls_exporter(std::string_view label) const {
+  if (!tls_) return {};
+  std::vector<std::uint8_t> out(32);
+  std::string label_text(label);
+  if (SSL_export_keying_material(const_cast<SSL*>(tls_->stream.native_handle()), out.data(), out.size(),
+                                 label_text.c_str(), label_text.size(), nullptr, 0, 0) != 1) {
+    return {};
+  }
+  return out;
 }
 
 awaitable<ReadResult> Connection::read() {
   ReadResult result;
   std::array<std::uint8_t, kFrameHeaderBytes> header{};
-  auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(header), use_nothrow);
+  auto [ec, n] = co_await read_exactly(asio::buffer(header));
   if (ec) {
+    // A TLS peer that closes without close_notify between frames is an orderly end too:
+    // frames are whole units, so truncation inside one is still caught below.
     if (closed_ || ec == asio::error::operation_aborted || (ec == asio::error::eof && n == 0) ||
-        ec == asio::error::connection_reset) {
+        ec == asio::error::connection_reset || (ec == asio::ssl::error::stream_truncated && n == 0)) {
       result.error = FrameError::closed;
       result.detail = closed_ ? "closed locally" : ec.message();
-    } else if (ec == asio::error::eof) {
+    } else if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
       result.error = FrameError::truncated;
       result.detail = str("stream ended inside a frame header (", n, " of 4 bytes)");
     } else {
@@ -49,14 +115,18 @@ awaitable<ReadResult> Connection::read() {
     }
     co_return result;
   }
-  HeaderCheck check = check_header(header, options_.max_frame_bytes);
+  HeaderCheck check = check_header(header, frame_limit());
   if (check.error != FrameError::none) {
     result.error = check.error;
     result.detail = check.detail;
+    if (!authenticated_ && check.error == FrameError::oversized) {
+      result.detail += " (before authentication)";
+    }
     co_return result;
   }
 
-  std::vector<capnp::word> words(check.length / sizeof(capnp::word));
+  std::vector<capnp::word> words;
+  std::array<std::uint8_t, kFrameMacBytes> mac{};
   body_timed_out_ = false;
   body_deadline_.expires_after(options_.body_timeout);
   std::weak_ptr<Connection> weak = weak_from_this();
@@ -65,10 +135,28 @@ awaitable<ReadResult> Connection::read() {
     if (auto self = weak.lock()) {
       self->body_timed_out_ = true;
       std::error_code ignored;
-      self->socket_.cancel(ignored);
+      self->socket().cancel(ignored);
     }
   });
-  auto [body_ec, got] = co_await asio::async_read(socket_, asio::buffer(words.data(), check.length), use_nothrow);
+  // The buffer grows as bytes arrive: a header announcing a large frame costs nothing
+  // until its bytes do.
+  std::error_code body_ec;
+  std::size_t got = 0;
+  while (got < check.length) {
+    std::size_t size = std::min<std::size_t>(check.length, std::max(kFirstBodyChunk, got * 2));
+    words.resize(size / sizeof(capnp::word));
+    auto [chunk_ec, chunk] =
+        co_await read_exactly(asio::buffer(reinterpret_cast<std::uint8_t*>(words.data()) + got, size - got));
+    got += chunk;
+    if (chunk_ec) {
+      body_ec = chunk_ec;
+      break;
+    }
+  }
+  if (!body_ec && keys_) {
+    auto [mac_ec, mac_got] = co_await read_exactly(asio::buffer(mac));
+    if (mac_ec) body_ec = mac_ec;
+  }
   body_deadline_.cancel();
   if (body_ec) {
     if (body_timed_out_) {
@@ -78,7 +166,8 @@ awaitable<ReadResult> Connection::read() {
     } else if (closed_) {
       result.error = FrameError::closed;
       result.detail = "closed locally";
-    } else if (body_ec == asio::error::eof || body_ec == asio::error::connection_reset) {
+    } else if (body_ec == asio::error::eof || body_ec == asio::error::connection_reset ||
+               body_ec == asio::ssl::error::stream_truncated) {
       result.error = FrameError::truncated;
       result.detail = str("stream ended after ", got, " of ", check.length, " frame bytes");
     } else {
@@ -86,6 +175,18 @@ awaitable<ReadResult> Connection::read() {
       result.detail = body_ec.message();
     }
     co_return result;
+  }
+  if (keys_) {
+    // The MAC covers the header and the body: checked before anything is decoded.
+    std::span<const std::uint8_t> body(reinterpret_cast<const std::uint8_t*>(words.data()), check.length);
+    auto expected = frame_mac(keys_->receive, keys_->receive_direction, receive_seq_, header, body);
+    if (crypto_verify_32(expected.data(), mac.data()) != 0) {
+      result.error = FrameError::malformed;
+      result.detail = str("frame authentication failed: frame ", receive_seq_,
+                          " carries a wrong MAC (injected, replayed, reordered or altered on the way)");
+      co_return result;
+    }
+    ++receive_seq_;
   }
   std::string error;
   result.frame = InFrame::decode(std::move(words), error);
@@ -98,7 +199,7 @@ awaitable<ReadResult> Connection::read() {
 
 awaitable<ReadResult> Connection::read_within(std::chrono::milliseconds timeout) {
   auto expired = std::make_shared<bool>(false);
-  asio::steady_timer timer(socket_.get_executor());
+  asio::steady_timer timer(socket().get_executor());
   timer.expires_after(timeout);
   std::weak_ptr<Connection> weak = weak_from_this();
   timer.async_wait([weak, expired](std::error_code ec) {
@@ -118,6 +219,10 @@ awaitable<ReadResult> Connection::read_within(std::chrono::milliseconds timeout)
 
 bool Connection::send(FrameBytes frame) {
   if (closing_ || closed_) return false;
+  if (keys_) {
+    auto mac = frame_mac(keys_->send, keys_->send_direction, send_seq_++, frame);
+    frame.insert(frame.end(), mac.begin(), mac.end());
+  }
   queued_bytes_ += frame.size();
   queue_.push_back(std::move(frame));
   if (queued_bytes_ > options_.max_queued_bytes) {
@@ -148,8 +253,8 @@ void Connection::close() {
   closed_ = true;
   closing_ = true;
   std::error_code ec;
-  socket_.shutdown(tcp::socket::shutdown_both, ec);
-  socket_.close(ec);
+  socket().shutdown(tcp::socket::shutdown_both, ec);
+  socket().close(ec);
   wake_.cancel();
   body_deadline_.cancel();
   grace_.cancel();
@@ -173,7 +278,12 @@ awaitable<void> Connection::write_loop() {
     FrameBytes frame = std::move(queue_.front());
     queue_.pop_front();
     queued_bytes_ -= frame.size();
-    auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(frame), use_nothrow);
+    std::error_code ec;
+    if (tls_) {
+      std::tie(ec, std::ignore) = co_await asio::async_write(tls_->stream, asio::buffer(frame), use_nothrow);
+    } else {
+      std::tie(ec, std::ignore) = co_await asio::async_write(socket_, asio::buffer(frame), use_nothrow);
+    }
     if (ec) {
       if (!closed_) log::debug("conn", peer_, ": write failed: ", ec.message());
       close();

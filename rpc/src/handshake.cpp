@@ -4,6 +4,7 @@
 #include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
+#include "kestrel/rpc/tls.h"
 
 namespace kestrel::rpc {
 
@@ -38,6 +39,31 @@ awaitable<std::unique_ptr<InFrame>> read_step(Connection& conn, std::chrono::mil
   co_return std::move(r.frame);
 }
 
+const char* role_name(wire::Role role) { return role == wire::Role::DEVICE ? "device" : "client"; }
+
+// The TLS exporter value the proofs cover (empty without TLS).
+std::vector<std::uint8_t> binding_of(const Connection& conn) {
+  auto binding = conn.tls_exporter(kTokenBindingLabel);
+  if (conn.uses_tls() && binding.empty()) {
+    throw RpcError(ErrorCode::protocol_error, "handshake: cannot export the TLS channel binding");
+  }
+  return binding;
+}
+
+// Without TLS, frames after the handshake carry MACs under keys only the two token
+// holders of this handshake can derive.
+FrameKeys frame_keys(const Token& token, wire::Role role, const Nonce& peer_nonce, const Nonce& tracker_nonce,
+                     bool tracker_side) {
+  Mac to_tracker = compute_mac(token, kPeerFrameKeyLabel, role, peer_nonce, tracker_nonce);
+  Mac to_peer = compute_mac(token, kTrackerFrameKeyLabel, role, peer_nonce, tracker_nonce);
+  FrameKeys keys;
+  keys.send = tracker_side ? to_peer : to_tracker;
+  keys.receive = tracker_side ? to_tracker : to_peer;
+  keys.send_direction = tracker_side ? kTrackerToPeer : kPeerToTracker;
+  keys.receive_direction = tracker_side ? kPeerToTracker : kTrackerToPeer;
+  return keys;
+}
+
 }  // namespace
 
 awaitable<PeerHello> accept_handshake(std::shared_ptr<Connection> conn, const TrackerHandshakeOptions& options) {
@@ -67,13 +93,18 @@ awaitable<PeerHello> accept_handshake(std::shared_ptr<Connection> conn, const Tr
   Nonce peer_nonce;
   std::copy(hello.getNonce().begin(), hello.getNonce().end(), peer_nonce.begin());
 
+  const Token* role_token = peer.role == wire::Role::DEVICE ? options.device_token : options.client_token;
+  const Token* other_token = peer.role == wire::Role::DEVICE ? options.client_token : options.device_token;
+  const Token* token = role_token ? role_token : options.token;
+  const std::vector<std::uint8_t> binding = binding_of(*conn);
+
   Nonce tracker_nonce = random_nonce();
   {
     capnp::MallocMessageBuilder builder;
     auto challenge = builder.initRoot<wire::Frame>().initChallenge();
     challenge.setProtocolVersion(protocol_version());
     challenge.setNonce(capnp::Data::Reader(tracker_nonce.data(), tracker_nonce.size()));
-    challenge.setAuthRequired(options.token != nullptr);
+    challenge.setAuthRequired(token != nullptr);
     conn->send(builder);
   }
 
@@ -83,25 +114,38 @@ awaitable<PeerHello> accept_handshake(std::shared_ptr<Connection> conn, const Tr
     reject(*conn, ErrorCode::protocol_error, str("handshake: expected authProof, got ", frame_kind(proof_root)));
   }
   Mac tracker_mac{};
-  if (options.token) {
+  if (token) {
     auto received = as_span(proof_root.getAuthProof().getMac());
     if (received.empty()) {
       reject(*conn, ErrorCode::auth_failed, "this tracker requires a token: start the peer with --token-file");
     }
-    Mac expected = compute_mac(*options.token, kPeerProofLabel, peer.role, peer_nonce, tracker_nonce);
+    Mac expected = compute_mac(*token, kPeerProofLabel, peer.role, peer_nonce, tracker_nonce, binding);
     if (!mac_matches(expected, received)) {
-      reject(*conn, ErrorCode::auth_failed, "wrong token: the peer's proof does not match this tracker's token");
+      const Token* proved_other = other_token ? other_token : (role_token ? options.token : nullptr);
+      if (proved_other &&
+          mac_matches(compute_mac(*proved_other, kPeerProofLabel, peer.role, peer_nonce, tracker_nonce, binding),
+                      received)) {
+        reject(*conn, ErrorCode::auth_failed,
+               peer.role == wire::Role::DEVICE
+                   ? "a client token cannot register a device: start kestrel-device with the device token"
+                   : "a device token cannot lease devices or query the pool: use the client token");
+      }
+      reject(*conn, ErrorCode::auth_failed,
+             str("wrong token: the peer's proof does not match this tracker's ", role_token ? role_name(peer.role) : "",
+                 role_token ? " " : "", "token", binding.empty() ? "" : " on this TLS session"));
     }
-    tracker_mac = compute_mac(*options.token, kTrackerProofLabel, peer.role, tracker_nonce, peer_nonce);
+    tracker_mac = compute_mac(*token, kTrackerProofLabel, peer.role, tracker_nonce, peer_nonce, binding);
   }
 
   capnp::MallocMessageBuilder builder;
   auto welcome = builder.initRoot<wire::Frame>().initWelcome();
   welcome.setConnectionId(options.connection_id.value);
-  if (options.token) welcome.setMac(capnp::Data::Reader(tracker_mac.data(), tracker_mac.size()));
+  if (token) welcome.setMac(capnp::Data::Reader(tracker_mac.data(), tracker_mac.size()));
   welcome.setHeartbeatIntervalMs(static_cast<std::uint32_t>(options.heartbeat_interval.count()));
   welcome.setHeartbeatMisses(options.heartbeat_misses);
   conn->send(builder);
+  conn->mark_authenticated();
+  if (token && !conn->uses_tls()) conn->set_frame_keys(frame_keys(*token, peer.role, peer_nonce, tracker_nonce, true));
   co_return peer;
 }
 
@@ -149,11 +193,12 @@ awaitable<Welcomed> perform_handshake(std::shared_ptr<Connection> conn, const Pe
   Nonce tracker_nonce;
   std::copy(challenge.getNonce().begin(), challenge.getNonce().end(), tracker_nonce.begin());
 
+  const std::vector<std::uint8_t> binding = binding_of(*conn);
   {
     capnp::MallocMessageBuilder builder;
     auto proof = builder.initRoot<wire::Frame>().initAuthProof();
     if (options.token) {
-      Mac mac = compute_mac(*options.token, kPeerProofLabel, options.role, peer_nonce, tracker_nonce);
+      Mac mac = compute_mac(*options.token, kPeerProofLabel, options.role, peer_nonce, tracker_nonce, binding);
       proof.setMac(capnp::Data::Reader(mac.data(), mac.size()));
     }
     conn->send(builder);
@@ -171,12 +216,17 @@ awaitable<Welcomed> perform_handshake(std::shared_ptr<Connection> conn, const Pe
   }
   auto welcome = wroot.getWelcome();
   if (options.token) {
-    Mac expected = compute_mac(*options.token, kTrackerProofLabel, options.role, tracker_nonce, peer_nonce);
+    Mac expected = compute_mac(*options.token, kTrackerProofLabel, options.role, tracker_nonce, peer_nonce, binding);
     if (!mac_matches(expected, as_span(welcome.getMac()))) {
       conn->close();
       throw RpcError(ErrorCode::auth_failed,
-                     str("the tracker at ", conn->peer(), " failed to prove it knows the token; refusing"));
+                     str("the tracker at ", conn->peer(), " failed to prove it knows the token",
+                         binding.empty() ? "" : " on this TLS session (a proxy in between?)", "; refusing"));
     }
+  }
+  conn->mark_authenticated();
+  if (options.token && !conn->uses_tls()) {
+    conn->set_frame_keys(frame_keys(*options.token, options.role, peer_nonce, tracker_nonce, false));
   }
   Welcomed result;
   result.connection_id = ConnectionId(welcome.getConnectionId());

@@ -19,8 +19,10 @@ Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
 }  // namespace
 
 awaitable<std::shared_ptr<TrackerClient>> TrackerClient::connect(Endpoint tracker, ClientOptions options) {
+  auto tls = peer_tls_context(options.tls, options.token.has_value());
   tcp::socket socket = co_await connect_to(tracker.host, tracker.port, options.connect_timeout);
-  auto conn = Connection::create(std::move(socket), options.connection);
+  auto conn = co_await connect_transport(std::move(socket), tls, options.connection, options.connect_timeout,
+                                         tracker.to_string());
   PeerHandshakeOptions hs;
   hs.role = wire::Role::CLIENT;
   hs.name = options.name;

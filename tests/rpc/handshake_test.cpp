@@ -166,3 +166,95 @@ TEST_CASE("a non-hello first frame is a protocol error", "[handshake]") {
   CHECK(error->code() == ErrorCode::protocol_error);
   CHECK_THAT(error->what(), Catch::Contains("expected hello, got heartbeat"));
 }
+
+TEST_CASE("a token handshake without TLS lifts the pre-auth frame limit and starts frame MACs", "[handshake][auth]") {
+  log::set_level(log::Level::off);
+  Token token("the-shared-secret-of-this-pool");
+  asio::io_context io;
+  std::optional<ReadResult> good, forged;
+  std::size_t limit_before = 0, limit_after = 0;
+  bool tracker_authenticated = false, peer_authenticated = false, macs = false;
+  test::run_async(io, [&]() -> awaitable<void> {
+    Pair pair = co_await connected_pair();
+    limit_before = pair.tracker_side->frame_limit();
+    TrackerHandshakeOptions t;
+    t.token = &token;
+    t.connection_id = ConnectionId(1);
+    bool tracker_done = false;
+    asio::co_spawn(
+        io,
+        [&, conn = pair.tracker_side]() -> awaitable<void> {
+          co_await accept_handshake(conn, t);
+          tracker_done = true;
+        },
+        asio::detached);
+    PeerHandshakeOptions p;
+    p.role = wire::Role::CLIENT;
+    p.token = &token;
+    co_await perform_handshake(pair.peer_side, p);
+    co_await test::eventually([&] { return tracker_done; });
+    tracker_authenticated = pair.tracker_side->is_authenticated();
+    peer_authenticated = pair.peer_side->is_authenticated();
+    limit_after = pair.tracker_side->frame_limit();
+    macs = pair.tracker_side->frames_authenticated() && pair.peer_side->frames_authenticated();
+    pair.peer_side->send(heartbeat_frame(false, 1));
+    good = co_await pair.tracker_side->read_within(std::chrono::milliseconds(2000));
+    // A sender without the handshake's keys (an injector) cannot make a valid MAC.
+    pair.peer_side->set_frame_keys(FrameKeys{});
+    pair.peer_side->send(heartbeat_frame(false, 2));
+    forged = co_await pair.tracker_side->read_within(std::chrono::milliseconds(2000));
+    pair.tracker_side->close();
+    pair.peer_side->close();
+  });
+  CHECK(limit_before == kDefaultPreauthMaxFrameBytes);
+  CHECK(limit_after == kDefaultMaxFrameBytes);
+  CHECK(tracker_authenticated);
+  CHECK(peer_authenticated);
+  CHECK(macs);
+  REQUIRE(good);
+  CHECK(good->error == FrameError::none);
+  REQUIRE(forged);
+  CHECK(forged->error == FrameError::malformed);
+  CHECK_THAT(forged->detail, Catch::Contains("frame authentication failed"));
+}
+
+TEST_CASE("a role's own token is required and another role's token is named in the refusal", "[handshake][auth]") {
+  log::set_level(log::Level::off);
+  Token device_token("device-secret-of-this-pool-xx");
+  Token client_token("client-secret-of-this-pool-xx");
+  asio::io_context io;
+  std::optional<RpcError> tracker_error, peer_error;
+  test::run_async(io, [&]() -> awaitable<void> {
+    Pair pair = co_await connected_pair();
+    TrackerHandshakeOptions t;
+    t.device_token = &device_token;
+    t.client_token = &client_token;
+    bool tracker_done = false;
+    asio::co_spawn(
+        io,
+        [&, conn = pair.tracker_side]() -> awaitable<void> {
+          try {
+            co_await accept_handshake(conn, t);
+          } catch (const RpcError& e) {
+            tracker_error = e;
+          }
+          tracker_done = true;
+        },
+        asio::detached);
+    PeerHandshakeOptions p;
+    p.role = wire::Role::DEVICE;
+    p.token = &client_token;
+    try {
+      co_await perform_handshake(pair.peer_side, p);
+    } catch (const RpcError& e) {
+      peer_error = e;
+    }
+    co_await test::eventually([&] { return tracker_done; });
+    pair.tracker_side->close();
+    pair.peer_side->close();
+  });
+  REQUIRE(tracker_error);
+  REQUIRE(peer_error);
+  CHECK(peer_error->code() == ErrorCode::auth_failed);
+  CHECK_THAT(std::string(peer_error->what()), Catch::Contains("a client token cannot register a device"));
+}

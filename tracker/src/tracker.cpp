@@ -5,6 +5,7 @@
 
 #include <kj/exception.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <cerrno>
@@ -87,6 +88,7 @@ struct Tracker::Impl {
 
   asio::io_context& io;
   TrackerOptions options;
+  std::shared_ptr<const TlsContext> tls;  // null: plain frames
   tcp::acceptor acceptor;
   asio::steady_timer heartbeat_timer;
   asio::steady_timer deadline_timer;       // armed for the pool's next request deadline
@@ -110,8 +112,18 @@ struct Tracker::Impl {
   std::map<asio::ip::address, std::size_t> pending_by_address;
   // Connections in the handshake whose coroutine runs, oldest first (ids increase).
   struct Handshaking {
-    std::shared_ptr<Connection> conn;
+    std::shared_ptr<Connection> conn;  // null while TLS is being set up
     asio::ip::address remote;
+    int fd = -1;                       // the socket's descriptor, for dropping it before then
+    // Ends this handshake from outside its coroutine, which then fails and cleans up.
+    void abort(const FrameBytes* why) const {
+      if (conn) {
+        if (why) conn->send(*why);
+        conn->close_after_flush(std::chrono::milliseconds(200));
+      } else if (fd >= 0) {
+        ::shutdown(fd, SHUT_RDWR);
+      }
+    }
   };
   std::map<ConnectionId, Handshaking> handshaking;
   std::uint64_t refused = 0;
@@ -204,7 +216,7 @@ struct Tracker::Impl {
       peer.conn->send(failure_frame(ErrorCode::shutting_down, "tracker is shutting down"));
       peer.conn->close_after_flush(std::chrono::milliseconds(500));
     }
-    for (auto& [id, entry] : handshaking) entry.conn->close();
+    for (auto& [id, entry] : handshaking) entry.abort(nullptr);
   }
 
   awaitable<void> accept_loop() {
@@ -256,8 +268,7 @@ struct Tracker::Impl {
       Handshaking oldest = std::move(it->second);
       handshaking.erase(it);
       release_pending(oldest.remote);
-      oldest.conn->send(overloaded_frame);
-      oldest.conn->close_after_flush(std::chrono::milliseconds(200));
+      oldest.abort(&overloaded_frame);
       log_refusal(cap, "dropped the oldest connection in the handshake");
       return true;
     }
@@ -339,24 +350,32 @@ struct Tracker::Impl {
 
   // ---- one connection ----------------------------------------------------------
 
-  // Serves one connection until it ends. Whatever ends it (an orderly close, a protocol
-  // violation, any exception from the handshake or a handler), the socket is closed and
-  // the peer dropped here, so no connection can outlive its coroutine.
-  awaitable<void> serve(tcp::socket socket, asio::ip::address remote) {
-    std::shared_ptr<Connection> conn;
-    try {
-      conn = Connection::create(std::move(socket), options.connection);
-    } catch (const std::exception& e) {
-      log::warn(kLog, "cannot serve a new connection: ", e.what());
-      release_pending(remote);
-      --open;
-      co_return;
+  bool any_token() const { return options.token || options.device_token || options.client_token; }
+
+  void make_tls_context() {
+    if (options.no_tls || (!any_token() && options.tls_cert.empty())) return;
+    tls = TlsContext::server(options.tls_cert, options.tls_key);
+    if (tls->generated_certificate()) {
+      log::info(kLog, "TLS with a self-signed certificate generated at start, SHA-256 fingerprint ",
+                tls->fingerprint(), " (pass --tls-cert/--tls-key for one peers can pin with --tls-ca)");
+    } else {
+      log::info(kLog, "TLS with certificate '", options.tls_cert, "', SHA-256 fingerprint ", tls->fingerprint());
     }
+  }
+
+  // Serves one connection until it ends. Whatever ends it (an orderly close, a protocol
+  // violation, any exception from the transport, the handshake or a handler), the socket
+  // is closed and the peer dropped here, so no connection can outlive its coroutine.
+  awaitable<void> serve(tcp::socket socket, asio::ip::address remote) {
     ConnectionId id(next_connection++);
-    handshaking.emplace(id, Handshaking{conn, remote});
+    // Until TLS (or the plain transport) is set up there is no Connection; the socket's
+    // descriptor lets a cap drop this handshake meanwhile (shutdown, not close: the socket
+    // still owns it).
+    handshaking.emplace(id, Handshaking{nullptr, remote, socket.native_handle()});
+    std::shared_ptr<Connection> conn;
     std::string failure;
     try {
-      co_await serve_peer(conn, id, remote);
+      co_await serve_peer(std::move(socket), conn, id, remote);
     } catch (const RpcError& e) {
       failure = e.what();
     } catch (const kj::Exception& e) {
@@ -370,12 +389,12 @@ struct Tracker::Impl {
     Peer* peer = find_peer(id);
     if (!failure.empty()) {
       ++rejected;
-      log::warn(kLog, peer ? peer->describe() : conn->peer(), ": ", failure, "; closing this connection");
+      log::warn(kLog, peer ? peer->describe() : str(remote.to_string()), ": ", failure, "; closing this connection");
       if (peer && peer->close_reason.empty()) peer->close_reason = failure;
-      if (!conn->is_closing()) conn->send(failure_frame(ErrorCode::protocol_error, failure));
+      if (conn && !conn->is_closing()) conn->send(failure_frame(ErrorCode::protocol_error, failure));
     }
     drop_peer(id);
-    conn->close_after_flush(std::chrono::milliseconds(200));
+    if (conn) conn->close_after_flush(std::chrono::milliseconds(200));
     --open;
   }
 
@@ -390,19 +409,26 @@ struct Tracker::Impl {
     if (it != pending_by_address.end() && --it->second == 0) pending_by_address.erase(it);
   }
 
-  awaitable<void> serve_peer(std::shared_ptr<Connection> conn, ConnectionId id, asio::ip::address remote) {
+  awaitable<void> serve_peer(tcp::socket socket, std::shared_ptr<Connection>& conn, ConnectionId id,
+                             asio::ip::address remote) {
     TrackerHandshakeOptions hs;
     hs.token = options.token ? &*options.token : nullptr;
+    hs.device_token = options.device_token ? &*options.device_token : nullptr;
+    hs.client_token = options.client_token ? &*options.client_token : nullptr;
     hs.connection_id = id;
     hs.timeout = options.handshake_timeout;
     hs.heartbeat_interval = options.heartbeat_interval;
     hs.heartbeat_misses = options.heartbeat_misses;
     PeerHello hello;
     try {
+      conn = co_await accept_transport(std::move(socket), tls, options.connection, options.handshake_timeout);
+      auto pending_entry = handshaking.find(id);
+      if (pending_entry == handshaking.end()) co_return;  // dropped by a cap meanwhile
+      pending_entry->second.conn = conn;
       hello = co_await accept_handshake(conn, hs);
     } catch (const RpcError& e) {
       ++rejected;
-      log::warn(kLog, "rejected connection from ", conn->peer(), ": ", e.what());
+      log::warn(kLog, "rejected connection from ", remote, ": ", e.what());
       co_return;
     }
     end_handshake(id, remote);
@@ -696,13 +722,19 @@ struct Tracker::Impl {
 
 Tracker::Tracker(asio::io_context& io, TrackerOptions options)
     : impl_(std::make_unique<Impl>(io, std::move(options))) {
+  impl_->make_tls_context();
   impl_->bind();
 }
 
 Tracker::~Tracker() = default;
 
 void Tracker::start() {
-  log::info(kLog, "listening on ", address(), impl_->options.token ? " (token required)" : " (no token)",
+  const auto& o = impl_->options;
+  const char* auth = o.device_token || o.client_token ? " (device and client tokens required"
+                     : o.token                        ? " (token required"
+                                                      : " (no token";
+  const char* transport = impl_->tls ? ", TLS)" : o.token || o.device_token || o.client_token ? ", frame MACs without TLS)" : ")";
+  log::info(kLog, "listening on ", address(), auth, transport,
             "; dead peers are dropped within ", loss_bound().count(), " ms");
   const TrackerLimits& limits = impl_->options.limits;
   log::info(kLog, "caps: ", impl_->max_connections, " connections, ", limits.max_pending_connections,
@@ -726,6 +758,8 @@ std::string Tracker::address() const {
   if (ec) return "?";
   return Endpoint{endpoint.address().to_string(), endpoint.port()}.to_string();
 }
+
+std::shared_ptr<const rpc::TlsContext> Tracker::tls() const { return impl_->tls; }
 
 std::chrono::milliseconds Tracker::loss_bound() const {
   return impl_->options.heartbeat_interval * (impl_->options.heartbeat_misses + 1);

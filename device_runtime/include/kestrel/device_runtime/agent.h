@@ -13,13 +13,15 @@
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/device_info.h"
 #include "kestrel/base/ids.h"
+#include "kestrel/rpc/tls.h"
 
 namespace kestrel::device {
 
 struct AgentOptions {
   rpc::Endpoint tracker;
   std::string key;
-  std::optional<rpc::Token> token;
+  std::optional<rpc::Token> token;  // the device token (or the tracker's any-role token)
+  rpc::PeerTls tls;                 // TLS on by default with a token
   std::chrono::milliseconds initial_backoff{200};
   std::chrono::milliseconds max_backoff{5000};
   std::chrono::milliseconds connect_timeout{5000};

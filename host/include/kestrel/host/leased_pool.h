@@ -15,13 +15,15 @@
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/device_info.h"
+#include "kestrel/rpc/tls.h"
 
 namespace kestrel::host {
 
 struct PoolOptions {
   std::optional<rpc::Endpoint> tracker;  // none: start the embedded local pool
   std::string key = "local";
-  std::optional<rpc::Token> token;
+  std::optional<rpc::Token> token;  // the client token
+  rpc::PeerTls tls;                 // TLS on by default with a token
   unsigned devices = 1;                                // leases to hold in parallel
   std::chrono::milliseconds wait{30'000};              // for the first device
   std::chrono::milliseconds reconnect_window{120'000};  // keep reconnecting to a lost tracker; 0: never

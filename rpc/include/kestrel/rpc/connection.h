@@ -1,20 +1,36 @@
-// One framed connection: owns a TCP socket, reads one frame at a time, and queues
-// outgoing frames behind a single writer so that any coroutine may send at any time.
+// One framed connection: owns a TCP socket (plain, or inside a TLS stream), reads one
+// frame at a time, and queues outgoing frames behind a single writer so that any
+// coroutine may send at any time. Before the handshake has authenticated the peer, frames
+// are capped at preauth_max_frame_bytes; a body buffer grows as bytes arrive, never sized
+// from the header alone. Without TLS, frame_keys() adds a MAC to every frame after the
+// handshake (see docs/architecture.md, "Frame authentication").
 // Single-threaded: all calls must come from the executor the socket belongs to.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
 
 #include "kestrel/rpc/asio.h"
 #include "kestrel/rpc/framing.h"
 
 namespace kestrel::rpc {
 
+inline constexpr std::size_t kDefaultPreauthMaxFrameBytes = 64u << 10;
+inline constexpr std::size_t kFrameMacBytes = 32;
+
 struct ConnectionOptions {
+  // Largest frame accepted once the peer is authenticated (mark_authenticated()).
   std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
+  // Largest frame accepted before that: the handshake's frames are small.
+  std::size_t preauth_max_frame_bytes = kDefaultPreauthMaxFrameBytes;
   // Once a frame header has arrived, its body must follow within this time.
   std::chrono::milliseconds body_timeout{60'000};
   // Outgoing bytes a slow reader may leave queued before the connection is dropped.
@@ -27,10 +43,24 @@ struct ReadResult {
   std::string detail;              // for a person: what exactly was wrong
 };
 
+// Per-direction keys for frame MACs (derived by the handshake, see handshake.h).
+struct FrameKeys {
+  std::array<std::uint8_t, 32> send{};
+  std::array<std::uint8_t, 32> receive{};
+  std::uint8_t send_direction = 0;     // byte that names the direction in each MAC
+  std::uint8_t receive_direction = 0;
+};
+
+// A TLS stream whose handshake has completed (tls.h makes one); opaque here so that
+// this header does not pull in OpenSSL.
+struct TlsStream;
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // Takes ownership of a connected socket and starts the writer.
   static std::shared_ptr<Connection> create(tcp::socket socket, ConnectionOptions options = {});
+  // Takes ownership of a TLS stream (handshake done) and starts the writer.
+  static std::shared_ptr<Connection> create(std::unique_ptr<TlsStream> tls, ConnectionOptions options = {});
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -53,18 +83,44 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes now; pending reads complete with FrameError::closed.
   void close();
 
+  // The handshake authenticated the peer: from now on frames up to max_frame_bytes
+  // are accepted (before: preauth_max_frame_bytes).
+  void mark_authenticated() { authenticated_ = true; }
+  bool is_authenticated() const { return authenticated_; }
+  std::size_t frame_limit() const {
+    return authenticated_ ? options_.max_frame_bytes : options_.preauth_max_frame_bytes;
+  }
+
+  // From now on every frame sent carries HMAC-SHA256(keys.send, direction | seq | frame)
+  // after its body, and every frame read must carry a valid one for keys.receive with
+  // the next expected sequence number; otherwise the read fails (FrameError::malformed,
+  // "frame authentication failed") and the connection closes. For connections without
+  // TLS; call between the last handshake frame and the first frame after it.
+  void set_frame_keys(const FrameKeys& keys);
+  bool frames_authenticated() const { return keys_.has_value(); }
+
+  bool uses_tls() const { return tls_ != nullptr; }
+  // 32 bytes of TLS exported keying material under `label` (RFC 8446 7.5): equal on
+  // both ends of one TLS session, different across a TLS-terminating proxy. Empty
+  // without TLS.
+  std::vector<std::uint8_t> tls_exporter(std::string_view label) const;
+
   bool is_open() const { return !closed_; }
   bool is_closing() const { return closing_ || closed_; }
   const std::string& peer() const { return peer_; }
   std::size_t queued_bytes() const { return queued_bytes_; }
   const ConnectionOptions& options() const { return options_; }
-  asio::any_io_executor get_executor() { return socket_.get_executor(); }
+  asio::any_io_executor get_executor() { return socket().get_executor(); }
 
  private:
-  Connection(tcp::socket socket, ConnectionOptions options);
+  Connection(tcp::socket socket, std::unique_ptr<TlsStream> tls, ConnectionOptions options);
   awaitable<void> write_loop();
+  tcp::socket& socket();
+  // Reads exactly `buffer.size()` bytes from the plain or TLS stream.
+  awaitable<std::tuple<std::error_code, std::size_t>> read_exactly(asio::mutable_buffer buffer);
 
-  tcp::socket socket_;
+  tcp::socket socket_;           // the TCP socket when plain (unused with TLS)
+  std::unique_ptr<TlsStream> tls_;
   ConnectionOptions options_;
   std::string peer_;
   std::deque<FrameBytes> queue_;
@@ -75,6 +131,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closing_ = false;
   bool closed_ = false;
   bool body_timed_out_ = false;
+  bool authenticated_ = false;
+  std::optional<FrameKeys> keys_;
+  std::uint64_t send_seq_ = 0;
+  std::uint64_t receive_seq_ = 0;
 };
 
 // Connects to host:port, resolving the name; throws RpcError(connection_lost) with a

@@ -18,7 +18,11 @@ namespace kestrel::rpc {
 std::uint32_t protocol_version();
 
 struct TrackerHandshakeOptions {
-  const Token* token = nullptr;  // null: no authentication
+  // The token a peer must prove, by the role it announces: device_token / client_token
+  // when set, else `token` (any role). A role with no token is not authenticated.
+  const Token* token = nullptr;
+  const Token* device_token = nullptr;
+  const Token* client_token = nullptr;
   ConnectionId connection_id;
   std::chrono::milliseconds timeout{5000};
   std::chrono::milliseconds heartbeat_interval{1000};
@@ -34,7 +38,9 @@ struct PeerHello {
 
 // Tracker side. On any failure it sends the peer a Failure frame saying why, closes
 // the connection after flushing, and throws RpcError (code: protocol_error,
-// version_mismatch, auth_failed or timeout) for the caller to log.
+// version_mismatch, auth_failed or timeout) for the caller to log. On success the
+// connection is marked authenticated and, with a token and no TLS, carries frame MACs
+// from the first frame after welcome.
 awaitable<PeerHello> accept_handshake(std::shared_ptr<Connection> conn, const TrackerHandshakeOptions& options);
 
 struct PeerHandshakeOptions {
@@ -53,7 +59,8 @@ struct Welcomed {
   std::uint32_t heartbeat_misses = 3;
 };
 
-// Device or client side. Throws RpcError: version_mismatch and auth_failed (permanent:
+// Device or client side; on success the connection is marked authenticated (and frame
+// MACs start as on the tracker side). Throws RpcError: version_mismatch and auth_failed (permanent:
 // retrying will not help; the message says what to change), protocol_error, timeout
 // or connection_lost.
 awaitable<Welcomed> perform_handshake(std::shared_ptr<Connection> conn, const PeerHandshakeOptions& options);

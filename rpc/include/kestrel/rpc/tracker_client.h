@@ -21,12 +21,14 @@
 #include "kestrel/rpc/errors.h"
 #include "kestrel/base/ids.h"
 #include "kestrel/rpc/session.h"
+#include "kestrel/rpc/tls.h"
 
 namespace kestrel::rpc {
 
 struct ClientOptions {
   std::string name = "kestrel-client";  // shown as the lease holder in `kestrel query`
-  std::optional<Token> token;
+  std::optional<Token> token;  // the client token (or the tracker's any-role token)
+  PeerTls tls;                 // TLS on by default with a token
   std::chrono::milliseconds connect_timeout{5000};
   ConnectionOptions connection;
 };

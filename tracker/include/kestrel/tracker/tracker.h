@@ -18,6 +18,7 @@
 #include "kestrel/rpc/asio.h"
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/connection.h"
+#include "kestrel/rpc/tls.h"
 #include "kestrel/tracker/pool.h"
 
 namespace kestrel::tracker {
@@ -43,7 +44,17 @@ struct TrackerLimits {
 struct TrackerOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 9190;  // 0: any free port (see Tracker::port())
+  // Tokens: a peer proves the one of the role it announces (device_token, client_token),
+  // or `token` for a role without its own. A role with no token is not authenticated.
   std::optional<rpc::Token> token;
+  std::optional<rpc::Token> device_token;
+  std::optional<rpc::Token> client_token;
+  // TLS on every connection whenever a token is set (or a certificate is given), unless
+  // no_tls: then frames after the handshake carry MACs. Without tls_cert/tls_key a
+  // self-signed certificate is generated at start (its fingerprint is logged).
+  bool no_tls = false;
+  std::string tls_cert;
+  std::string tls_key;
   // Every connection gets a heartbeat each interval; one silent for
   // interval * misses is closed, so a dead peer is noticed within
   // interval * (misses + 1).
@@ -85,6 +96,8 @@ class Tracker {
   std::string address() const;
   // Upper bound on the time to notice a silent peer: interval * (misses + 1).
   std::chrono::milliseconds loss_bound() const;
+  // The TLS context connections are accepted with; null when plain.
+  std::shared_ptr<const rpc::TlsContext> tls() const;
   TrackerStats stats() const;
   // The connection cap in force: TrackerLimits::max_connections, lowered to fit the
   // open-file limit.

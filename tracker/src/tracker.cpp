@@ -428,7 +428,7 @@ struct Tracker::Impl {
       hello = co_await accept_handshake(conn, hs);
     } catch (const RpcError& e) {
       ++rejected;
-      log::warn(kLog, "rejected connection from ", remote, ": ", e.what());
+      log::warn(kLog, "rejected connection from ", remote.to_string(), ": ", e.what());
       co_return;
     }
     end_handshake(id, remote);

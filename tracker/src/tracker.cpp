@@ -116,11 +116,14 @@ struct Tracker::Impl {
     asio::ip::address remote;
     int fd = -1;                       // the socket's descriptor, for dropping it before then
     // Ends this handshake from outside its coroutine, which then fails and cleans up.
-    void abort(const FrameBytes* why) const {
+    // `why` is sent first: through the connection, or straight to the socket while the
+    // transport is plain (a TLS peer would read it as garbage).
+    void abort(const FrameBytes* why, bool plain) const {
       if (conn) {
         if (why) conn->send(*why);
         conn->close_after_flush(std::chrono::milliseconds(200));
       } else if (fd >= 0) {
+        if (why && plain) (void)!::send(fd, why->data(), why->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         ::shutdown(fd, SHUT_RDWR);
       }
     }
@@ -216,7 +219,7 @@ struct Tracker::Impl {
       peer.conn->send(failure_frame(ErrorCode::shutting_down, "tracker is shutting down"));
       peer.conn->close_after_flush(std::chrono::milliseconds(500));
     }
-    for (auto& [id, entry] : handshaking) entry.abort(nullptr);
+    for (auto& [id, entry] : handshaking) entry.abort(nullptr, !tls);
   }
 
   awaitable<void> accept_loop() {
@@ -268,7 +271,7 @@ struct Tracker::Impl {
       Handshaking oldest = std::move(it->second);
       handshaking.erase(it);
       release_pending(oldest.remote);
-      oldest.abort(&overloaded_frame);
+      oldest.abort(&overloaded_frame, !tls);
       log_refusal(cap, "dropped the oldest connection in the handshake");
       return true;
     }

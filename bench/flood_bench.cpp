@@ -17,8 +17,9 @@
 // RSS under 200 MB). Exit status 0 when they hold, 1 when not, 2 on bad usage.
 //
 //   build/bench/kestrel-bench-flood [--seconds 10] [--slow 128] [--malformed 64] [--idle 256]
-//                                   [--token] [--no-tls]
+//                                   [--token] [--no-tls] [--attacker 127.0.0.2]
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -64,6 +65,7 @@ struct Options {
   int idle = 256;
   bool token = false;
   bool no_tls = false;
+  std::string attacker = "127.0.0.2";  // the attackers' source address
 };
 
 [[noreturn]] void usage(const char* why) {
@@ -75,7 +77,9 @@ struct Options {
                "  --malformed N  connections looping over malformed frames (default 64)\n"
                "  --idle N       connections that send nothing (default 256)\n"
                "  --token        run tracker, device and client with a token (TLS on, its default)\n"
-               "  --no-tls       with --token: no TLS, per-frame MACs\n",
+               "  --no-tls       with --token: no TLS, per-frame MACs\n"
+               "  --attacker A   the attackers' source address (default 127.0.0.2; 127.0.0.1 shares the\n"
+               "                 client's, the worst case for the per-address handshake cap)\n",
                why);
   std::exit(2);
 }
@@ -97,6 +101,12 @@ Options parse(int argc, char** argv) {
     else if (a == "--idle") number(o.idle);
     else if (a == "--token") o.token = true;
     else if (a == "--no-tls") o.no_tls = true;
+    else if (a == "--attacker") {
+      if (i + 1 >= argc) usage("missing value after --attacker");
+      o.attacker = argv[++i];
+      in_addr probe{};
+      if (inet_pton(AF_INET, o.attacker.c_str(), &probe) != 1) usage("--attacker takes an IPv4 address");
+    }
     else if (a == "--help" || a == "-h") usage("the tracker under a flood of unauthenticated connections");
     else usage(("unknown option " + a).c_str());
   }
@@ -167,6 +177,7 @@ std::vector<std::uint8_t> wrong_typed_hello() {
 // in a poll set would be leaner but these counts are small.
 struct Attack {
   std::uint16_t port;
+  in_addr source{};
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> opened{0}, closed_by_tracker{0};
   std::vector<std::thread> threads;
@@ -178,6 +189,13 @@ struct Attack {
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr = source;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      ::close(fd);
+      return -1;
+    }
     timeval tv{0, 200'000};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -362,6 +380,7 @@ int main(int argc, char** argv) {
 
   Attack attack;
   attack.port = port;
+  inet_pton(AF_INET, o.attacker.c_str(), &attack.source);
   std::atomic<bool> sampling{true};
   std::atomic<double> peak{0};
   std::thread sampler([&] {
@@ -385,9 +404,9 @@ int main(int argc, char** argv) {
   std::printf("%-8s %8zu %12.2f %12.2f %9d\n", "flood", flooded.ms.size(), median(flooded.ms), worst(flooded.ms),
               flooded.failures);
   if (!flooded.last_error.empty()) std::printf("last client error under flood: %s\n", flooded.last_error.c_str());
-  std::printf("\nattack: %d slow-frame, %d malformed-frame, %d idle connections held; %llu opened, %llu closed by "
+  std::printf("\nattack from %s: %d slow-frame, %d malformed-frame, %d idle connections held; %llu opened, %llu closed by "
               "the tracker\n",
-              o.slow, o.malformed, o.idle, static_cast<unsigned long long>(attack.opened.load()),
+              o.attacker.c_str(), o.slow, o.malformed, o.idle, static_cast<unsigned long long>(attack.opened.load()),
               static_cast<unsigned long long>(attack.closed_by_tracker.load()));
   std::printf("tracker RSS: %.1f MiB before, %.1f MiB peak under flood\n", quiet_rss, peak.load());
   std::printf("ratio flood/quiet median connect->grant: %.2f\n",

@@ -20,15 +20,35 @@ Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
 
 awaitable<std::shared_ptr<TrackerClient>> TrackerClient::connect(Endpoint tracker, ClientOptions options) {
   auto tls = peer_tls_context(options.tls, options.token.has_value());
-  tcp::socket socket = co_await connect_to(tracker.host, tracker.port, options.connect_timeout);
-  auto conn = co_await connect_transport(std::move(socket), tls, options.connection, options.connect_timeout,
-                                         tracker.to_string());
   PeerHandshakeOptions hs;
   hs.role = wire::Role::CLIENT;
   hs.name = options.name;
   hs.token = options.token ? &*options.token : nullptr;
   hs.timeout = options.connect_timeout;
-  Welcomed welcomed = co_await perform_handshake(conn, hs);
+  // A tracker that accepted the TCP connection but ended it before welcome is busy (at a
+  // cap, or shedding a flood of stalled handshakes): try again, with a short growing
+  // pause, until connect_timeout. A tracker that cannot be reached, or that refuses the
+  // token or the version, fails at once.
+  const auto give_up = Clock::now() + options.connect_timeout;
+  std::chrono::milliseconds pause(10);
+  std::shared_ptr<Connection> conn;
+  Welcomed welcomed;
+  while (true) {
+    tcp::socket socket = co_await connect_to(tracker.host, tracker.port, options.connect_timeout);
+    try {
+      conn = co_await connect_transport(std::move(socket), tls, options.connection, options.connect_timeout,
+                                        tracker.to_string());
+      welcomed = co_await perform_handshake(conn, hs);
+      break;
+    } catch (const RpcError& e) {
+      if (is_permanent(e.code()) || e.code() == ErrorCode::timeout || Clock::now() + pause >= give_up) throw;
+      log::debug(kLog, "tracker ", tracker.to_string(), " ended the handshake (", e.what(), "); trying again in ",
+                 pause.count(), " ms");
+    }
+    asio::steady_timer timer(co_await asio::this_coro::executor, pause);
+    co_await timer.async_wait(use_nothrow);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
   std::shared_ptr<TrackerClient> client(
       new TrackerClient(conn, welcomed.connection_id, welcomed.heartbeat_interval, welcomed.heartbeat_misses));
   auto executor = conn->get_executor();

@@ -46,8 +46,10 @@ struct Lease {
 
 class TrackerClient : public std::enable_shared_from_this<TrackerClient> {
  public:
-  // Connects and completes the handshake. Throws RpcError: connection_lost (with the
-  // address), auth_failed / version_mismatch (with what to change), timeout.
+  // Connects and completes the handshake; a tracker that ends the handshake early (busy,
+  // at a cap) is tried again until connect_timeout. Throws RpcError: connection_lost (with
+  // the address), auth_failed / version_mismatch (with what to change), timeout,
+  // overloaded.
   static awaitable<std::shared_ptr<TrackerClient>> connect(Endpoint tracker, ClientOptions options);
 
   // Queues a request for a device of `key`; the grant is collected with wait_grant.

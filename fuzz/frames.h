@@ -4,6 +4,7 @@
 #pragma once
 
 #include <capnp/message.h>
+#include <sodium.h>
 
 #include <cstdint>
 #include <string>
@@ -36,6 +37,24 @@ inline rpc::DeviceInfo device_info(const std::string& name) {
   info.runtime_version = "0.1.0";
   info.abi_version = 3;
   return info;
+}
+
+// A module image (a truncated ELF header: the device refuses to load it) and its name,
+// the SHA-256 of its bytes, as the host names what it uploads.
+inline const std::vector<std::uint8_t>& module_image() {
+  static const std::vector<std::uint8_t> image = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  return image;
+}
+inline std::string module_hash() {
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, module_image().data(), module_image().size());
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : digest) {
+    out += hex[c >> 4];
+    out += hex[c & 0xf];
+  }
+  return out;
 }
 
 template <typename Fill>
@@ -139,7 +158,7 @@ inline rpc::BatchRequest batch(std::uint64_t seq) {
   b.settings.repeat = 2;
   b.settings.min_repeat_ms = 1;
   b.settings.timeout_ms = 1000;
-  b.candidates = {{1, std::string(64, 'b'), ""}, {2, std::string(64, 'c'), "kestrel_kernel"}};
+  b.candidates = {{1, module_hash(), ""}, {2, std::string(64, 'c'), "kestrel_kernel"}};
   return b;
 }
 
@@ -164,7 +183,7 @@ inline std::vector<std::pair<std::string, rpc::Payload>> session_messages() {
                      q.setSeq(4);
                      auto hashes = q.initHashes(2);
                      hashes.set(0, std::string(64, 'a'));
-                     hashes.set(1, std::string(64, 'b'));
+                     hashes.set(1, module_hash());
                    }));
   out.emplace_back("modules-present", session([](wire::SessionMessage::Builder m) {
                      auto p = m.initModulesPresent();
@@ -175,14 +194,13 @@ inline std::vector<std::pair<std::string, rpc::Payload>> session_messages() {
   out.emplace_back("upload-module", session([](wire::SessionMessage::Builder m) {
                      auto u = m.initUploadModule();
                      u.setSeq(5);
-                     u.setHash(std::string(64, 'b'));
-                     std::vector<std::uint8_t> image = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-                     u.setImage(capnp::Data::Reader(image.data(), image.size()));
+                     u.setHash(module_hash());
+                     u.setImage(capnp::Data::Reader(module_image().data(), module_image().size()));
                    }));
   out.emplace_back("module-stored", session([](wire::SessionMessage::Builder m) {
                      auto s = m.initModuleStored();
                      s.setSeq(5);
-                     s.setHash(std::string(64, 'b'));
+                     s.setHash(module_hash());
                    }));
   out.emplace_back("measure-batch", session([](wire::SessionMessage::Builder m) {
                      rpc::to_wire(batch(6), m.initMeasureBatch());

@@ -63,7 +63,7 @@ int send_and_shut(std::uint16_t port, std::span<const std::uint8_t> bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  log::set_level(log::Level::off);
+  fuzz::init_logging();
   return 0;
 }
 

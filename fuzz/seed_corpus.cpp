@@ -195,6 +195,13 @@ int main(int argc, char** argv) {
         chunks(1, {body(reg), body(ack), body(relay_pong), body(relay_result), body(relay_done)}));
   write("tracker", "device-requests", chunks(1, {body(reg), body(request), body(release)}));
   write("tracker", "device-register-twice", chunks(1, {body(reg), body(reg)}));
+  // Bit 1: the chunks are the handshake itself.
+  auto hello_client = frames::hello(wire::Role::CLIENT, "fuzz-peer");
+  auto hello_device = frames::hello(wire::Role::DEVICE, "fuzz-peer");
+  auto proof = frames::auth_proof();
+  write("tracker", "raw-client-handshake", chunks(2, {body(hello_client), body(proof), body(request), body(summary)}));
+  write("tracker", "raw-device-handshake", chunks(3, {body(hello_device), body(proof), body(reg)}));
+  write("tracker", "raw-register-first", chunks(3, {body(reg), body(hello_device)}));
   std::cout << "seeds written to " << out_dir.string() << "\n";
   return 0;
 }

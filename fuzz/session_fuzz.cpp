@@ -78,7 +78,7 @@ std::optional<rpc::Payload> prepare(std::span<const std::uint8_t> payload) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  log::set_level(log::Level::off);
+  fuzz::init_logging();
   return 0;
 }
 

@@ -15,7 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/base/log.h"
+
 namespace kestrel::fuzz {
+
+// Quiet unless KESTREL_FUZZ_LOG names a level (debug, info, ...): to see what the code
+// under test says about one input, e.g. KESTREL_FUZZ_LOG=debug fuzz_tracker crash-file.
+inline void init_logging() {
+  log::Level level = log::Level::off;
+  if (const char* env = std::getenv("KESTREL_FUZZ_LOG")) log::parse_level(env, level);
+  log::set_level(level);
+}
 
 // Stops the process: the input broke a guarantee (libFuzzer reports a deadly signal and
 // keeps the input).

@@ -1,8 +1,10 @@
 // Fuzz target: every tracker message handler, through a real tracker::Tracker (a fresh
 // one per input, on its own thread, on a loopback port) and real sockets.
-// Input: byte 0 bit 0 picks the fuzzed peer's role (set: device, clear: client); the rest
-// is [u16 length][body] chunks, each sent as one frame after that peer's handshake (the
-// body zero-padded to a multiple of 8 bytes, the length header set to match).
+// Input: byte 0 bit 0 picks the fuzzed peer's role (set: device, clear: client), bit 1
+// leaves out its handshake (the chunks are then the handshake: the tracker's own handling
+// of a failed one); the rest is [u16 length][body] chunks, each sent as one frame after
+// that peer's handshake (the body zero-padded to a multiple of 8 bytes, the length header
+// set to match).
 // Before the fuzzed peer connects, a helper gives it someone to talk to: for a client, a
 // device registered under key "fuzz" (granted as lease 1 to a requestDevice{key "fuzz"});
 // for a device, a client whose request for key "fuzz" is queued (granted as lease 1 when
@@ -36,13 +38,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// One side of a loopback connection to the tracker, blocking, with a read timeout.
+constexpr int kReadTimeoutSeconds = 8;
+
+// One side of a loopback connection to the tracker, blocking, with a read timeout (longer
+// than the tracker's 5 s handshake timeout, after which it closes a silent peer).
 class RawPeer {
  public:
   explicit RawPeer(std::uint16_t port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     fuzz::check(fd_ >= 0, "socket()");
-    timeval tv{5, 0};
+    timeval tv{kReadTimeoutSeconds, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -163,7 +168,8 @@ bool await_summary(RawPeer& peer, std::uint64_t id, const std::string& who) {
   while (true) {
     std::unique_ptr<rpc::InFrame> frame;
     auto r = peer.read(frame);
-    fuzz::check(r != RawPeer::Read::timeout, "the tracker answers " + who + " within 5 s");
+    fuzz::check(r != RawPeer::Read::timeout,
+                "the tracker answers " + who + " within " + std::to_string(kReadTimeoutSeconds) + " s");
     if (r == RawPeer::Read::closed) return false;
     if (frame->root().isSummary() && frame->root().getSummary().getRequestId() == id) return true;
   }
@@ -172,13 +178,14 @@ bool await_summary(RawPeer& peer, std::uint64_t id, const std::string& who) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  log::set_level(log::Level::off);
+  fuzz::init_logging();
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;
   const bool as_device = data[0] & 1;
+  const bool raw = data[0] & 2;
   auto chunks = fuzz::split_chunks({data + 1, size - 1}, 64);
   TrackerThread tracker;
   {
@@ -195,8 +202,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
 
     RawPeer peer(tracker.port());
-    fuzz::check(peer.handshake(as_device ? wire::Role::DEVICE : wire::Role::CLIENT, "fuzz-peer"),
-                "the fuzzed peer is accepted");
+    if (!raw) {
+      fuzz::check(peer.handshake(as_device ? wire::Role::DEVICE : wire::Role::CLIENT, "fuzz-peer"),
+                  "the fuzzed peer is accepted");
+    }
     bool open = true;
     for (auto chunk : chunks) {
       if (!(open = peer.send(as_frame(chunk)))) break;

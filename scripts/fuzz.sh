@@ -12,6 +12,7 @@
 #                                   from them
 #   scripts/fuzz.sh seeds           rewrites the seed corpus fuzz/corpus/ from real frames
 #
+# Each target first replays the inputs that once broke it (fuzz/crashes/<target>-*).
 # Targets run two at a time ($KESTREL_FUZZ_JOBS). A crash, a sanitizer report, a timeout
 # (30 s per input) or a broken invariant fails the run: the input is saved as
 # <build>/artifacts/<target>-crash-* and the log is <build>/logs/<target>.log; rerun it with
@@ -24,7 +25,7 @@ jobs="${KESTREL_FUZZ_JOBS:-2}"
 targets=(frame handshake tracker session measure)
 
 usage() {
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -47,9 +48,19 @@ run_one() {
   local corpus="$build/corpus/$target"
   mkdir -p "$corpus" "$build/artifacts" "$build/logs"
   local rc=0
-  ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:allocator_may_return_null=1:handle_abort=1" \
-  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=16384 -timeout=30 -rss_limit_mb=3072 \
+  export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:allocator_may_return_null=1:handle_abort=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  # Inputs that once broke this target (fuzz/crashes/) must pass first.
+  local found=("$root/fuzz/crashes/$target"-*)
+  if [ -e "${found[0]}" ]; then
+    if ! "$build/fuzz/fuzz_$target" "${found[@]}" > "$build/logs/$target.replay.log" 2>&1; then
+      cat "$build/logs/$target.replay.log" > "$build/logs/$target.log"
+      echo "replaying fuzz/crashes/$target-* failed" >> "$build/logs/$target.log"
+      echo 1 > "$build/logs/$target.rc"
+      return
+    fi
+  fi
+  "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=16384 -timeout=30 -rss_limit_mb=3072 \
       -print_final_stats=1 -artifact_prefix="$build/artifacts/$target-" "$corpus" "$root/fuzz/corpus/$target" \
       > "$build/logs/$target.log" 2>&1 || rc=$?
   echo "$rc" > "$build/logs/$target.rc"

@@ -33,6 +33,13 @@ int run_tracker(int argc, char** argv) {
   args.flag("insecure-no-token", "allow listening on a non-loopback address without a token");
   args.option("heartbeat-ms", "MS", "heartbeat interval", "1000");
   args.option("heartbeat-misses", "N", "silent intervals before a peer is declared dead", "3");
+  args.option("max-connections", "N",
+              "open connections at most (lowered to fit the open-file limit, which is raised to its hard limit)",
+              "1000");
+  args.option("max-pending-connections", "N", "connections still in the handshake at most", "64");
+  args.option("max-pending-per-address", "N", "connections in the handshake from one address at most", "16");
+  args.option("max-queued-per-client", "N", "queued device requests per client at most", "64");
+  args.option("max-queued-total", "N", "queued device requests in all at most", "10000");
   args.option("port-file", "FILE", "write the bound port to FILE once listening (for scripts)");
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "info");
   args.epilog(
@@ -41,6 +48,12 @@ int run_tracker(int argc, char** argv) {
       "unreachable device is detected within heartbeat-ms * (heartbeat-misses + 1)\n"
       "(4 s with the defaults); a killed process is noticed at once when its socket closes.\n"
       "The holder of a lease on a lost device gets a \"device lost\" error.\n"
+      "\n"
+      "Caps: a connection past --max-connections gets an \"overloaded\" failure and is closed\n"
+      "at once; past --max-pending-connections or --max-pending-per-address, the oldest\n"
+      "connection still in the handshake is closed so (a stalled one: real peers finish in\n"
+      "milliseconds). A request past --max-queued-per-client or --max-queued-total fails as\n"
+      "\"overloaded\".\n"
       "\n"
       "Without --token-file, anyone who can reach the port may use the pool, so the tracker\n"
       "listens on loopback only unless --insecure-no-token is given.");
@@ -61,6 +74,12 @@ int run_tracker(int argc, char** argv) {
     options.port = static_cast<std::uint16_t>(args.get_int("port", 9190, 0, 65535));
     options.heartbeat_interval = std::chrono::milliseconds(args.get_int("heartbeat-ms", 1000, 10, 600'000));
     options.heartbeat_misses = static_cast<std::uint32_t>(args.get_int("heartbeat-misses", 3, 1, 1000));
+    tracker::TrackerLimits& limits = options.limits;
+    limits.max_connections = static_cast<std::size_t>(args.get_int("max-connections", 1000, 1, 1'000'000));
+    limits.max_pending_connections = static_cast<std::size_t>(args.get_int("max-pending-connections", 64, 1, 100'000));
+    limits.max_pending_per_address = static_cast<std::size_t>(args.get_int("max-pending-per-address", 16, 1, 100'000));
+    limits.queue.max_queued_per_client = static_cast<std::size_t>(args.get_int("max-queued-per-client", 64, 1, 1'000'000));
+    limits.queue.max_queued_total = static_cast<std::size_t>(args.get_int("max-queued-total", 10'000, 1, 10'000'000));
     if (!options.token) {
       if (!is_loopback(options.host) && !args.has("insecure-no-token")) {
         throw UsageError("refusing to listen on " + options.host +

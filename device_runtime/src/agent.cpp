@@ -10,6 +10,7 @@
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
 #include "kestrel/rpc/messages.h"
+#include "kestrel/rpc/session.h"
 #include "kestrel/device_runtime/session_server.h"
 
 namespace kestrel::device {
@@ -54,12 +55,19 @@ struct DeviceAgent::Impl {
         co_await connect_and_serve(backoff);
         why = "connection closed";
       } catch (const RpcError& e) {
+        // Only a rejection for good (wrong token, other protocol version) ends the agent.
         if (rpc::is_permanent(e.code())) {
           log::error(kLog, e.what());
           throw;
         }
         why = e.what();
+      } catch (const kj::Exception& e) {
+        // Whatever the tracker sent, it never ends the agent: reconnect.
+        why = str("malformed input from the tracker: ", e.getDescription().cStr());
+      } catch (const std::exception& e) {
+        why = str("connection failed: ", e.what());
       }
+      if (conn) conn->close();
       stats.registered = false;
       sessions.end_all();  // leases do not survive a lost connection
       if (stopping) break;
@@ -164,7 +172,15 @@ struct DeviceAgent::Impl {
       }
       case wire::Frame::RELAY: {
         auto payload = root.getRelay().getPayload();
-        sessions.handle(LeaseId(root.getRelay().getLeaseId()), {payload.begin(), payload.size()});
+        LeaseId lease(root.getRelay().getLeaseId());
+        // One lease's bad message is that lease's problem: it gets a SessionError and the
+        // device stays connected and registered.
+        try {
+          sessions.handle(lease, {payload.begin(), payload.size()});
+        } catch (const std::exception& e) {
+          log::warn(kLog, "lease ", lease.value, ": session message failed: ", e.what());
+          send_session_error(lease, str("session message failed: ", e.what()));
+        }
         break;
       }
       case wire::Frame::FAILURE: {
@@ -176,6 +192,12 @@ struct DeviceAgent::Impl {
         log::warn(kLog, "ignoring unexpected frame '", rpc::frame_kind(root), "' from tracker");
         break;
     }
+  }
+
+  void send_session_error(LeaseId lease, const std::string& message) {
+    capnp::MallocMessageBuilder builder;
+    builder.initRoot<wire::SessionMessage>().initError().setMessage(message);
+    if (conn && conn->is_open()) conn->send(rpc::relay_frame(lease, rpc::encode_session(builder)));
   }
 
   void stop() {

@@ -1,6 +1,8 @@
 // BatchRunner: the runtime side of the sandbox. Forks a worker per batch (and a fresh
-// one after a crash or a timeout), arms a deadline per candidate, and turns a worker's
-// death into the status of the candidate it was running.
+// one after a crash or a timeout), arms a deadline per candidate, turns a worker's death
+// into the status of the candidate it was running, and is the correctness check: the
+// reference's outputs and each candidate's are compared here, in memory no kernel can
+// write, and a worker's "ok" counts only for outputs that passed.
 #include "kestrel/device_runtime/measure.h"
 
 #include <signal.h>
@@ -9,15 +11,33 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "kestrel/base/log.h"
+#include "kestrel/device_runtime/kernel_runner.h"
 #include "worker.h"
 
 namespace kestrel::device {
 namespace {
 constexpr std::string_view kLog = "measure";
 using rpc::use_nothrow;
+
+// A sandbox step this system does not offer: said once per runtime. Bounded (the
+// reference, which may send records too, is uploaded code).
+void notice(const std::vector<std::uint8_t>& payload) {
+  static std::set<std::string> said;
+  std::string reason(payload.begin(), payload.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(payload.size(), 300)));
+  if (said.size() < 32 && said.insert(reason).second) log::warn(kLog, "worker sandbox: ", reason);
+}
+
+// The parent's verdict on one candidate's warm-up outputs.
+struct Verdict {
+  bool ok = false;
+  double max_error = 0;
+  std::string message;
+};
 }  // namespace
 
 std::string describe_signal(int signo) {
@@ -42,6 +62,79 @@ struct BatchRunner::Impl {
   pid_t child = -1;
   bool cancelled = false;
   bool timed_out = false;
+  // The reference's outputs (one vector per output argument), from the first worker.
+  std::vector<std::vector<float>> expected;
+  std::map<std::size_t, Verdict> verdicts;  // by candidate index
+
+  std::size_t output_bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& arg : spec.request.args) {
+      if (arg.is_output) bytes += static_cast<std::size_t>(arg.elements) * sizeof(float);
+    }
+    return bytes;
+  }
+
+  // Keeps the reference's outputs; false when the payload is not the outputs' size.
+  bool take_reference(const std::vector<std::uint8_t>& payload) {
+    if (payload.size() != output_bytes()) return false;
+    if (!expected.empty()) return true;  // a later worker's run of the same reference
+    std::size_t at = 0;
+    for (const auto& arg : spec.request.args) {
+      if (!arg.is_output) continue;
+      std::vector<float> values(static_cast<std::size_t>(arg.elements));
+      std::memcpy(values.data(), payload.data() + at, values.size() * sizeof(float));
+      at += values.size() * sizeof(float);
+      expected.push_back(std::move(values));
+    }
+    return true;
+  }
+
+  // Compares a candidate's warm-up outputs with the reference's.
+  Verdict compare(const std::vector<std::uint8_t>& payload) const {
+    Verdict v;
+    if (payload.size() != output_bytes() || expected.empty()) {
+      v.message = "the worker handed over " + std::to_string(payload.size()) + " bytes of outputs, expected " +
+                  std::to_string(output_bytes());
+      return v;
+    }
+    OutputCheck check(spec.request.tolerance);
+    std::size_t at = 0;
+    std::size_t which = 0;
+    std::vector<float> got;
+    for (std::size_t i = 0; i < spec.request.args.size(); ++i) {
+      if (!spec.request.args[i].is_output) continue;
+      const auto& want = expected[which++];
+      got.resize(want.size());
+      std::memcpy(got.data(), payload.data() + at, got.size() * sizeof(float));
+      at += got.size() * sizeof(float);
+      check.add(i, got, want);
+    }
+    v.ok = check.ok();
+    v.max_error = check.max_error();
+    v.message = check.message();
+    return v;
+  }
+
+  // A worker's result as the runtime reports it: with a reference, "ok" stands only when
+  // this process checked the candidate's outputs and they matched.
+  void apply_verdict(std::size_t index, rpc::CandidateResult& result) const {
+    if (spec.reference_fd < 0) return;
+    auto v = verdicts.find(index);
+    if (v == verdicts.end()) {
+      if (result.status == Status::ok) {
+        result.status = Status::wrong_answer;
+        result.message = "the worker reported success without handing over the outputs for the check";
+        result.round_seconds.clear();
+      }
+      return;
+    }
+    result.max_error = v->second.max_error;
+    if (!v->second.ok) {
+      result.status = Status::wrong_answer;
+      result.message = v->second.message;
+      result.round_seconds.clear();
+    }
+  }
 
   void arm(std::chrono::milliseconds limit) {
     timed_out = false;
@@ -102,7 +195,7 @@ struct BatchRunner::Impl {
   rpc::awaitable<bool> read_record(worker::RecordHeader& header, std::vector<std::uint8_t>& payload) {
     auto [ec, n] = co_await asio::async_read(*pipe, asio::buffer(&header, sizeof header), use_nothrow);
     if (ec) co_return false;
-    if (header.length > (64u << 20)) co_return false;
+    if (header.length > std::max<std::size_t>(64u << 20, output_bytes())) co_return false;
     payload.resize(header.length);
     if (header.length > 0) {
       auto [ec2, n2] = co_await asio::async_read(*pipe, asio::buffer(payload), use_nothrow);
@@ -136,7 +229,21 @@ struct BatchRunner::Impl {
       worker::RecordHeader header;
       std::vector<std::uint8_t> payload;
       bool ok = co_await read_record(header, payload);
+      // The worker's notices come first, before it loads any uploaded code.
+      for (int notices = 0; ok && header.type == static_cast<std::uint32_t>(worker::Record::notice) && !cancelled;) {
+        if (++notices > 16) {
+          ok = false;
+          break;
+        }
+        notice(payload);
+        ok = co_await read_record(header, payload);
+      }
       if (cancelled) co_return std::string();
+      if (ok && header.type == static_cast<std::uint32_t>(worker::Record::ready) && spec.reference_fd >= 0 &&
+          !take_reference(payload)) {
+        log::warn(kLog, "worker handed over ", payload.size(), " bytes of reference outputs, expected ", output_bytes());
+        ok = false;
+      }
       if (!ok || header.type != static_cast<std::uint32_t>(worker::Record::ready)) {
         bool was_timeout = timed_out;
         if (ok && header.type == static_cast<std::uint32_t>(worker::Record::fatal) && payload.size() >= 4) {
@@ -166,8 +273,23 @@ struct BatchRunner::Impl {
         if (!ok) break;
         auto type = static_cast<worker::Record>(header.type);
         if (type == worker::Record::started) {
+          if (header.index < next || header.index >= spec.request.candidates.size()) {
+            kill_worker();
+            break;
+          }
           running = header.index;
           arm(timeout);
+        } else if (type == worker::Record::outputs) {
+          if (!running || header.index != *running || spec.reference_fd < 0) {
+            kill_worker();
+            break;
+          }
+          Verdict v = compare(payload);
+          const std::uint8_t answer = v.ok ? 1 : 0;
+          verdicts[*running] = std::move(v);
+          auto [ec, n] = co_await asio::async_write(*pipe, asio::buffer(&answer, 1), use_nothrow);
+          if (cancelled) co_return std::string();
+          if (ec) break;
         } else if (type == worker::Record::result) {
           deadline.cancel();
           rpc::CandidateResult result;
@@ -177,6 +299,12 @@ struct BatchRunner::Impl {
             kill_worker();
             break;
           }
+          if (!running || header.index != *running) {
+            kill_worker();
+            break;
+          }
+          result.id = spec.request.candidates[header.index].id;
+          apply_verdict(header.index, result);
           running.reset();
           next = header.index + 1;
           on_result(result);

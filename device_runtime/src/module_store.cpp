@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,6 +26,18 @@ bool ModuleStore::valid_hash(const std::string& hash) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
+}
+
+std::string ModuleStore::content_hash(std::span<const std::uint8_t> image) {
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, image.data(), image.size());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char byte : digest) {
+    hex += kHex[byte >> 4];
+    hex += kHex[byte & 15];
+  }
+  return hex;
 }
 
 std::string ModuleStore::put(const std::string& hash, std::span<const std::uint8_t> image) {

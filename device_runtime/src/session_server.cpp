@@ -7,6 +7,7 @@
 #include "kestrel/base/str.h"
 #include "kestrel/base/version.h"
 #include "kestrel/rpc/measure.h"
+#include "sandbox.h"
 
 namespace kestrel::device {
 namespace {
@@ -14,7 +15,13 @@ constexpr std::string_view kLog = "device";
 }  // namespace
 
 SessionServer::SessionServer(asio::any_io_executor executor, rpc::DeviceInfo info, SendFn send)
-    : executor_(std::move(executor)), info_(std::move(info)), send_(std::move(send)) {}
+    : executor_(std::move(executor)), info_(std::move(info)), send_(std::move(send)) {
+  static const bool said = [] {
+    log::info(kLog, "worker sandbox: ", sandbox::describe());
+    return true;
+  }();
+  (void)said;
+}
 
 SessionServer::~SessionServer() { end_all(); }
 
@@ -60,13 +67,25 @@ void SessionServer::handle(LeaseId lease, wire::SessionMessage::Reader message) 
       auto answer = out.initModulesPresent();
       answer.setSeq(query.getSeq());
       auto present = answer.initPresent(query.getHashes().size());
-      for (unsigned i = 0; i < query.getHashes().size(); ++i) present.set(i, modules_.contains(query.getHashes()[i]));
+      auto store = modules_.find(lease);
+      for (unsigned i = 0; i < query.getHashes().size(); ++i) {
+        present.set(i, store != modules_.end() && store->second.contains(query.getHashes()[i]));
+      }
       break;
     }
     case wire::SessionMessage::UPLOAD_MODULE: {
       auto upload = message.getUploadModule();
       auto image = upload.getImage();
-      std::string store_error = modules_.put(upload.getHash(), {image.begin(), image.size()});
+      const std::string hash = upload.getHash();
+      std::span<const std::uint8_t> bytes(image.begin(), image.size());
+      if (ModuleStore::valid_hash(hash) && ModuleStore::content_hash(bytes) != hash) {
+        log::warn(kLog, "lease ", lease.value, ": refused module ", hash.substr(0, 12), ": not the hash of its content");
+        send_error(lease, upload.getSeq(),
+                   str("module ", hash.substr(0, 12), " refused: its hash is not the SHA-256 of its ", image.size(),
+                       " bytes (", ModuleStore::content_hash(bytes).substr(0, 12), "...)"));
+        return;
+      }
+      std::string store_error = modules_[lease].put(hash, bytes);
       if (!store_error.empty()) {
         send_error(lease, upload.getSeq(), store_error);
         return;
@@ -85,14 +104,15 @@ void SessionServer::handle(LeaseId lease, wire::SessionMessage::Reader message) 
         return;
       }
       const auto& reference = spec.request.reference_hash;
+      ModuleStore& store = modules_[lease];
       if (!reference.empty()) {
-        spec.reference_fd = modules_.fd(reference);
+        spec.reference_fd = store.fd(reference);
         if (spec.reference_fd < 0) {
           send_error(lease, batch.getSeq(), str("reference module ", reference.substr(0, 12), " is not on this device"));
           return;
         }
       }
-      for (const auto& c : spec.request.candidates) spec.module_fds.push_back(modules_.fd(c.module_hash));
+      for (const auto& c : spec.request.candidates) spec.module_fds.push_back(store.fd(c.module_hash));
       auto& lease_work = work_[lease];
       lease_work.waiting.push_back(std::move(spec));
       if (!lease_work.running) start_next(lease);
@@ -142,9 +162,11 @@ void SessionServer::start_next(LeaseId lease) {
 
 void SessionServer::end_lease(LeaseId lease) {
   auto it = work_.find(lease);
-  if (it == work_.end()) return;
-  if (it->second.running) it->second.running->cancel();
-  work_.erase(it);
+  if (it != work_.end()) {
+    if (it->second.running) it->second.running->cancel();
+    work_.erase(it);
+  }
+  modules_.erase(lease);  // after the cancel: a cancelled batch's worker is already killed
 }
 
 void SessionServer::end_all() {
@@ -152,6 +174,7 @@ void SessionServer::end_all() {
     if (w.running) w.running->cancel();
   }
   work_.clear();
+  modules_.clear();
 }
 
 std::size_t SessionServer::pending_batches() const {

@@ -1,6 +1,7 @@
-// Worker process: loads kernel modules, prepares data, checks and times candidates.
-// Runs in a forked child with a single purpose, so it uses plain blocking I/O and one
-// process-wide thread pool (the kernel ABI's services are plain C function pointers).
+// Worker process: confines itself, loads kernel modules, prepares data, hands outputs to
+// the runtime for the check and times candidates. Runs in a forked child with a single
+// purpose, so it uses plain blocking I/O and one process-wide thread pool (the kernel
+// ABI's services are plain C function pointers).
 #include "worker.h"
 
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include <thread>
 
 #include "gpu_session.h"
+#include "sandbox.h"
 #include "kestrel/device_runtime/kernel_runner.h"
 #include "kestrel/device_runtime/kernel_services.h"
 #include "kestrel/kernel/abi.h"
@@ -48,6 +50,17 @@ void write_all(const void* data, std::size_t size) {
     }
     p += n;
     size -= static_cast<std::size_t>(n);
+  }
+}
+
+// The parent's answer to an `outputs` record: whether they matched the reference.
+bool verdict() {
+  std::uint8_t byte = 0;
+  while (true) {
+    ssize_t n = ::read(g_out_fd, &byte, 1);
+    if (n == 1) return byte == 1;
+    if (n < 0 && errno == EINTR) continue;
+    std::_Exit(1);  // the parent is gone
   }
 }
 
@@ -106,11 +119,18 @@ std::optional<CpuKernelModule> load(int fd, const std::string& hash, const std::
 
 // ---- one batch -------------------------------------------------------------------
 
+// Whether the module behind `fd` is a GPU module (a CUDA or OpenCL image).
+bool is_gpu_module(int fd) {
+  char magic[sizeof kernel::kGpuModuleMagic] = {};
+  return fd >= 0 && ::pread(fd, magic, sizeof magic, 0) == static_cast<ssize_t>(sizeof magic) &&
+         std::memcmp(magic, kernel::kGpuModuleMagic, sizeof magic) == 0;
+}
+
 struct Batch {
   const rpc::BatchRequest& spec;  // the request; the fds are below
   int reference_fd = -1;
+  bool checked = false;  // a reference ran: each candidate's outputs go to the parent
   std::vector<FloatBuffer> buffers;
-  std::vector<FloatBuffer> expected;  // reference outputs, parallel to output args
   std::vector<kestrel_arg> args;
   kestrel_services services{};
   std::vector<std::uint8_t> flush;
@@ -122,9 +142,17 @@ struct Batch {
   };
   std::map<std::pair<kernel::GpuBackend, std::uint32_t>, GpuSlot> gpu_sessions;
 
-  explicit Batch(const BatchSpec& s) : spec(s.request), reference_fd(s.reference_fd) {}
+  Batch(const BatchSpec& s, int reference) : spec(s.request), reference_fd(reference), checked(reference >= 0) {}
 
   void prepare() {
+    std::uint64_t output_bytes = 0;
+    for (const auto& arg : spec.args) {
+      if (arg.is_output) output_bytes += static_cast<std::uint64_t>(arg.elements) * sizeof(float);
+    }
+    if (reference_fd >= 0 && output_bytes > 0xffffffffu) {
+      fatal(Status::runtime_error, "outputs of " + std::to_string(output_bytes) +
+                                       " bytes are too large to check (at most 4 GiB per candidate)");
+    }
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
       buffers.push_back(allocate(spec.args[i].elements));
       if (!spec.args[i].is_output) fill_uniform(buffers.back().span(), spec.settings.seed + i);
@@ -133,6 +161,25 @@ struct Batch {
     services = *g_services->table();
     if (spec.settings.flush_cache) flush.resize(flush_bytes());
     if (reference_fd >= 0) run_reference();
+  }
+
+  // The output arguments' values, in order, after a record header of `type`.
+  void send_outputs(Record type, std::uint32_t index) {
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < spec.args.size(); ++i) {
+      if (spec.args[i].is_output) bytes += static_cast<std::size_t>(buffers[i].size()) * sizeof(float);
+    }
+    RecordHeader header{static_cast<std::uint32_t>(type), index, static_cast<std::uint32_t>(bytes)};
+    write_all(&header, sizeof header);
+    for (std::size_t i = 0; i < spec.args.size(); ++i) {
+      if (spec.args[i].is_output) write_all(buffers[i].data(), static_cast<std::size_t>(buffers[i].size()) * sizeof(float));
+    }
+  }
+
+  // After the warm-up call: the parent compares the outputs with the reference's.
+  bool outputs_match(std::uint32_t index) {
+    send_outputs(Record::outputs, index);
+    return verdict();
   }
 
   static std::size_t flush_bytes() {
@@ -151,38 +198,27 @@ struct Batch {
     return std::max<std::size_t>(largest * 2, std::size_t(8) << 20);
   }
 
+  // Runs the reference (unloaded again before any candidate) and hands its outputs to
+  // the parent with `ready`; no copy stays in this process.
   void run_reference() {
     std::string error;
     double load_ms = 0;
-    auto reference = load(reference_fd, spec.reference_hash, spec.reference_entry, error, load_ms);
-    if (!reference) fatal(Status::device_load_error, "reference kernel: " + error);
-    clear_outputs();
-    int32_t rc = reference->call(&services, args);
-    reclaim_scratch();
-    if (rc != 0) fatal(Status::runtime_error, "reference kernel returned " + std::to_string(rc));
-    for (std::size_t i = 0; i < spec.args.size(); ++i) {
-      if (!spec.args[i].is_output) continue;
-      FloatBuffer copy = allocate(buffers[i].size());
-      std::copy(buffers[i].data(), buffers[i].data() + buffers[i].size(), copy.data());
-      expected.push_back(std::move(copy));
+    {
+      auto reference = load(reference_fd, spec.reference_hash, spec.reference_entry, error, load_ms);
+      if (!reference) fatal(Status::device_load_error, "reference kernel: " + error);
+      clear_outputs();
+      int32_t rc = reference->call(&services, args);
+      reclaim_scratch();
+      if (rc != 0) fatal(Status::runtime_error, "reference kernel returned " + std::to_string(rc));
     }
+    send_outputs(Record::ready, 0);
+    clear_outputs();
   }
 
   void clear_outputs() {
     for (std::size_t i = 0; i < spec.args.size(); ++i) {
       if (spec.args[i].is_output) fill_nan(buffers[i].span());
     }
-  }
-
-  // Returns an empty string when all outputs match within the tolerance.
-  std::string check(double& max_error) {
-    OutputCheck check(spec.tolerance);
-    std::size_t which = 0;
-    for (std::size_t i = 0; i < spec.args.size(); ++i) {
-      if (spec.args[i].is_output) check.add(i, buffers[i].view(), expected[which++].view());
-    }
-    max_error = check.max_error();
-    return check.message();
   }
 
   int32_t call(const CpuKernelModule& module) {
@@ -232,7 +268,7 @@ struct Batch {
   }
 
   // A CUDA or OpenCL candidate: same method as on the CPU, timed with device events.
-  Result measure_gpu(const rpc::CandidateRequest& candidate, const std::vector<std::uint8_t>& image) {
+  Result measure_gpu(std::uint32_t index, const rpc::CandidateRequest& candidate, const std::vector<std::uint8_t>& image) {
     Result result;
     result.id = candidate.id;
     const std::string name = candidate.module_hash.substr(0, 12);
@@ -256,13 +292,9 @@ struct Batch {
     if (result.status != Status::ok) return result;
     clear_outputs();
     if ((result.status = session->run_once(result.message)) != Status::ok) return result;
-    if (!expected.empty()) {
-      std::string mismatch = check(result.max_error);
-      if (!mismatch.empty()) {
-        result.status = Status::wrong_answer;
-        result.message = mismatch;
-        return result;
-      }
+    if (checked && !outputs_match(index)) {
+      result.status = Status::wrong_answer;  // the parent has the details
+      return result;
     }
     const Settings& s = spec.settings;
     std::uint32_t number = s.number;
@@ -290,8 +322,8 @@ struct Batch {
     return result;
   }
 
-  Result measure(const rpc::CandidateRequest& candidate, int module_fd) {
-    if (auto image = gpu_image(module_fd)) return measure_gpu(candidate, *image);
+  Result measure(std::uint32_t index, const rpc::CandidateRequest& candidate, int module_fd) {
+    if (auto image = gpu_image(module_fd)) return measure_gpu(index, candidate, *image);
     Result result;
     result.id = candidate.id;
     auto module = load(module_fd, candidate.module_hash, candidate.entry, result.message, result.load_ms);
@@ -307,13 +339,9 @@ struct Batch {
       result.message = g_services->describe_error(rc);
       return result;
     }
-    if (!expected.empty()) {
-      std::string mismatch = check(result.max_error);
-      if (!mismatch.empty()) {
-        result.status = Status::wrong_answer;
-        result.message = mismatch;
-        return result;
-      }
+    if (checked && !outputs_match(index)) {
+      result.status = Status::wrong_answer;  // the parent has the details
+      return result;
     }
     const Settings& s = spec.settings;
     std::uint32_t number = s.number;
@@ -350,6 +378,38 @@ struct Batch {
 
 }  // namespace
 
+namespace {
+
+std::uint64_t process_address_space() {
+  auto statm = read_file("/proc/self/statm");
+  if (!statm) return 0;
+  return std::strtoull(statm->c_str(), nullptr, 10) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Limits for this worker: the address space it has, its buffers twice over (scratch),
+// the cache flush, each thread's stack and malloc arena, and 1 GiB; CPU time for every
+// core over the whole batch's deadlines (a backstop: the parent's deadlines act first).
+sandbox::Plan plan_for(const BatchSpec& spec, std::size_t first, bool gpu, unsigned threads) {
+  const auto& request = spec.request;
+  sandbox::Plan plan;
+  plan.kind = gpu ? sandbox::Kind::gpu : sandbox::Kind::cpu;
+  const double timeout_s = std::max<std::uint32_t>(request.settings.timeout_ms, 1) * 1e-3;
+  const double wall_s = 4 * timeout_s + 10 + static_cast<double>(request.candidates.size() - first) * timeout_s;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  plan.cpu_seconds = static_cast<std::uint64_t>(std::ceil(wall_s * cores)) + 10;
+  if (!gpu) {  // GPU drivers (CUDA above all) reserve address space far beyond their use
+    std::uint64_t buffers = 0;
+    for (const auto& arg : request.args) buffers += FloatBuffer::bytes_for(arg.elements);
+    const std::uint64_t flush = request.settings.flush_cache ? Batch::flush_bytes() : 0;
+    plan.address_space_bytes = process_address_space() + 2 * buffers + flush +
+                               static_cast<std::uint64_t>(threads) * (72ull << 20) + (1ull << 30);
+    if (sizeof(void*) == 4 && plan.address_space_bytes >= (4ull << 30)) plan.address_space_bytes = 0;
+  }
+  return plan;
+}
+
+}  // namespace
+
 void run(int fd, const BatchSpec& spec, std::size_t first) {
   g_out_fd = fd;
   // Die with the runtime; leave the runtime's signal handling (Asio's signal pipe) alone.
@@ -364,17 +424,35 @@ void run(int fd, const BatchSpec& spec, std::size_t first) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  unsigned threads = spec.request.settings.threads ? spec.request.settings.threads : cores;
-  static KernelServices services(std::min(threads, 256u));
+  unsigned threads = std::min(spec.request.settings.threads ? spec.request.settings.threads : cores, 256u);
+
+  // Confinement before any uploaded code (the reference included) is loaded.
+  std::vector<int> fds = {fd, spec.reference_fd};
+  bool gpu = is_gpu_module(spec.reference_fd);
+  for (std::size_t i = first; i < spec.module_fds.size(); ++i) {
+    fds.push_back(spec.module_fds[i]);
+    gpu = gpu || is_gpu_module(spec.module_fds[i]);
+  }
+  sandbox::Outcome confined = sandbox::enter(plan_for(spec, first, gpu, threads), fds);
+  g_out_fd = fds[0];
+  // A changed user clears the parent-death signal.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) std::_Exit(1);
+  for (const auto& reason : confined.degraded) {
+    send(Record::notice, 0, {reinterpret_cast<const std::uint8_t*>(reason.data()), reason.size()});
+  }
+
+  static KernelServices services(threads);
   g_services = &services;
 
-  Batch batch(spec);
+  Batch batch(spec, fds[1]);
   batch.prepare();
-  send(Record::ready, 0);
+  if (!batch.checked) send(Record::ready, 0);  // else run_reference() sent it with the outputs
   for (std::size_t i = first; i < spec.request.candidates.size(); ++i) {
-    send(Record::started, static_cast<std::uint32_t>(i));
-    Result result = batch.measure(spec.request.candidates[i], spec.module_fds[i]);
-    send(Record::result, static_cast<std::uint32_t>(i), rpc::encode_result(result));
+    const auto index = static_cast<std::uint32_t>(i);
+    send(Record::started, index);
+    Result result = batch.measure(index, spec.request.candidates[i], fds[2 + (i - first)]);
+    send(Record::result, index, rpc::encode_result(result));
   }
   std::_Exit(0);
 }

@@ -51,6 +51,21 @@ class KeyHasher {
   crypto_hash_sha256_state state_;
 };
 
+std::string content_hash(const std::vector<std::uint8_t>& bytes) {
+  crypto_hash_sha256_state state;
+  crypto_hash_sha256_init(&state);
+  crypto_hash_sha256_update(&state, bytes.data(), bytes.size());
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final(&state, digest);
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : digest) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
 // Compiler and linker versions of the libraries actually loaded.
 const std::string& toolchain_identity() {
   static const std::string identity = detail::clang_full_version() + "; " + detail::lld_version();
@@ -150,7 +165,7 @@ struct Compiler::Impl {
   static CompileResult build(const CompileRequest& request, const std::string& key, bool& cacheable) {
     const auto start = std::chrono::steady_clock::now();
     CompileResult result;
-    result.hash = key;
+    result.key = key;
     const std::string name = detail::source_name(request.source);
     try {
       if (request.source.backend != ops::Backend::cpu || request.target.is_gpu()) {
@@ -182,6 +197,7 @@ struct Compiler::Impl {
       result.shared_object.clear();
       result.diagnostics += "kestrel: compiling " + name + " failed: " + e.what() + "\n";
     }
+    if (result.ok) result.hash = content_hash(result.shared_object);
     result.compile_ms = ms_since(start);
     return result;
   }

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kestrel/rpc/errors.h"
+#include "kestrel/rpc/schema_check.h"
 #include "kestrel/base/log.h"
 
 namespace kestrel::rpc {
@@ -82,11 +83,17 @@ std::unique_ptr<InFrame> InFrame::decode(std::vector<capnp::word> words, std::st
       return nullptr;
     }
     frame->root_ = frame->reader_->getRoot<wire::Frame>();
-    // Walk every pointer now so that malformed content is rejected here, not in a handler.
+    // Walk every pointer now (bounds, then types through the schema) so that malformed
+    // content is rejected here, not in a handler.
     (void)frame->root_.totalSize();
     if (static_cast<unsigned>(frame->root_.which()) > static_cast<unsigned>(wire::Frame::SUMMARY)) {
       error = str("unknown frame kind ", static_cast<unsigned>(frame->root_.which()),
                   " (peer speaks a newer protocol?)");
+      return nullptr;
+    }
+    std::string wrong = check_schema(capnp::toDynamic(frame->root_), "frame");
+    if (!wrong.empty()) {
+      error = str("invalid message: ", wrong);
       return nullptr;
     }
   } catch (const kj::Exception& e) {

@@ -7,6 +7,7 @@
 
 #include "kestrel/base/log.h"
 #include "kestrel/kernel/status.h"
+#include "kestrel/rpc/schema_check.h"
 
 namespace kestrel::rpc {
 namespace {
@@ -42,6 +43,11 @@ std::unique_ptr<SessionPayload> SessionPayload::decode(std::span<const std::uint
     payload->reader_ = std::make_unique<capnp::FlatArrayMessageReader>(view, options);
     payload->root_ = payload->reader_->getRoot<wire::SessionMessage>();
     (void)payload->root_.totalSize();
+    std::string wrong = check_schema(capnp::toDynamic(payload->root_), "session");
+    if (!wrong.empty()) {
+      error = str("invalid session message: ", wrong);
+      return nullptr;
+    }
   } catch (const kj::Exception& e) {
     error = str("invalid session message: ", e.getDescription().cStr());
     return nullptr;

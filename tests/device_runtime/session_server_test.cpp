@@ -5,6 +5,7 @@
 #include <deque>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "kestrel/base/log.h"
 #include "kestrel/device_runtime/session_server.h"
@@ -18,8 +19,15 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using test::hash_of;
 std::vector<std::uint8_t> fixture(const std::string& name) { return test::read_fixture(name); }
+
+// Modules go by the SHA-256 of their bytes: 'a' add_ref, 'b' add, 'c' segfault, 'e' hang;
+// any other letter a hash no fixture has.
+std::string hash_of(char c) {
+  static const std::map<char, std::string> fixtures = {{'a', "add_ref"}, {'b', "add"}, {'c', "segfault"}, {'e', "hang"}};
+  auto it = fixtures.find(c);
+  return it == fixtures.end() ? test::hash_of(c) : ModuleStore::content_hash(fixture(it->second));
+}
 
 // The holder's end of the pipe: what it sent and what came back, per lease.
 struct Pipe {
@@ -133,15 +141,39 @@ TEST_CASE("session server reports modules once uploaded and refuses bad ones", "
   pipe.upload(LeaseId(1), hash_of('b'), fixture("add"), 2);
   CHECK(query(3) == std::vector<bool>{false, true});
 
-  // Modules belong to the device, not the lease.
-  capnp::MallocMessageBuilder builder;
-  auto q = builder.initRoot<wire::SessionMessage>().initQueryModules();
-  q.setSeq(4);
-  q.initHashes(1).set(0, hash_of('b'));
-  pipe.send(LeaseId(2), builder);
-  auto reply = pipe.take(LeaseId(2));
-  REQUIRE(reply->root().isModulesPresent());
-  CHECK(reply->root().getModulesPresent().getPresent()[0]);
+  // Modules belong to the lease that uploaded them: another lease does not see them, and
+  // they are gone when the lease ends.
+  auto query_in = [&](LeaseId lease, std::uint64_t seq) {
+    capnp::MallocMessageBuilder builder;
+    auto q = builder.initRoot<wire::SessionMessage>().initQueryModules();
+    q.setSeq(seq);
+    q.initHashes(1).set(0, hash_of('b'));
+    pipe.send(lease, builder);
+    auto reply = pipe.take(lease);
+    REQUIRE(reply->root().isModulesPresent());
+    return bool(reply->root().getModulesPresent().getPresent()[0]);
+  };
+  CHECK_FALSE(query_in(LeaseId(2), 4));
+  CHECK(query_in(LeaseId(1), 4));
+  pipe.server->end_lease(LeaseId(1));
+  CHECK_FALSE(query_in(LeaseId(1), 4));
+  pipe.upload(LeaseId(1), hash_of('b'), fixture("add"), 2);
+
+  // An image under a hash that is not its own is refused.
+  {
+    capnp::MallocMessageBuilder wrong;
+    auto up = wrong.initRoot<wire::SessionMessage>().initUploadModule();
+    up.setSeq(6);
+    up.setHash(hash_of('a'));
+    std::vector<std::uint8_t> image = fixture("segfault");
+    up.setImage(capnp::Data::Reader(image.data(), image.size()));
+    pipe.send(LeaseId(1), wrong);
+    auto refused = pipe.take();
+    REQUIRE(refused->root().isError());
+    CHECK(refused->root().getError().getSeq() == 6);
+    CHECK_THAT(std::string(refused->root().getError().getMessage().cStr()), Catch::Contains("not the SHA-256"));
+    CHECK(query(7) == std::vector<bool>{false, true});
+  }
 
   // A malformed hash is refused with an error carrying the upload's seq.
   capnp::MallocMessageBuilder bad;
@@ -209,7 +241,7 @@ TEST_CASE("session server measures a batch and streams its results", "[session][
   CHECK(results[4].status == kernel::Status::ok);
   CHECK(results[5].id == 6);
   CHECK(results[5].status == kernel::Status::device_load_error);
-  CHECK(results[5].message == "module bbbbbbbbbbbb does not export the kernel 'gemm_tile8'");
+  CHECK(results[5].message == "module " + hash_of('b').substr(0, 12) + " does not export the kernel 'gemm_tile8'");
   CHECK(pipe.server->pending_batches() == 0);
 }
 
@@ -250,7 +282,7 @@ TEST_CASE("session server answers bad messages with an error", "[session][bad-in
     rpc::BatchRequest batch = add_batch(21);
     batch.candidates = {{1, hash_of('b'), ""}};
     pipe.measure(LeaseId(1), batch);
-    CHECK(error_of(21) == "reference module aaaaaaaaaaaa is not on this device");
+    CHECK(error_of(21) == "reference module " + hash_of('a').substr(0, 12) + " is not on this device");
     CHECK(pipe.server->pending_batches() == 0);
   }
   CHECK(pipe.replies.empty());

@@ -1,11 +1,16 @@
 // Frame codec: round trips and every kind of malformed input.
 #include <catch2/catch.hpp>
 
+#include <capnp/any.h>
+#include <capnp/schema.h>
+
+#include <cstring>
 #include <random>
 
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/framing.h"
 #include "kestrel/rpc/messages.h"
+#include "kestrel/rpc/session.h"
 
 using namespace kestrel;
 using namespace kestrel::rpc;
@@ -20,6 +25,26 @@ FrameBytes sample_frame() {
   request.setPriority(-3);
   request.setTimeoutMs(1500);
   return encode_frame(builder);
+}
+// The pointer slot of a field, for overwriting it with a pointer of another kind.
+template <typename Builder>
+capnp::AnyPointer::Builder pointer_of(Builder builder, const char* field) {
+  capnp::StructSchema schema = capnp::Schema::from<capnp::FromBuilder<Builder>>();
+  auto slot = schema.getFieldByName(field).getProto().getSlot().getOffset();
+  return capnp::AnyStruct::Builder(Builder(builder)).getPointerSection()[slot];
+}
+
+void set_unterminated(capnp::AnyPointer::Builder pointer, std::string_view bytes) {
+  auto data = pointer.initAs<capnp::Data>(static_cast<unsigned>(bytes.size()));
+  std::memcpy(data.begin(), bytes.data(), bytes.size());
+}
+
+// Decodes a built frame; returns the error ("" when it decoded).
+std::string decode_error(capnp::MessageBuilder& builder) {
+  std::string error;
+  auto frame = decode_frame_bytes(encode_frame(builder), kDefaultMaxFrameBytes, error);
+  if (frame) return "";
+  return error.empty() ? "(no error message)" : error;
 }
 }  // namespace
 
@@ -143,4 +168,68 @@ TEST_CASE("endpoints parse and reject malformed input", "[framing]") {
   CHECK_THROWS_AS(parse_endpoint("host:70000"), RpcError);
   CHECK_THROWS_AS(parse_endpoint("host:12ab"), RpcError);
   CHECK_THROWS_AS(parse_endpoint(":9190"), RpcError);
+}
+
+TEST_CASE("every field is checked against the schema: a wrong-typed pointer never reaches a handler",
+          "[framing][schema]") {
+  capnp::MallocMessageBuilder builder;
+  auto frame = builder.initRoot<wire::Frame>();
+  SECTION("a struct that is a text") {
+    frame.initHello();
+    capnp::AnyStruct::Builder(wire::Frame::Builder(frame)).getPointerSection()[0].initAs<capnp::Text>(3);
+    CHECK_THAT(decode_error(builder), Catch::Contains("frame.hello") && Catch::Contains("struct"));
+  }
+  SECTION("a text without its NUL") {
+    auto request = frame.initRequestDevice();
+    set_unterminated(pointer_of(request, "key"), "rpi4");
+    CHECK_THAT(decode_error(builder), Catch::Contains("frame.requestDevice.key") && Catch::Contains("NUL"));
+  }
+  SECTION("data that is a struct") {
+    auto relay = frame.initRelay();
+    pointer_of(relay, "payload").initAsAnyStruct(1, 0);
+    CHECK_THAT(decode_error(builder), Catch::Contains("frame.relay.payload"));
+  }
+  SECTION("a list of text that holds numbers") {
+    auto info = frame.initRegister().initInfo();
+    pointer_of(info, "cpuFeatures").initAs<capnp::List<std::uint64_t>>(2);
+    CHECK_THAT(decode_error(builder), Catch::Contains("frame.register.info.cpuFeatures"));
+  }
+  SECTION("a wrong-typed element deep in a list of structs") {
+    auto devices = frame.initSummary().initDevices(2);
+    devices[1].initInfo().initGpus(3);
+    set_unterminated(pointer_of(devices[1].getInfo().getGpus()[2], "name"), "gpu");
+    CHECK_THAT(decode_error(builder), Catch::Contains("frame.summary.devices[1].info.gpus[2].name"));
+  }
+  SECTION("an enum value the schema does not name") {
+    frame.initFailure().setCode(static_cast<wire::FailureCode>(200));
+    CHECK_THAT(decode_error(builder), Catch::Contains("frame.failure.code") && Catch::Contains("200"));
+  }
+  SECTION("a well-typed frame with every kind of field decodes") {
+    auto devices = frame.initSummary().initDevices(1);
+    auto info = devices[0].initInfo();
+    info.setName("a");
+    info.initCaches(1)[0].setKind("data");
+    info.initCpuFeatures(1).set(0, "avx2");
+    info.initGpus(1)[0].setName("g");
+    CHECK(decode_error(builder).empty());
+  }
+}
+
+TEST_CASE("a session message is checked against the schema before any handler", "[framing][schema]") {
+  capnp::MallocMessageBuilder builder;
+  auto upload = builder.initRoot<wire::SessionMessage>().initUploadModule();
+  upload.setSeq(3);
+  pointer_of(upload, "hash").initAs<capnp::List<std::uint64_t>>(4);
+  Payload bytes = encode_session(builder);
+  std::string error;
+  CHECK_FALSE(SessionPayload::decode(bytes, error));
+  CHECK_THAT(error, Catch::Contains("session.uploadModule.hash"));
+
+  capnp::MallocMessageBuilder good;
+  auto batch = good.initRoot<wire::SessionMessage>().initMeasureBatch();
+  batch.initCandidates(1)[0].setModuleHash("abc");
+  batch.initArgs(1)[0].setElements(4);
+  std::string no_error;
+  CHECK(SessionPayload::decode(encode_session(good), no_error));
+  CHECK(no_error.empty());
 }

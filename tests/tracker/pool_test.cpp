@@ -669,3 +669,25 @@ TEST_CASE("pool: random operations keep the pool consistent with a reference mod
     }
   }
 }
+
+TEST_CASE("pool: requests past the per-client or the total queue cap are refused as overloaded", "[pool][caps]") {
+  Pool pool(PoolLimits{2, 3});
+  auto submit = [&](std::uint64_t client, std::uint64_t id) {
+    return only<RequestFailed>(pool.submit(ConnectionId(client), id, "k", 0, 0ms, t0));
+  };
+  CHECK(submit(1, 1).empty());
+  CHECK(submit(1, 2).empty());
+  auto refused = submit(1, 3);
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].reason == RequestFailed::Reason::overloaded);
+  CHECK_THAT(refused[0].message, Catch::Contains("--max-queued-per-client"));
+  CHECK(submit(2, 1).empty());
+  refused = submit(3, 1);
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].reason == RequestFailed::Reason::overloaded);
+  CHECK_THAT(refused[0].message, Catch::Contains("--max-queued-total"));
+  CHECK(pool.counts().queued == 3);
+  // A cancelled request frees its place.
+  pool.cancel(ConnectionId(1), 1);
+  CHECK(submit(1, 4).empty());
+}

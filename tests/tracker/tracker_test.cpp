@@ -2,6 +2,8 @@
 // timeouts, cancellation, dead clients and devices, relaying, and bad input.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
@@ -468,4 +470,23 @@ TEST_CASE("a second live device with the same name and key is refused, not swapp
     CHECK(original.stats().registrations == 1);
     CHECK(pool.tracker().stats().devices == 1);
   }, [&] { pool.shutdown(); });
+}
+
+TEST_CASE("the connection cap fits under the open-file limit, which the tracker raises to its hard limit",
+          "[tracker][caps]") {
+  log::set_level(log::Level::error);
+  asio::io_context io;
+  tracker::TrackerOptions options;
+  options.port = 0;
+  options.limits.max_connections = 100'000'000;
+  tracker::Tracker big(io, options);
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  CHECK(limit.rlim_cur == limit.rlim_max);
+  if (limit.rlim_cur != RLIM_INFINITY) {
+    CHECK(big.max_connections() == limit.rlim_cur - tracker::TrackerLimits::kFdMargin);
+  }
+  options.limits.max_connections = 10;
+  tracker::Tracker small(io, options);
+  CHECK(small.max_connections() == 10);
 }

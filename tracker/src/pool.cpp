@@ -89,6 +89,19 @@ Events Pool::submit(ConnectionId client, std::uint64_t request_id, std::string k
     events.push_back(RequestFailed{client, request_id, key, RequestFailed::Reason::bad_request, *error});
     return events;
   }
+  if (queue_.size_of(client) >= limits_.max_queued_per_client) {
+    events.push_back(RequestFailed{client, request_id, key, RequestFailed::Reason::overloaded,
+                                   str("this client already has ", limits_.max_queued_per_client,
+                                       " requests queued (the tracker's --max-queued-per-client); wait for "
+                                       "grants or cancel some")});
+    return events;
+  }
+  if (queue_.size() >= limits_.max_queued_total) {
+    events.push_back(RequestFailed{client, request_id, key, RequestFailed::Reason::overloaded,
+                                   str("the tracker already has ", limits_.max_queued_total,
+                                       " requests queued (its --max-queued-total); try again later")});
+    return events;
+  }
   if (!queue_.push(QueuedRequest{client, request_id, key, priority, 0})) {
     events.push_back(RequestFailed{client, request_id, key, RequestFailed::Reason::bad_request,
                                    str("request id ", request_id, " is already queued")});

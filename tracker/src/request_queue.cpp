@@ -57,6 +57,12 @@ std::size_t RequestQueue::size(const std::string& key) const {
   return it == by_key_.end() ? 0 : it->second.size();
 }
 
+std::size_t RequestQueue::size_of(ConnectionId client) const {
+  std::size_t count = 0;
+  for (auto it = index_.lower_bound({client, 0}); it != index_.end() && it->first.first == client; ++it) ++count;
+  return count;
+}
+
 std::vector<std::string> RequestQueue::keys() const {
   std::vector<std::string> out;
   for (const auto& [key, queue] : by_key_) out.push_back(key);

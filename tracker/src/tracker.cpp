@@ -4,8 +4,14 @@
 #include "kestrel/tracker/tracker.h"
 
 #include <kj/exception.h>
+#include <sys/resource.h>
 
+#include <array>
+#include <cerrno>
+#include <cstring>
 #include <functional>
+#include <limits>
+#include <map>
 #include <unordered_map>
 
 #include "kestrel/base/log.h"
@@ -37,6 +43,7 @@ ErrorCode code_of(RequestFailed::Reason reason) {
     case RequestFailed::Reason::cancelled: return ErrorCode::cancelled;
     case RequestFailed::Reason::timeout: return ErrorCode::timeout;
     case RequestFailed::Reason::client_gone: return ErrorCode::connection_lost;
+    case RequestFailed::Reason::overloaded: return ErrorCode::overloaded;
   }
   return ErrorCode::bad_request;
 }
@@ -74,7 +81,9 @@ struct Tracker::Impl {
         acceptor(io_),
         heartbeat_timer(io_),
         deadline_timer(io_),
-        started_at(Clock::now()) {}
+        started_at(Clock::now()),
+        pool(options.limits.queue),
+        overloaded_frame(failure_frame(ErrorCode::overloaded, "the tracker is at its connection limit; try again later")) {}
 
   asio::io_context& io;
   TrackerOptions options;
@@ -91,11 +100,60 @@ struct Tracker::Impl {
 
   std::unordered_map<ConnectionId, Peer> peers;
   Pool pool;
+
+  // Connection caps (TrackerLimits). Every accepted socket counts in `open` until its
+  // serve() ends, and in `pending` (in all and by address) until its handshake ends;
+  // both are counted when it is accepted, before its coroutine runs.
+  std::size_t max_connections = 0;  // the cap in force (fitted to the open-file limit)
+  std::size_t open = 0;
+  std::size_t pending = 0;
+  std::map<asio::ip::address, std::size_t> pending_by_address;
+  // Connections in the handshake whose coroutine runs, oldest first (ids increase).
+  struct Handshaking {
+    std::shared_ptr<Connection> conn;
+    asio::ip::address remote;
+  };
+  std::map<ConnectionId, Handshaking> handshaking;
+  std::uint64_t refused = 0;
+  std::uint64_t refused_since_log = 0;
+  Clock::time_point refusal_logged_at{};
+  const char* refusal_logged_cap = nullptr;
+  const FrameBytes overloaded_frame;  // sent as is to a connection past a cap
   std::unordered_map<DeviceId, DeviceInfo> infos;  // what each registered device reported
 
   // ---- lifecycle -------------------------------------------------------------
 
+  // Raises the soft open-file limit to the hard one and fits the connection cap under it.
+  void fit_connection_cap() {
+    max_connections = options.limits.max_connections;
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      log::warn(kLog, "cannot read the open-file limit (", std::strerror(errno), "); keeping --max-connections ",
+                max_connections);
+      return;
+    }
+    if (limit.rlim_cur < limit.rlim_max) {
+      rlimit raised = limit;
+      raised.rlim_cur = limit.rlim_max;
+      if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+        limit = raised;
+      } else {
+        log::warn(kLog, "cannot raise the open-file limit from ", limit.rlim_cur, " to ", limit.rlim_max, ": ",
+                  std::strerror(errno));
+      }
+    }
+    if (limit.rlim_cur == RLIM_INFINITY) return;
+    auto fds = static_cast<std::size_t>(limit.rlim_cur);
+    std::size_t fit = fds > TrackerLimits::kFdMargin * 2 ? fds - TrackerLimits::kFdMargin : fds / 2;
+    if (fit < max_connections) {
+      log::warn(kLog, "--max-connections ", max_connections, " lowered to ", fit, " to fit the open-file limit of ",
+                fds);
+      max_connections = fit;
+    }
+  }
+
   void bind() {
+    fit_connection_cap();
     std::error_code ec;
     auto address = asio::ip::make_address(options.host, ec);
     if (ec) {
@@ -146,6 +204,7 @@ struct Tracker::Impl {
       peer.conn->send(failure_frame(ErrorCode::shutting_down, "tracker is shutting down"));
       peer.conn->close_after_flush(std::chrono::milliseconds(500));
     }
+    for (auto& [id, entry] : handshaking) entry.conn->close();
   }
 
   awaitable<void> accept_loop() {
@@ -160,7 +219,78 @@ struct Tracker::Impl {
         }
         continue;
       }
-      asio::co_spawn(io, serve(std::move(socket)), log_exceptions("connection"));
+      std::error_code address_error;
+      auto remote = socket.remote_endpoint(address_error).address();
+      if (const char* cap = admit(remote)) {
+        refuse(socket, cap);
+        continue;
+      }
+      ++open;
+      ++pending;
+      ++pending_by_address[remote];
+      asio::co_spawn(io, serve(std::move(socket), remote), log_exceptions("connection"));
+    }
+  }
+
+  // Makes room for a new connection from `remote`, or says which cap refuses it. Past
+  // --max-connections the new connection is refused. Past a handshake cap, the oldest
+  // connection still in the handshake (from `remote` for the per-address cap) is dropped
+  // instead: a peer that completes its handshake takes milliseconds, so the oldest is
+  // one that stalls, and a flood of stalled handshakes cannot lock real peers out. When
+  // none can be dropped yet (all just accepted), the new one is refused.
+  const char* admit(const asio::ip::address& remote) {
+    if (open >= max_connections) return "--max-connections";
+    auto it = pending_by_address.find(remote);
+    if (it != pending_by_address.end() && it->second >= options.limits.max_pending_per_address) {
+      if (!drop_oldest_handshake(&remote, "--max-pending-per-address")) return "--max-pending-per-address";
+    }
+    if (pending >= options.limits.max_pending_connections) {
+      if (!drop_oldest_handshake(nullptr, "--max-pending-connections")) return "--max-pending-connections";
+    }
+    return nullptr;
+  }
+
+  bool drop_oldest_handshake(const asio::ip::address* from, const char* cap) {
+    for (auto it = handshaking.begin(); it != handshaking.end(); ++it) {
+      if (from && it->second.remote != *from) continue;
+      Handshaking oldest = std::move(it->second);
+      handshaking.erase(it);
+      release_pending(oldest.remote);
+      oldest.conn->send(overloaded_frame);
+      oldest.conn->close_after_flush(std::chrono::milliseconds(200));
+      log_refusal(cap, "dropped the oldest connection in the handshake");
+      return true;
+    }
+    return false;
+  }
+
+  // Tells a connection past a cap why (one small frame the kernel buffers at once) and
+  // closes it, without allocating anything for it. Logged at most once a second per cap.
+  void refuse(tcp::socket& socket, const char* cap) {
+    std::error_code ignored;
+    socket.non_blocking(true, ignored);
+    socket.write_some(asio::buffer(overloaded_frame), ignored);
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    // Read what already arrived (e.g. a hello) so that closing does not reset the
+    // connection before the peer reads the failure frame.
+    static std::array<std::uint8_t, 4096> sink;
+    for (int i = 0; i < 4 && socket.read_some(asio::buffer(sink), ignored) > 0;) ++i;
+    socket.close(ignored);
+    log_refusal(cap, "refused new connections");
+  }
+
+  void log_refusal(const char* cap, const char* action) {
+    ++refused;
+    ++refused_since_log;
+    auto now = Clock::now();
+    if (cap != refusal_logged_cap || now - refusal_logged_at >= std::chrono::seconds(1)) {
+      log::warn(kLog, cap, " reached: ", action, " (", refused_since_log, " since the last report; ", open, " open of ",
+                max_connections, ", ", pending, " in the handshake of ",
+                options.limits.max_pending_connections, ", at most ", options.limits.max_pending_per_address,
+                " per address)");
+      refused_since_log = 0;
+      refusal_logged_at = now;
+      refusal_logged_cap = cap;
     }
   }
 
@@ -209,9 +339,58 @@ struct Tracker::Impl {
 
   // ---- one connection ----------------------------------------------------------
 
-  awaitable<void> serve(tcp::socket socket) {
-    auto conn = Connection::create(std::move(socket), options.connection);
+  // Serves one connection until it ends. Whatever ends it (an orderly close, a protocol
+  // violation, any exception from the handshake or a handler), the socket is closed and
+  // the peer dropped here, so no connection can outlive its coroutine.
+  awaitable<void> serve(tcp::socket socket, asio::ip::address remote) {
+    std::shared_ptr<Connection> conn;
+    try {
+      conn = Connection::create(std::move(socket), options.connection);
+    } catch (const std::exception& e) {
+      log::warn(kLog, "cannot serve a new connection: ", e.what());
+      release_pending(remote);
+      --open;
+      co_return;
+    }
     ConnectionId id(next_connection++);
+    handshaking.emplace(id, Handshaking{conn, remote});
+    std::string failure;
+    try {
+      co_await serve_peer(conn, id, remote);
+    } catch (const RpcError& e) {
+      failure = e.what();
+    } catch (const kj::Exception& e) {
+      failure = str("malformed input: ", e.getDescription().cStr());
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "unknown error";
+    }
+    end_handshake(id, remote);
+    Peer* peer = find_peer(id);
+    if (!failure.empty()) {
+      ++rejected;
+      log::warn(kLog, peer ? peer->describe() : conn->peer(), ": ", failure, "; closing this connection");
+      if (peer && peer->close_reason.empty()) peer->close_reason = failure;
+      if (!conn->is_closing()) conn->send(failure_frame(ErrorCode::protocol_error, failure));
+    }
+    drop_peer(id);
+    conn->close_after_flush(std::chrono::milliseconds(200));
+    --open;
+  }
+
+  // The connection left the handshake (authenticated, refused or gone).
+  void end_handshake(ConnectionId id, const asio::ip::address& remote) {
+    if (handshaking.erase(id) != 0) release_pending(remote);
+  }
+
+  void release_pending(const asio::ip::address& remote) {
+    --pending;
+    auto it = pending_by_address.find(remote);
+    if (it != pending_by_address.end() && --it->second == 0) pending_by_address.erase(it);
+  }
+
+  awaitable<void> serve_peer(std::shared_ptr<Connection> conn, ConnectionId id, asio::ip::address remote) {
     TrackerHandshakeOptions hs;
     hs.token = options.token ? &*options.token : nullptr;
     hs.connection_id = id;
@@ -226,6 +405,7 @@ struct Tracker::Impl {
       log::warn(kLog, "rejected connection from ", conn->peer(), ": ", e.what());
       co_return;
     }
+    end_handshake(id, remote);
     if (stopping) {
       conn->send(failure_frame(ErrorCode::shutting_down, "tracker is shutting down"));
       conn->close_after_flush();
@@ -277,7 +457,6 @@ struct Tracker::Impl {
       }
       if (conn->is_closing()) break;
     }
-    drop_peer(id);
   }
 
   void drop_peer(ConnectionId id) {
@@ -525,6 +704,11 @@ Tracker::~Tracker() = default;
 void Tracker::start() {
   log::info(kLog, "listening on ", address(), impl_->options.token ? " (token required)" : " (no token)",
             "; dead peers are dropped within ", loss_bound().count(), " ms");
+  const TrackerLimits& limits = impl_->options.limits;
+  log::info(kLog, "caps: ", impl_->max_connections, " connections, ", limits.max_pending_connections,
+            " in the handshake (", limits.max_pending_per_address, " per address), ",
+            limits.queue.max_queued_per_client, " queued requests per client, ", limits.queue.max_queued_total,
+            " in all");
   impl_->start();
 }
 
@@ -556,7 +740,12 @@ TrackerStats Tracker::stats() const {
   s.queued = counts.queued;
   s.grants = counts.grants;
   s.rejected_connections = impl_->rejected;
+  s.refused_connections = impl_->refused;
+  s.connections = impl_->open;
+  s.pending_connections = impl_->pending;
   return s;
 }
+
+std::size_t Tracker::max_connections() const { return impl_->max_connections; }
 
 }  // namespace kestrel::tracker

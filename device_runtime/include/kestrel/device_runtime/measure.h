@@ -4,7 +4,8 @@
 //
 // Method per candidate: inputs filled with deterministic random data (uniform in
 // [-1, 1] from the batch seed), outputs pre-filled with NaN, one untimed warm-up call
-// whose outputs are checked against the reference module's, then `repeat` rounds of
+// whose outputs are checked against the reference module's (by the runtime, in its own
+// memory: the worker only hands both over), then `repeat` rounds of
 // `number` calls (number grows until a round lasts min_repeat_ms), optional cache flush
 // before and cooldown between rounds, timed with CLOCK_MONOTONIC. Every round's
 // per-call time is returned.

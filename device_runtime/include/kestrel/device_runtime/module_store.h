@@ -1,6 +1,7 @@
-// Kernel modules received from the host, kept in sealed memfds by content hash so each
-// is uploaded once per device and loaded with dlopen("/proc/self/fd/N") without ever
-// touching the disk. Bounded: the least recently used modules are dropped first.
+// Kernel modules received from the host, kept in sealed memfds by content hash (the
+// SHA-256 of the image: content_hash) and loaded with dlopen("/proc/self/fd/N") without
+// ever touching the disk. Bounded: the least recently used modules are dropped first.
+// The session server keeps one store per lease and checks each upload's hash.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,8 @@ class ModuleStore {
   std::size_t bytes() const { return bytes_; }
 
   static bool valid_hash(const std::string& hash);
+  // The name a module goes by: the hex SHA-256 of its bytes (64 lower-case digits).
+  static std::string content_hash(std::span<const std::uint8_t> image);
 
  private:
   struct Entry {

@@ -1,6 +1,9 @@
 // The device's side of a session: answers what a lease holder asks (ping, info, module
 // query and upload) and runs its measurement batches one at a time per lease, streaming
-// each candidate's result as it ends and a batchDone after the last. Knows nothing of
+// each candidate's result as it ends and a batchDone after the last. Modules belong to
+// the lease that uploaded them (one ModuleStore per lease, freed when it ends), and an
+// upload whose hash is not the SHA-256 of its image is refused: a lease holder can
+// neither plant code for another lease nor name code by someone else's hash. Knows nothing of
 // the tracker: the agent hands it each relayed payload with its lease and sends what it
 // returns through the callback, so tests drive it over an in-memory pipe.
 #pragma once
@@ -45,8 +48,10 @@ class SessionServer {
 
   // Batches running or waiting, over all leases.
   std::size_t pending_batches() const;
-  // Modules persist across leases and reconnects.
-  ModuleStore& modules() { return modules_; }
+  // The modules uploaded in `lease` (an empty store for a lease that uploaded none).
+  ModuleStore& modules(LeaseId lease) { return modules_[lease]; }
+  // Leases holding modules now.
+  std::size_t module_leases() const { return modules_.size(); }
 
  private:
   struct LeaseWork {
@@ -59,7 +64,7 @@ class SessionServer {
   asio::any_io_executor executor_;
   rpc::DeviceInfo info_;
   SendFn send_;
-  ModuleStore modules_;
+  std::map<LeaseId, ModuleStore> modules_;
   std::map<LeaseId, LeaseWork> work_;
 };
 

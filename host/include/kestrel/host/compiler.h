@@ -33,7 +33,10 @@ struct CompileResult {
   // (rpc/gpu_module.h: cubin, PTX or OpenCL source plus the launch geometry).
   std::vector<std::uint8_t> shared_object;
   std::string diagnostics;                  // compiler/linker messages (warnings too)
-  std::string hash;                         // hex SHA-256 of everything that determines the output
+  // The module's name: hex SHA-256 of `shared_object` (what a device recomputes on upload
+  // and refuses to store under any other name); empty when the compile failed.
+  std::string hash;
+  std::string key;                          // the cache key: hex SHA-256 of everything that determines the output
   double compile_ms = 0;                    // 0 for cache hits
   bool cached = false;
 };

@@ -55,8 +55,9 @@ HeaderCheck check_header(std::span<const std::uint8_t, kFrameHeaderBytes> header
 // A received frame. Owns its bytes; `root()` is valid as long as the InFrame lives.
 class InFrame {
  public:
-  // Validates the whole message eagerly (segment table, every pointer), so handlers
-  // never meet a malformed pointer later. On failure returns nullptr and sets `error`.
+  // Validates the whole message eagerly (segment table, every pointer's bounds, and every
+  // field's type against the schema: check_schema), so handlers never meet a malformed
+  // or wrong-typed pointer later. On failure returns nullptr and sets `error`.
   static std::unique_ptr<InFrame> decode(std::vector<capnp::word> words, std::string& error);
 
   wire::Frame::Reader root() const { return root_; }

@@ -22,7 +22,8 @@ Payload encode_session(capnp::MessageBuilder& message);
 // A received session message; owns its bytes.
 class SessionPayload {
  public:
-  // Validates eagerly; returns nullptr and sets `error` on anything malformed.
+  // Validates eagerly (bounds, then every field's type against the schema: check_schema);
+  // returns nullptr and sets `error` on anything malformed or wrong-typed.
   static std::unique_ptr<SessionPayload> decode(std::span<const std::uint8_t> bytes, std::string& error);
   wire::SessionMessage::Reader root() const { return root_; }
 

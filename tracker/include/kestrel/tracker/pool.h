@@ -51,9 +51,10 @@ struct Granted {
 };
 
 // A request ended without a device. `client_gone` requests need no answer (their client
-// is the reason); the others are answered with `requestFailed`.
+// is the reason); the others are answered with `requestFailed`. `overloaded`: refused
+// because a queue cap (PoolLimits) is reached.
 struct RequestFailed {
-  enum class Reason { bad_request, cancelled, timeout, client_gone };
+  enum class Reason { bad_request, cancelled, timeout, client_gone, overloaded };
   ConnectionId client;
   std::uint64_t request_id = 0;
   std::string key;
@@ -127,8 +128,18 @@ struct Registration {
   Events events;
 };
 
+// Caps on queued requests, so that no client can grow the tracker's memory without
+// bound. A request past a cap is refused with `overloaded`.
+struct PoolLimits {
+  std::size_t max_queued_per_client = 64;
+  std::size_t max_queued_total = 10'000;
+};
+
 class Pool {
  public:
+  explicit Pool(PoolLimits limits = {}) : limits_(limits) {}
+  const PoolLimits& limits() const { return limits_; }
+
   // ---- devices ----
   // Adds a free device under `key`, then grants queued requests of the key. Refused
   // when the key is invalid or a live device of the same name is registered under the
@@ -145,7 +156,7 @@ class Pool {
   // grants what it can. `timeout` zero: waits until granted, cancelled or its client
   // goes; otherwise it fails with `timeout` once `now + timeout` has passed (see
   // expire()). Refused with `bad_request` for an invalid key or a request id the client
-  // already has queued.
+  // already has queued, and with `overloaded` past a PoolLimits cap.
   Events submit(ConnectionId client, std::uint64_t request_id, std::string key, std::int32_t priority,
                 std::chrono::milliseconds timeout, TimePoint now);
   // Removes a queued request (`cancelled`). A request already granted, or unknown,
@@ -186,6 +197,7 @@ class Pool {
   std::string timeout_message(const std::string& key, std::chrono::milliseconds timeout) const;
   void forget_deadline(ConnectionId client, std::uint64_t request_id);
 
+  PoolLimits limits_;
   std::uint64_t next_device_ = 1;
   std::uint64_t next_lease_ = 1;
   std::uint64_t next_free_order_ = 1;

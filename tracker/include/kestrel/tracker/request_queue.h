@@ -38,6 +38,8 @@ class RequestQueue {
 
   std::size_t size(const std::string& key) const;
   std::size_t size() const { return index_.size(); }
+  // Requests `client` has queued, over all keys.
+  std::size_t size_of(ConnectionId client) const;
   std::vector<std::string> keys() const;
 
  private:

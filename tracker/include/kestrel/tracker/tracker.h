@@ -18,8 +18,27 @@
 #include "kestrel/rpc/asio.h"
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/connection.h"
+#include "kestrel/tracker/pool.h"
 
 namespace kestrel::tracker {
+
+// Caps that keep one peer, or a flood of them, from exhausting the tracker. A connection
+// past max_connections gets a `failure {overloaded}` frame and is closed at once, before
+// anything is allocated for it. Past a handshake cap, the oldest connection still in the
+// handshake (of that address, for the per-address cap) gets that failure and is closed
+// instead, so stalled handshakes cannot lock real peers out. A request past a queue cap
+// gets `requestFailed {overloaded}`.
+struct TrackerLimits {
+  // Open connections in all, handshaking or not. Never more than the process's open-file
+  // limit minus kFdMargin (the tracker raises its soft limit to the hard one at start).
+  std::size_t max_connections = 1000;
+  // Connections still in the handshake, in all and per remote address.
+  std::size_t max_pending_connections = 64;
+  std::size_t max_pending_per_address = 16;
+  // Queued device requests (PoolLimits).
+  PoolLimits queue;
+  static constexpr std::size_t kFdMargin = 64;
+};
 
 struct TrackerOptions {
   std::string host = "127.0.0.1";
@@ -32,6 +51,7 @@ struct TrackerOptions {
   std::uint32_t heartbeat_misses = 3;
   std::chrono::milliseconds handshake_timeout{5000};
   rpc::ConnectionOptions connection;
+  TrackerLimits limits;
 };
 
 struct TrackerStats {
@@ -41,6 +61,9 @@ struct TrackerStats {
   std::size_t queued = 0;
   std::uint64_t grants = 0;
   std::uint64_t rejected_connections = 0;  // failed handshakes and protocol errors
+  std::uint64_t refused_connections = 0;   // closed at once: a connection cap was reached
+  std::size_t connections = 0;             // open now, handshaking or not
+  std::size_t pending_connections = 0;     // open now and still in the handshake
 };
 
 class Tracker {
@@ -63,6 +86,9 @@ class Tracker {
   // Upper bound on the time to notice a silent peer: interval * (misses + 1).
   std::chrono::milliseconds loss_bound() const;
   TrackerStats stats() const;
+  // The connection cap in force: TrackerLimits::max_connections, lowered to fit the
+  // open-file limit.
+  std::size_t max_connections() const;
 
  private:
   struct Impl;

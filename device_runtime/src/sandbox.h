@@ -1,0 +1,45 @@
+// The worker's confinement: what a forked measurement worker does to itself before it
+// loads any uploaded code (the reference included). Private to the runtime.
+//
+// Steps, in order: keep only the result socket and the module fds (moved to 3, 4, ...;
+// every other inherited fd closed, stdin/stdout to /dev/null, stderr too for CPU
+// batches), resource limits, PR_SET_NO_NEW_PRIVS, a network namespace (root: plain;
+// otherwise inside a new user namespace), dropping root to nobody, and a seccomp
+// filter. A step the system does not offer is skipped and named in `degraded`.
+//
+// CPU batches get every step. GPU batches (OpenCL, CUDA: drivers that open device files,
+// write caches and may fork helpers) keep their user, get no address-space limit and
+// a looser filter (network sockets, ptrace, process_vm_*, signals to the runtime and
+// namespace/mount calls are refused; files, fork and exec are allowed).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kestrel::device::sandbox {
+
+enum class Kind { cpu, gpu };
+
+struct Plan {
+  Kind kind = Kind::cpu;
+  std::uint64_t address_space_bytes = 0;  // RLIMIT_AS; 0: none
+  std::uint64_t cpu_seconds = 0;          // RLIMIT_CPU (soft; hard 5 s above); 0: none
+};
+
+struct Outcome {
+  std::vector<std::string> active;    // e.g. "seccomp filter", "uid nobody"
+  std::vector<std::string> degraded;  // one reason per step that could not be applied
+};
+
+// In the freshly forked, single-threaded worker. `fds` are the descriptors to keep; on
+// return each holds its new number (-1 stays -1). Never fails: what cannot be applied is
+// reported in the outcome.
+Outcome enter(const Plan& plan, std::span<int> fds);
+
+// Which protections a CPU batch's worker gets on this system, probed once per process in
+// a throwaway child, e.g. "fds closed, rlimits, no_new_privs, ... ; not applied: ...".
+const std::string& describe();
+
+}  // namespace kestrel::device::sandbox

@@ -5,6 +5,7 @@
 
 #include <capnp/dynamic.h>
 #include <capnp/schema.h>
+#include <capnp/serialize.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -72,6 +73,60 @@ inline void walk_value(const capnp::DynamicValue::Reader& value) {
 template <typename Reader>
 void read_every_field(Reader root) {
   detail::walk_struct(capnp::toDynamic(root));
+}
+
+// Reads every field of a decoded message through the reader a handler gets (`root`), and
+// through a fresh reader over the same words with the decoders' traversal limit (4 x the
+// words + 64). The fresh read must not throw: a decoded message conforms to its schema
+// (pointer kinds, text NULs) and does not amplify past the limit. Through `root` the only
+// exception allowed is the traversal limit, and only for a message whose reading costs
+// more words than it has (pointers aliasing one object: Cap'n Proto's amplification,
+// which no Kestrel peer produces); for any other message the decoder must leave its
+// handlers the budget to read it all.
+// Whether reading every field of the message costs more words than it has: pointers
+// aliasing one object (Cap'n Proto's amplification; no Kestrel peer produces it).
+template <typename Root>
+bool amplifies(kj::ArrayPtr<const capnp::word> words) {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = words.size() + 8;
+  options.nestingLimit = 32;
+  try {
+    capnp::FlatArrayMessageReader reader(words, options);
+    read_every_field(reader.getRoot<Root>());
+    return false;
+  } catch (const kj::Exception&) {
+    return true;
+  }
+}
+
+inline bool is_traversal_limit(const kj::Exception& e) {
+  return std::string(e.getDescription().cStr()).find("traversal limit") != std::string::npos;
+}
+
+template <typename Root>
+void check_reads_fully(typename Root::Reader root, kj::ArrayPtr<const capnp::word> words, const std::string& what) {
+  auto fresh_read = [&](std::uint64_t limit) {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = limit;
+    options.nestingLimit = 32;
+    capnp::FlatArrayMessageReader reader(words, options);
+    read_every_field(reader.getRoot<Root>());
+  };
+  try {
+    fresh_read(words.size() * 4 + 64);
+  } catch (const kj::Exception& e) {
+    broken("a decoded " + what + " does not read as its schema says: " + e.getDescription().cStr());
+  }
+  try {
+    read_every_field(root);
+  } catch (const kj::Exception& e) {
+    std::string description = e.getDescription().cStr();
+    if (description.find("traversal limit") == std::string::npos) {
+      broken("a decoded " + what + " throws when a handler reads it: " + description);
+    }
+    check(amplifies<Root>(words), "a decoded " + what + " that does not amplify leaves its handlers too little traversal budget "
+                     "to read it once: " + description);
+  }
 }
 
 // Splits `data` into chunks of [u16 little-endian length][that many bytes] (the last one

@@ -186,11 +186,12 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
   co_await pool.close();
   measurer_ = nullptr;
   if (failure && aborted_) {
-    // abort() makes the measurement in flight throw RpcError(cancelled): the stop asked for.
+    // abort() closed the tracker connection: the measurement in flight throws
+    // RpcError(cancelled), a lease request in flight connection_lost. The stop asked for.
     try {
       std::rethrow_exception(failure);
-    } catch (const rpc::RpcError& e) {
-      if (e.code() == rpc::ErrorCode::cancelled) failure = nullptr;
+    } catch (const rpc::RpcError&) {
+      failure = nullptr;
     } catch (...) {
     }
   }

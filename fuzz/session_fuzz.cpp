@@ -12,9 +12,11 @@
 #include <capnp/serialize.h>
 
 #include <asio/io_context.hpp>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kestrel/base/log.h"
 #include "kestrel/device_runtime/session_server.h"
@@ -54,13 +56,21 @@ void check_reply(LeaseId lease, const rpc::Payload& payload) {
 }
 
 // The payload to hand to the device: `payload` itself, or for a batch that decodes, the
-// same batch with the never-uploaded reference; nothing for an upload under kNoModule.
+// same batch with the never-uploaded reference; nothing for an upload under kNoModule, or
+// for a message this cannot read (it reads on a reader of its own with a generous
+// traversal limit, so that it never misses a batch the device would run).
 std::optional<rpc::Payload> prepare(std::span<const std::uint8_t> payload) {
   std::string error;
   auto message = rpc::SessionPayload::decode(payload, error);
   if (!message) return rpc::Payload(payload.begin(), payload.end());
+  std::vector<capnp::word> words(payload.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), payload.data(), words.size() * sizeof(capnp::word));
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = words.size() * 64 + 1024;
+  options.nestingLimit = 32;
   try {
-    auto root = message->root();
+    capnp::FlatArrayMessageReader reader({words.data(), words.size()}, options);
+    auto root = reader.getRoot<wire::SessionMessage>();
     if (root.isUploadModule() && root.getUploadModule().getHash() == kNoModule) return std::nullopt;
     if (!root.isMeasureBatch()) return rpc::Payload(payload.begin(), payload.end());
     rpc::BatchRequest batch;
@@ -70,8 +80,7 @@ std::optional<rpc::Payload> prepare(std::span<const std::uint8_t> payload) {
     builder.getRoot<wire::SessionMessage>().getMeasureBatch().setReferenceHash(kNoModule);
     return rpc::encode_session(builder);
   } catch (const kj::Exception&) {
-    // Reads badly (the frame target reports that): handed over as it is.
-    return rpc::Payload(payload.begin(), payload.end());
+    return std::nullopt;
   }
 }
 

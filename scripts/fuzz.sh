@@ -13,7 +13,8 @@
 #   scripts/fuzz.sh seeds           rewrites the seed corpus fuzz/corpus/ from real frames
 #
 # Each target first replays the inputs that once broke it (fuzz/crashes/<target>-*).
-# Targets run two at a time ($KESTREL_FUZZ_JOBS). A crash, a sanitizer report, a timeout
+# Targets run two at a time ($KESTREL_FUZZ_JOBS); $KESTREL_FUZZ_TARGETS picks some
+# (e.g. "frame measure"). A crash, a sanitizer report, a timeout
 # (30 s per input) or a broken invariant fails the run: the input is saved as
 # <build>/artifacts/<target>-crash-* and the log is <build>/logs/<target>.log; rerun it with
 # <build>/fuzz/fuzz_<target> <file>. Prints the executions of each target (libFuzzer's
@@ -22,10 +23,10 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${KESTREL_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 jobs="${KESTREL_FUZZ_JOBS:-2}"
-targets=(frame handshake tracker session measure)
+read -r -a targets <<< "${KESTREL_FUZZ_TARGETS:-frame handshake tracker session measure}"
 
 usage() {
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 

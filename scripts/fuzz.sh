@@ -14,7 +14,7 @@
 #
 # Each target first replays the inputs that once broke it (fuzz/crashes/<target>-*).
 # Targets run two at a time ($KESTREL_FUZZ_JOBS); $KESTREL_FUZZ_TARGETS picks some
-# (e.g. "frame measure"). A crash, a sanitizer report, a timeout
+# (e.g. "frame measure"), $KESTREL_FUZZ_MAX_LEN the largest input (16384). A crash, a sanitizer report, a timeout
 # (30 s per input) or a broken invariant fails the run: the input is saved as
 # <build>/artifacts/<target>-crash-* and the log is <build>/logs/<target>.log; rerun it with
 # <build>/fuzz/fuzz_<target> <file>. Prints the executions of each target (libFuzzer's
@@ -61,7 +61,7 @@ run_one() {
       return
     fi
   fi
-  "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=16384 -timeout=30 -rss_limit_mb=3072 \
+  "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len="${KESTREL_FUZZ_MAX_LEN:-16384}" -timeout=30 -rss_limit_mb=3072 \
       -print_final_stats=1 -artifact_prefix="$build/artifacts/$target-" "$corpus" "$root/fuzz/corpus/$target" \
       > "$build/logs/$target.log" 2>&1 || rc=$?
   echo "$rc" > "$build/logs/$target.rc"

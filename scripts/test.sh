@@ -6,7 +6,9 @@
 # (the emulated-board test then reports itself skipped). The Python test dependencies
 # (numpy, onnx, onnxruntime in .venv: scripts/setup-python.sh) come next; without them
 # (no PyPI, KESTREL_NO_PYTHON=1) the tests against ONNX Runtime report themselves skipped,
-# except with KESTREL_REQUIRE_PYTHON=1 (CI: .ci/run), where that is a failure.
+# except with KESTREL_REQUIRE_PYTHON=1 (CI: .ci/run), where that is a failure. After
+# ctest, the fuzz smoke runs each fuzz target for about a minute (scripts/fuzz.sh smoke;
+# KESTREL_NO_FUZZ=1 skips it).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
@@ -28,3 +30,9 @@ fi
 "$root/scripts/build.sh" -DKESTREL_WERROR=ON
 build="${KESTREL_BUILD_DIR:-$root/build}"
 ctest --test-dir "$build" -j 2 --output-on-failure --timeout 300
+# The fuzz smoke: every libFuzzer target for about a minute (scripts/fuzz.sh).
+if [ "${KESTREL_NO_FUZZ:-0}" = "1" ]; then
+  echo "test: the fuzz smoke was skipped (KESTREL_NO_FUZZ=1)"
+else
+  "$root/scripts/fuzz.sh" smoke
+fi

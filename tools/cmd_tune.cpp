@@ -252,7 +252,9 @@ int run_tune(int argc, char** argv) {
       "Every measurement, failures included, is committed to --db as it arrives. Running the\n"
       "same command again resumes: configurations already measured on that target are\n"
       "skipped and the search starts from them. Ctrl-C stops after the batch in flight (press\n"
-      "it again to quit at once); nothing recorded is lost.\n\n"
+      "it again to quit at once); SIGTERM stops at once, releasing the devices (exit 143);\n"
+      "nothing recorded is lost. A database that cannot take a record (disk full) ends the\n"
+      "session with its error, the devices released.\n\n"
       "With --model, every distinct task of the model (see `kestrel tasks --model`) is tuned in one\n"
       "session: each task's default first, then a step at a time for the task expected to cut the\n"
       "model's latency most (occurrences x time saved per trial, from its recent progress and\n"
@@ -458,6 +460,9 @@ int run_tune(int argc, char** argv) {
       }
     }
     return session.interrupted ? 130 : 0;
+  } catch (const SessionTerminated& e) {
+    std::cerr << "kestrel tune: " << e.what() << "\n";
+    return 143;
   } catch (const UsageError& e) {
     std::cerr << "kestrel tune: " << e.what() << "\n(see kestrel tune --help)\n";
     return 2;

@@ -133,16 +133,27 @@ tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, t
   tuner::TuneSession session(jobs, db, options.session);
   asio::io_context io;
   int interrupts = 0;
+  bool terminated = false;
   asio::signal_set signals(io, SIGINT, SIGTERM);
   std::function<void()> wait_signal = [&] {
     signals.async_wait([&](std::error_code ec, int signo) {
       if (ec) return;
-      if (++interrupts > 1 || !session.request_stop()) {
-        std::cerr << "\n" << options.program << ": interrupted; records so far are in " << db.location() << "\n";
-        std::_Exit(130);
+      const bool term = signo == SIGTERM;
+      // Quitting at once leaves nothing half-written (every record is its own commit), and
+      // the tracker ends the leases of a client whose connection closes.
+      if (++interrupts > 1 || !(term ? session.abort() : session.request_stop())) {
+        std::cerr << "\n" << options.program << ": " << (term ? "terminated" : "interrupted")
+                  << "; records so far are in " << db.location() << "\n";
+        std::_Exit(term ? 143 : 130);
       }
-      std::cerr << "\n" << options.program << ": signal " << signo
-                << ": stopping after the batch in flight (again to quit now); records are kept\n";
+      if (term) {
+        terminated = true;
+        std::cerr << "\n" << options.program << ": signal " << signo
+                  << ": stopping now and releasing the devices; records are kept\n";
+      } else {
+        std::cerr << "\n" << options.program << ": signal " << signo
+                  << ": stopping after the batch in flight (again to quit now); records are kept\n";
+      }
       wait_signal();
     });
   };
@@ -183,6 +194,10 @@ tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, t
       });
   io.run();
   if (failure) std::rethrow_exception(failure);
+  if (terminated) {
+    throw SessionTerminated("terminated by SIGTERM: the devices were released; records so far are in " +
+                            db.location());
+  }
   return result;
 }
 

@@ -70,6 +70,7 @@ awaitable<void> MeasureClient::reconnect_tracker() {
   auto backoff = 200ms;
   std::string last;
   while (true) {
+    if (aborted_) throw RpcError(ErrorCode::cancelled, "measurement stopped");
     try {
       tracker_ = co_await options_.reconnect();
       ++reconnects_;
@@ -179,6 +180,7 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
                                                             const std::vector<Candidate>& candidates,
                                                             const rpc::MeasureSettings& options,
                                                             std::function<void(const Measurement&)> on_result) {
+  if (aborted_) throw RpcError(ErrorCode::cancelled, "measurement stopped");
   std::vector<Measurement> results(candidates.size());
   std::vector<bool> done(candidates.size(), false);
   std::vector<unsigned> attempts(candidates.size(), 0);
@@ -188,8 +190,13 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
   for (std::size_t i = 0; i < candidates.size(); ++i) queue.push_back(i);
   std::size_t finished = 0;
   std::string last_loss;
+  // The first exception a worker ended with that is not the loss of its device: what
+  // on_result threw (the records database cannot take the result) or a bug. It ends the
+  // measurement; nothing is handed out after it.
+  std::exception_ptr failure;
 
   auto record = [&](Measurement m) {
+    if (failure || aborted_) return;
     auto it = index_of.find(m.id);
     if (it == index_of.end() || done[it->second]) return;
     m.attempts = attempts[it->second];
@@ -216,6 +223,7 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
       try {
         co_await run_batch(*device, workload, batch, options, record);
       } catch (const RpcError& e) {
+        if (aborted_ || failure) co_return;  // the connection was closed on purpose, or the caller failed
         device->lost = true;
         last_loss = e.what();
         log::warn(kLog, "device '", device->lease.info.name, "' lost during a batch: ", e.what());
@@ -239,15 +247,19 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
   std::set<Device*> working;
   std::size_t running = 0;
   auto executor = co_await asio::this_coro::executor;
-  while (finished < candidates.size()) {
+  while (finished < candidates.size() && !failure && !aborted_) {
     // Every live device not yet busy (including ones granted meanwhile) takes work.
     for (auto& d : devices_) {
       if (d->lost || working.contains(d.get()) || queue.empty()) continue;
       working.insert(d.get());
       ++running;
-      asio::co_spawn(executor, worker(d), [&, raw = d.get()](std::exception_ptr) {
+      asio::co_spawn(executor, worker(d), [&, raw = d.get()](std::exception_ptr e) {
         working.erase(raw);
         --running;
+        if (e && !failure) {
+          failure = e;
+          queue.clear();  // the other workers take no further batch
+        }
       });
     }
     if (running == 0 && !queue.empty() && leases().empty()) {
@@ -281,8 +293,23 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
     }
     co_await pause(2ms);
   }
+  // The workers borrow this frame: wait for the batches in flight (each bounded by its
+  // device's time limits; at once after abort(), which fails their waits).
   while (running > 0) co_await pause(2ms);
+  if (failure) std::rethrow_exception(failure);
+  if (aborted_) throw RpcError(ErrorCode::cancelled, "measurement stopped");
   co_return results;
+}
+
+void MeasureClient::abort() {
+  if (aborted_) return;
+  aborted_ = true;
+  *alive_ = false;
+  pending_.clear();
+  // The tracker ends the leases and drops the requests of a client whose connection
+  // closes; every call waiting on this connection fails at once.
+  log::info(kLog, "stopping: closing the tracker connection, which ends the leases of key '", options_.key, "'");
+  tracker_->close();
 }
 
 awaitable<void> MeasureClient::close() {

@@ -8,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <istream>
@@ -17,6 +18,8 @@
 #include <ostream>
 #include <tuple>
 #include <utility>
+
+#include "kestrel/base/log.h"
 
 namespace kestrel::tuner {
 namespace {
@@ -129,6 +132,29 @@ std::string advice_for(int rc) {
                        "use another records path, or move this file away");
   }
   throw RecordsError(message + advice_for(rc));
+}
+
+// A file name as an SQLite URI ("file:" + the path, percent-encoded), for URI parameters.
+std::string file_uri(const std::string& path) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      uri += '%';
+      uri += hex[c >> 4];
+      uri += hex[c & 0xf];
+    }
+  }
+  return uri;
+}
+
+// Whether the database can be read through `db`. A WAL-mode file whose directory cannot
+// hold its -wal and -shm files (read-only mount, no write permission) fails here with
+// SQLITE_CANTOPEN or SQLITE_READONLY_CANTINIT, not at open.
+int probe_read(sqlite3* db) {
+  return sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
 }
 
 // Owns one connection.
@@ -561,12 +587,37 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
 
   // Read-only use opens read-write without CREATE (SQLite falls back to read-only for a
   // write-protected file) and then refuses writes with query_only: a read-only connection
-  // could not remove the WAL files it creates when it closes.
+  // could not remove the WAL files it creates when it closes. In a directory it cannot
+  // write to, it reads the file as immutable instead (see probe_read).
   sqlite3* raw = nullptr;
   int flags = SQLITE_OPEN_READWRITE | (writing ? SQLITE_OPEN_CREATE : 0) | (special ? SQLITE_OPEN_URI : 0);
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   impl_->db = Database(raw);
   if (rc != SQLITE_OK) fail(raw, rc, path, "opening");
+  if (!writing && !special) {
+    int probe = probe_read(raw);
+    if ((probe & 0xff) == SQLITE_CANTOPEN || (probe & 0xff) == SQLITE_READONLY) {
+      // The directory cannot hold the -wal/-shm files a WAL reader needs. With no
+      // write-ahead log beside the file, the file alone holds every committed record (a
+      // writer checkpoints and removes its log when it closes) and no writer can be active
+      // (it could not create one either): read it as immutable, without locks or -shm.
+      std::error_code ec;
+      const std::string wal = path + "-wal";
+      if (std::filesystem::exists(wal, ec) && std::filesystem::file_size(wal, ec) > 0) {
+        throw RecordsError("cannot read records database " + in_quotes(path) + ": its write-ahead log " +
+                           in_quotes(wal) + " needs a " + in_quotes(path + "-shm") +
+                           " file that this directory cannot hold (read-only); open it once where the "
+                           "directory is writable (kestrel best), or copy the three files elsewhere");
+      }
+      log::debug("records", path, ": the directory is read-only (", sqlite3_errstr(probe),
+                 "); reading the file as immutable");
+      raw = nullptr;
+      rc = sqlite3_open_v2((file_uri(path) + "?immutable=1").c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                           nullptr);
+      impl_->db = Database(raw);
+      if (rc != SQLITE_OK) fail(raw, rc, path, "opening read-only");
+    }
+  }
   sqlite3* db = impl_->db.get();
   if (writing && sqlite3_db_readonly(db, "main") == 1) {
     throw RecordsError("cannot open records database " + in_quotes(path) +

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "kestrel/host/compiler.h"
+#include "kestrel/rpc/errors.h"
 #include "kestrel/tuner/evaluator.h"
 
 namespace kestrel::tuner {
@@ -42,6 +43,14 @@ bool TuneSession::request_stop() {
   if (!loop_) return false;
   loop_->request_stop();
   for (TuningLoop* loop : loops_) loop->request_stop();
+  return true;
+}
+
+bool TuneSession::abort() {
+  request_stop();
+  if (!measurer_) return false;
+  aborted_ = true;
+  measurer_->abort();
   return true;
 }
 
@@ -155,6 +164,7 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
   std::exception_ptr failure;
   try {
     co_await pool.open();
+    measurer_ = &pool.measurer();
     host::Target target =
         options_.choose_target ? options_.choose_target(pool.device()) : host::target_for_device(pool.device());
     if (options_.make_jobs) jobs_ = options_.make_jobs(target);
@@ -174,8 +184,20 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
     failure = std::current_exception();
   }
   co_await pool.close();
+  measurer_ = nullptr;
+  if (failure && aborted_) {
+    // abort() closed the tracker connection: the measurement in flight throws
+    // RpcError(cancelled), a lease request in flight connection_lost. The stop asked for.
+    try {
+      std::rethrow_exception(failure);
+    } catch (const rpc::RpcError&) {
+      failure = nullptr;
+    } catch (...) {
+    }
+  }
   if (failure) std::rethrow_exception(failure);
   session.interrupted = stop_;
+  session.aborted = aborted_;
   co_return session;
 }
 

@@ -80,12 +80,20 @@ class MeasureClient {
   // Measures every candidate once; results in the order of `candidates`. `on_result`
   // (optional) is called as each one completes. Throws RpcError(connection_lost) when the
   // tracker is gone and cannot be reached again (within reconnect_timeout, if set);
-  // candidates not measured by then get no result.
+  // candidates not measured by then get no result. What `on_result` throws (a records
+  // database that cannot take the result: disk full) ends the measurement: no further
+  // result is handed out, and once the batches in flight on other devices are over, the
+  // exception is rethrown here. RpcError(cancelled) after abort().
   rpc::awaitable<std::vector<Measurement>> measure(const Workload& workload, const std::vector<Candidate>& candidates,
                                                    const rpc::MeasureSettings& options,
                                                    std::function<void(const Measurement&)> on_result = {});
   // Releases every lease.
   rpc::awaitable<void> close();
+  // Stops at once (SIGTERM): closes the tracker connection, which ends every lease and
+  // queued request at the tracker; a measure() in progress throws RpcError(cancelled)
+  // without handing out further results, and so does every later one. Never reconnects.
+  void abort();
+  bool aborted() const { return aborted_; }
 
   // The devices currently leased (their capabilities pick the compile target).
   std::vector<rpc::Lease> leases() const;
@@ -108,6 +116,7 @@ class MeasureClient {
   std::vector<RequestId> pending_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   unsigned reconnects_ = 0;
+  bool aborted_ = false;
 };
 
 }  // namespace kestrel::host

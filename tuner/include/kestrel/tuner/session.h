@@ -54,6 +54,7 @@ struct SessionOptions {
 struct SessionResult {
   std::vector<TuneResult> results;  // one per job tuned, in order
   bool interrupted = false;         // request_stop(): the remaining jobs were not tuned
+  bool aborted = false;             // abort(): the job in flight has no result either
   std::string stop_reason;          // scheduled: "trials", "time budget" or "interrupted"
 };
 
@@ -71,6 +72,11 @@ class TuneSession {
   // Stops after the batch in flight and tunes no further job. Returns false when no job
   // is being tuned yet (the pool is still being leased): nothing to stop gracefully.
   bool request_stop();
+  // Stops now (SIGTERM): the measurement in flight is abandoned (nothing more recorded),
+  // the pool's tracker connection is closed, which ends its leases, and run() returns
+  // (interrupted, aborted) once it has unwound. Returns false when no pool is leased yet
+  // (nothing to stop: the caller may simply exit).
+  bool abort();
 
   const std::vector<TuneJob>& jobs() const { return jobs_; }
 
@@ -86,6 +92,8 @@ class TuneSession {
                                      const std::function<void(std::size_t, const TuneProgress&)>& on_progress);
   Task task_of(const TuneJob& job, const host::Target& target) const;
 
+  host::MeasureClient* measurer_ = nullptr;  // while run() holds a leased pool
+  bool aborted_ = false;
   TuningLoop* loop_ = nullptr;
   std::vector<TuningLoop*> loops_;  // scheduled: every job's loop
   bool stop_ = false;

@@ -8,6 +8,10 @@
 # armv7a 647 KB, within budget); the fully static one carries OpenSSL 3 (libssl.a +
 # libcrypto.a, whose default provider brings every algorithm): 5,343 KB, so its budget is
 # 5,800,000 (about 8% over), the price of TLS where the board has no C library to lean on.
+# The rest of issue 15 (the schema check of every frame through Cap'n Proto's dynamic API,
+# libseccomp linked statically, the worker sandbox) took the glibc builds to aarch64
+# 1,316 KB and armv7a 898 KB and the static one to 5,671 KB (measured together, not
+# itemised), so the glibc budgets are 1,420,000 and 970,000 (about 8% over).
 # Exits 77 (skipped) when no cross-built runtime exists.
 set -euo pipefail
 root="$1"
@@ -26,9 +30,9 @@ check() {
     echo "$dir/kestrel-device: $bytes bytes (budget $budget)"
   fi
 }
-check build-device-aarch64-linux-gnu 1000000
+check build-device-aarch64-linux-gnu 1420000
 check build-device-aarch64-linux-gnu-static 5800000
-check build-device-armv7a-linux-gnueabihf 655000
+check build-device-armv7a-linux-gnueabihf 970000
 if [ "$checked" -eq 0 ]; then
   echo "no cross-built runtime under $root (scripts/build-device.sh TRIPLE): skipped"
   exit 77

@@ -35,6 +35,7 @@ using namespace kestrel;
 using namespace std::chrono_literals;
 using test::Process;
 using test::TempDir;
+using test::count_of;
 using test::e2e::TrackerProcess;
 
 namespace {
@@ -273,12 +274,6 @@ std::size_t open_fds(pid_t pid) {
     while (::readdir(dir)) ++count;
     ::closedir(dir);
   }
-  return count;
-}
-
-std::size_t count_of(const std::string& text, const std::string& what) {
-  std::size_t count = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
   return count;
 }
 

@@ -30,6 +30,13 @@ inline std::string read_text(const std::string& path) {
   return buffer.str();
 }
 
+// How many times `what` occurs in `text` (e.g. a line in a process's log).
+inline std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t count = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
 // A unique scratch directory for one test, removed when done.
 class TempDir {
  public:

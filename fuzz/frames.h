@@ -4,12 +4,12 @@
 #pragma once
 
 #include <capnp/message.h>
-#include <sodium.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kestrel/rpc/sha256.h"
 #include "kestrel/base/version.h"
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/device_info.h"
@@ -45,17 +45,7 @@ inline const std::vector<std::uint8_t>& module_image() {
   static const std::vector<std::uint8_t> image = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   return image;
 }
-inline std::string module_hash() {
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, module_image().data(), module_image().size());
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : digest) {
-    out += hex[c >> 4];
-    out += hex[c & 0xf];
-  }
-  return out;
-}
+inline std::string module_hash() { return rpc::sha256_hex(module_image()); }
 
 template <typename Fill>
 rpc::FrameBytes frame(Fill fill) {

@@ -3,13 +3,13 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sodium.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "kestrel/base/log.h"
+#include "kestrel/rpc/sha256.h"
 
 namespace kestrel::device {
 
@@ -28,17 +28,7 @@ bool ModuleStore::valid_hash(const std::string& hash) {
   return true;
 }
 
-std::string ModuleStore::content_hash(std::span<const std::uint8_t> image) {
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, image.data(), image.size());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char byte : digest) {
-    hex += kHex[byte >> 4];
-    hex += kHex[byte & 15];
-  }
-  return hex;
-}
+std::string ModuleStore::content_hash(std::span<const std::uint8_t> image) { return rpc::sha256_hex(image); }
 
 std::string ModuleStore::put(const std::string& hash, std::span<const std::uint8_t> image) {
   if (!valid_hash(hash)) return "malformed module hash '" + hash.substr(0, 80) + "' (expected 64 hex digits)";

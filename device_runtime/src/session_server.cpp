@@ -78,11 +78,12 @@ void SessionServer::handle(LeaseId lease, wire::SessionMessage::Reader message) 
       auto image = upload.getImage();
       const std::string hash = upload.getHash();
       std::span<const std::uint8_t> bytes(image.begin(), image.size());
-      if (ModuleStore::valid_hash(hash) && ModuleStore::content_hash(bytes) != hash) {
+      const std::string content = ModuleStore::valid_hash(hash) ? ModuleStore::content_hash(bytes) : hash;
+      if (content != hash) {
         log::warn(kLog, "lease ", lease.value, ": refused module ", hash.substr(0, 12), ": not the hash of its content");
         send_error(lease, upload.getSeq(),
                    str("module ", hash.substr(0, 12), " refused: its hash is not the SHA-256 of its ", image.size(),
-                       " bytes (", ModuleStore::content_hash(bytes).substr(0, 12), "...)"));
+                       " bytes (", content.substr(0, 12), "...)"));
         return;
       }
       std::string store_error = modules_[lease].put(hash, bytes);

@@ -17,6 +17,7 @@
 #include "abi_header.h"
 #include "frontend.h"
 #include "gpu_compile.h"
+#include "kestrel/rpc/sha256.h"
 #include "linker.h"
 
 namespace kestrel::host {
@@ -36,35 +37,14 @@ class KeyHasher {
     crypto_hash_sha256_update(&state_, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   }
   std::string hex() {
-    unsigned char digest[crypto_hash_sha256_BYTES];
+    std::uint8_t digest[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_final(&state_, digest);
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned char b : digest) {
-      out += kDigits[b >> 4];
-      out += kDigits[b & 15];
-    }
-    return out;
+    return rpc::to_hex(digest);
   }
 
  private:
   crypto_hash_sha256_state state_;
 };
-
-std::string content_hash(const std::vector<std::uint8_t>& bytes) {
-  crypto_hash_sha256_state state;
-  crypto_hash_sha256_init(&state);
-  crypto_hash_sha256_update(&state, bytes.data(), bytes.size());
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256_final(&state, digest);
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : digest) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
 
 // Compiler and linker versions of the libraries actually loaded.
 const std::string& toolchain_identity() {
@@ -197,7 +177,7 @@ struct Compiler::Impl {
       result.shared_object.clear();
       result.diagnostics += "kestrel: compiling " + name + " failed: " + e.what() + "\n";
     }
-    if (result.ok) result.hash = content_hash(result.shared_object);
+    if (result.ok) result.hash = rpc::sha256_hex(result.shared_object);
     result.compile_ms = ms_since(start);
     return result;
   }

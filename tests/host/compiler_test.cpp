@@ -1,5 +1,6 @@
 // The in-process compiler: every target, running a compiled kernel, diagnostics, the
 // cache and the pool.
+#include "kestrel/rpc/sha256.h"
 #include "kestrel/host/compiler.h"
 
 #include <dlfcn.h>
@@ -7,7 +8,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <sodium.h>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -197,11 +197,7 @@ TEST_CASE("a kernel compiles for every target and is an ELF of its machine", "[c
     CHECK(elf_machine(result.shared_object) == machine);
     CHECK(result.key == Compiler::hash_of(axpy(target)));
     // The module's name is the SHA-256 of its bytes (what a device checks on upload).
-    unsigned char digest[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(digest, result.shared_object.data(), result.shared_object.size());
-    std::string hex;
-    for (unsigned char b : digest) hex += std::string(1, "0123456789abcdef"[b >> 4]) + "0123456789abcdef"[b & 15];
-    CHECK(result.hash == hex);
+    CHECK(result.hash == kestrel::rpc::sha256_hex(result.shared_object));
   }
 }
 

@@ -4,13 +4,13 @@
 // `kestrel-device` and real `kestrel profile` clients (or an rpc::DeviceSession).
 #include <catch2/catch.hpp>
 
-#include <sodium.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "kestrel/rpc/sha256.h"
 #include "kestrel/base/log.h"
 #include "kestrel/rpc/device_session.h"
 #include "kestrel/rpc/tracker_client.h"
@@ -74,16 +74,7 @@ std::size_t registrations(Process& device) {
   return count;
 }
 
-std::string sha256_hex(const std::vector<std::uint8_t>& bytes) {
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, bytes.data(), bytes.size());
-  std::string hex;
-  for (unsigned char b : digest) {
-    hex += "0123456789abcdef"[b >> 4];
-    hex += "0123456789abcdef"[b & 15];
-  }
-  return hex;
-}
+using rpc::sha256_hex;
 
 bool exists(const std::string& path) {
   struct stat st {};

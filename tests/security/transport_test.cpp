@@ -5,7 +5,6 @@
 // flood of large frame headers.
 #include <catch2/catch.hpp>
 
-#include <sodium.h>
 
 #include <sys/socket.h>
 
@@ -14,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kestrel/rpc/sha256.h"
 #include "kestrel/rpc/framing.h"
 #include "kestrel/rpc/messages.h"
 #include "kestrel/rpc/session.h"
@@ -41,11 +41,7 @@ std::vector<std::uint8_t> read_bytes(const std::string& path) {
 std::vector<std::uint8_t> injected_frames() {
   auto image = read_bytes(std::string(KESTREL_FIXTURE_DIR) + "/fixture_add.so");
   REQUIRE(!image.empty());
-  REQUIRE(sodium_init() >= 0);
-  std::array<std::uint8_t, crypto_hash_sha256_BYTES> digest{};
-  crypto_hash_sha256(digest.data(), image.data(), image.size());
-  std::string hash;
-  for (auto b : digest) hash += "0123456789abcdef"[b >> 4], hash += "0123456789abcdef"[b & 15];
+  const std::string hash = rpc::sha256_hex(image);
   std::vector<std::uint8_t> out;
   {
     capnp::MallocMessageBuilder builder;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/rpc/sha256.h"
 #include "kestrel/device_runtime/measure.h"
 #include "kestrel/device_runtime/module_store.h"
 #include "kestrel/kernel/gpu_module.h"
@@ -22,18 +23,8 @@
 
 namespace kestrel::test {
 
-// 64 hex digits derived from the content (four FNV-1a passes with different seeds): like
-// the host's hashes, equal modules get equal names, so the on-disk program cache is safe.
-inline std::string content_hash(const std::vector<std::uint8_t>& bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (std::uint64_t seed = 0; seed < 4; ++seed) {
-    std::uint64_t h = 1469598103934665603ull ^ (seed * 0x9E3779B97F4A7C15ull);
-    for (std::uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
-    for (int i = 15; i >= 0; --i) out += kDigits[(h >> (4 * i)) & 15];
-  }
-  return out;
-}
+// Modules are named by the SHA-256 of their bytes, as the host names them.
+inline std::string content_hash(const std::vector<std::uint8_t>& bytes) { return rpc::sha256_hex(bytes); }
 
 // A store of modules named by their content; the test fails when one cannot be stored.
 struct ContentModules {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "support/malformed.h"
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/framing.h"
 #include "kestrel/rpc/messages.h"
@@ -26,18 +27,8 @@ FrameBytes sample_frame() {
   request.setTimeoutMs(1500);
   return encode_frame(builder);
 }
-// The pointer slot of a field, for overwriting it with a pointer of another kind.
-template <typename Builder>
-capnp::AnyPointer::Builder pointer_of(Builder builder, const char* field) {
-  capnp::StructSchema schema = capnp::Schema::from<capnp::FromBuilder<Builder>>();
-  auto slot = schema.getFieldByName(field).getProto().getSlot().getOffset();
-  return capnp::AnyStruct::Builder(Builder(builder)).getPointerSection()[slot];
-}
-
-void set_unterminated(capnp::AnyPointer::Builder pointer, std::string_view bytes) {
-  auto data = pointer.initAs<capnp::Data>(static_cast<unsigned>(bytes.size()));
-  std::memcpy(data.begin(), bytes.data(), bytes.size());
-}
+using test::pointer_of;
+using test::set_unterminated;
 
 // Decodes a built frame; returns the error ("" when it decoded).
 std::string decode_error(capnp::MessageBuilder& builder) {

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/malformed.h"
 #include "kestrel/base/str.h"
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/framing.h"
@@ -42,19 +43,8 @@ namespace {
 
 // ---- wrong-typed messages ------------------------------------------------------------
 
-// The pointer slot of a field, for overwriting it with a pointer of another kind.
-template <typename Builder>
-capnp::AnyPointer::Builder pointer_of(Builder builder, const char* field) {
-  capnp::StructSchema schema = capnp::Schema::from<capnp::FromBuilder<Builder>>();
-  auto slot = schema.getFieldByName(field).getProto().getSlot().getOffset();
-  return capnp::AnyStruct::Builder(Builder(builder)).getPointerSection()[slot];
-}
-
-// Bytes that are no text: no terminating NUL.
-void set_unterminated(capnp::AnyPointer::Builder pointer, std::string_view bytes) {
-  auto data = pointer.initAs<capnp::Data>(static_cast<unsigned>(bytes.size()));
-  std::memcpy(data.begin(), bytes.data(), bytes.size());
-}
+using test::pointer_of;
+using test::set_unterminated;
 
 rpc::FrameBytes wrong_typed_hello() {
   capnp::MallocMessageBuilder builder;

@@ -68,6 +68,7 @@ struct Welcome {
   mac @1 :Data;              # the tracker's proof; empty when no token is configured
   heartbeatIntervalMs @2 :UInt32;
   heartbeatMisses @3 :UInt32;
+  acceptsReports @4 :Bool;   # the tracker shows tuning sessions: clients may send sessionReport
 }
 
 struct CacheInfo {
@@ -201,6 +202,35 @@ struct Summary {
   clients @5 :UInt32;
 }
 
+# A tuning session's progress on one job (op + workload), sent by a client after each
+# batch when the tracker's welcome said acceptsReports. Counts are cumulative; each
+# report is one point of the job's best-so-far curve (trials, elapsedMs, bestGflops).
+struct StatusCount {
+  status @0 :Text;           # a measurement status: "compile_error", "timeout", "crash", ...
+  count @1 :UInt32;
+}
+
+struct SessionReport {
+  sessionId @0 :Text;        # chosen by the client, unique among its sessions
+  job @1 :UInt32;            # the job's index within the session
+  label @2 :Text;            # the job as shown, e.g. "gemm m=512 n=512 k=512"
+  op @3 :Text;
+  workload @4 :Text;
+  strategy @5 :Text;
+  target @6 :Text;           # the compile target, e.g. "x86_64-linux-gnu avx2"
+  key @7 :Text;              # the device key measured on
+  phase @8 :Text;            # "tuning", "final", "done"
+  trials @9 :UInt32;         # measured so far, earlier sessions included
+  budget @10 :UInt32;        # the trial budget of the job
+  thisSession @11 :UInt32;   # measured by this session
+  bestGflops @12 :Float64;   # best so far (0: nothing valid yet)
+  defaultGflops @13 :Float64;
+  bestConfig @14 :Text;
+  elapsedMs @15 :UInt64;     # since the job started
+  failures @16 :List(StatusCount);  # this session's failed measurements by status
+  finished @17 :Bool;        # the job's last report
+}
+
 struct Frame {
   union {
     hello @0 :Hello;
@@ -222,5 +252,6 @@ struct Frame {
     relay @16 :Relay;
     summaryRequest @17 :SummaryRequest;
     summary @18 :Summary;
+    sessionReport @19 :SessionReport;
   }
 }

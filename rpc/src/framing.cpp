@@ -144,6 +144,7 @@ std::string_view frame_kind(wire::Frame::Reader frame) {
     case wire::Frame::RELAY: return "relay";
     case wire::Frame::SUMMARY_REQUEST: return "summaryRequest";
     case wire::Frame::SUMMARY: return "summary";
+    case wire::Frame::SESSION_REPORT: return "sessionReport";
   }
   return "unknown";
 }

@@ -143,6 +143,7 @@ awaitable<PeerHello> accept_handshake(std::shared_ptr<Connection> conn, const Tr
   if (token) welcome.setMac(capnp::Data::Reader(tracker_mac.data(), tracker_mac.size()));
   welcome.setHeartbeatIntervalMs(static_cast<std::uint32_t>(options.heartbeat_interval.count()));
   welcome.setHeartbeatMisses(options.heartbeat_misses);
+  welcome.setAcceptsReports(options.accepts_reports);
   conn->send(builder);
   conn->mark_authenticated();
   if (token && !conn->uses_tls()) conn->set_frame_keys(frame_keys(*token, peer.role, peer_nonce, tracker_nonce, true));
@@ -232,6 +233,7 @@ awaitable<Welcomed> perform_handshake(std::shared_ptr<Connection> conn, const Pe
   result.connection_id = ConnectionId(welcome.getConnectionId());
   result.heartbeat_interval = std::chrono::milliseconds(std::max<std::uint32_t>(welcome.getHeartbeatIntervalMs(), 10));
   result.heartbeat_misses = std::max<std::uint32_t>(welcome.getHeartbeatMisses(), 1);
+  result.accepts_reports = welcome.getAcceptsReports();
   co_return result;
 }
 

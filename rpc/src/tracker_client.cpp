@@ -52,6 +52,7 @@ awaitable<std::shared_ptr<TrackerClient>> TrackerClient::connect(Endpoint tracke
   std::shared_ptr<TrackerClient> client(
       new TrackerClient(conn, welcomed.connection_id, welcomed.heartbeat_interval, welcomed.heartbeat_misses));
   auto executor = conn->get_executor();
+  client->accepts_reports_ = welcomed.accepts_reports;
   asio::co_spawn(executor, [client]() { return client->read_loop(); }, asio::detached);
   asio::co_spawn(executor, [client]() { return client->watchdog(); }, asio::detached);
   co_return client;
@@ -293,6 +294,14 @@ awaitable<TrackerSummary> TrackerClient::summary(std::chrono::milliseconds timeo
   if (error_) throw *error_;
   (void)done;
   throw RpcError(ErrorCode::timeout, str("tracker did not answer a summary request within ", timeout.count(), " ms"));
+}
+
+bool TrackerClient::report(const SessionReport& report) {
+  if (!accepts_reports_ || error_ || !conn_->is_open()) return false;
+  capnp::MallocMessageBuilder builder;
+  to_wire(report, builder.initRoot<wire::Frame>().initSessionReport());
+  conn_->send(builder);
+  return true;
 }
 
 void TrackerClient::send(LeaseId lease, std::span<const std::uint8_t> payload) {

@@ -27,6 +27,8 @@ struct TrackerHandshakeOptions {
   std::chrono::milliseconds timeout{5000};
   std::chrono::milliseconds heartbeat_interval{1000};
   std::uint32_t heartbeat_misses = 3;
+  // Told in welcome: clients may send sessionReport frames (the tracker shows sessions).
+  bool accepts_reports = false;
 };
 
 // Who completed the handshake with the tracker.
@@ -57,6 +59,7 @@ struct Welcomed {
   ConnectionId connection_id;
   std::chrono::milliseconds heartbeat_interval{1000};
   std::uint32_t heartbeat_misses = 3;
+  bool accepts_reports = false;  // the tracker takes sessionReport frames (older ones do not)
 };
 
 // Device or client side; on success the connection is marked authenticated (and frame

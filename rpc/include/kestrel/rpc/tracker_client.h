@@ -21,6 +21,7 @@
 #include "kestrel/rpc/errors.h"
 #include "kestrel/base/ids.h"
 #include "kestrel/rpc/session.h"
+#include "kestrel/rpc/session_report.h"
 #include "kestrel/rpc/tls.h"
 
 namespace kestrel::rpc {
@@ -81,6 +82,12 @@ class TrackerClient : public std::enable_shared_from_this<TrackerClient> {
   // The device's capabilities as it reports them now.
   awaitable<DeviceInfo> device_info(LeaseId lease, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+  // Tells the tracker how a tuning session's job is going (shown on its dashboard).
+  // Fire and forget; returns false, sending nothing, when the tracker did not offer to
+  // take reports (an older tracker) or the connection is gone.
+  bool report(const SessionReport& report);
+  bool accepts_reports() const { return accepts_reports_; }
+
   void close();
   bool is_connected() const { return conn_ && conn_->is_open() && !error_; }
   ConnectionId connection_id() const { return connection_id_; }
@@ -127,6 +134,7 @@ class TrackerClient : public std::enable_shared_from_this<TrackerClient> {
   ConnectionId connection_id_;
   std::chrono::milliseconds heartbeat_interval_;
   std::uint32_t heartbeat_misses_;
+  bool accepts_reports_ = false;
   std::chrono::steady_clock::time_point last_seen_;
   std::optional<RpcError> error_;
   std::uint64_t next_request_ = 1;

@@ -19,6 +19,7 @@
 #include "kestrel/rpc/auth.h"
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/tls.h"
+#include "kestrel/tracker/http_server.h"
 #include "kestrel/tracker/pool.h"
 
 namespace kestrel::tracker {
@@ -63,6 +64,10 @@ struct TrackerOptions {
   std::chrono::milliseconds handshake_timeout{5000};
   rpc::ConnectionOptions connection;
   TrackerLimits limits;
+  // The dashboard (HttpServer): off when unset. Its requests must prove the client token
+  // or the any-role token when one is set (then it speaks HTTPS with the tracker's
+  // certificate); without a token it may only listen on loopback.
+  std::optional<HttpOptions> http;
 };
 
 struct TrackerStats {
@@ -102,6 +107,9 @@ class Tracker {
   // The connection cap in force: TrackerLimits::max_connections, lowered to fit the
   // open-file limit.
   std::size_t max_connections() const;
+  // The dashboard's port and address ("http(s)://HOST:PORT/"); 0 and "" when it is off.
+  std::uint16_t http_port() const;
+  std::string http_url() const;
 
  private:
   struct Impl;

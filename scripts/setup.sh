@@ -13,6 +13,7 @@ packages=(
   libseccomp-dev                                     # the measurement worker's system-call filter
   libclang-rt-19-dev                                 # libFuzzer, ASan and UBSan runtimes of the fuzz targets (clang-19)
   nlohmann-json3-dev                                 # --json output of host tools
+  libcairo2-dev                                      # `kestrel plot`: best-so-far charts as SVG and PNG (host tool only)
   libcli11-dev                                       # command-line parsing of both binaries
   libxgboost-dev libsqlite3-dev                     # cost model, records database
   libonnx-dev libprotobuf-dev                        # model import (ONNX's parser and shape inference)

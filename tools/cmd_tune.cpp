@@ -246,6 +246,10 @@ int run_tune(int argc, char** argv) {
   args.flag("quiet", "no progress output");
   args.flag("json", "print the result as JSON");
   add_pool_options(args);
+  args.option("http", "PORT",
+              "serve the embedded pool's dashboard (the devices, the queue, this session's live curves) on "
+              "http://127.0.0.1:PORT/ while the tune runs (the page goes when it ends); with --tracker, open the "
+              "tracker's own dashboard instead (kestrel tracker --http)");
   add_measure_options(args);
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
   args.epilog(
@@ -352,6 +356,13 @@ int run_tune(int argc, char** argv) {
     options.zero_shot = zero_shot;
     options.zero_shot_verify = zero_shot_verify;
     host::PoolOptions pool = pool_options(args, "kestrel tune");
+    if (args.has("http")) {
+      if (pool.tracker) {
+        throw UsageError("--http serves the embedded pool's dashboard; with --tracker open the tracker's dashboard "
+                         "instead (kestrel tracker --http PORT)");
+      }
+      pool.http_port = static_cast<std::uint16_t>(args.get_int("http", 0, 1, 65535));
+    }
     options.device_key = pool.key;
     unsigned devices = static_cast<unsigned>(args.get_int("devices", 1, 1, 4096));
     unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
@@ -421,6 +432,9 @@ int run_tune(int argc, char** argv) {
     }
     // A pick without measurements has no progress to show.
     session_options.quiet = args.has("quiet") || args.has("json") || !measures;
+    if (pool.http_port && !session_options.session.target) {  // (no pool starts for a zero-shot pick without a device)
+      std::cerr << "kestrel tune: dashboard at http://127.0.0.1:" << *pool.http_port << "/\n";
+    }
     tuner::SessionResult session = run_tune_session(from_model ? std::vector<tuner::TuneJob>{} : jobs, *db, session_options);
     if (from_model && !args.has("json")) {
       print_model_summary(jobs, session, db_path);

@@ -36,6 +36,8 @@ const std::vector<Command>& commands() {
       {"run", "run a model with Kestrel's kernels and check it against ONNX Runtime", kestrel::tools::run_model},
       {"model", "train, show or evaluate the cross-workload (zero-shot) cost model", kestrel::tools::run_cost_model},
       {"dataset", "export features and measured costs of records as CSV or Parquet", kestrel::tools::run_dataset},
+      {"plot", "draw best-so-far curves (GFLOP/s against trials or time) from records as SVG or PNG",
+       kestrel::tools::run_plot},
       {"tasks", "list the tunable tasks of an ONNX model and what stays untuned", kestrel::tools::run_tasks},
       {"datagen", "tune a family of workloads into a database to train a cost model on", kestrel::tools::run_datagen},
       {"version", "print the version and protocol version", run_version},

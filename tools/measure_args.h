@@ -12,7 +12,7 @@
 namespace kestrel::tools {
 
 void add_pool_options(Args& args);
-// --tracker (none: the embedded local pool), --key, --token-file, --tls-ca, --no-tls, --wait-ms.
+// --tracker (none: the embedded local pool), --key, --token-file, --tls-ca, --no-tls, --wait-ms, --priority.
 host::PoolOptions pool_options(const Args& args, std::string client_name);
 
 void add_measure_options(Args& args);

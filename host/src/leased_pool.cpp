@@ -9,7 +9,7 @@
 namespace kestrel::host {
 
 LeasedPool::LeasedPool(PoolOptions options) : options_(std::move(options)) {
-  if (!options_.tracker) local_ = std::make_unique<LocalPool>(1, options_.key);
+  if (!options_.tracker) local_ = std::make_unique<LocalPool>(1, options_.key, options_.http_port);
 }
 
 LeasedPool::~LeasedPool() = default;
@@ -24,6 +24,7 @@ rpc::awaitable<void> LeasedPool::open() {
   MeasureClientOptions measure;
   measure.key = options_.key;
   measure.devices = options_.devices;
+  measure.priority = options_.priority;
   measure.request_timeout = options_.wait;
   measure.reconnect_timeout = options_.reconnect_window;
   if (options_.reconnect_window.count() > 0) {
@@ -46,6 +47,8 @@ rpc::awaitable<void> LeasedPool::close() {
   }
   measurer_->tracker()->close();
 }
+
+std::string LeasedPool::dashboard_url() const { return local_ ? local_->dashboard_url() : std::string(); }
 
 MeasureClient& LeasedPool::measurer() {
   if (!measurer_) throw std::logic_error("LeasedPool::measurer() before open()");

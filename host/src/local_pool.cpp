@@ -33,7 +33,8 @@ struct LocalPool::Impl {
   std::vector<pid_t> children;
 };
 
-LocalPool::LocalPool(unsigned devices, std::string key) : impl_(std::make_unique<Impl>()), key_(std::move(key)) {
+LocalPool::LocalPool(unsigned devices, std::string key, std::optional<std::uint16_t> http_port)
+    : impl_(std::make_unique<Impl>()), key_(std::move(key)), http_port_(http_port) {
   std::string binary = device_binary_path();
   if (::access(binary.c_str(), X_OK) != 0) {
     throw std::runtime_error("cannot find the device runtime at " + binary +
@@ -42,6 +43,12 @@ LocalPool::LocalPool(unsigned devices, std::string key) : impl_(std::make_unique
   tracker::TrackerOptions options;
   options.host = "127.0.0.1";
   options.port = 0;
+  if (http_port) {
+    tracker::HttpOptions http;
+    http.host = "127.0.0.1";
+    http.port = *http_port;
+    options.http = http;
+  }
   impl_->tracker = std::make_unique<tracker::Tracker>(impl_->io, options);
   port_ = impl_->tracker->port();
   impl_->tracker->start();
@@ -75,6 +82,11 @@ LocalPool::LocalPool(unsigned devices, std::string key) : impl_(std::make_unique
 }
 
 LocalPool::~LocalPool() { shutdown(); }
+
+std::string LocalPool::dashboard_url() const {
+  if (!http_port_) return {};
+  return "http://127.0.0.1:" + std::to_string(*http_port_) + "/";
+}
 
 void LocalPool::shutdown() {
   for (pid_t pid : impl_->children) ::kill(pid, SIGTERM);

@@ -301,6 +301,17 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
   co_return results;
 }
 
+bool MeasureClient::report(const rpc::SessionReport& report) noexcept {
+  if (aborted_ || !tracker_) return false;
+  try {
+    return tracker_->report(report);
+  } catch (const std::exception& e) {
+    // A dashboard's view is never worth a session: note it and go on.
+    log::debug(kLog, "session report not sent: ", e.what());
+    return false;
+  }
+}
+
 void MeasureClient::abort() {
   if (aborted_) return;
   aborted_ = true;

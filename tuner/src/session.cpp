@@ -63,16 +63,25 @@ Task TuneSession::task_of(const TuneJob& job, const host::Target& target) const 
   return task;
 }
 
+ReportedJob TuneSession::reported_job(std::size_t job, const Task& task, const TuneOptions& tune) const {
+  return {jobs_[job].label, task.op_name(), task.workload(), tune.strategy, task.target_name(), options_.pool.key};
+}
+
 rpc::awaitable<void> TuneSession::run_in_turn(Evaluator& evaluator, const host::Target& target,
                                               const TuneOptions& tune, SessionResult& session,
+                                              SessionReporter& reporter,
                                               const std::function<void(std::size_t, const TuneProgress&)>& on_progress) {
   for (std::size_t i = 0; i < jobs_.size() && !stop_; ++i) {
-    TuningLoop loop(task_of(jobs_[i], target), db_, evaluator, tune);
+    Task task = task_of(jobs_[i], target);
+    reporter.describe(i, reported_job(i, task, tune));
+    TuningLoop loop(std::move(task), db_, evaluator, tune);
     loop_ = &loop;
     TuneResult result = co_await loop.run([&](const TuneProgress& p) {
+      reporter.progress(i, p);
       if (on_progress) on_progress(i, p);
     });
     loop_ = nullptr;
+    reporter.finish(i, loop.progress());
     if (result.stop_reason == "interrupted") stop_ = true;
     session.results.push_back(std::move(result));
   }
@@ -80,6 +89,7 @@ rpc::awaitable<void> TuneSession::run_in_turn(Evaluator& evaluator, const host::
 
 rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host::Target& target,
                                                 const TuneOptions& tune, SessionResult& session,
+                                                SessionReporter& reporter,
                                                 const std::function<void(std::size_t, const TuneProgress&)>& on_progress) {
   TuneOptions per_job = tune;
   per_job.time_budget = std::chrono::seconds(0);  // the session's budget is shared by all jobs
@@ -88,8 +98,10 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
     Task task = task_of(jobs_[i], target);
     tasks.push_back({jobs_[i].weight, task.flops(), std::string(task.op->name())});
+    reporter.describe(i, reported_job(i, task, per_job));
     loops.push_back(std::make_unique<TuningLoop>(std::move(task), db_, evaluator, per_job));
-    loops.back()->on_progress([&on_progress, i](const TuneProgress& p) {
+    loops.back()->on_progress([&on_progress, &reporter, i](const TuneProgress& p) {
+      reporter.progress(i, p);
       if (on_progress) on_progress(i, p);
     });
   }
@@ -132,6 +144,7 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
     if (!live[i]) continue;
     loop_ = loops[i].get();
     session.results.push_back(co_await loops[i]->finish());
+    reporter.finish(i, loops[i]->progress());
   }
   loop_ = nullptr;
   loops_.clear();
@@ -140,6 +153,14 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
 rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, const TuneProgress&)> on_progress) {
   SessionResult session;
   if (jobs_.empty() && !options_.make_jobs) co_return session;
+  SessionReporter::Sink sink = options_.report;
+  if (!sink) {
+    sink = [this](const rpc::SessionReport& report) {
+      if (measurer_) measurer_->report(report);
+    };
+  }
+  SessionReporter reporter(options_.report_id.empty() ? new_report_session_id() : options_.report_id,
+                           std::move(sink));
   if (options_.target && options_.tune.zero_shot && options_.tune.zero_shot_verify == 0) {
     // Nothing will be measured and the target is known: no pool, no device.
     if (options_.make_jobs) jobs_ = options_.make_jobs(*options_.target);
@@ -148,9 +169,9 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
     tune.device_key = options_.pool.key;
     try {
       if (options_.scheduled) {
-        co_await run_scheduled(evaluator, *options_.target, tune, session, on_progress);
+        co_await run_scheduled(evaluator, *options_.target, tune, session, reporter, on_progress);
       } else {
-        co_await run_in_turn(evaluator, *options_.target, tune, session, on_progress);
+        co_await run_in_turn(evaluator, *options_.target, tune, session, reporter, on_progress);
       }
     } catch (...) {
       loop_ = nullptr;
@@ -174,9 +195,9 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
     tune.device_key = options_.pool.key;
     tune.device_class = device_class_of(options_.pool.key, pool.device(), target);
     if (options_.scheduled) {
-      co_await run_scheduled(evaluator, target, tune, session, on_progress);
+      co_await run_scheduled(evaluator, target, tune, session, reporter, on_progress);
     } else {
-      co_await run_in_turn(evaluator, target, tune, session, on_progress);
+      co_await run_in_turn(evaluator, target, tune, session, reporter, on_progress);
     }
   } catch (...) {
     loop_ = nullptr;

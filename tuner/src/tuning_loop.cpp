@@ -74,6 +74,10 @@ void TuningLoop::report(const std::string& phase) {
   progress_.trials = measured_.size();
   progress_.this_session = result_.this_session;
   progress_.failures = failures_;
+  progress_.statuses.clear();
+  for (const auto& [status, count] : result_.statuses) {
+    if (status != "ok") progress_.statuses[status] = count;
+  }
   progress_.best_gflops = std::isfinite(best_cost_) ? flops / best_cost_ / 1e9 : 0;
   progress_.default_gflops = std::isfinite(default_cost_) ? flops / default_cost_ / 1e9 : 0;
   progress_.best_config = best_config_;

@@ -28,6 +28,10 @@ struct PoolOptions {
   std::chrono::milliseconds wait{30'000};              // for the first device
   std::chrono::milliseconds reconnect_window{120'000};  // keep reconnecting to a lost tracker; 0: never
   std::string client_name = "kestrel";                  // shown as the lease holder
+  std::int32_t priority = 0;  // of the lease requests: a higher one is granted first (-1000..1000)
+  // The embedded pool only: its tracker serves the dashboard on 127.0.0.1:http_port for
+  // as long as the pool lives (0: any free port). Ignored with a tracker.
+  std::optional<std::uint16_t> http_port;
 };
 
 class LeasedPool {
@@ -50,6 +54,9 @@ class LeasedPool {
   MeasureClient& measurer();
   const rpc::DeviceInfo& device() const { return device_; }
   const PoolOptions& options() const { return options_; }
+  // The embedded pool's dashboard address ("http://127.0.0.1:PORT/"); empty with a
+  // tracker or without PoolOptions::http_port.
+  std::string dashboard_url() const;
 
  private:
   PoolOptions options_;

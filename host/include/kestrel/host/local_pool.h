@@ -3,7 +3,9 @@
 // children, and shuts them down when done.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,15 +16,19 @@ namespace kestrel::host {
 
 class LocalPool {
  public:
-  // Starts the tracker and `devices` runtimes under `key`. Throws std::runtime_error
-  // with what to do when kestrel-device cannot be found or started.
-  explicit LocalPool(unsigned devices = 1, std::string key = "local");
+  // Starts the tracker and `devices` runtimes under `key`; with `http_port`, the tracker
+  // also serves its dashboard on 127.0.0.1:http_port (0: any free port). Throws
+  // std::runtime_error with what to do when kestrel-device cannot be found or started,
+  // and rpc::RpcError when the dashboard's port cannot be bound.
+  explicit LocalPool(unsigned devices = 1, std::string key = "local", std::optional<std::uint16_t> http_port = {});
   ~LocalPool();
   LocalPool(const LocalPool&) = delete;
   LocalPool& operator=(const LocalPool&) = delete;
 
   rpc::Endpoint endpoint() const { return {"127.0.0.1", port_}; }
   const std::string& key() const { return key_; }
+  // "http://127.0.0.1:PORT/" (the port asked for) when the dashboard is served, else empty.
+  std::string dashboard_url() const;
 
  private:
   void shutdown();  // stops the children and the tracker; idempotent
@@ -31,6 +37,7 @@ class LocalPool {
   std::unique_ptr<Impl> impl_;
   std::uint16_t port_ = 0;
   std::string key_;
+  std::optional<std::uint16_t> http_port_;
 };
 
 // kestrel-device next to this executable (or $KESTREL_DEVICE_BIN).

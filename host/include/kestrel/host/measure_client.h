@@ -100,6 +100,10 @@ class MeasureClient {
   // The current tracker connection (a new one after a reconnect).
   std::shared_ptr<rpc::TrackerClient> tracker() const { return tracker_; }
   unsigned reconnects() const { return reconnects_; }
+  // Sends a tuning session's progress to the tracker's dashboard, fire and forget: false
+  // when the tracker does not take reports (an older one), the connection is gone, or the
+  // client was aborted. Never throws and never waits.
+  bool report(const rpc::SessionReport& report) noexcept;
 
  private:
   struct Device;

@@ -16,6 +16,7 @@
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/records.h"
 #include "kestrel/tuner/scheduler.h"
+#include "kestrel/tuner/session_reporter.h"
 #include "kestrel/tuner/tuning_loop.h"
 
 namespace kestrel::tuner {
@@ -49,6 +50,12 @@ struct SessionOptions {
   std::function<std::vector<TuneJob>(const host::Target&)> make_jobs;
   SchedulerOptions scheduler;
   std::chrono::seconds time_budget{0};
+  // Where the jobs' progress goes as rpc::SessionReports (after each batch, and a last
+  // one, finished, when a job is done: SessionReporter); empty: the pool's tracker
+  // (host::MeasureClient::report), which shows them on its dashboard when it takes them.
+  SessionReporter::Sink report;
+  // The id the reports carry; empty: a fresh new_report_session_id().
+  std::string report_id;
 };
 
 struct SessionResult {
@@ -85,12 +92,13 @@ class TuneSession {
   RecordStore& db_;
   SessionOptions options_;
   rpc::awaitable<void> run_in_turn(Evaluator& evaluator, const host::Target& target, const TuneOptions& tune,
-                                   SessionResult& session,
+                                   SessionResult& session, SessionReporter& reporter,
                                    const std::function<void(std::size_t, const TuneProgress&)>& on_progress);
   rpc::awaitable<void> run_scheduled(Evaluator& evaluator, const host::Target& target, const TuneOptions& tune,
-                                     SessionResult& session,
+                                     SessionResult& session, SessionReporter& reporter,
                                      const std::function<void(std::size_t, const TuneProgress&)>& on_progress);
   Task task_of(const TuneJob& job, const host::Target& target) const;
+  ReportedJob reported_job(std::size_t job, const Task& task, const TuneOptions& tune) const;
 
   host::MeasureClient* measurer_ = nullptr;  // while run() holds a leased pool
   bool aborted_ = false;

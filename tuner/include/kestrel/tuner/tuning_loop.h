@@ -77,6 +77,7 @@ struct TuneProgress {
   std::size_t total = 0;         // the trial budget
   std::size_t this_session = 0;  // measured by this session
   std::size_t failures = 0;      // of this session
+  std::map<std::string, std::size_t> statuses;  // this session's failures by status ("compile_error": 2)
   double best_gflops = 0;
   double default_gflops = 0;     // the op's default configuration (0 until measured)
   std::string best_config;

@@ -1,0 +1,52 @@
+// Best-so-far curves from a records database: for each tuned (op, workload, target),
+// one curve per tuning session, the best GFLOP/s measured so far against the session's
+// trials (or the seconds since its first measurement). What `kestrel plot` draws.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kestrel/tuner/records.h"
+
+namespace kestrel::plot {
+
+enum class XAxis { trials, time };
+
+struct Point {
+  double x = 0;            // trial number within the session (1-based), or seconds since its first record
+  double best_gflops = 0;  // the best ok measurement up to and including this trial
+};
+
+// One session's search on one workload.
+struct Curve {
+  std::string session;
+  std::string label;  // shown in the legend
+  std::size_t trials = 0;
+  double best_gflops = 0;
+  std::vector<Point> points;  // from the first ok measurement on, x ascending
+};
+
+// One (op, workload, target): a panel of the chart.
+struct Panel {
+  std::string op;
+  std::string workload;  // ops::format_params text
+  std::string target;
+  std::vector<Curve> curves;  // in the order the sessions started
+};
+
+struct CurveQuery {
+  std::string op;        // empty: every op
+  std::string workload;  // empty: every workload; else its format_params text (order of keys free)
+  XAxis x = XAxis::trials;
+};
+
+// The search's measurements only (the final rounds' re-measurements and vendor kernels
+// are not trials), in record order. Sessions with no ok measurement draw no curve;
+// panels without a curve are left out.
+std::vector<Panel> best_so_far(const tuner::RecordStore& db, const CurveQuery& query);
+
+// What the database holds, one "op workload (N records)" line per (op, workload), for
+// a message saying that nothing matched.
+std::vector<std::string> tuned_workloads(const tuner::RecordStore& db);
+
+}  // namespace kestrel::plot

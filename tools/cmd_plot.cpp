@@ -1,0 +1,117 @@
+// `kestrel plot`: best-so-far charts (SVG or PNG) from a records database.
+#include <iomanip>
+#include <iostream>
+
+#include "args.h"
+#include "commands.h"
+#include "kestrel/plot/chart.h"
+#include "kestrel/plot/curves.h"
+#include "kestrel/tuner/records.h"
+
+namespace kestrel::tools {
+namespace {
+
+// --label PREFIX=TEXT: the curves of sessions whose id starts with PREFIX show TEXT.
+void apply_labels(std::vector<plot::Panel>& panels, const std::vector<std::string>& labels) {
+  for (const std::string& spec : labels) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      throw UsageError("--label " + spec + ": give SESSION=TEXT, e.g. --label 3fa2c1d0=sa");
+    }
+    const std::string prefix = spec.substr(0, eq), text = spec.substr(eq + 1);
+    bool used = false;
+    for (auto& panel : panels) {
+      for (auto& curve : panel.curves) {
+        if (curve.session.rfind(prefix, 0) == 0) {
+          curve.label = text;
+          used = true;
+        }
+      }
+    }
+    if (!used) throw UsageError("--label " + spec + ": no session drawn starts with " + prefix);
+  }
+}
+
+}  // namespace
+
+int run_plot(int argc, char** argv) {
+  Args args("kestrel plot",
+            "Draws best-so-far curves from a records database: the best GFLOP/s measured so far against the\n"
+            "trials (or the time) of each tuning session, one panel per op, workload and target, one line per\n"
+            "session (tune the same workload with several strategies into one database to compare them).\n"
+            "The format follows -o's extension: .svg (vector, text as outlines) or .png.");
+  args.option("db", "FILE", "records database", "kestrel.db");
+  args.option("o,output", "FILE", "the chart to write: a .svg or .png file (replaced atomically)");
+  args.option("op", "NAME", "only this op");
+  args.option("workload", "PARAMS", "only this workload, as the records name it, e.g. K=64,M=64,N=64");
+  args.option("x", "AXIS", "trials (the session's measurements in order) or time (seconds since its first)", "trials");
+  args.option("title", "TEXT", "the chart's title", "best-so-far GFLOP/s");
+  args.multi_option("label", "SESSION=TEXT", "legend text for the sessions whose id starts with SESSION (e.g. sa)");
+  args.option("width", "N", "width in pixels (PNG) or points (SVG)", "900");
+  args.option("height", "N", "height in pixels (PNG) or points (SVG)", "560");
+  try {
+    if (!args.parse(argc, argv, 2)) {
+      std::cout << args.help();
+      return 0;
+    }
+    if (!args.has("output")) throw UsageError("-o/--output FILE is required (a .svg or .png file)");
+    const std::string out = args.get("output");
+    try {
+      plot::chart_format(out);
+    } catch (const plot::ChartError& e) {
+      throw UsageError(e.what());
+    }
+    plot::CurveQuery query;
+    query.op = args.get("op");
+    query.workload = args.get("workload");
+    const std::string x = args.get("x", "trials");
+    if (x != "trials" && x != "time") throw UsageError("--x " + x + ": give trials or time");
+    query.x = x == "time" ? plot::XAxis::time : plot::XAxis::trials;
+    plot::ChartOptions chart;
+    chart.title = args.get("title", "best-so-far GFLOP/s");
+    chart.x = query.x;
+    chart.width = static_cast<int>(args.get_int("width", 900, 200, 10000));
+    chart.height = static_cast<int>(args.get_int("height", 560, 150, 10000));
+
+    const std::string path = args.get("db", "kestrel.db");
+    auto db = tuner::open_records(path, tuner::OpenMode::existing);
+    std::vector<plot::Panel> panels = plot::best_so_far(*db, query);
+    if (panels.empty()) {
+      std::string what = query.op.empty() && query.workload.empty() ? "" : " match the filters";
+      std::cerr << "kestrel plot: no successful tuning records in " << path << (what.empty() ? "" : what);
+      std::vector<std::string> held = plot::tuned_workloads(*db);
+      if (held.empty()) {
+        std::cerr << " (the database is empty)\n";
+      } else {
+        std::cerr << "; it holds:\n";
+        for (const auto& line : held) std::cerr << "  " << line << "\n";
+      }
+      return 1;
+    }
+    apply_labels(panels, args.get_all("label"));
+    plot::write_chart(panels, chart, out);
+    std::size_t curves = 0;
+    for (const auto& p : panels) curves += p.curves.size();
+    std::cout << out << ": " << panels.size() << (panels.size() == 1 ? " panel, " : " panels, ") << curves
+              << (curves == 1 ? " curve" : " curves") << "\n";
+    std::cout << std::fixed << std::setprecision(1);
+    for (const auto& p : panels) {
+      std::cout << "  " << p.op << " " << p.workload << " on " << p.target << "\n";
+      for (const auto& c : p.curves) {
+        std::cout << "    " << c.label << ": " << c.trials << " trials, best " << c.best_gflops << " GFLOP/s\n";
+      }
+    }
+    return 0;
+  } catch (const UsageError& e) {
+    std::cerr << "kestrel plot: " << e.what() << "\n(see kestrel plot --help)\n";
+    return 2;
+  } catch (const tuner::RecordsError& e) {
+    std::cerr << "kestrel plot: " << e.what() << "\n";
+    return 1;
+  } catch (const plot::ChartError& e) {
+    std::cerr << "kestrel plot: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace kestrel::tools

@@ -1,4 +1,6 @@
 // `kestrel plot`: best-so-far charts (SVG or PNG) from a records database.
+#include <algorithm>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 
@@ -40,7 +42,8 @@ int run_plot(int argc, char** argv) {
             "trials (or the time) of each tuning session, one panel per op, workload and target, one line per\n"
             "session (tune the same workload with several strategies into one database to compare them).\n"
             "The format follows -o's extension: .svg (vector, text as outlines) or .png.");
-  args.option("db", "FILE", "records database", "kestrel.db");
+  args.multi_option("db", "FILE", "records database (default kestrel.db); several --db draw their sessions side by side, "
+                    "e.g. one database per strategy");
   args.option("o,output", "FILE", "the chart to write: a .svg or .png file (replaced atomically)");
   args.option("op", "NAME", "only this op");
   args.option("workload", "PARAMS", "only this workload, as the records name it, e.g. K=64,M=64,N=64");
@@ -73,18 +76,39 @@ int run_plot(int argc, char** argv) {
     chart.width = static_cast<int>(args.get_int("width", 900, 200, 10000));
     chart.height = static_cast<int>(args.get_int("height", 560, 150, 10000));
 
-    const std::string path = args.get("db", "kestrel.db");
-    auto db = tuner::open_records(path, tuner::OpenMode::existing);
-    std::vector<plot::Panel> panels = plot::best_so_far(*db, query);
+    std::vector<std::string> paths = args.get_all("db");
+    if (paths.empty()) paths.push_back("kestrel.db");
+    std::vector<std::unique_ptr<tuner::RecordStore>> dbs;
+    for (const auto& path : paths) dbs.push_back(tuner::open_records(path, tuner::OpenMode::existing));
+    std::vector<plot::Panel> panels;
+    for (std::size_t d = 0; d < dbs.size(); ++d) {
+      for (plot::Panel& panel : plot::best_so_far(*dbs[d], query)) {
+        if (dbs.size() > 1) {
+          const std::string stem = std::filesystem::path(paths[d]).stem().string();
+          for (auto& curve : panel.curves) curve.label = stem + " " + curve.label;
+        }
+        auto same = std::find_if(panels.begin(), panels.end(), [&](const plot::Panel& p) {
+          return p.op == panel.op && p.workload == panel.workload && p.target == panel.target;
+        });
+        if (same == panels.end()) {
+          panels.push_back(std::move(panel));
+        } else {
+          for (auto& curve : panel.curves) same->curves.push_back(std::move(curve));
+        }
+      }
+    }
     if (panels.empty()) {
-      std::string what = query.op.empty() && query.workload.empty() ? "" : " match the filters";
-      std::cerr << "kestrel plot: no successful tuning records in " << path << (what.empty() ? "" : what);
-      std::vector<std::string> held = plot::tuned_workloads(*db);
-      if (held.empty()) {
-        std::cerr << " (the database is empty)\n";
-      } else {
-        std::cerr << "; it holds:\n";
-        for (const auto& line : held) std::cerr << "  " << line << "\n";
+      const bool filtered = !query.op.empty() || !query.workload.empty();
+      for (std::size_t d = 0; d < dbs.size(); ++d) {
+        std::cerr << "kestrel plot: no successful tuning records" << (filtered ? " matching the filters" : "")
+                  << " in " << paths[d];
+        std::vector<std::string> held = plot::tuned_workloads(*dbs[d]);
+        if (held.empty()) {
+          std::cerr << " (the database is empty)\n";
+        } else {
+          std::cerr << "; it holds:\n";
+          for (const auto& line : held) std::cerr << "  " << line << "\n";
+        }
       }
       return 1;
     }

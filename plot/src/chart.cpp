@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 
@@ -53,6 +55,27 @@ std::string number(double v) {
   else if (std::abs(v - std::round(v)) < 1e-9) std::snprintf(buf, sizeof buf, "%.0f", v);
   else std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
+}
+
+std::string xml_escaped(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string legend_entry(const Curve& c) {
+  std::ostringstream s;
+  s.precision(1);
+  s << std::fixed << c.label << ": " << c.trials << " trials, best " << c.best_gflops << " GFLOP/s";
+  return s.str();
 }
 
 class Painter {
@@ -172,12 +195,7 @@ void draw_panel(Painter& p, const Panel& panel, Rect cell, XAxis x_axis) {
 
   // Legend, lower right inside the plot (the best-so-far curves rise to the upper left and right).
   std::vector<std::string> entries;
-  for (const Curve& c : panel.curves) {
-    std::ostringstream s;
-    s.precision(1);
-    s << std::fixed << c.label << ": " << c.trials << " trials, best " << c.best_gflops << " GFLOP/s";
-    entries.push_back(s.str());
-  }
+  for (const Curve& c : panel.curves) entries.push_back(legend_entry(c));
   p.font(10.5);
   double text_w = 0;
   for (const auto& e : entries) text_w = std::max(text_w, p.width_of(e));
@@ -230,6 +248,28 @@ struct ContextDeleter {
 using Surface = std::unique_ptr<cairo_surface_t, SurfaceDeleter>;
 using Context = std::unique_ptr<cairo_t, ContextDeleter>;
 
+// cairo draws text as glyph outlines; the title and each panel's legend also go into
+// <title> and <desc>, for screen readers and for searching the file.
+void add_svg_text(const std::filesystem::path& file, const std::vector<Panel>& panels, const std::string& title) {
+  std::ifstream in(file, std::ios::binary);
+  std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const auto open = svg.find("<svg");
+  const auto end = open == std::string::npos ? open : svg.find('>', open);
+  if (end == std::string::npos) throw ChartError("cairo wrote no <svg> element");
+  std::string text = "\n<title>" + xml_escaped(title) + "</title>\n<desc>";
+  for (const Panel& p : panels) {
+    text += xml_escaped(p.op + " " + p.workload + " on " + p.target) + "\n";
+    for (const Curve& c : p.curves) text += "  " + xml_escaped(legend_entry(c)) + "\n";
+  }
+  text += "</desc>";
+  svg.insert(end + 1, text);
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << svg;
+  out.close();
+  if (!out) throw ChartError("cannot write " + file.string());
+}
+
 void check(cairo_status_t status, const std::string& what) {
   if (status != CAIRO_STATUS_SUCCESS) throw ChartError(what + ": " + cairo_status_to_string(status));
 }
@@ -264,6 +304,7 @@ void write_chart(const std::vector<Panel>& panels, const ChartOptions& options, 
       }
       cairo_surface_finish(surface.get());
       check(cairo_surface_status(surface.get()), "cannot write " + path);
+      add_svg_text(temp, panels, options.title.empty() ? "best-so-far GFLOP/s" : options.title);
     } else {
       Surface surface(cairo_image_surface_create(CAIRO_FORMAT_ARGB32, options.width, options.height));
       check(cairo_surface_status(surface.get()), "cannot draw " + path);

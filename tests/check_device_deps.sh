@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails if the device runtime binary depends on, or contains, the host's heavy
-# libraries (LLVM, Clang, LLD, SQLite, XGBoost), or links a GPU runtime (libOpenCL,
+# libraries (LLVM, Clang, LLD, SQLite, XGBoost, cairo), or links a GPU runtime (libOpenCL,
 # libcuda, NVRTC): those are loaded with dlopen, so one binary runs with or without a GPU.
 # It must not contain the tracker (kestrel_tracker) either: devices depend on rpc only.
 set -euo pipefail
@@ -10,7 +10,7 @@ binary="$1"
 [ -x "$binary" ] || { echo "no such binary: $binary"; exit 1; }
 needed=$(readelf -d "$binary" | awk '/NEEDED/ {print $5}')
 echo "kestrel-device needs: $(echo $needed | tr -d '[]')"
-if echo "$needed" | grep -Ei 'llvm|clang|lld|sqlite|xgboost'; then
+if echo "$needed" | grep -Ei 'llvm|clang|lld|sqlite|xgboost|cairo'; then
   echo "FAIL: kestrel-device links a host-only library"
   exit 1
 fi

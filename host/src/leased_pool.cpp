@@ -48,8 +48,6 @@ rpc::awaitable<void> LeasedPool::close() {
   measurer_->tracker()->close();
 }
 
-std::string LeasedPool::dashboard_url() const { return local_ ? local_->dashboard_url() : std::string(); }
-
 MeasureClient& LeasedPool::measurer() {
   if (!measurer_) throw std::logic_error("LeasedPool::measurer() before open()");
   return *measurer_;

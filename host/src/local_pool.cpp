@@ -34,7 +34,7 @@ struct LocalPool::Impl {
 };
 
 LocalPool::LocalPool(unsigned devices, std::string key, std::optional<std::uint16_t> http_port)
-    : impl_(std::make_unique<Impl>()), key_(std::move(key)), http_port_(http_port) {
+    : impl_(std::make_unique<Impl>()), key_(std::move(key)) {
   std::string binary = device_binary_path();
   if (::access(binary.c_str(), X_OK) != 0) {
     throw std::runtime_error("cannot find the device runtime at " + binary +
@@ -82,11 +82,6 @@ LocalPool::LocalPool(unsigned devices, std::string key, std::optional<std::uint1
 }
 
 LocalPool::~LocalPool() { shutdown(); }
-
-std::string LocalPool::dashboard_url() const {
-  if (!http_port_) return {};
-  return "http://127.0.0.1:" + std::to_string(*http_port_) + "/";
-}
 
 void LocalPool::shutdown() {
   for (pid_t pid : impl_->children) ::kill(pid, SIGTERM);

@@ -54,9 +54,6 @@ class LeasedPool {
   MeasureClient& measurer();
   const rpc::DeviceInfo& device() const { return device_; }
   const PoolOptions& options() const { return options_; }
-  // The embedded pool's dashboard address ("http://127.0.0.1:PORT/"); empty with a
-  // tracker or without PoolOptions::http_port.
-  std::string dashboard_url() const;
 
  private:
   PoolOptions options_;

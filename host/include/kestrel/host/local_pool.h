@@ -27,8 +27,6 @@ class LocalPool {
 
   rpc::Endpoint endpoint() const { return {"127.0.0.1", port_}; }
   const std::string& key() const { return key_; }
-  // "http://127.0.0.1:PORT/" (the port asked for) when the dashboard is served, else empty.
-  std::string dashboard_url() const;
 
  private:
   void shutdown();  // stops the children and the tracker; idempotent
@@ -37,7 +35,6 @@ class LocalPool {
   std::unique_ptr<Impl> impl_;
   std::uint16_t port_ = 0;
   std::string key_;
-  std::optional<std::uint16_t> http_port_;
 };
 
 // kestrel-device next to this executable (or $KESTREL_DEVICE_BIN).

@@ -40,7 +40,8 @@ int run_plot(int argc, char** argv) {
   Args args("kestrel plot",
             "Draws best-so-far curves from a records database: the best GFLOP/s measured so far against the\n"
             "trials (or the time) of each tuning session, one panel per op, workload and target, one line per\n"
-            "session (tune the same workload with several strategies into one database to compare them).\n"
+            "session. To compare strategies, tune each into its own database (a task's trials count across the\n"
+            "sessions of one database) and give them all: --db sa.db --db ga.db --label ...\n"
             "The format follows -o's extension: .svg (vector, text as outlines) or .png.");
   args.multi_option("db", "FILE", "records database (default kestrel.db); several --db draw their sessions side by side, "
                     "e.g. one database per strategy");

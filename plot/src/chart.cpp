@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <numbers>
 #include <sstream>
 
 namespace kestrel::plot {
@@ -165,7 +166,7 @@ void draw_panel(Painter& p, const Panel& panel, Rect cell, XAxis x_axis) {
   p.text(x_axis == XAxis::trials ? "trials" : "time (s)", area.x + area.w / 2, area.y + area.h + 34, 0.5);
   cairo_save(cr);
   cairo_translate(cr, cell.x + 14, area.y + area.h / 2);
-  cairo_rotate(cr, -M_PI / 2);
+  cairo_rotate(cr, -std::numbers::pi / 2);
   p.text("best GFLOP/s", 0, 0, 0.5);
   cairo_restore(cr);
 

@@ -86,7 +86,7 @@ std::unique_ptr<InFrame> InFrame::decode(std::vector<capnp::word> words, std::st
     // Walk every pointer now (bounds, then types through the schema) so that malformed
     // content is rejected here, not in a handler.
     (void)frame->root_.totalSize();
-    if (static_cast<unsigned>(frame->root_.which()) > static_cast<unsigned>(wire::Frame::SUMMARY)) {
+    if (static_cast<unsigned>(frame->root_.which()) > static_cast<unsigned>(wire::Frame::SESSION_REPORT)) {
       error = str("unknown frame kind ", static_cast<unsigned>(frame->root_.which()),
                   " (peer speaks a newer protocol?)");
       return nullptr;

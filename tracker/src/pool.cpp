@@ -102,7 +102,7 @@ Events Pool::submit(ConnectionId client, std::uint64_t request_id, std::string k
                                        " requests queued (its --max-queued-total); try again later")});
     return events;
   }
-  if (!queue_.push(QueuedRequest{client, request_id, key, priority, 0})) {
+  if (!queue_.push(QueuedRequest{client, request_id, key, priority, 0, now})) {
     events.push_back(RequestFailed{client, request_id, key, RequestFailed::Reason::bad_request,
                                    str("request id ", request_id, " is already queued")});
     return events;
@@ -240,7 +240,7 @@ void Pool::dispatch(const std::string& key, Events& events) {
     leases_.emplace(lease.id, lease);
     leases_by_client_[lease.client].insert(lease.id);
     ++grants_;
-    events.push_back(Granted{lease.id, lease.request_id, lease.client, device_id, device.connection});
+    events.push_back(Granted{lease.id, lease.request_id, lease.client, device_id, device.connection, request->arrived});
   }
 }
 

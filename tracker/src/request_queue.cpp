@@ -69,4 +69,13 @@ std::vector<std::string> RequestQueue::keys() const {
   return out;
 }
 
+std::vector<const QueuedRequest*> RequestQueue::queued(const std::string& key) const {
+  std::vector<const QueuedRequest*> out;
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return out;
+  out.reserve(it->second.size());
+  for (const auto& [order, request] : it->second) out.push_back(&request);
+  return out;
+}
+
 }  // namespace kestrel::tracker

@@ -48,6 +48,7 @@ struct Granted {
   ConnectionId client;
   DeviceId device;
   ConnectionId device_connection;
+  TimePoint requested_at{};  // when the request arrived (submit's `now`)
 };
 
 // A request ended without a device. `client_gone` requests need no answer (their client
@@ -184,6 +185,9 @@ class Pool {
   PoolCounts counts() const;
   // Keys with at least one registered device, sorted.
   std::vector<std::string> served_keys() const;
+  // The requests waiting for a device of `key`, in the order they will be granted, each
+  // with its priority and arrival time; valid until the next change.
+  std::vector<const QueuedRequest*> queued(const std::string& key) const { return queue_.queued(key); }
 
  private:
   struct Deadline {

@@ -2,6 +2,7 @@
 // within a priority. Pure data structure, one part of the Pool (pool.h), which owns the deadlines.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -20,6 +21,7 @@ struct QueuedRequest {
   std::string key;
   std::int32_t priority = 0;
   std::uint64_t seq = 0;         // arrival order, assigned by push()
+  std::chrono::steady_clock::time_point arrived{};  // when it was submitted (for waiting times)
 };
 
 class RequestQueue {
@@ -41,6 +43,9 @@ class RequestQueue {
   // Requests `client` has queued, over all keys.
   std::size_t size_of(ConnectionId client) const;
   std::vector<std::string> keys() const;
+  // The requests queued for `key` in the order they would be granted (priority, then
+  // arrival); valid until the next change.
+  std::vector<const QueuedRequest*> queued(const std::string& key) const;
 
  private:
   // Order within a key: priority descending, then seq ascending.

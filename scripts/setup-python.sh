@@ -2,7 +2,8 @@
 # The Python side of the tests and of `kestrel run`: a virtual environment at
 # <repo>/.venv (or $KESTREL_VENV) with numpy, onnx (scripts/make_models.py builds the test
 # models with it), onnxruntime (scripts/ort_run.py, the reference `kestrel run` checks
-# against) and pyarrow (`kestrel dataset -o X.parquet`); with --bench also kernel_tuner
+# against), pyarrow (`kestrel dataset -o X.parquet`), selenium and prometheus_client
+# (tests/dashboard: the dashboard in headless Chromium, /metrics parsed); with --bench also kernel_tuner
 # (bench/kernel_tuner_strategies.py, the strategy bench against Kernel Tuner's
 # strategies; not needed by the tests). Idempotent: packages already importable in the
 # venv are not installed again.
@@ -14,7 +15,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${KESTREL_VENV:-$root/.venv}"
 tries="${KESTREL_PIP_TRIES:-3}"
 delay="${KESTREL_PIP_RETRY_DELAY:-5}"  # seconds; the n-th retry waits n times this
-packages=(numpy onnx onnxruntime pyarrow)
+packages=(numpy onnx onnxruntime pyarrow selenium prometheus_client)
 if [ "${1:-}" = "--bench" ]; then packages+=(kernel_tuner); fi
 
 if ! command -v python3 >/dev/null 2>&1; then

@@ -1,0 +1,562 @@
+// The tracker's dashboard: loads api/state once, then follows api/stream (server-sent
+// `state` events, one whole state document each) and renders the summary, the tuning
+// sessions with their best-so-far curves (SVG drawn here), the devices by key, the
+// queues and the recent events. The documents are described in docs/dashboard.md.
+//
+// Every text from the documents goes through esc() before it reaches innerHTML. Each
+// section is rebuilt with one innerHTML assignment, and only when its markup changed;
+// the per-key device groups and the session cards are kept (keyed by key and session
+// id) so that what a person opened, collapsed or toggled survives updates.
+'use strict';
+
+(function () {
+  const ROWS_PER_KEY = 100;    // device rows shown per key until "show all"
+  const JOBS_PER_SESSION = 6;  // job charts shown per session until "show all"
+  const STALE_MS = 10000;      // no update for this long: say so
+
+  const view = {
+    state: null,
+    receivedAt: 0,
+    filter: '',
+    expandedKeys: new Set(),      // keys whose every device row is shown
+    collapsedKeys: new Set(),     // keys folded away
+    expandedSessions: new Set(),  // sessions whose every job is shown
+    xAxis: new Map(),             // session id -> 'trials' | 'time'
+    keyNodes: new Map(),          // key -> {root, head, body, more, html}
+    sessionNodes: new Map(),      // session id -> {root, html}
+    sectionHtml: new Map(),       // element id -> last markup
+  };
+
+  // ---- text -----------------------------------------------------------------------
+
+  const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+  function esc(value) {
+    return String(value === undefined || value === null ? '' : value).replace(/[&<>"']/g, (c) => ESCAPES[c]);
+  }
+
+  function num(value) {
+    return typeof value === 'number' && isFinite(value) ? value : 0;
+  }
+
+  function fixed(value, digits) {
+    const v = num(value);
+    if (v >= 1000) return Math.round(v).toLocaleString('en');
+    return v.toFixed(v >= 100 ? 0 : digits);
+  }
+
+  function gflops(value) {
+    return num(value) > 0 ? fixed(value, 1) : '–';
+  }
+
+  function duration(ms) {
+    const s = num(ms) / 1000;
+    if (s < 10) return s.toFixed(1) + ' s';
+    if (s < 60) return Math.round(s) + ' s';
+    const m = s / 60;
+    if (m < 60) return Math.floor(m) + ' min ' + (Math.round(s) % 60) + ' s';
+    const h = m / 60;
+    if (h < 48) return Math.floor(h) + ' h ' + (Math.floor(m) % 60) + ' min';
+    return Math.floor(h / 24) + ' d ' + (Math.floor(h) % 24) + ' h';
+  }
+
+  function ago(ms) {
+    return duration(ms) + ' ago';
+  }
+
+  function bytes(n) {
+    const v = num(n);
+    if (v <= 0) return '';
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0;
+    let x = v;
+    while (x >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+    return (x >= 10 || i === 0 ? Math.round(x) : x.toFixed(1)) + ' ' + units[i];
+  }
+
+  function words(status) {
+    return String(status).replace(/_/g, ' ');
+  }
+
+  // ---- DOM helpers ----------------------------------------------------------------
+
+  function $(id) {
+    return document.getElementById(id);
+  }
+
+  // Sets an element's markup when it changed; true when it did.
+  function setHtml(element, html) {
+    if (view.sectionHtml.get(element.id) === html) return false;
+    view.sectionHtml.set(element.id, html);
+    element.innerHTML = html;
+    return true;
+  }
+
+  function setText(id, text) {
+    const element = $(id);
+    if (element.textContent !== text) element.textContent = text;
+  }
+
+  function showEmpty(id, empty) {
+    $(id).hidden = !empty;
+  }
+
+  // ---- summary --------------------------------------------------------------------
+
+  function renderSummary(state) {
+    const t = state.tracker || {};
+    const keys = (state.pool && state.pool.keys) || [];
+    let free = 0;
+    let busy = 0;
+    for (const k of keys) { free += num(k.free); busy += num(k.busy); }
+    const sessions = state.sessions || [];
+    const running = sessions.filter((s) => s.state === 'running').length;
+
+    setText('sum-uptime', duration(t.uptime_ms));
+    setText('sum-devices', String(num(t.devices)));
+    setText('sum-devices-detail', free + ' free · ' + busy + ' busy · ' + keys.length + (keys.length === 1 ? ' key' : ' keys'));
+    setText('sum-leases', String(num(t.leases)));
+    setText('sum-queued', String(num(t.queued)));
+    setText('sum-rate', fixed(t.trials_per_second, 1));
+    setText('sum-sessions', String(running));
+    setText('sum-sessions-detail', 'running · ' + (sessions.length - running) + ' ended');
+    setText('sum-grants', String(num(t.grants)));
+    setText('sum-clients', String(num(t.clients)));
+    $('sum-queued').parentElement.classList.toggle('attention', num(t.queued) > 0);
+
+    setText('tracker-address', (t.address || '') + (t.version ? '  ·  v' + t.version : ''));
+    const badges = [
+      t.tls ? '<span class="badge ok" data-badge="tls">TLS</span>' : '<span class="badge plain" data-badge="tls">no TLS</span>',
+      t.auth ? '<span class="badge ok" data-badge="auth">token</span>' : '<span class="badge plain" data-badge="auth">no token</span>',
+    ];
+    setHtml($('tracker-badges'), badges.join(''));
+    document.title = 'Kestrel tracker · ' + num(t.devices) + ' devices · ' + running + ' sessions';
+  }
+
+  // ---- devices --------------------------------------------------------------------
+
+  function capsText(caps) {
+    const parts = [];
+    if (caps.arch) parts.push(caps.arch);
+    if (caps.cores) parts.push(caps.cores + (caps.cores === 1 ? ' core' : ' cores'));
+    const memory = bytes(caps.memory_bytes);
+    if (memory) parts.push(memory);
+    return parts.join(' · ');
+  }
+
+  function deviceRow(d) {
+    const caps = d.caps || {};
+    const busy = d.state === 'busy';
+    const age = num(d.heartbeat_age_ms);
+    const features = (caps.features || []).map((f) => '<span class="chip">' + esc(f) + '</span>').join('');
+    const gpus = (caps.gpus || []).map((g) =>
+      '<span class="chip gpu" title="' + esc(g.backend) + '">' + esc(g.backend) + ' ' + esc(g.name) +
+      (g.version ? ' (' + esc(g.version) + ')' : '') + '</span>').join('');
+    return '<tr data-device-name="' + esc(d.name) + '" data-device-id="' + esc(num(d.id)) + '" data-state="' + esc(d.state) + '">' +
+      '<td class="name"><span class="dot ' + (busy ? 'busy' : 'free') + '"></span>' + esc(d.name) +
+        '<div class="sub" title="connected ' + esc(ago(d.connected_ms)) + '">' + esc(d.address) + '</div></td>' +
+      '<td><span class="state ' + (busy ? 'busy' : 'free') + '">' + esc(d.state) + '</span></td>' +
+      '<td class="holder">' + (busy ? esc(d.holder || 'lease ' + num(d.lease_id)) +
+        (d.lease_id !== null && d.lease_id !== undefined ? '<div class="sub">lease ' + esc(num(d.lease_id)) + '</div>' : '')
+        : '<span class="muted">–</span>') + '</td>' +
+      '<td class="num' + (age > 10000 ? ' late' : '') + '">' + esc(duration(age)) + '</td>' +
+      '<td class="caps"><div title="' + esc(caps.triple) + '">' + esc(capsText(caps)) + '</div>' +
+        (caps.cpu ? '<div class="sub">' + esc(caps.cpu) + '</div>' : '') +
+        (features || gpus ? '<div class="chips">' + gpus + features + '</div>' : '') + '</td>' +
+      '</tr>';
+  }
+
+  function matches(d, filter) {
+    if (!filter) return true;
+    const caps = d.caps || {};
+    const hay = [d.name, d.key, d.address, d.state, d.holder, caps.arch, caps.cpu, caps.triple,
+      (caps.features || []).join(' '), (caps.gpus || []).map((g) => g.backend + ' ' + g.name).join(' ')].join(' ').toLowerCase();
+    return hay.indexOf(filter) >= 0;
+  }
+
+  function keyNode(key) {
+    let node = view.keyNodes.get(key);
+    if (node) return node;
+    const root = document.createElement('section');
+    root.className = 'key-group';
+    root.dataset.key = key;
+    root.innerHTML =
+      '<button type="button" class="key-head" data-action="fold-key" aria-expanded="true"></button>' +
+      '<div class="table-wrap"><table class="devices"><thead><tr><th>device</th><th>state</th><th>lease holder</th>' +
+      '<th class="num">heartbeat</th><th>capabilities</th></tr></thead><tbody></tbody></table></div>' +
+      '<button type="button" class="more" data-action="expand-key" hidden></button>';
+    node = { root, head: root.querySelector('.key-head'), body: root.querySelector('tbody'),
+      wrap: root.querySelector('.table-wrap'), more: root.querySelector('.more'), html: '', headHtml: '' };
+    view.keyNodes.set(key, node);
+    return node;
+  }
+
+  function renderDevices(state) {
+    const pool = state.pool || {};
+    const keys = pool.keys || [];
+    const byKey = new Map();
+    for (const k of keys) byKey.set(k.key, []);
+    for (const d of pool.devices || []) {
+      if (!byKey.has(d.key)) byKey.set(d.key, []);
+      byKey.get(d.key).push(d);
+    }
+    const summary = new Map(keys.map((k) => [k.key, k]));
+    const list = $('key-list');
+    const filter = view.filter;
+    const seen = new Set();
+    let previous = null;
+    for (const [key, devices] of byKey) {
+      const shown = devices.filter((d) => matches(d, filter));
+      if (filter && shown.length === 0) continue;
+      seen.add(key);
+      const node = keyNode(key);
+      const k = summary.get(key) || { free: 0, busy: 0, queued: 0 };
+      const folded = view.collapsedKeys.has(key);
+      const headHtml = '<span class="chevron">' + (folded ? '▸' : '▾') + '</span>' +
+        '<span class="key-name">' + esc(key) + '</span>' +
+        '<span class="counts"><span class="free">' + esc(num(k.free)) + ' free</span>' +
+        '<span class="busy">' + esc(num(k.busy)) + ' busy</span>' +
+        (num(k.queued) > 0 ? '<span class="queued">' + esc(num(k.queued)) + ' queued</span>' : '') +
+        (filter ? '<span class="muted">' + shown.length + ' of ' + devices.length + ' shown</span>' : '') + '</span>';
+      if (node.headHtml !== headHtml) {
+        node.headHtml = headHtml;
+        node.head.innerHTML = headHtml;
+        node.head.setAttribute('aria-expanded', folded ? 'false' : 'true');
+      }
+      node.wrap.hidden = folded;
+      const limit = view.expandedKeys.has(key) ? shown.length : ROWS_PER_KEY;
+      const rows = folded ? '' : shown.slice(0, limit).map(deviceRow).join('');
+      if (node.html !== rows) {
+        node.html = rows;
+        node.body.innerHTML = rows;
+      }
+      const hiddenRows = folded ? 0 : shown.length - Math.min(limit, shown.length);
+      node.more.hidden = hiddenRows <= 0;
+      if (hiddenRows > 0) node.more.textContent = 'show all ' + shown.length + ' devices of ' + key + ' (' + hiddenRows + ' more)';
+      const expected = previous ? previous.nextSibling : list.firstChild;
+      if (expected !== node.root) list.insertBefore(node.root, expected);
+      previous = node.root;
+    }
+    for (const [key, node] of view.keyNodes) {
+      if (!seen.has(key)) {
+        node.root.remove();
+        if (!byKey.has(key)) view.keyNodes.delete(key);
+      }
+    }
+    showEmpty('devices-empty', byKey.size === 0 || (pool.devices || []).length === 0 && keys.length === 0);
+  }
+
+  // ---- queues ---------------------------------------------------------------------
+
+  function renderQueues(state) {
+    const queues = ((state.pool && state.pool.queues) || []).filter((q) => (q.waiting || []).length > 0);
+    const html = queues.map((q) =>
+      '<div class="queue" data-key="' + esc(q.key) + '"><h3>' + esc(q.key) +
+      ' <span class="muted">' + q.waiting.length + ' waiting</span></h3>' +
+      '<table class="waiting"><thead><tr><th class="num">#</th><th>client</th><th class="num">priority</th>' +
+      '<th class="num">waited</th></tr></thead><tbody>' +
+      q.waiting.map((w, i) =>
+        '<tr data-client="' + esc(w.client) + '" data-request="' + esc(num(w.request_id)) + '" data-priority="' + esc(num(w.priority)) + '">' +
+        '<td class="num">' + (i + 1) + '</td><td>' + esc(w.client) + '</td>' +
+        '<td class="num"><span class="prio' + (num(w.priority) > 0 ? ' high' : num(w.priority) < 0 ? ' low' : '') + '">' +
+        esc(num(w.priority)) + '</span></td>' +
+        '<td class="num">' + esc(duration(w.waited_ms)) + '</td></tr>').join('') +
+      '</tbody></table></div>').join('');
+    setHtml($('queue-list'), html);
+    showEmpty('queues-empty', queues.length === 0);
+  }
+
+  // ---- events ---------------------------------------------------------------------
+
+  function renderEvents(state) {
+    const events = state.events || [];
+    const html = events.map((e) =>
+      '<li data-kind="' + esc(e.kind) + '"><span class="when">' + esc(ago(e.t_ms_ago)) + '</span>' +
+      '<span class="kind kind-' + esc(e.kind) + '">' + esc(words(e.kind)) + '</span>' +
+      '<span class="text">' + esc(e.text) + '</span></li>').join('');
+    setHtml($('event-list'), html);
+    showEmpty('events-empty', events.length === 0);
+  }
+
+  // ---- curves ---------------------------------------------------------------------
+
+  // A "nice" upper bound and tick step for an axis from 0 to max.
+  function niceAxis(max, ticks) {
+    const top = max > 0 ? max : 1;
+    const raw = top / ticks;
+    const power = Math.pow(10, Math.floor(Math.log10(raw)));
+    const fraction = raw / power;
+    const step = (fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 2.5 ? 2.5 : fraction <= 5 ? 5 : 10) * power;
+    return { max: Math.ceil(top / step - 1e-9) * step, step };
+  }
+
+  function tickLabel(value, step, time) {
+    if (time) {
+      const s = value / 1000;
+      if (step >= 60000 && s >= 60) return (s / 60).toFixed(step % 60000 === 0 ? 0 : 1) + 'm';
+      return (step >= 1000 ? s.toFixed(0) : s.toFixed(1)) + 's';
+    }
+    if (value >= 10000) return (value / 1000).toFixed(0) + 'k';
+    return step < 1 ? value.toFixed(1) : String(Math.round(value));
+  }
+
+  const CHART = { w: 560, h: 210, left: 46, right: 14, top: 22, bottom: 36 };
+
+  // The job's best-so-far curve as a step line: GFLOP/s against trials or elapsed time.
+  function curveSvg(job, mode) {
+    const time = mode === 'time';
+    const points = (job.curve || []).map((p) => [num(p[0]), num(p[1]), num(p[2])]);
+    const xOf = (p) => (time ? p[1] : p[0]);
+    const xNow = time ? num(job.elapsed_ms) : num(job.trials);
+    let xMax = xNow;
+    let yMax = num(job.default_gflops);
+    for (const p of points) { xMax = Math.max(xMax, xOf(p)); yMax = Math.max(yMax, p[2]); }
+    const xa = niceAxis(xMax, 5);
+    const ya = niceAxis(yMax * 1.05, 4);
+    const pw = CHART.w - CHART.left - CHART.right;
+    const ph = CHART.h - CHART.top - CHART.bottom;
+    const sx = (x) => (CHART.left + (x / xa.max) * pw).toFixed(1);
+    const sy = (y) => (CHART.top + ph - (y / ya.max) * ph).toFixed(1);
+
+    let grid = '';
+    for (let y = 0; y <= ya.max + ya.step / 2; y += ya.step) {
+      grid += '<line class="grid" x1="' + CHART.left + '" x2="' + (CHART.w - CHART.right) + '" y1="' + sy(y) + '" y2="' + sy(y) + '"/>' +
+        '<text class="tick" x="' + (CHART.left - 6) + '" y="' + sy(y) + '" dy="0.32em" text-anchor="end">' + esc(tickLabel(y, ya.step, false)) + '</text>';
+    }
+    for (let x = 0; x <= xa.max + xa.step / 2; x += xa.step) {
+      grid += '<line class="tickmark" x1="' + sx(x) + '" x2="' + sx(x) + '" y1="' + (CHART.top + ph) + '" y2="' + (CHART.top + ph + 4) + '"/>' +
+        '<text class="tick" x="' + sx(x) + '" y="' + (CHART.top + ph + 16) + '" text-anchor="middle">' + esc(tickLabel(x, xa.step, time)) + '</text>';
+    }
+
+    let line = '';
+    let last = null;
+    for (const p of points) {
+      line += last === null ? 'M' + sx(xOf(p)) + ' ' + sy(p[2]) : 'H' + sx(xOf(p)) + 'V' + sy(p[2]);
+      last = p;
+    }
+    if (last !== null && xNow > xOf(last)) line += 'H' + sx(xNow);
+
+    const def = num(job.default_gflops);
+    const baseline = def > 0
+      ? '<line class="default" x1="' + CHART.left + '" x2="' + (CHART.w - CHART.right) + '" y1="' + sy(def) + '" y2="' + sy(def) + '"/>' +
+        '<text class="default-label" x="' + (CHART.w - CHART.right - 2) + '" y="' + sy(def) + '" dy="-0.4em" text-anchor="end">default ' + esc(gflops(def)) + '</text>'
+      : '';
+    const marker = last !== null
+      ? '<circle class="best" cx="' + sx(xOf(last)) + '" cy="' + sy(last[2]) + '" r="3.5"/>'
+      : '';
+    const label = points.length === 0 ? '<text class="nodata" x="' + (CHART.left + pw / 2) + '" y="' + (CHART.top + ph / 2) +
+      '" text-anchor="middle">waiting for the first measurement</text>' : '';
+
+    return '<svg class="curve" viewBox="0 0 ' + CHART.w + ' ' + CHART.h + '" role="img" aria-label="best-so-far GFLOP/s against ' +
+      (time ? 'time' : 'trials') + '" data-x="' + (time ? 'time' : 'trials') + '">' +
+      '<title>best-so-far GFLOP/s against ' + (time ? 'elapsed time' : 'trials') + '</title>' +
+      grid +
+      '<line class="axis" x1="' + CHART.left + '" x2="' + (CHART.w - CHART.right) + '" y1="' + (CHART.top + ph) + '" y2="' + (CHART.top + ph) + '"/>' +
+      baseline +
+      '<path class="curve-line" data-points="' + points.length + '" d="' + (line || 'M0 0') + '"/>' +
+      marker + label +
+      '<text class="axis-label" x="' + (CHART.left + pw) + '" y="' + (CHART.h - 3) + '" text-anchor="end">' + (time ? 'elapsed' : 'trials') + '</text>' +
+      '<text class="axis-label" x="4" y="11">GFLOP/s</text>' +
+      '</svg>';
+  }
+
+  // ---- sessions -------------------------------------------------------------------
+
+  function jobHtml(job, mode) {
+    const trials = num(job.trials);
+    const budget = num(job.budget);
+    const best = num(job.best_gflops);
+    const def = num(job.default_gflops);
+    const failures = Object.entries(job.failures || {}).filter((e) => num(e[1]) > 0);
+    const failed = failures.reduce((sum, e) => sum + num(e[1]), 0);
+    const title = job.label || [job.op, job.workload].filter(Boolean).join(' ');
+    const meta = [job.op, job.workload, job.strategy && 'strategy ' + job.strategy, job.target, job.key && 'key ' + job.key]
+      .filter(Boolean).map(esc).join(' · ');
+    return '<div class="job" data-job="' + esc(num(job.job)) + '" data-trials="' + trials + '" data-finished="' + (job.finished ? 'true' : 'false') + '">' +
+      '<div class="job-head"><span class="job-title">' + esc(title) + '</span>' +
+        '<span class="phase' + (job.finished ? ' done' : '') + '">' + esc(job.finished ? 'finished' : job.phase || 'tuning') + '</span></div>' +
+      '<div class="job-meta">' + meta + '</div>' +
+      '<div class="job-figures">' +
+        '<div><span class="label">trials</span><span class="value" data-field="trials">' + esc(trials) +
+          (budget > 0 ? '<span class="muted"> / ' + esc(budget) + '</span>' : '') + '</span>' +
+          (budget > 0 ? '<progress max="' + budget + '" value="' + Math.min(trials, budget) + '"></progress>' : '') + '</div>' +
+        '<div><span class="label">best GFLOP/s</span><span class="value best" data-field="best">' + esc(gflops(best)) + '</span></div>' +
+        '<div><span class="label">default</span><span class="value" data-field="default">' + esc(gflops(def)) + '</span>' +
+          (best > 0 && def > 0 ? '<span class="speedup">×' + esc((best / def).toFixed(2)) + '</span>' : '') + '</div>' +
+        '<div><span class="label">elapsed</span><span class="value">' + esc(duration(job.elapsed_ms)) + '</span></div>' +
+      '</div>' +
+      curveSvg(job, mode) +
+      '<div class="failures" data-failed="' + failed + '">' + (failures.length === 0
+        ? '<span class="muted">no failed measurements</span>'
+        : failures.map((e) => '<span class="chip fail" data-status="' + esc(e[0]) + '">' + esc(words(e[0])) + ' <b>' + esc(num(e[1])) + '</b></span>').join('')) +
+      '</div>' +
+      (job.best_config ? '<div class="config" title="best configuration">' + esc(job.best_config) + '</div>' : '') +
+      '</div>';
+  }
+
+  function sessionHtml(s) {
+    const mode = view.xAxis.get(s.id) || 'trials';
+    const jobs = s.jobs || [];
+    const all = view.expandedSessions.has(s.id);
+    const shown = all ? jobs : jobs.slice(0, JOBS_PER_SESSION);
+    return '<header class="session-head">' +
+        '<div><span class="session-client">' + esc(s.client) + '</span>' +
+        '<span class="state-badge ' + esc(s.state) + '">' + esc(s.state) + '</span></div>' +
+        '<div class="session-sub"><span class="sid">' + esc(s.id) + '</span> · started ' + esc(ago(s.started_ms_ago)) +
+        ' · last report ' + esc(ago(s.updated_ms_ago)) + ' · ' + jobs.length + (jobs.length === 1 ? ' job' : ' jobs') + '</div>' +
+        '<div class="toggle" role="group" aria-label="x axis">' +
+          '<button type="button" data-action="x-axis" data-x="trials" aria-pressed="' + (mode === 'trials') + '">vs trials</button>' +
+          '<button type="button" data-action="x-axis" data-x="time" aria-pressed="' + (mode === 'time') + '">vs time</button>' +
+        '</div>' +
+      '</header>' +
+      '<div class="jobs">' + shown.map((j) => jobHtml(j, mode)).join('') + '</div>' +
+      (jobs.length > shown.length ? '<button type="button" class="more" data-action="expand-session">show all ' + jobs.length + ' jobs</button>' : '');
+  }
+
+  function renderSessions(state) {
+    const sessions = state.sessions || [];
+    const list = $('session-list');
+    const seen = new Set();
+    let previous = null;
+    for (const s of sessions) {
+      seen.add(s.id);
+      let node = view.sessionNodes.get(s.id);
+      if (!node) {
+        const root = document.createElement('article');
+        root.className = 'session';
+        root.dataset.session = s.id;
+        node = { root, html: '' };
+        view.sessionNodes.set(s.id, node);
+      }
+      node.root.dataset.state = s.state;
+      const html = sessionHtml(s);
+      if (node.html !== html) {
+        node.html = html;
+        node.root.innerHTML = html;
+      }
+      const expected = previous ? previous.nextSibling : list.firstChild;
+      if (expected !== node.root) list.insertBefore(node.root, expected);
+      previous = node.root;
+    }
+    for (const [id, node] of view.sessionNodes) {
+      if (!seen.has(id)) { node.root.remove(); view.sessionNodes.delete(id); }
+    }
+    showEmpty('sessions-empty', sessions.length === 0);
+  }
+
+  // ---- the whole page -------------------------------------------------------------
+
+  function render() {
+    const state = view.state;
+    if (!state) return;
+    renderSummary(state);
+    renderSessions(state);
+    renderDevices(state);
+    renderQueues(state);
+    renderEvents(state);
+  }
+
+  function accept(state) {
+    if (!state || typeof state !== 'object') return;
+    view.state = state;
+    view.receivedAt = Date.now();
+    render();
+    setLive('live', 'live');
+  }
+
+  function setLive(status, text) {
+    const live = $('live');
+    live.dataset.status = status;
+    if (live.textContent !== text) live.textContent = text;
+  }
+
+  // ---- interaction ----------------------------------------------------------------
+
+  function onClick(event) {
+    const button = event.target.closest('button[data-action]');
+    if (!button) return;
+    const action = button.dataset.action;
+    if (action === 'x-axis') {
+      const card = button.closest('[data-session]');
+      view.xAxis.set(card.dataset.session, button.dataset.x);
+    } else if (action === 'expand-session') {
+      view.expandedSessions.add(button.closest('[data-session]').dataset.session);
+    } else if (action === 'fold-key') {
+      const key = button.closest('[data-key]').dataset.key;
+      if (view.collapsedKeys.has(key)) view.collapsedKeys.delete(key); else view.collapsedKeys.add(key);
+    } else if (action === 'expand-key') {
+      view.expandedKeys.add(button.closest('[data-key]').dataset.key);
+    }
+    render();
+  }
+
+  // ---- the feed -------------------------------------------------------------------
+
+  let source = null;
+  let retryMs = 1000;
+
+  async function load() {
+    try {
+      const response = await fetch('api/state', { credentials: 'same-origin', cache: 'no-store' });
+      if (response.status === 401) {
+        setLive('auth', 'token needed');
+        window.location.assign('login');
+        return false;
+      }
+      if (!response.ok) throw new Error('api/state: HTTP ' + response.status);
+      accept(await response.json());
+      return true;
+    } catch (error) {
+      setLive('reconnecting', 'tracker unreachable');
+      return true;
+    }
+  }
+
+  function follow() {
+    if (source) source.close();
+    source = new EventSource('api/stream', { withCredentials: true });
+    source.addEventListener('state', (event) => {
+      retryMs = 1000;
+      try {
+        accept(JSON.parse(event.data));
+      } catch (error) {
+        setLive('reconnecting', 'bad update');
+      }
+    });
+    source.addEventListener('open', () => { retryMs = 1000; });
+    source.addEventListener('error', () => {
+      if (source.readyState === EventSource.CLOSED) {
+        // The browser gave up (an HTTP error, e.g. the token expired): check why, and
+        // start over after a growing pause.
+        setLive('reconnecting', 'reconnecting');
+        const wait = retryMs;
+        retryMs = Math.min(retryMs * 2, 30000);
+        setTimeout(async () => { if (await load()) follow(); }, wait);
+      } else {
+        setLive('reconnecting', 'reconnecting');
+      }
+    });
+  }
+
+  function tick() {
+    const status = $('live').dataset.status;
+    if (!view.state || (status !== 'live' && status !== 'stale')) return;
+    const age = Date.now() - view.receivedAt;
+    if (age > STALE_MS) setLive('stale', 'no update for ' + duration(age));
+  }
+
+  function start() {
+    document.addEventListener('click', onClick);
+    $('device-filter').addEventListener('input', (event) => {
+      view.filter = event.target.value.trim().toLowerCase();
+      render();
+    });
+    setInterval(tick, 1000);
+    load().then((go) => { if (go) follow(); });
+  }
+
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', start);
+  } else {
+    start();
+  }
+})();

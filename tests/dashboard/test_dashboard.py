@@ -212,8 +212,11 @@ def value(family, name, **labels):
 # ---- the tests ------------------------------------------------------------------------
 
 class OpenDashboard(unittest.TestCase):
-    """One tracker without a token: keys dash-a (two free devices) and dash-b (one device,
-    held by a tuning session, a profile with --priority 7 waiting for it)."""
+    """One tracker without a token: keys dash-a (two free devices, one of them named with
+    markup, which the page must show as text) and dash-b (one device, held by a tuning
+    session, a profile with --priority 7 waiting for it)."""
+
+    MARKUP = "dash-a-<b>2</b>"
 
     @classmethod
     def setUpClass(cls):
@@ -222,7 +225,7 @@ class OpenDashboard(unittest.TestCase):
         try:
             t = cls.tracker
             t.device("dash-a", "dash-a-1")
-            t.device("dash-a", "dash-a-2")
+            t.device("dash-a", cls.MARKUP)
             t.device("dash-b", "dash-b-1")
             wait_for(lambda: len(t.api("api/pool")["devices"]) == 3, what="three devices in /api/pool")
             cls.holder = tune(t, "dash-b", "tune", 100000)
@@ -254,7 +257,7 @@ class OpenDashboard(unittest.TestCase):
             find = driver.find_elements
             # The devices, grouped by key, with the busy one's lease holder.
             wait_for(lambda: len(find(By.CSS_SELECTOR, "tr[data-device-name]")) == 3, what="three device rows")
-            for key, names in {"dash-a": ["dash-a-1", "dash-a-2"], "dash-b": ["dash-b-1"]}.items():
+            for key, names in {"dash-a": ["dash-a-1", self.MARKUP], "dash-b": ["dash-b-1"]}.items():
                 group = driver.find_element(By.CSS_SELECTOR, f"section.key-group[data-key='{key}']")
                 self.assertTrue(group.is_displayed())
                 self.assertEqual(sorted(r.get_attribute("data-device-name")
@@ -266,6 +269,9 @@ class OpenDashboard(unittest.TestCase):
             self.assertEqual(driver.find_element(By.CSS_SELECTOR, "tr[data-device-name='dash-a-1']")
                              .get_attribute("data-state"), "free")
             self.assertEqual(driver.find_element(By.ID, "sum-devices").text, "3")
+            # A name with markup is shown as text, never parsed.
+            self.assertIn(self.MARKUP, driver.find_element(By.CSS_SELECTOR, f"tr[data-device-name='{self.MARKUP}'] td.name").text)
+            self.assertEqual(driver.find_elements(By.CSS_SELECTOR, "main b"), [])
 
             # The queue of dash-b: the profile, with its priority.
             entry = wait_for(lambda: find(By.CSS_SELECTOR, ".queue[data-key='dash-b'] tr[data-priority='7']"),
@@ -296,6 +302,8 @@ class OpenDashboard(unittest.TestCase):
             joins = wait_for(lambda: len(find(By.CSS_SELECTOR, "#event-list li[data-kind='join']")) >= 3 and
                              find(By.CSS_SELECTOR, "#event-list li[data-kind='join']"), what="three join events")
             self.assertTrue(any("dash-a-1" in j.text for j in joins))
+            self.assertTrue(any(self.MARKUP in j.text for j in joins))
+            self.assertEqual(driver.find_elements(By.CSS_SELECTOR, "main b"), [])
             self.assertEqual(driver.find_element(By.ID, "live").get_attribute("data-status"), "live")
 
             shot = os.environ.get("KESTREL_DASHBOARD_SCREENSHOT")
@@ -354,7 +362,7 @@ class OpenDashboard(unittest.TestCase):
         self.assertFalse(state["tracker"]["auth"])
         pool = self.tracker.api("api/pool")
         self.assertIn("tracker", pool)
-        self.assertEqual(sorted(d["name"] for d in pool["devices"]), ["dash-a-1", "dash-a-2", "dash-b-1"])
+        self.assertEqual(sorted(d["name"] for d in pool["devices"]), sorted(["dash-a-1", self.MARKUP, "dash-b-1"]))
         for device in pool["devices"]:
             self.assertTrue(device["caps"]["arch"], device)
             self.assertGreaterEqual(device["caps"]["cores"], 1)

@@ -387,7 +387,7 @@
       curveSvg(job, mode) +
       '<div class="failures" data-failed="' + failed + '">' + (failures.length === 0
         ? '<span class="muted">no failed measurements</span>'
-        : failures.map((e) => '<span class="chip fail" data-status="' + esc(e[0]) + '">' + esc(words(e[0])) + ' <b>' + esc(num(e[1])) + '</b></span>').join('')) +
+        : failures.map((e) => '<span class="chip fail" data-status="' + esc(e[0]) + '">' + esc(words(e[0])) + ' <span class="n">' + esc(num(e[1])) + '</span></span>').join('')) +
       '</div>' +
       (job.best_config ? '<div class="config" title="best configuration">' + esc(job.best_config) + '</div>' : '') +
       '</div>';

@@ -143,26 +143,55 @@
     return parts.join(' · ');
   }
 
-  function deviceRow(d) {
+  // A device's cells but its heartbeat age, which changes with every update and is set
+  // as text (updateRow), so that a row is parsed again only when something else changed.
+  function deviceCells(d) {
     const caps = d.caps || {};
     const busy = d.state === 'busy';
-    const age = num(d.heartbeat_age_ms);
     const features = (caps.features || []).map((f) => '<span class="chip">' + esc(f) + '</span>').join('');
     const gpus = (caps.gpus || []).map((g) =>
       '<span class="chip gpu" title="' + esc(g.backend) + '">' + esc(g.backend) + ' ' + esc(g.name) +
       (g.version ? ' (' + esc(g.version) + ')' : '') + '</span>').join('');
-    return '<tr data-device-name="' + esc(d.name) + '" data-device-id="' + esc(num(d.id)) + '" data-state="' + esc(d.state) + '">' +
-      '<td class="name"><span class="dot ' + (busy ? 'busy' : 'free') + '"></span>' + esc(d.name) +
-        '<div class="sub" title="connected ' + esc(ago(d.connected_ms)) + '">' + esc(d.address) + '</div></td>' +
+    return '<td class="name"><span class="dot ' + (busy ? 'busy' : 'free') + '"></span>' + esc(d.name) +
+        '<div class="sub">' + esc(d.address) + '</div></td>' +
       '<td><span class="state ' + (busy ? 'busy' : 'free') + '">' + esc(d.state) + '</span></td>' +
       '<td class="holder">' + (busy ? esc(d.holder || 'lease ' + num(d.lease_id)) +
         (d.lease_id !== null && d.lease_id !== undefined ? '<div class="sub">lease ' + esc(num(d.lease_id)) + '</div>' : '')
         : '<span class="muted">–</span>') + '</td>' +
-      '<td class="num' + (age > 10000 ? ' late' : '') + '">' + esc(duration(age)) + '</td>' +
+      '<td class="num heartbeat"></td>' +
       '<td class="caps"><div title="' + esc(caps.triple) + '">' + esc(capsText(caps)) + '</div>' +
         (caps.cpu ? '<div class="sub">' + esc(caps.cpu) + '</div>' : '') +
-        (features || gpus ? '<div class="chips">' + gpus + features + '</div>' : '') + '</td>' +
-      '</tr>';
+        (features || gpus ? '<div class="chips">' + gpus + features + '</div>' : '') + '</td>';
+  }
+
+  // The row of device d in a key's table, made or updated in place.
+  function updateRow(rows, d) {
+    const id = num(d.id);
+    let row = rows.get(id);
+    if (!row) {
+      const tr = document.createElement('tr');
+      row = { tr, html: '', heartbeat: null, age: '' };
+      rows.set(id, row);
+    }
+    const html = deviceCells(d);
+    if (row.html !== html) {
+      row.html = html;
+      row.tr.innerHTML = html;
+      row.heartbeat = row.tr.querySelector('.heartbeat');
+      row.age = '';
+      row.tr.dataset.deviceName = String(d.name);
+      row.tr.dataset.deviceId = String(id);
+      row.tr.dataset.state = String(d.state);
+      row.tr.title = 'connected ' + duration(d.connected_ms) + ' ago';
+    }
+    const ms = num(d.heartbeat_age_ms);
+    const age = duration(ms);
+    if (row.age !== age) {
+      row.age = age;
+      row.heartbeat.textContent = age;
+      row.heartbeat.classList.toggle('late', ms > 10000);
+    }
+    return row;
   }
 
   function matches(d, filter) {
@@ -185,7 +214,7 @@
       '<th class="num">heartbeat</th><th>capabilities</th></tr></thead><tbody></tbody></table></div>' +
       '<button type="button" class="more" data-action="expand-key" hidden></button>';
     node = { root, head: root.querySelector('.key-head'), body: root.querySelector('tbody'),
-      wrap: root.querySelector('.table-wrap'), more: root.querySelector('.more'), html: '', headHtml: '' };
+      wrap: root.querySelector('.table-wrap'), more: root.querySelector('.more'), rows: new Map(), headHtml: '' };
     view.keyNodes.set(key, node);
     return node;
   }
@@ -224,10 +253,18 @@
       }
       node.wrap.hidden = folded;
       const limit = view.expandedKeys.has(key) ? shown.length : ROWS_PER_KEY;
-      const rows = folded ? '' : shown.slice(0, limit).map(deviceRow).join('');
-      if (node.html !== rows) {
-        node.html = rows;
-        node.body.innerHTML = rows;
+      const visible = folded ? [] : shown.slice(0, limit);
+      const kept = new Set();
+      let before = null;
+      for (const d of visible) {
+        const row = updateRow(node.rows, d);
+        kept.add(num(d.id));
+        const expectedRow = before ? before.nextSibling : node.body.firstChild;
+        if (expectedRow !== row.tr) node.body.insertBefore(row.tr, expectedRow);
+        before = row.tr;
+      }
+      for (const [id, row] of node.rows) {
+        if (!kept.has(id)) { row.tr.remove(); node.rows.delete(id); }
       }
       const hiddenRows = folded ? 0 : shown.length - Math.min(limit, shown.length);
       node.more.hidden = hiddenRows <= 0;
@@ -279,24 +316,37 @@
 
   // ---- curves ---------------------------------------------------------------------
 
-  // A "nice" upper bound and tick step for an axis from 0 to max.
+  // A "nice" upper bound and tick step (1, 2 or 5 times a power of ten) for an axis
+  // from 0 to max with about `ticks` steps.
   function niceAxis(max, ticks) {
     const top = max > 0 ? max : 1;
     const raw = top / ticks;
     const power = Math.pow(10, Math.floor(Math.log10(raw)));
     const fraction = raw / power;
-    const step = (fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 2.5 ? 2.5 : fraction <= 5 ? 5 : 10) * power;
+    const step = (fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10) * power;
+    return { max: Math.ceil(top / step - 1e-9) * step, step };
+  }
+
+  // The same for a time axis in ms, in steps a clock reads well.
+  const TIME_STEPS = [100, 200, 500, 1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000, 600000,
+    900000, 1800000, 3600000, 7200000, 10800000, 21600000, 43200000, 86400000];
+  function timeAxis(max, ticks) {
+    const top = max > 0 ? max : 1000;
+    const step = TIME_STEPS.find((candidate) => top / candidate <= ticks) || Math.ceil(top / ticks / 86400000) * 86400000;
     return { max: Math.ceil(top / step - 1e-9) * step, step };
   }
 
   function tickLabel(value, step, time) {
     if (time) {
-      const s = value / 1000;
-      if (step >= 60000 && s >= 60) return (s / 60).toFixed(step % 60000 === 0 ? 0 : 1) + 'm';
-      return (step >= 1000 ? s.toFixed(0) : s.toFixed(1)) + 's';
+      const s = Math.round(value / 100) / 10;
+      if (step >= 3600000) return (value / 3600000).toFixed(value % 3600000 === 0 ? 0 : 1) + 'h';
+      if (step >= 60000) return Math.round(value / 60000) + 'm';
+      if (s >= 60) return Math.floor(s / 60) + ':' + String(Math.round(s % 60)).padStart(2, '0');
+      return (step < 1000 ? s.toFixed(1) : Math.round(s)) + 's';
     }
-    if (value >= 10000) return (value / 1000).toFixed(0) + 'k';
-    return step < 1 ? value.toFixed(1) : String(Math.round(value));
+    if (value >= 10000 && step >= 1000) return (value / 1000).toFixed(step % 1000 === 0 ? 0 : 1) + 'k';
+    const digits = step >= 1 ? 0 : Math.min(3, Math.ceil(-Math.log10(step) - 1e-9));
+    return value.toFixed(digits);
   }
 
   const CHART = { w: 560, h: 210, left: 46, right: 14, top: 22, bottom: 36 };
@@ -310,7 +360,7 @@
     let xMax = xNow;
     let yMax = num(job.default_gflops);
     for (const p of points) { xMax = Math.max(xMax, xOf(p)); yMax = Math.max(yMax, p[2]); }
-    const xa = niceAxis(xMax, 5);
+    const xa = time ? timeAxis(xMax, 5) : niceAxis(Math.max(xMax, 4), 5);
     const ya = niceAxis(yMax * 1.05, 4);
     const pw = CHART.w - CHART.left - CHART.right;
     const ph = CHART.h - CHART.top - CHART.bottom;

@@ -476,5 +476,53 @@ class GuardedDashboard(unittest.TestCase):
             driver.quit()
 
 
+class LocalTuneDashboard(unittest.TestCase):
+    """`kestrel tune --http PORT` without --tracker: the embedded pool's page."""
+
+    def test_a_local_tune_shows_its_embedded_pool_and_its_growing_curve(self):
+        """The page of a local `kestrel tune --http` shows the embedded device under key
+        local, busy, and this session's curve gaining points; /metrics parses there too."""
+        folder = tempfile.mkdtemp(prefix="kestrel-dashboard-local-")
+        processes = Processes(folder)
+        port = free_port()
+        os.environ["KESTREL_DEVICE_BIN"] = DEVICE  # the embedded pool's device
+        processes.start("tune", [
+            KESTREL, "tune", "--http", str(port), "--op", "gemm", "--shape", "48x40x32", "--trials", "100000",
+            "--batch", "4", "--repeat", "2", "--min-repeat-ms", "2", "--final-top", "0", "--vendors", "none",
+            "--quiet", "--db", os.path.join(folder, "local.db")])
+        driver = None
+        try:
+            url = f"http://127.0.0.1:{port}/"
+
+            def healthy():
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                try:
+                    connection.request("GET", "/healthz")
+                    return connection.getresponse().status == 200
+                finally:
+                    connection.close()
+            wait_for(healthy, what="the local tune's dashboard")
+            driver = browser()
+            driver.get(url)
+            row = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "section.key-group[data-key='local'] tr[data-device-name]"),
+                           what="the embedded device under key local")[0]
+            wait_for(lambda: row.get_attribute("data-state") == "busy", what="the embedded device busy")
+            first = wait_for(lambda: points(driver, "local"), what="a curve with a point")
+            wait_for(lambda: points(driver, "local") > first, timeout=30, what=f"the curve to grow past {first} points")
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            connection.request("GET", "/metrics")
+            found = families(connection.getresponse().read().decode())
+            connection.close()
+            self.assertEqual(value(found["kestrel_devices"], "kestrel_devices", key="local", state="busy"), 1)
+            self.assertEqual(console_errors(driver), [])
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{processes.logs()}") from error
+        finally:
+            if driver:
+                driver.quit()
+            processes.close()
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -95,7 +95,14 @@ class World:
                 "sessions": [{"id": "7/host:1234:1", "client": "kestrel tune (127.0.0.1:4444)",
                               "state": "running" if not all(j["finished"] for j in self.jobs) else "finished",
                               "started_ms_ago": int((now - self.started) * 1000), "updated_ms_ago": 300,
-                              "jobs": [dict(j) for j in self.jobs]}],
+                              "jobs": [dict(j) for j in self.jobs]},
+                             {"id": "5/laptop:99:1", "client": "kestrel tune (10.0.0.9:5000)", "state": "finished",
+                              "started_ms_ago": 3600000, "updated_ms_ago": 600000,
+                              "jobs": [dict(self.make_job(i, label, 64), trials=64, this_session=64, best_gflops=5.0 + i,
+                                            phase="done", finished=True, elapsed_ms=90000,
+                                            curve=[[8 * k, 11000 * k, 1.0 + i + 0.5 * k] for k in range(1, 9)])
+                                       for i, label in enumerate(["dense resnet18.fc", "conv2d resnet18.layer1.0.conv1",
+                                                                  "conv2d resnet18.layer2.0.conv1"])]}],
                 "events": [{"t_ms_ago": 1000 * i + 300, "kind": k, "text": t} for i, (k, t) in enumerate([
                     ("session_start", "session 7/host:1234:1 of kestrel tune (127.0.0.1:4444) started"),
                     ("join", "device rpi4-0001 joined key rpi4"),

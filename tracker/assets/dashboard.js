@@ -21,6 +21,7 @@
     expandedKeys: new Set(),      // keys whose every device row is shown
     collapsedKeys: new Set(),     // keys folded away
     expandedSessions: new Set(),  // sessions whose every job is shown
+    openSessions: new Set(),      // ended sessions unfolded
     xAxis: new Map(),             // session id -> 'trials' | 'time'
     keyNodes: new Map(),          // key -> {root, head, body, more, html}
     sessionNodes: new Map(),      // session id -> {root, html}
@@ -443,23 +444,40 @@
       '</div>';
   }
 
+  function jobLine(job) {
+    const best = num(job.best_gflops);
+    const def = num(job.default_gflops);
+    return '<li data-job="' + esc(num(job.job)) + '"><span class="job-title">' + esc(job.label || job.op + ' ' + job.workload) + '</span>' +
+      '<span class="muted">' + esc(num(job.trials)) + (num(job.budget) > 0 ? ' / ' + esc(num(job.budget)) : '') + ' trials</span>' +
+      '<span>best <span class="best">' + esc(gflops(best)) + '</span> GFLOP/s' +
+      (best > 0 && def > 0 ? ' <span class="speedup">×' + esc((best / def).toFixed(2)) + '</span>' : '') + '</span></li>';
+  }
+
   function sessionHtml(s) {
     const mode = view.xAxis.get(s.id) || 'trials';
     const jobs = s.jobs || [];
     const all = view.expandedSessions.has(s.id);
     const shown = all ? jobs : jobs.slice(0, JOBS_PER_SESSION);
+    // An ended session folds to one line per job unless opened.
+    const folded = s.state !== 'running' && !view.openSessions.has(s.id);
+    const toggle = s.state === 'running' ? '' :
+      '<button type="button" class="fold" data-action="open-session" aria-expanded="' + !folded + '">' +
+      (folded ? 'show curves' : 'hide curves') + '</button>';
     return '<header class="session-head">' +
         '<div><span class="session-client">' + esc(s.client) + '</span>' +
         '<span class="state-badge ' + esc(s.state) + '">' + esc(s.state) + '</span></div>' +
         '<div class="session-sub"><span class="sid">' + esc(s.id) + '</span> · started ' + esc(ago(s.started_ms_ago)) +
         ' · last report ' + esc(ago(s.updated_ms_ago)) + ' · ' + jobs.length + (jobs.length === 1 ? ' job' : ' jobs') + '</div>' +
-        '<div class="toggle" role="group" aria-label="x axis">' +
+        '<div class="toggle">' + toggle +
+          (folded ? '' : '<span class="segment" role="group" aria-label="x axis">' +
           '<button type="button" data-action="x-axis" data-x="trials" aria-pressed="' + (mode === 'trials') + '">vs trials</button>' +
-          '<button type="button" data-action="x-axis" data-x="time" aria-pressed="' + (mode === 'time') + '">vs time</button>' +
+          '<button type="button" data-action="x-axis" data-x="time" aria-pressed="' + (mode === 'time') + '">vs time</button></span>') +
         '</div>' +
       '</header>' +
-      '<div class="jobs">' + shown.map((j) => jobHtml(j, mode)).join('') + '</div>' +
-      (jobs.length > shown.length ? '<button type="button" class="more" data-action="expand-session">show all ' + jobs.length + ' jobs</button>' : '');
+      (folded
+        ? '<ul class="job-lines">' + jobs.map(jobLine).join('') + '</ul>'
+        : '<div class="jobs">' + shown.map((j) => jobHtml(j, mode)).join('') + '</div>' +
+          (jobs.length > shown.length ? '<button type="button" class="more" data-action="expand-session">show all ' + jobs.length + ' jobs</button>' : ''));
   }
 
   function renderSessions(state) {
@@ -528,6 +546,9 @@
     if (action === 'x-axis') {
       const card = button.closest('[data-session]');
       view.xAxis.set(card.dataset.session, button.dataset.x);
+    } else if (action === 'open-session') {
+      const id = button.closest('[data-session]').dataset.session;
+      if (view.openSessions.has(id)) view.openSessions.delete(id); else view.openSessions.add(id);
     } else if (action === 'expand-session') {
       view.expandedSessions.add(button.closest('[data-session]').dataset.session);
     } else if (action === 'fold-key') {

@@ -280,7 +280,9 @@
         if (!byKey.has(key)) view.keyNodes.delete(key);
       }
     }
-    showEmpty('devices-empty', byKey.size === 0 || (pool.devices || []).length === 0 && keys.length === 0);
+    const none = (pool.devices || []).length === 0;
+    setText('devices-empty', none ? 'No device has joined yet.' : 'No device matches the filter.');
+    showEmpty('devices-empty', none || seen.size === 0);
   }
 
   // ---- queues ---------------------------------------------------------------------

@@ -110,6 +110,11 @@ class Tracker {
   // The dashboard's port and address ("http(s)://HOST:PORT/"); 0 and "" when it is off.
   std::uint16_t http_port() const;
   std::string http_url() const;
+  // The feed the dashboard's snapshots are published into; null when it is off.
+  std::shared_ptr<DashboardFeed> dashboard_feed() const;
+  // Builds a snapshot of the dashboard now (with or without the HTTP server), without
+  // publishing it.
+  DashboardSnapshot dashboard_snapshot();
 
  private:
   struct Impl;

@@ -27,6 +27,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -156,7 +157,10 @@ struct RunResult {
   double p99_us = 0;
   double max_us = 0;
   std::uint64_t snapshots = 0;
-  std::string snapshot_seconds = "-";  // kestrel_dashboard_snapshot_seconds of the last one
+  // Build times of the snapshots published (each snapshot's metrics carry the one before).
+  double snapshot_ms_mean = 0;
+  double snapshot_ms_max = 0;
+  std::size_t state_bytes = 0;  // of the last /api/state document
   std::size_t reports = 0;
   std::size_t cycles = 0;
 };
@@ -173,6 +177,20 @@ class Bench {
     auto feed = tracker_->dashboard_feed();
     if (dashboard_) {
       if (!feed) throw std::runtime_error("the tracker has no dashboard feed with --http");
+      // On the tracker's thread after each publish: note the previous build's time
+      // (a short search in the small metrics text).
+      feed->add_listener([this, weak = std::weak_ptr<tracker::DashboardFeed>(feed)] {
+        auto live = weak.lock();
+        auto latest = live ? live->latest() : nullptr;
+        if (!latest) return;
+        const std::string name = "\nkestrel_dashboard_snapshot_seconds ";
+        auto pos = latest->metrics_text.find(name);
+        if (pos == std::string::npos) return;
+        double ms = 1000 * std::strtod(latest->metrics_text.c_str() + pos + name.size(), nullptr);
+        if (ms <= 0) return;  // the first one: nothing built before it
+        std::lock_guard lock(build_times_mutex_);
+        build_times_ms_.push_back(ms);
+      });
       feed->viewer_opened();  // a live page: snapshots each interval
     }
     // Warm up, then measure.
@@ -190,12 +208,12 @@ class Bench {
       feed->viewer_closed();
       if (auto latest = feed->latest()) {
         result.snapshots = latest->version;
-        const std::string name = "\nkestrel_dashboard_snapshot_seconds ";
-        auto pos = latest->metrics_text.find(name);
-        if (pos != std::string::npos) {
-          pos += name.size();
-          result.snapshot_seconds = latest->metrics_text.substr(pos, latest->metrics_text.find('\n', pos) - pos);
-        }
+        result.state_bytes = latest->state_json.size();
+      }
+      std::lock_guard lock(build_times_mutex_);
+      for (double ms : build_times_ms_) {
+        result.snapshot_ms_mean += ms / static_cast<double>(build_times_ms_.size());
+        result.snapshot_ms_max = std::max(result.snapshot_ms_max, ms);
       }
       if (result.snapshots < 2) throw std::runtime_error("the tracker published no snapshot while a viewer looked");
       if (result.reports == 0) throw std::runtime_error("no session report was sent with the dashboard on");
@@ -355,6 +373,8 @@ class Bench {
   std::atomic<std::size_t> agents_failed_{0};
   std::atomic<bool> stop_sessions_{false};
   std::atomic<std::size_t> reports_sent_{0};
+  std::mutex build_times_mutex_;
+  std::vector<double> build_times_ms_;
   bool agents_started_ = false;
   bool client_started_ = false;
   bool shut_down_ = false;
@@ -447,8 +467,9 @@ int main(int argc, char** argv) {
         std::printf("round %zu dashboard %-3s %6zu grants: latency p50 %7.1f us  p99 %7.1f us  max %8.1f us", round + 1,
                     dashboard ? "on" : "off", r.cycles, r.p50_us, r.p99_us, r.max_us);
         if (dashboard) {
-          std::printf("  (%llu snapshots, last built in %s s, %zu reports)",
-                      static_cast<unsigned long long>(r.snapshots), r.snapshot_seconds.c_str(), r.reports);
+          std::printf("  (%llu snapshots of %zu KiB built in %.2f ms mean, %.2f ms max; %zu reports)",
+                      static_cast<unsigned long long>(r.snapshots), r.state_bytes / 1024, r.snapshot_ms_mean,
+                      r.snapshot_ms_max, r.reports);
         }
         std::printf("\n");
         std::fflush(stdout);

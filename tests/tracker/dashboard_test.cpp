@@ -317,3 +317,43 @@ TEST_CASE("a refresh asked for with a long interval is built at once, not at the
     CHECK(device["caps"]["cores"].get<int>() > 0);
   }, [&] { pool.shutdown(); });
 }
+
+TEST_CASE("the pool document lists devices by key and name and follows joins and losses between snapshots",
+          "[tracker][dashboard]") {
+  log::set_level(log::Level::warn);
+  asio::io_context io;
+  Pool pool(io, dashboard_options());
+  test::run_async(io, [&]() -> awaitable<void> {
+    auto names = [](const tracker::DashboardSnapshot& s) {
+      std::vector<std::string> list;
+      const auto document = nlohmann::json::parse(s.pool_json);
+      for (const auto& d : document["devices"]) {
+        list.push_back(d["key"].get<std::string>() + "/" + d["name"].get<std::string>());
+      }
+      return list;
+    };
+    pool.add_device("b", "b-2");
+    pool.add_device("a", "a-9");
+    auto& b1 = pool.add_device("b", "b-1");
+    co_await wait_devices(pool, 3);
+    std::vector<std::string> seen;
+    auto three = co_await published(pool, [&](const tracker::DashboardSnapshot& s) {
+      seen = names(s);
+      return seen.size() == 3;
+    });
+    INFO(Catch::Detail::stringify(seen));
+    REQUIRE(three);
+    CHECK(seen == std::vector<std::string>{"a/a-9", "b/b-1", "b/b-2"});
+    b1.stop();
+    co_await wait_devices(pool, 2);
+    pool.add_device("a", "a-1");
+    co_await wait_devices(pool, 3);
+    auto after = co_await published(pool, [&](const tracker::DashboardSnapshot& s) {
+      seen = names(s);
+      return seen.size() == 3 && seen[1] == "a/a-9";
+    });
+    INFO(Catch::Detail::stringify(seen));
+    CHECK(after);
+    CHECK(seen == std::vector<std::string>{"a/a-1", "a/a-9", "b/b-2"});
+  }, [&] { pool.shutdown(); });
+}

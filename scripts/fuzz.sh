@@ -92,6 +92,16 @@ run_all() {
     printf '%-12s %14s %10s %s\n' "$target" "${execs:-?}" "${speed:-?}" "$result"
   done
   printf '%-12s %14s\n' total "$total"
+  # A failure explains itself where only this output survives (CI): the end of each
+  # failed target's log (the broken invariant or the sanitizer report, and the input).
+  for target in "${targets[@]}"; do
+    local rc
+    rc="$(cat "$build/logs/$target.rc" 2> /dev/null || echo 1)"
+    if [ "$rc" != 0 ] || grep -q -e '^==[0-9]*==ERROR' -e 'runtime error:' -e 'invariant broken' "$build/logs/$target.log"; then
+      echo "--- the end of $build/logs/$target.log"
+      tail -n 60 "$build/logs/$target.log"
+    fi
+  done
   return "$failed"
 }
 

@@ -357,3 +357,46 @@ TEST_CASE("the pool document lists devices by key and name and follows joins and
     CHECK(seen == std::vector<std::string>{"a/a-1", "a/a-9", "b/b-2"});
   }, [&] { pool.shutdown(); });
 }
+
+TEST_CASE("a grant timeout and a client asking again after losing its device show up as events and counters",
+          "[tracker][dashboard]") {
+  log::set_level(log::Level::off);
+  asio::io_context io;
+  Pool pool(io, dashboard_options());
+  test::run_async(io, [&]() -> awaitable<void> {
+    auto client = co_await pool.client("asker");
+    // Nobody serves "none": the request times out.
+    RequestOptions short_wait{0, 100ms};
+    bool timed_out = false;
+    try {
+      co_await client->request("none", short_wait);
+    } catch (const RpcError& e) {
+      timed_out = e.code() == ErrorCode::timeout;
+    }
+    CHECK(timed_out);
+    // A device under "k" is lost while leased; the client asks for "k" again.
+    auto& doomed = pool.add_device("k", "doomed");
+    co_await wait_devices(pool, 1);
+    Lease lease = co_await client->request("k", {0, 2000ms});
+    CHECK(lease.info.name == "doomed");
+    doomed.stop();
+    co_await wait_devices(pool, 0);
+    RequestId again = client->submit("k", {0, 5000ms});
+    (void)again;
+    std::string events;
+    auto seen = co_await published(pool, [&](const tracker::DashboardSnapshot& s) {
+      events = s.events_json;
+      return count_events(s, "grant_timeout", "for key none") == 1 && count_events(s, "requeue", "doomed") == 1;
+    });
+    INFO(events);
+    REQUIRE(seen);
+    CHECK_THAT(seen->metrics_text, Catch::Contains("kestrel_requests_failed_total{reason=\"timeout\"} 1\n"));
+    CHECK_THAT(seen->metrics_text, Catch::Contains("kestrel_queue_depth{key=\"k\"} 1\n"));
+    // The waiting request in the pool's queue, with its client.
+    auto queues = nlohmann::json::parse(seen->pool_json)["queues"];
+    REQUIRE(queues.size() == 1);
+    CHECK(queues[0]["key"] == "k");
+    REQUIRE(queues[0]["waiting"].size() == 1);
+    CHECK(queues[0]["waiting"][0]["client"].get<std::string>().find("asker") != std::string::npos);
+  }, [&] { pool.shutdown(); });
+}

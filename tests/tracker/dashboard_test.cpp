@@ -400,3 +400,35 @@ TEST_CASE("a grant timeout and a client asking again after losing its device sho
     CHECK(queues[0]["waiting"][0]["client"].get<std::string>().find("asker") != std::string::npos);
   }, [&] { pool.shutdown(); });
 }
+
+TEST_CASE("with client and device tokens the dashboard takes reports from authenticated clients, over TLS or frame MACs",
+          "[tracker][dashboard][auth]") {
+  log::set_level(log::Level::warn);
+  for (bool no_tls : {false, true}) {
+    INFO((no_tls ? "--no-tls" : "TLS"));
+    asio::io_context io;
+    auto options = dashboard_options();
+    options.client_token = Token("client-secret-0123456789");
+    options.device_token = Token("device-secret-0123456789");
+    options.no_tls = no_tls;
+    Pool pool(io, options);
+    CHECK(static_cast<bool>(pool.tracker().tls()) == !no_tls);
+    test::run_async(io, [&]() -> awaitable<void> {
+      ClientOptions client_options;
+      client_options.name = "secure tuner";
+      client_options.token = Token("client-secret-0123456789");
+      client_options.tls.disabled = no_tls;
+      auto client = co_await TrackerClient::connect(pool.endpoint(), client_options);
+      REQUIRE(client->accepts_reports());
+      CHECK(client->report(report_at(4, 1.0)));
+      auto seen = co_await published(pool, [](const tracker::DashboardSnapshot& s) {
+        return nlohmann::json::parse(s.sessions_json).size() == 1;
+      });
+      CHECK(seen);
+      auto tracker_facts = nlohmann::json::parse(seen->state_json)["tracker"];
+      CHECK(tracker_facts["auth"] == true);
+      CHECK(tracker_facts["tls"] == !no_tls);
+      client->close();
+    }, [&] { pool.shutdown(); });
+  }
+}

@@ -1,5 +1,6 @@
-// TEMPORARY (branch h16-track only, deleted before the final commit): lets the tracker
-// link until H2's HttpServer (tracker/src/http_server.cpp) is merged. Serves nothing.
+// TEMPORARY: lets the tracker link until the real HttpServer (tracker/src/http_server.cpp)
+// is merged; delete this file and its line in tracker/CMakeLists.txt then. Serves
+// nothing: port() is 0 and url() empty.
 #include "kestrel/tracker/http_server.h"
 
 namespace kestrel::tracker {

@@ -46,6 +46,9 @@ int run_tracker(int argc, char** argv) {
   args.option("max-pending-per-address", "N", "connections in the handshake from one address at most", "16");
   args.option("max-queued-per-client", "N", "queued device requests per client at most", "64");
   args.option("max-queued-total", "N", "queued device requests in all at most", "10000");
+  args.option("http", "PORT", "serve the dashboard (page, JSON API, /metrics) on PORT; 0 picks a free one; off by default");
+  args.option("http-host", "ADDR", "address the dashboard listens on", "--host with a token, 127.0.0.1 without");
+  args.option("http-interval-ms", "MS", "how often live dashboard pages get a new snapshot", "1000");
   args.option("port-file", "FILE", "write the bound port to FILE once listening (for scripts)");
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "info");
   args.epilog(
@@ -74,7 +77,17 @@ int run_tracker(int argc, char** argv) {
       "and give peers tracker.pem as --tls-ca. --no-tls (on both sides) keeps plain TCP; each\n"
       "frame then carries an HMAC-SHA256 under per-direction keys derived from the token and\n"
       "the handshake, so frames cannot be injected, replayed, reordered or dropped unnoticed.\n"
-      "With --device-token-file and --client-token-file, each role proves its own token.");
+      "With --device-token-file and --client-token-file, each role proves its own token.\n"
+      "\n"
+      "Dashboard: --http PORT serves a live page of the pool (devices, queues, leases), the\n"
+      "tuning sessions that report to this tracker (best-so-far curves, failures) and recent\n"
+      "events, a JSON API (/api/state, /api/pool, /api/sessions, /api/events, /api/stream)\n"
+      "and Prometheus metrics (/metrics); docs/dashboard.md lists them. The tracker builds a\n"
+      "snapshot every --http-interval-ms while someone looks, and none otherwise. With a\n"
+      "token the dashboard is HTTPS only (the tracker's certificate, or a self-signed one\n"
+      "under --no-tls) and every request must carry the client token or the shared token\n"
+      "(never the device token): `Authorization: Bearer TOKEN`, or log in on the page once.\n"
+      "Without a token it is plain HTTP on loopback unless --insecure-no-token.");
   try {
     if (!args.parse(argc, argv, 2)) {
       std::cout << args.help();
@@ -116,6 +129,23 @@ int run_tracker(int argc, char** argv) {
     limits.max_pending_per_address = static_cast<std::size_t>(args.get_int("max-pending-per-address", 16, 1, 100'000));
     limits.queue.max_queued_per_client = static_cast<std::size_t>(args.get_int("max-queued-per-client", 64, 1, 1'000'000));
     limits.queue.max_queued_total = static_cast<std::size_t>(args.get_int("max-queued-total", 10'000, 1, 10'000'000));
+    if (args.has("http")) {
+      tracker::HttpOptions http;
+      http.port = static_cast<std::uint16_t>(args.get_int("http", 0, 0, 65535));
+      http.host = args.get("http-host", any_token ? options.host : std::string("127.0.0.1"));
+      http.interval = std::chrono::milliseconds(args.get_int("http-interval-ms", 1000, 50, 600'000));
+      const bool dashboard_token = options.token || options.client_token;
+      if (!dashboard_token && !is_loopback(http.host) && !args.has("insecure-no-token")) {
+        throw UsageError("refusing to serve the dashboard on " + http.host +
+                         " without a token: anyone who can reach it could watch your pool and sessions. "
+                         "Pass --token-file FILE (or --client-token-file), or --insecure-no-token to accept the risk");
+      }
+      options.http = std::move(http);
+    } else if (args.has("http-host") || args.has("http-interval-ms")) {
+      throw UsageError(std::string("--") + (args.has("http-host") ? "http-host" : "http-interval-ms") +
+                       " needs --http PORT (the dashboard is off without it)");
+    }
+
     if (!any_token) {
       if (!is_loopback(options.host) && !args.has("insecure-no-token")) {
         throw UsageError("refusing to listen on " + options.host +

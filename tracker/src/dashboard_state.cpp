@@ -186,12 +186,14 @@ void DashboardState::record(DashboardEvent::Kind kind, std::string text, TimePoi
 
 void DashboardState::device_joined(const PoolDevice& device, const rpc::DeviceInfo& info, TimePoint now) {
   devices_[device.id] = DeviceCache{device_head(device), device_caps(info)};
+  device_order_.clear();  // sorted again at the next snapshot
   record(DashboardEvent::Kind::join, str("device ", device.name, " joined key ", device.key, " from ", device.address),
          now);
 }
 
 void DashboardState::device_lost(const PoolDevice& device, const std::string& reason, TimePoint now) {
   devices_.erase(device.id);
+  device_order_.clear();
   ++device_losses_;
   std::string text = str("device ", device.name, " (key ", device.key, ") lost: ", reason);
   if (device.lease) {
@@ -512,9 +514,11 @@ std::size_t DashboardState::sessions(const char* state) const {
 DashboardSnapshot DashboardState::snapshot(const Pool& pool, const TrackerFacts& facts, TimePoint now) {
   const auto begin = Clock::now();
   const double rate = trials_per_second(now);
-  const PoolSummary summary = pool.summary();
+  const PoolSummary summary = pool_summary(pool);
   const std::string tracker = tracker_json(pool, facts, now, rate);
-  const std::string pool_inner = pool_json_inner(pool, summary, facts, now);
+  pool_inner_.clear();  // keeps its capacity: no fresh pages for the largest part at each build
+  pool_json_inner(pool_inner_, pool, summary, facts, now);
+  const std::string& pool_inner = pool_inner_;
 
   DashboardSnapshot snapshot;
   snapshot.sessions_json = sessions_json(now);
@@ -574,9 +578,27 @@ std::string DashboardState::tracker_json(const Pool& pool, const TrackerFacts& f
   return out;
 }
 
-std::string DashboardState::pool_json_inner(const Pool& pool, const PoolSummary& summary, const TrackerFacts& facts,
-                                            TimePoint now) const {
-  std::string out;
+PoolSummary DashboardState::pool_summary(const Pool& pool) {
+  PoolSummary summary;
+  summary.keys = pool.key_summaries();
+  if (device_order_.size() == pool.counts().devices) {
+    summary.devices.reserve(device_order_.size());
+    for (DeviceId id : device_order_) {
+      const PoolDevice* device = pool.device(id);
+      if (!device) break;
+      summary.devices.push_back(device);
+    }
+    if (summary.devices.size() == device_order_.size()) return summary;
+  }
+  // A device joined or left since the last build: the pool sorts them once more.
+  summary.devices = pool.summary().devices;
+  device_order_.clear();
+  for (const PoolDevice* device : summary.devices) device_order_.push_back(device->id);
+  return summary;
+}
+
+void DashboardState::pool_json_inner(std::string& out, const Pool& pool, const PoolSummary& summary,
+                                     const TrackerFacts& facts, TimePoint now) const {
   out.reserve(256 + summary.devices.size() * 420);
   out += "\"keys\":[";
   bool first = true;
@@ -665,7 +687,6 @@ std::string DashboardState::pool_json_inner(const Pool& pool, const PoolSummary&
     out += "]}";
   }
   out += ']';
-  return out;
 }
 
 std::string DashboardState::sessions_json(TimePoint now) const {

@@ -263,6 +263,16 @@ const PoolLease* Pool::lease_of(ConnectionId client, LeaseId id) const {
 
 PoolSummary Pool::summary() const {
   PoolSummary summary;
+  summary.keys = key_summaries();
+  for (const auto& [id, device] : devices_) summary.devices.push_back(&device);
+  std::sort(summary.devices.begin(), summary.devices.end(), [](const PoolDevice* a, const PoolDevice* b) {
+    return std::tie(a->key, a->name, a->id) < std::tie(b->key, b->name, b->id);
+  });
+  return summary;
+}
+
+std::vector<PoolKeySummary> Pool::key_summaries() const {
+  std::vector<PoolKeySummary> summaries;
   std::set<std::string> keys;
   for (const auto& [key, ids] : devices_by_key_) keys.insert(key);
   for (const auto& key : queue_.keys()) keys.insert(key);
@@ -275,13 +285,9 @@ PoolSummary Pool::summary() const {
     entry.free = free == free_by_key_.end() ? 0 : static_cast<unsigned>(free->second.size());
     entry.busy = total - entry.free;
     entry.queued = static_cast<unsigned>(queue_.size(key));
-    summary.keys.push_back(std::move(entry));
+    summaries.push_back(std::move(entry));
   }
-  for (const auto& [id, device] : devices_) summary.devices.push_back(&device);
-  std::sort(summary.devices.begin(), summary.devices.end(), [](const PoolDevice* a, const PoolDevice* b) {
-    return std::tie(a->key, a->name, a->id) < std::tie(b->key, b->name, b->id);
-  });
-  return summary;
+  return summaries;
 }
 
 PoolCounts Pool::counts() const {

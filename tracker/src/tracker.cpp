@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -21,6 +22,8 @@
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/rpc/messages.h"
+#include "kestrel/rpc/session_report.h"
+#include "kestrel/tracker/dashboard_state.h"
 #include "kestrel/tracker/pool.h"
 
 namespace kestrel::tracker {
@@ -136,6 +139,22 @@ struct Tracker::Impl {
   const FrameBytes overloaded_frame;  // sent as is to a connection past a cap
   std::unordered_map<DeviceId, DeviceInfo> infos;  // what each registered device reported
 
+  // The dashboard: its state is kept always (cheap); the feed, the HTTP server and the
+  // publishing timer exist when options.http is set. Snapshots are built on this thread,
+  // each interval while someone looks, or at once when the HTTP side asks (refresher).
+  DashboardState dashboard;
+  std::shared_ptr<DashboardFeed> feed;
+  asio::steady_timer publish_timer{io};
+  // Set while a refresh is posted and not yet run, so a burst of requests builds once.
+  std::shared_ptr<std::atomic<bool>> refresh_posted = std::make_shared<std::atomic<bool>>(false);
+  // Handlers posted from the HTTP thread check this before touching the tracker.
+  std::shared_ptr<char> alive = std::make_shared<char>(0);
+  std::unique_ptr<HttpServer> http;  // declared last: stopped (its thread joined) first
+
+  ~Impl() {
+    if (http) http->stop();
+  }
+
   // ---- lifecycle -------------------------------------------------------------
 
   // Raises the soft open-file limit to the hard one and fits the connection cap under it.
@@ -193,6 +212,13 @@ struct Tracker::Impl {
   void start() {
     asio::co_spawn(io, accept_loop(), log_exceptions("accept loop"));
     asio::co_spawn(io, heartbeat_loop(), log_exceptions("heartbeat loop"));
+    if (http) {
+      http->start();
+      asio::post(io, [this, weak = std::weak_ptr<char>(alive)] {
+        if (weak.lock() && !stopping) publish();
+      });
+      asio::co_spawn(io, publish_loop(), log_exceptions("dashboard publishing"));
+    }
   }
 
   static std::function<void(std::exception_ptr)> log_exceptions(std::string what) {
@@ -214,7 +240,9 @@ struct Tracker::Impl {
     acceptor.close(ec);
     heartbeat_timer.cancel();
     deadline_timer.cancel();
+    publish_timer.cancel();
     armed.reset();
+    if (http) http->stop();
     for (auto& [id, peer] : peers) {
       peer.conn->send(failure_frame(ErrorCode::shutting_down, "tracker is shutting down"));
       peer.conn->close_after_flush(std::chrono::milliseconds(500));
@@ -351,6 +379,77 @@ struct Tracker::Impl {
     });
   }
 
+  // ---- the dashboard -------------------------------------------------------------
+
+  // Creates the feed and the HTTP server (bound now) when options.http is set. Its
+  // requests must prove the client token or the any-role token (never the device
+  // token); with one, it speaks HTTPS with the tracker's certificate, or with a
+  // certificate of its own when the tracker runs without TLS (--no-tls).
+  void make_http() {
+    if (!options.http) return;
+    std::vector<Token> tokens;
+    if (options.client_token) tokens.push_back(*options.client_token);
+    if (options.token) tokens.push_back(*options.token);
+    std::shared_ptr<const TlsContext> http_tls;
+    if (!tokens.empty()) {
+      http_tls = tls;
+      if (!http_tls) {
+        http_tls = TlsContext::server(options.tls_cert, options.tls_key);
+        if (http_tls->generated_certificate()) {
+          log::info(kLog, "dashboard: HTTPS with a self-signed certificate generated at start, SHA-256 fingerprint ",
+                    http_tls->fingerprint());
+        }
+      }
+    }
+    feed = std::make_shared<DashboardFeed>();
+    feed->set_refresher([&io = io, posted = refresh_posted, weak = std::weak_ptr<char>(alive), self = this] {
+      if (posted->exchange(true)) return;  // one is on its way
+      asio::post(io, [posted, weak, self] {
+        posted->store(false);
+        if (weak.lock() && !self->stopping) self->publish();
+      });
+    });
+    http = std::make_unique<HttpServer>(*options.http, feed, std::move(tokens), std::move(http_tls));
+  }
+
+  TrackerFacts facts() {
+    TrackerFacts f;
+    f.version = std::string(software_version());
+    std::error_code ec;
+    auto endpoint = acceptor.local_endpoint(ec);
+    f.address = ec ? std::string("?") : Endpoint{endpoint.address().to_string(), endpoint.port()}.to_string();
+    f.tls = static_cast<bool>(tls);
+    f.auth = any_token();
+    f.started_at = started_at;
+    for (const auto& [id, peer] : peers) {
+      (peer.role == wire::Role::DEVICE ? f.device_connections : f.client_connections) += 1;
+    }
+    f.handshaking = pending;
+    f.refused_connections = refused;
+    f.rejected_connections = rejected;
+    f.last_seen = [this](ConnectionId id) -> std::optional<Clock::time_point> {
+      auto it = peers.find(id);
+      if (it == peers.end()) return std::nullopt;
+      return it->second.last_seen;
+    };
+    return f;
+  }
+
+  DashboardSnapshot build_snapshot() { return dashboard.snapshot(pool, facts(), Clock::now()); }
+
+  void publish() {
+    if (feed) feed->publish(build_snapshot());
+  }
+
+  awaitable<void> publish_loop() {
+    while (!stopping) {
+      publish_timer.expires_after(options.http->interval);
+      auto [ec] = co_await publish_timer.async_wait(use_nothrow);
+      if (ec || stopping) break;
+      if (feed->wanted(Clock::now())) publish();
+    }
+  }
+
   // ---- one connection ----------------------------------------------------------
 
   bool any_token() const { return options.token || options.device_token || options.client_token; }
@@ -422,6 +521,9 @@ struct Tracker::Impl {
     hs.timeout = options.handshake_timeout;
     hs.heartbeat_interval = options.heartbeat_interval;
     hs.heartbeat_misses = options.heartbeat_misses;
+    // Clients may report their sessions when there is a dashboard to show them on (a
+    // device that sends one anyway breaks the protocol: on_device_frame).
+    hs.accepts_reports = options.http.has_value();
     PeerHello hello;
     try {
       conn = co_await accept_transport(std::move(socket), tls, options.connection, options.handshake_timeout);
@@ -447,6 +549,7 @@ struct Tracker::Impl {
     peer.name = hello.name;
     peer.last_seen = Clock::now();
     log::info(kLog, "accepted ", peer.describe(), " as connection ", id.value);
+    if (peer.role == wire::Role::CLIENT) dashboard.client_connected(id, peer.name, conn->peer(), peer.last_seen);
 
     while (true) {
       ReadResult r = co_await conn->read();
@@ -495,6 +598,7 @@ struct Tracker::Impl {
     log::info(kLog, peer.describe(), " gone: ", peer.close_reason);
     if (peer.device) {
       std::string key = pool.device(peer.device)->key;
+      dashboard.device_lost(*pool.device(peer.device), peer.close_reason, Clock::now());
       deliver(pool.remove_device(peer.device, peer.close_reason));
       log::info(kLog, "removed device ", peer.device.value, " '", peer.name, "' (key '", key, "'): ", peer.close_reason);
       infos.erase(peer.device);
@@ -502,6 +606,7 @@ struct Tracker::Impl {
     if (peer.role == wire::Role::CLIENT) {
       deliver(pool.remove_client(id));
       schedule_expiry();
+      dashboard.client_left(id, peer.close_reason, Clock::now());
     }
     peer.conn->close_after_flush(std::chrono::milliseconds(200));
     peers.erase(it);
@@ -515,6 +620,8 @@ struct Tracker::Impl {
   }
 
   void deliver(const Events& events) {
+    if (events.empty()) return;
+    dashboard.observe(events, pool, Clock::now());
     for (const Event& event : events) std::visit([this](const auto& e) { on_event(e); }, event);
   }
 
@@ -618,6 +725,7 @@ struct Tracker::Impl {
     peer.name = info.name;
     log::info(kLog, "registered device ", peer.device.value, " '", info.name, "' under key '", key, "' (",
               info.triple, ", ", info.cores, " cores)");
+    dashboard.device_joined(*pool.device(peer.device), info, Clock::now());
     infos.emplace(peer.device, std::move(info));
 
     capnp::MallocMessageBuilder builder;
@@ -653,6 +761,11 @@ struct Tracker::Impl {
         break;
       case wire::Frame::RELAY: relay_from_client(peer, frame); break;
       case wire::Frame::SUMMARY_REQUEST: send_summary(peer, root.getSummaryRequest().getRequestId()); break;
+      case wire::Frame::SESSION_REPORT:
+        if (!dashboard.report(peer.id, from_wire(root.getSessionReport()), Clock::now())) {
+          log::debug(kLog, peer.describe(), ": session report dropped (the dashboard's session caps are reached)");
+        }
+        break;
       case wire::Frame::HEARTBEAT: peer.conn->send(heartbeat_frame(true, root.getHeartbeat().getSeq())); break;
       case wire::Frame::HEARTBEAT_ACK: break;
       default:
@@ -662,6 +775,7 @@ struct Tracker::Impl {
 
   void on_request(Peer& peer, wire::RequestDevice::Reader request) {
     std::string key = request.getKey().cStr();
+    dashboard.request_submitted(peer.id, key, Clock::now());
     log::debug(kLog, peer.describe(), " requests key '", key, "' priority ", request.getPriority(), " (request ",
                request.getRequestId(), ")");
     deliver(pool.submit(peer.id, request.getRequestId(), key, request.getPriority(),
@@ -727,6 +841,7 @@ Tracker::Tracker(asio::io_context& io, TrackerOptions options)
     : impl_(std::make_unique<Impl>(io, std::move(options))) {
   impl_->make_tls_context();
   impl_->bind();
+  impl_->make_http();
 }
 
 Tracker::~Tracker() = default;
@@ -745,6 +860,12 @@ void Tracker::start() {
             limits.queue.max_queued_per_client, " queued requests per client, ", limits.queue.max_queued_total,
             " in all");
   impl_->start();
+  if (impl_->http) {
+    log::info(kLog, "dashboard at ", impl_->http->url(),
+              impl_->options.client_token || impl_->options.token
+                  ? " (requests must carry the client token or the shared token)"
+                  : "");
+  }
 }
 
 void Tracker::stop() { impl_->stop(); }
@@ -784,5 +905,13 @@ TrackerStats Tracker::stats() const {
 }
 
 std::size_t Tracker::max_connections() const { return impl_->max_connections; }
+
+std::uint16_t Tracker::http_port() const { return impl_->http ? impl_->http->port() : 0; }
+
+std::string Tracker::http_url() const { return impl_->http ? impl_->http->url() : std::string(); }
+
+std::shared_ptr<DashboardFeed> Tracker::dashboard_feed() const { return impl_->feed; }
+
+DashboardSnapshot Tracker::dashboard_snapshot() { return impl_->build_snapshot(); }
 
 }  // namespace kestrel::tracker

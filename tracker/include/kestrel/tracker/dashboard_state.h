@@ -186,8 +186,11 @@ class DashboardState {
   static void build_job_json(Job& job);
 
   std::string tracker_json(const Pool& pool, const TrackerFacts& facts, TimePoint now, double rate) const;
-  std::string pool_json_inner(const Pool& pool, const PoolSummary& summary, const TrackerFacts& facts,
-                              TimePoint now) const;
+  // The pool's keys and its devices in (key, name, id) order, sorted only when a device
+  // joined or left since the last build.
+  PoolSummary pool_summary(const Pool& pool);
+  void pool_json_inner(std::string& out, const Pool& pool, const PoolSummary& summary, const TrackerFacts& facts,
+                       TimePoint now) const;
   std::string sessions_json(TimePoint now) const;
   std::string events_json(TimePoint now) const;
   std::string metrics_text(const Pool& pool, const PoolSummary& summary, const TrackerFacts& facts, TimePoint now,
@@ -197,6 +200,8 @@ class DashboardState {
   std::deque<std::string> event_tails_;  // each event's ,"kind":..,"text":..} (parallel to events_)
 
   std::unordered_map<DeviceId, DeviceCache> devices_;
+  std::vector<DeviceId> device_order_;  // as of the last build; emptied when a device joins or leaves
+  std::string pool_inner_;              // the pool document's body, rebuilt in place at each build
   std::unordered_map<ConnectionId, Client> clients_;
   std::unordered_map<LeaseId, HeldLease> leases_;
   std::unordered_map<ConnectionId, std::vector<Loss>> losses_;  // lost leases, for requeues

@@ -182,6 +182,8 @@ class Pool {
   // The lease if `client` holds it, else null.
   const PoolLease* lease_of(ConnectionId client, LeaseId id) const;
   PoolSummary summary() const;
+  // summary().keys alone (no device list to sort): for callers that keep their own.
+  std::vector<PoolKeySummary> key_summaries() const;
   PoolCounts counts() const;
   // Keys with at least one registered device, sorted.
   std::vector<std::string> served_keys() const;

@@ -65,8 +65,10 @@ struct TrackerOptions {
   rpc::ConnectionOptions connection;
   TrackerLimits limits;
   // The dashboard (HttpServer): off when unset. Its requests must prove the client token
-  // or the any-role token when one is set (then it speaks HTTPS with the tracker's
-  // certificate); without a token it may only listen on loopback.
+  // or the any-role token when one is set (never the device token), and it then speaks
+  // HTTPS with the tracker's certificate, or a self-signed one made at start under
+  // no_tls; without those tokens, plain HTTP (`kestrel tracker` keeps that on loopback
+  // unless --insecure-no-token). With it, clients are offered to report their sessions.
   std::optional<HttpOptions> http;
 };
 
@@ -84,8 +86,8 @@ struct TrackerStats {
 
 class Tracker {
  public:
-  // Binds and listens. Throws rpc::RpcError(bad_request) with the address and the reason
-  // when it cannot.
+  // Binds and listens (the dashboard too, when options.http is set). Throws
+  // rpc::RpcError(bad_request) with the address and the reason when it cannot.
   Tracker(asio::io_context& io, TrackerOptions options);
   ~Tracker();
   Tracker(const Tracker&) = delete;
@@ -110,6 +112,11 @@ class Tracker {
   // The dashboard's port and address ("http(s)://HOST:PORT/"); 0 and "" when it is off.
   std::uint16_t http_port() const;
   std::string http_url() const;
+  // The feed the dashboard's snapshots are published into; null when it is off.
+  std::shared_ptr<DashboardFeed> dashboard_feed() const;
+  // Builds a snapshot of the dashboard now (with or without the HTTP server), without
+  // publishing it. On the tracker's thread only, like every other call but the feed's.
+  DashboardSnapshot dashboard_snapshot();
 
  private:
   struct Impl;

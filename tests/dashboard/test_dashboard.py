@@ -57,6 +57,11 @@ def wait_for(condition, timeout=20.0, interval=0.1, what="a condition"):
                          (f" (last error: {last_error})" if last_error else ""))
 
 
+def read_text(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,7 +76,8 @@ class Processes:
         self.children = []
 
     def start(self, name, argv):
-        log = open(os.path.join(self.folder, name + ".log"), "wb")
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        log = open(os.path.join(self.folder, safe + ".log"), "wb")
         child = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         child.log_path = log.name
         log.close()
@@ -80,8 +86,7 @@ class Processes:
 
     @staticmethod
     def log(child):
-        with open(child.log_path, errors="replace") as f:
-            return f.read()
+        return read_text(child.log_path)
 
     def logs(self):
         return "\n".join(f"--- {os.path.basename(c.log_path)} (exit {c.poll()}):\n{self.log(c)[-3000:]}"
@@ -111,11 +116,11 @@ class Tracker:
         self.process = self.processes.start("tracker", [
             KESTREL, "tracker", "--port", "0", "--port-file", port_file, "--http", str(self.http_port),
             "--http-interval-ms", "250", *extra])
-        wait_for(lambda: self.process.poll() is not None or (os.path.exists(port_file) and open(port_file).read().strip()),
+        wait_for(lambda: self.process.poll() is not None or (os.path.exists(port_file) and read_text(port_file).strip()),
                  what="the tracker's port file")
         if self.process.poll() is not None:
             raise AssertionError("the tracker did not start:\n" + self.processes.logs())
-        self.address = "127.0.0.1:" + open(port_file).read().strip()
+        self.address = "127.0.0.1:" + read_text(port_file).strip()
         self.url = f"{scheme}://127.0.0.1:{self.http_port}/"
         wait_for(lambda: self.get("healthz")[0] == 200, what="the dashboard's /healthz")
 

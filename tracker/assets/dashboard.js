@@ -125,6 +125,7 @@
     $('sum-queued').parentElement.classList.toggle('attention', num(t.queued) > 0);
 
     setText('tracker-address', (t.address || '') + (t.version ? '  ·  v' + t.version : ''));
+    setText('footer-facts', num(t.connections) + ' connections · snapshot built in ' + fixed(t.snapshot_ms, 2) + ' ms');
     const badges = [
       t.tls ? '<span class="badge ok" data-badge="tls">TLS</span>' : '<span class="badge plain" data-badge="tls">no TLS</span>',
       t.auth ? '<span class="badge ok" data-badge="auth">token</span>' : '<span class="badge plain" data-badge="auth">no token</span>',
@@ -431,7 +432,8 @@
       '<div class="job-figures">' +
         '<div><span class="label">trials</span><span class="value" data-field="trials">' + esc(trials) +
           (budget > 0 ? '<span class="muted"> / ' + esc(budget) + '</span>' : '') + '</span>' +
-          (budget > 0 ? '<progress max="' + budget + '" value="' + Math.min(trials, budget) + '"></progress>' : '') + '</div>' +
+          (budget > 0 ? '<progress max="' + budget + '" value="' + Math.min(trials, budget) + '"></progress>' : '') +
+          (num(job.this_session) < trials ? '<span class="note">' + esc(num(job.this_session)) + ' this session</span>' : '') + '</div>' +
         '<div><span class="label">best GFLOP/s</span><span class="value best" data-field="best">' + esc(gflops(best)) + '</span></div>' +
         '<div><span class="label">default</span><span class="value" data-field="default">' + esc(gflops(def)) + '</span>' +
           (best > 0 && def > 0 ? '<span class="speedup">×' + esc((best / def).toFixed(2)) + '</span>' : '') + '</div>' +

@@ -31,6 +31,9 @@ from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 KESTREL = os.environ.get("KESTREL_BIN", "kestrel")
 DEVICE = os.environ.get("KESTREL_DEVICE_BIN", "kestrel-device")
@@ -462,13 +465,13 @@ class GuardedDashboard(unittest.TestCase):
             wait_for(lambda: urllib.parse.urlparse(driver.current_url).path == "/login", what="the login form")
             self.assertEqual(driver.find_elements(By.CSS_SELECTOR, "tr[data-device-name]"), [])
             wrong = driver.find_element(By.CSS_SELECTOR, "input[name='token']")
-            wrong.send_keys("not-the-token")
-            wrong.submit()
-            wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "input[name='token']"), what="the form again")
+            wrong.send_keys("not-the-token" + Keys.ENTER)
+            WebDriverWait(driver, 20).until(expected_conditions.staleness_of(wrong))  # the answer loaded
+            field = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "input[name='token']"),
+                             what="the form again after a wrong token")[0]
             self.assertEqual(urllib.parse.urlparse(driver.current_url).path, "/login")
-            field = driver.find_element(By.CSS_SELECTOR, "input[name='token']")
-            field.send_keys(self.TOKEN)
-            field.submit()
+            self.assertEqual(driver.find_elements(By.CSS_SELECTOR, "tr[data-device-name]"), [])
+            field.send_keys(self.TOKEN + Keys.ENTER)
             wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "tr[data-device-name='sec-1']"),
                      what="the device on the page after logging in")
             self.assertEqual(urllib.parse.urlparse(driver.current_url).path, "/")

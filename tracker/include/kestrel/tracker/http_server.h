@@ -12,8 +12,13 @@
 #include <vector>
 
 #include "kestrel/rpc/auth.h"
-#include "kestrel/rpc/tls.h"
 #include "kestrel/tracker/dashboard_feed.h"
+
+// Declared, not included: the server is built on Boost.Asio, which cannot share a
+// translation unit with the tracker's standalone Asio (kestrel/rpc/tls.h).
+namespace kestrel::rpc {
+class TlsContext;
+}
 
 namespace kestrel::tracker {
 

@@ -258,6 +258,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   }
 
   void send(HttpResponse res) {
+    res.version(11);  // an HTTP/1.1 server answers HTTP/1.0 clients as HTTP/1.1 too
     res.keep_alive(request_.keep_alive() && !core_.stopping);
     res.prepare_payload();
     if (request_.method() == http::verb::head) res.body().clear();  // Content-Length stays

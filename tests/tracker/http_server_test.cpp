@@ -412,3 +412,41 @@ TEST_CASE("the dashboard says which address it cannot listen on", "[dashboard][h
   CHECK_THROWS_WITH(HttpServer(options, std::make_shared<DashboardFeed>(), {}, nullptr),
                     Catch::Contains("cannot serve the dashboard on 203.0.113.7:0"));
 }
+
+TEST_CASE("the dashboard drops a client that sends its request too slowly, and closes idle kept-alive connections",
+          "[dashboard][http]") {
+  HttpOptions options;
+  options.request_timeout = 400ms;
+  options.idle_timeout = 300ms;
+  Server server(options);
+  const auto port = server.http.port();
+  {
+    Client slow(port, false);
+    REQUIRE(slow.send("GET /healthz HTTP/1.1\r\n"));
+    // One header byte every 100 ms: each arrives in time, the whole request does not.
+    for (int i = 0; i < 10; ++i) {
+      std::this_thread::sleep_for(100ms);
+      if (!slow.send("X")) break;
+    }
+    CHECK(slow.read_all().find("HTTP/1.1 200") == std::string::npos);
+  }
+  {
+    Client idle(port, false);
+    REQUIRE(idle.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+    REQUIRE(idle.read_until("\r\n\r\nok"));
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(idle.read_all().empty());  // closed by the server, not by the client's 5 s timeout
+    CHECK(std::chrono::steady_clock::now() - start < 3s);
+  }
+}
+
+TEST_CASE("the live stream sends a keepalive comment while nothing new is published", "[dashboard][http]") {
+  HttpOptions options;
+  options.stream_keepalive = 100ms;
+  Server server(options);
+  server.feed->publish(snapshot(1));
+  Client client(server.http.port(), false);
+  REQUIRE(client.send("GET /api/stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(client.read_until("event: state\n"));
+  REQUIRE(client.read_until("\n\n: keepalive\n\n"));
+}

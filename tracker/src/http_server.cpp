@@ -44,11 +44,8 @@ using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr std::string_view kLog = "dashboard";
-constexpr std::chrono::seconds kRequestTime{30};   // to send a whole request (slowloris)
-constexpr std::chrono::seconds kIdleTime{60};      // between keep-alive requests
 constexpr std::chrono::seconds kWriteTime{30};     // for the client to take a response
 constexpr std::chrono::seconds kSnapshotWait{2};   // for a fresh snapshot
-constexpr std::chrono::seconds kKeepalive{15};     // between stream comments
 constexpr std::size_t kMaxQueuedEvents = 16;       // a stream this far behind is closed
 
 // A connection, as the server sees it: closed on stop(), told of each new snapshot.
@@ -127,7 +124,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   }
 
   void start() {
-    deadline_ = Clock::now() + kRequestTime;
+    deadline_ = Clock::now() + core_.options.request_timeout;
     if constexpr (std::is_same_v<Stream, TlsStream>) {
       lowest().expires_at(deadline_);
       stream_.async_handshake(net::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
@@ -178,7 +175,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     request_bytes_ = 0;
     // The clock for the whole request starts at its first byte (at accept for the first).
     started_ = first || buffer_.size() > 0;
-    if (!first && started_) deadline_ = Clock::now() + kRequestTime;
+    if (!first && started_) deadline_ = Clock::now() + core_.options.request_timeout;
     read_some();
   }
 
@@ -186,7 +183,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     if (started_) {
       lowest().expires_at(deadline_);
     } else {
-      lowest().expires_after(kIdleTime);
+      lowest().expires_after(core_.options.idle_timeout);
     }
     http::async_read_some(stream_, buffer_, *parser_,
                           [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
@@ -216,7 +213,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     }
     if (!started_) {
       started_ = true;
-      deadline_ = Clock::now() + kRequestTime;
+      deadline_ = Clock::now() + core_.options.request_timeout;
     }
     if (!parser_->is_done()) {
       read_some();
@@ -331,7 +328,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   }
 
   void keepalive() {
-    timer_.expires_after(kKeepalive);
+    timer_.expires_after(core_.options.stream_keepalive);
     timer_.async_wait([self = this->shared_from_this()](beast::error_code) {
       if (self->closed_ || !self->streaming_) return;
       self->core_.feed->mark_wanted();

@@ -352,12 +352,13 @@ TEST_CASE("with a token the dashboard refuses requests without it and takes a be
   CHECK(get("/api/events", "Cookie: " + pair + "\r\n").body == snapshot(1).events_json);
 }
 
-TEST_CASE("with a token the dashboard speaks HTTPS only: a plain HTTP request gets no answer",
+TEST_CASE("with a token the dashboard speaks HTTPS only: a plain HTTP request gets a 400 saying so",
           "[dashboard][http][auth]") {
   Server server({}, {rpc::Token(kToken)}, rpc::TlsContext::server("", ""));
   server.feed->publish(snapshot(1));
-  auto plain = request(server.http.port(), "GET", "/healthz");
-  CHECK(plain.status != 200);
+  auto plain = request(server.http.port(), "GET", "/api/state", "Authorization: Bearer " + kToken + "\r\n");
+  CHECK(plain.status == 400);
+  CHECK_THAT(plain.body, Catch::Contains("HTTPS only"));
   CHECK(plain.raw.find(snapshot(1).state_json) == std::string::npos);
   // Still serving HTTPS afterwards.
   CHECK(request(server.http.port(), "GET", "/healthz", "", "", true).status == 200);

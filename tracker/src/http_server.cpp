@@ -19,10 +19,12 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <type_traits>
 
@@ -126,16 +128,19 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   void start() {
     deadline_ = Clock::now() + core_.options.request_timeout;
     if constexpr (std::is_same_v<Stream, TlsStream>) {
+      // The first bytes tell TLS (a handshake record starts with 0x16) from plain HTTP,
+      // which gets a 400 saying to use https:// rather than a reset connection.
       lowest().expires_at(deadline_);
-      stream_.async_handshake(net::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
-        if (self->closed_) return;
-        if (ec) {
-          log::debug(kLog, "TLS handshake failed: ", ec.message());
-          self->close();
-          return;
-        }
-        self->read_request(true);
-      });
+      lowest().async_read_some(buffer_.prepare(std::min<std::size_t>(buffer_.max_size(), 4096)),
+                               [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+                                 if (self->closed_) return;
+                                 if (ec) {
+                                   self->close();
+                                   return;
+                                 }
+                                 self->buffer_.commit(n);
+                                 self->handshake();
+                               });
     } else {
       read_request(true);
     }
@@ -165,6 +170,67 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
 
  private:
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
+  // ---- TLS ---------------------------------------------------------------------
+
+  void handshake() {
+    const auto* first = static_cast<const unsigned char*>(buffer_.data().data());
+    if (first[0] != 0x16) {
+      refuse_plain_http();
+      return;
+    }
+    lowest().expires_at(deadline_);
+    stream_.async_handshake(net::ssl::stream_base::server, buffer_.data(),
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t used) {
+                              if (self->closed_) return;
+                              if (ec) {
+                                log::debug(kLog, "TLS handshake failed: ", ec.message());
+                                self->close();
+                                return;
+                              }
+                              // The client waits for the server's answer before it sends
+                              // anything else: the bytes read first were all handshake.
+                              const bool all_used = used == self->buffer_.size();
+                              self->buffer_.consume(self->buffer_.size());
+                              if (!all_used) {
+                                self->close();
+                                return;
+                              }
+                              self->read_request(true);
+                            });
+  }
+
+  // A plain HTTP request to the HTTPS-only server: a 400 in plain text, then close.
+  void refuse_plain_http() {
+    HttpResponse res = json_error(11, http::status::bad_request,
+                                  "this dashboard speaks HTTPS only: use https:// with the same host and port");
+    res.keep_alive(false);
+    res.prepare_payload();
+    std::ostringstream text;
+    text << res;
+    out_.push_back(text.str());
+    lowest().expires_after(kWriteTime);
+    net::async_write(lowest(), net::buffer(out_.front()), [self = this->shared_from_this()](beast::error_code, std::size_t) {
+      if (self->closed_) return;
+      beast::error_code ignored;
+      self->lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      self->lowest().expires_after(std::chrono::seconds(2));
+      self->drain();
+    });
+  }
+
+  // Reads what the client still sends until it closes (a close with unread bytes would
+  // reset the connection and could lose the answer), then closes.
+  void drain() {
+    lowest().async_read_some(net::buffer(sink_), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+      if (self->closed_) return;
+      if (ec) {
+        self->close();
+        return;
+      }
+      self->drain();
+    });
+  }
 
   // ---- reading a request -------------------------------------------------------
 

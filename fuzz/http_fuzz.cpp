@@ -1,12 +1,14 @@
 // Fuzz target: the tracker's dashboard server (HttpServer, Boost.Beast) on a real
 // loopback socket: what any browser, probe or stranger on the network can reach.
 // Input: byte 0 bit 0 set: the server requires a token (plain HTTP here, so that the
-// bytes reach the HTTP parser rather than TLS); the rest is what the client sends on a
-// fresh connection (then it shuts its side). Guarantees checked: no crash, no hang (the
-// answer ends: the server closes once the client's input has ended); the answer is
-// empty (closed) or an HTTP/1.1 response; the server still answers GET /healthz
-// afterwards; with a token, no answer carries the snapshot's documents unless the input
-// holds the token.
+// bytes reach the HTTP parser rather than TLS); bit 1 set: the HTTPS-only server (with
+// the token), where the bytes reach the TLS-or-HTTP sniffing and OpenSSL's handshake;
+// the rest is what the client sends on a fresh connection (then it shuts its side).
+// Guarantees checked: no crash, no hang (the answer ends: the server closes once the
+// client's input has ended); the answer is empty (closed) or an HTTP/1.1 response (or,
+// from the HTTPS server, TLS records); the server still answers afterwards (GET /healthz;
+// the HTTPS server's 400 to plain HTTP); with a token, no answer carries the snapshot's
+// documents unless the input holds the token.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -21,6 +23,7 @@
 #include <string_view>
 
 #include "kestrel/rpc/auth.h"
+#include "kestrel/rpc/tls.h"
 #include "kestrel/tracker/dashboard_feed.h"
 #include "kestrel/tracker/http_server.h"
 #include "support.h"
@@ -37,6 +40,7 @@ struct Servers {
   std::shared_ptr<tracker::DashboardFeed> feed = std::make_shared<tracker::DashboardFeed>();
   std::unique_ptr<tracker::HttpServer> open;
   std::unique_ptr<tracker::HttpServer> guarded;
+  std::unique_ptr<tracker::HttpServer> https;
 
   Servers() {
     tracker::DashboardSnapshot s;
@@ -52,8 +56,11 @@ struct Servers {
     open = std::make_unique<tracker::HttpServer>(options, feed, std::vector<rpc::Token>{}, nullptr);
     guarded = std::make_unique<tracker::HttpServer>(options, feed, std::vector<rpc::Token>{rpc::Token(std::string(kToken))},
                                                     nullptr);
+    https = std::make_unique<tracker::HttpServer>(options, feed, std::vector<rpc::Token>{rpc::Token(std::string(kToken))},
+                                                  rpc::TlsContext::server("", ""));
     open->start();
     guarded->start();
+    https->start();
   }
 };
 
@@ -115,8 +122,10 @@ std::string cookie_value() {
   return hex;
 }
 
-void check_answer(const std::string& answer) {
+void check_answer(const std::string& answer, bool tls) {
   constexpr std::string_view kStatusLine = "HTTP/1.1 ";
+  // TLS records: a handshake (0x16) or an alert (0x15).
+  if (tls && !answer.empty() && (answer[0] == 0x16 || answer[0] == 0x15)) return;
   const std::string_view head(answer.data(), std::min(answer.size(), kStatusLine.size()));
   fuzz::check(kStatusLine.substr(0, head.size()) == head,
               "the answer is neither empty nor an HTTP/1.1 response: " + answer.substr(0, 80));
@@ -131,13 +140,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1 || size > 64 * 1024) return 0;
-  const bool with_token = data[0] & 1;
+  const bool tls = data[0] & 2;
+  const bool with_token = tls || (data[0] & 1);
   Servers& s = servers();
-  auto& server = with_token ? *s.guarded : *s.open;
+  auto& server = tls ? *s.https : with_token ? *s.guarded : *s.open;
   const std::span<const std::uint8_t> input(data + 1, size - 1);
 
   const auto answer = exchange(server.port(), input);
-  check_answer(answer);
+  check_answer(answer, tls);
   if (with_token) {
     const std::string_view text(reinterpret_cast<const char*>(input.data()), input.size());
     // The input can only hold the token, or its cookie MAC, by luck or from a seed.
@@ -149,7 +159,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   static const std::string kHealth = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   const auto health = exchange(server.port(), {reinterpret_cast<const std::uint8_t*>(kHealth.data()), kHealth.size()});
-  fuzz::check(health.rfind("HTTP/1.1 200 ", 0) == 0 && health.ends_with("\r\n\r\nok"),
-              "the server stopped answering /healthz: " + health.substr(0, 80));
+  if (tls) {
+    fuzz::check(health.rfind("HTTP/1.1 400 ", 0) == 0 && health.find("HTTPS only") != std::string::npos,
+                "the HTTPS server stopped answering plain HTTP with its 400: " + health.substr(0, 80));
+  } else {
+    fuzz::check(health.rfind("HTTP/1.1 200 ", 0) == 0 && health.ends_with("\r\n\r\nok"),
+                "the server stopped answering /healthz: " + health.substr(0, 80));
+  }
   return 0;
 }

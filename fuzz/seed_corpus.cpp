@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
     throw std::logic_error("no session message " + name);
   };
 
-  // fuzz_http: byte 0 bit 0 = the server wants the token, then the request bytes.
+  // fuzz_http: byte 0 bit 0 = the server wants the token, bit 1 = the HTTPS server, then
+  // the request bytes.
   auto http = [](const std::string& name, std::uint8_t first, const std::string& request) {
     Bytes bytes{first};
     bytes.insert(bytes.end(), request.begin(), request.end());
@@ -155,6 +156,9 @@ int main(int argc, char** argv) {
   http("bearer", 1, "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer fuzz-token-0123456789abcdef\r\n\r\n");
   http("login", 1, "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
        "Content-Length: " + std::to_string(form.size()) + "\r\n\r\n" + form);
+  http("https-plain", 2, "GET /api/state HTTP/1.1\r\nHost: x\r\n\r\n");
+  // The start of a TLS 1.3 ClientHello record (the fuzzer grows it).
+  http("https-hello", 2, std::string("\x16\x03\x01\x00\x30\x01\x00\x00\x2c\x03\x03", 11) + std::string(32, 'r'));
   http("wrong-cookie", 1, "GET /api/pool HTTP/1.1\r\nHost: x\r\nCookie: a=b; kestrel_dashboard=00ff\r\n\r\n");
 
   // fuzz_frame: whole frames.

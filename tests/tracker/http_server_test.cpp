@@ -380,9 +380,14 @@ TEST_CASE("the dashboard closes new connections past its cap and serves again on
   options.max_connections = 2;
   Server server(options);
   const auto port = server.http.port();
+  // Two kept-alive connections, each with an answered request (so both are open on the
+  // server's side too).
   auto idle1 = std::make_unique<Client>(port, false);
   auto idle2 = std::make_unique<Client>(port, false);
-  std::this_thread::sleep_for(200ms);  // both accepted
+  for (auto* c : {idle1.get(), idle2.get()}) {
+    REQUIRE(c->send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+    REQUIRE(c->read_until("\r\n\r\nok"));
+  }
   auto refused = request(port, "GET", "/healthz");
   CHECK(refused.raw.empty());
   idle1.reset();

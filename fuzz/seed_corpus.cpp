@@ -137,6 +137,30 @@ int main(int argc, char** argv) {
     throw std::logic_error("no session message " + name);
   };
 
+  // fuzz_http: byte 0 bit 0 = the server wants the token, bit 1 = the HTTPS server, then
+  // the request bytes.
+  auto http = [](const std::string& name, std::uint8_t first, const std::string& request) {
+    Bytes bytes{first};
+    bytes.insert(bytes.end(), request.begin(), request.end());
+    write("http", name, bytes);
+  };
+  const std::string form = "token=fuzz-token-0123456789abcdef";
+  http("page", 0, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  http("head-asset", 0, "HEAD /assets/dashboard.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  http("pipelined", 0, "GET /api/state HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics?x=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+       "GET /api/events HTTP/1.0\r\n\r\n");
+  http("stream", 0, "GET /api/stream HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n");
+  http("unknown-method", 0, "PATCH /api/pool HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+  http("chunked", 0, "POST /login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\ntoken\r\n0\r\n\r\n");
+  http("no-token", 1, "GET /api/sessions HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  http("bearer", 1, "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer fuzz-token-0123456789abcdef\r\n\r\n");
+  http("login", 1, "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+       "Content-Length: " + std::to_string(form.size()) + "\r\n\r\n" + form);
+  http("https-plain", 2, "GET /api/state HTTP/1.1\r\nHost: x\r\n\r\n");
+  // The start of a TLS 1.3 ClientHello record (the fuzzer grows it).
+  http("https-hello", 2, std::string("\x16\x03\x01\x00\x30\x01\x00\x00\x2c\x03\x03", 11) + std::string(32, 'r'));
+  http("wrong-cookie", 1, "GET /api/pool HTTP/1.1\r\nHost: x\r\nCookie: a=b; kestrel_dashboard=00ff\r\n\r\n");
+
   // fuzz_frame: whole frames.
   for (const auto& [name, frame] : all_frames()) write("frame", name, frame);
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the libFuzzer targets of fuzz/ (frame decoding, the tracker's handshake,
-# every tracker handler, the device's session handlers, the measurement messages) with
+# every tracker handler, the device's session handlers, the measurement messages, the
+# dashboard's HTTP server) with
 # ASan and UBSan, in their own build directory (clang-19; only base, kernel, rpc, tracker
 # and device_runtime are built).
 #
@@ -23,7 +24,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${KESTREL_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 jobs="${KESTREL_FUZZ_JOBS:-2}"
-read -r -a targets <<< "${KESTREL_FUZZ_TARGETS:-frame handshake tracker session measure}"
+read -r -a targets <<< "${KESTREL_FUZZ_TARGETS:-frame handshake tracker session measure http}"
 
 usage() {
   sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'

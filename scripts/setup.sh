@@ -12,6 +12,7 @@ packages=(
   libssl-dev                                         # TLS on tracker connections (Asio's SSL stream over OpenSSL)
   libseccomp-dev                                     # the measurement worker's system-call filter
   libclang-rt-19-dev                                 # libFuzzer, ASan and UBSan runtimes of the fuzz targets (clang-19)
+  libboost-dev                                       # the tracker's dashboard: HTTP/1.1 server (Boost.Beast, header-only)
   nlohmann-json3-dev                                 # --json output of host tools
   libcairo2-dev                                      # `kestrel plot`: best-so-far charts as SVG and PNG (host tool only)
   libcli11-dev                                       # command-line parsing of both binaries

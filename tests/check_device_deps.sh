@@ -2,7 +2,8 @@
 # Fails if the device runtime binary depends on, or contains, the host's heavy
 # libraries (LLVM, Clang, LLD, SQLite, XGBoost, cairo), or links a GPU runtime (libOpenCL,
 # libcuda, NVRTC): those are loaded with dlopen, so one binary runs with or without a GPU.
-# It must not contain the tracker (kestrel_tracker) either: devices depend on rpc only.
+# It must not contain the tracker (kestrel_tracker) either, nor its dashboard's HTTP server
+# (Boost.Beast): devices depend on rpc only.
 set -euo pipefail
 # (grep reads nm's whole output, never -q: under pipefail an early exit of grep makes nm
 # die of SIGPIPE and the pipeline fail, so a match would read as no match.)
@@ -24,6 +25,10 @@ if nm -C "$binary" 2>/dev/null | grep -E ' (T|W) (llvm::|clang::|sqlite3_|XGBoos
 fi
 if nm -C "$binary" 2>/dev/null | grep -E ' (T|W|t) kestrel::tracker::' >/dev/null; then
   echo "FAIL: kestrel-device contains tracker code (kestrel::tracker); the device runtime must depend on rpc only"
+  exit 1
+fi
+if nm -C "$binary" 2>/dev/null | grep -E ' (T|W|t) (boost::beast::|kestrel::tracker::Http)' >/dev/null; then
+  echo "FAIL: kestrel-device contains the dashboard's HTTP server (Boost.Beast); it belongs to the tracker"
   exit 1
 fi
 echo "size: $(stat -c %s "$binary") bytes (unstripped)"

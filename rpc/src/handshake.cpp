@@ -143,7 +143,7 @@ awaitable<PeerHello> accept_handshake(std::shared_ptr<Connection> conn, const Tr
   if (token) welcome.setMac(capnp::Data::Reader(tracker_mac.data(), tracker_mac.size()));
   welcome.setHeartbeatIntervalMs(static_cast<std::uint32_t>(options.heartbeat_interval.count()));
   welcome.setHeartbeatMisses(options.heartbeat_misses);
-  welcome.setAcceptsReports(options.accepts_reports);
+  welcome.setAcceptsReports(options.accepts_reports && peer.role == wire::Role::CLIENT);  // a device may not report
   conn->send(builder);
   conn->mark_authenticated();
   if (token && !conn->uses_tls()) conn->set_frame_keys(frame_keys(*token, peer.role, peer_nonce, tracker_nonce, true));

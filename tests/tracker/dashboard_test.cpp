@@ -165,7 +165,8 @@ TEST_CASE("a device that sends a session report is dropped as a protocol violati
     PeerHandshakeOptions options;
     options.role = wire::Role::DEVICE;
     options.name = "reporting-device";
-    co_await perform_handshake(conn, options);
+    auto welcomed = co_await perform_handshake(conn, options);
+    CHECK_FALSE(welcomed.accepts_reports);  // offered to clients only
     const auto rejected_before = pool.tracker().stats().rejected_connections;
     capnp::MallocMessageBuilder builder;
     to_wire(report_at(4, 1.0), builder.initRoot<wire::Frame>().initSessionReport());

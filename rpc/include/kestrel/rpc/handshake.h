@@ -27,7 +27,8 @@ struct TrackerHandshakeOptions {
   std::chrono::milliseconds timeout{5000};
   std::chrono::milliseconds heartbeat_interval{1000};
   std::uint32_t heartbeat_misses = 3;
-  // Told in welcome: clients may send sessionReport frames (the tracker shows sessions).
+  // Told in a client's welcome: it may send sessionReport frames (the tracker shows
+  // sessions). A device's welcome never offers it.
   bool accepts_reports = false;
 };
 

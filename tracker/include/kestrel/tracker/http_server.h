@@ -12,8 +12,13 @@
 #include <vector>
 
 #include "kestrel/rpc/auth.h"
-#include "kestrel/rpc/tls.h"
 #include "kestrel/tracker/dashboard_feed.h"
+
+// Declared, not included: the server is built on Boost.Asio, which cannot share a
+// translation unit with the tracker's standalone Asio (kestrel/rpc/tls.h).
+namespace kestrel::rpc {
+class TlsContext;
+}
 
 namespace kestrel::tracker {
 
@@ -25,6 +30,12 @@ struct HttpOptions {
   std::chrono::milliseconds interval{1000};
   std::size_t max_connections = 64;   // open HTTP connections; past it new ones are closed at once
   std::size_t max_request_bytes = 8192;  // request line + headers + body
+  // A request must arrive whole within request_timeout of its first byte (of the
+  // connection, for the first one); a kept-alive connection idle for idle_timeout is
+  // closed; an open /api/stream gets a comment line every stream_keepalive.
+  std::chrono::milliseconds request_timeout{30000};
+  std::chrono::milliseconds idle_timeout{60000};
+  std::chrono::milliseconds stream_keepalive{15000};
 };
 
 class HttpServer {

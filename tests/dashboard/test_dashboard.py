@@ -193,6 +193,20 @@ def console_errors(driver, expected=()):
             if e.get("level") == "SEVERE" and not any(x in e["message"] for x in expected)]
 
 
+def query(driver, selector, attribute=None):
+    """The rendered text (or `attribute`) of every element matching `selector`, read in one
+    script: the page rebuilds sections on each update, so element handles do not last."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])]"
+        "  .map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.innerText.trim());", selector, attribute)
+
+
+def click(driver, selector):
+    """Clicks the first element matching `selector` as a person would; True once done."""
+    driver.find_element(By.CSS_SELECTOR, selector).click()
+    return True
+
+
 def points(driver, key):
     """data-points of the first curve of the running session on `key`, or 0."""
     return driver.execute_script(
@@ -264,61 +278,53 @@ class OpenDashboard(unittest.TestCase):
         driver = browser()
         try:
             driver.get(self.tracker.url)
-            find = driver.find_elements
             # The devices, grouped by key, with the busy one's lease holder.
-            wait_for(lambda: len(find(By.CSS_SELECTOR, "tr[data-device-name]")) == 3, what="three device rows")
+            wait_for(lambda: len(query(driver, "tr[data-device-name]")) == 3, what="three device rows")
             for key, names in {"dash-a": ["dash-a-1", self.MARKUP], "dash-b": ["dash-b-1"]}.items():
-                group = driver.find_element(By.CSS_SELECTOR, f"section.key-group[data-key='{key}']")
-                self.assertTrue(group.is_displayed())
-                self.assertEqual(sorted(r.get_attribute("data-device-name")
-                                        for r in group.find_elements(By.CSS_SELECTOR, "tr[data-device-name]")), names)
-                self.assertIn(key, group.find_element(By.CSS_SELECTOR, ".key-head").text)
-            busy = driver.find_element(By.CSS_SELECTOR, "tr[data-device-name='dash-b-1']")
-            wait_for(lambda: busy.get_attribute("data-state") == "busy" or None, what="dash-b-1 shown busy")
-            self.assertIn("tune", driver.find_element(By.CSS_SELECTOR, "tr[data-device-name='dash-b-1'] .holder").text)
-            self.assertEqual(driver.find_element(By.CSS_SELECTOR, "tr[data-device-name='dash-a-1']")
-                             .get_attribute("data-state"), "free")
-            self.assertEqual(driver.find_element(By.ID, "sum-devices").text, "3")
+                group = f"section.key-group[data-key='{key}']"
+                self.assertEqual(sorted(query(driver, group + " tr[data-device-name]", "data-device-name")), names)
+                self.assertIn(key, query(driver, group + " .key-head")[0])
+            wait_for(lambda: query(driver, "tr[data-device-name='dash-b-1']", "data-state") == ["busy"],
+                     what="dash-b-1 shown busy")
+            self.assertIn("tune", query(driver, "tr[data-device-name='dash-b-1'] .holder")[0])
+            self.assertEqual(query(driver, "tr[data-device-name='dash-a-1']", "data-state"), ["free"])
+            self.assertEqual(query(driver, "#sum-devices"), ["3"])
             # A name with markup is shown as text, never parsed.
-            self.assertIn(self.MARKUP, driver.find_element(By.CSS_SELECTOR, f"tr[data-device-name='{self.MARKUP}'] td.name").text)
-            self.assertEqual(driver.find_elements(By.CSS_SELECTOR, "main b"), [])
+            self.assertIn(self.MARKUP, query(driver, f"tr[data-device-name='{self.MARKUP}'] td.name")[0])
+            self.assertEqual(query(driver, "main b"), [])
 
             # The queue of dash-b: the profile, with its priority.
-            entry = wait_for(lambda: find(By.CSS_SELECTOR, ".queue[data-key='dash-b'] tr[data-priority='7']"),
-                             what="the waiting profile in the queue of dash-b")[0]
-            self.assertTrue(entry.is_displayed())
-            self.assertIn("profile", entry.text)
+            entry = wait_for(lambda: query(driver, ".queue[data-key='dash-b'] tr[data-priority='7']"),
+                             what="the waiting profile in the queue of dash-b")
+            self.assertIn("profile", entry[0])
 
             # The session's curve grows while the page stays loaded.
             first = wait_for(lambda: points(driver, "dash-b"), what="a curve with a point")
-            marker = driver.execute_script("window.kestrelNoReload = 1; return window.kestrelNoReload;")
-            self.assertEqual(marker, 1)
+            driver.execute_script("window.kestrelNoReload = 1;")
             grown = wait_for(lambda: points(driver, "dash-b") >= first + 2 and points(driver, "dash-b"), timeout=30,
                              what=f"the curve to grow past {first} points")
             self.assertGreater(grown, first)
             self.assertEqual(driver.execute_script("return window.kestrelNoReload;"), 1, "the page reloaded")
-            card = driver.find_element(By.CSS_SELECTOR, "article.session[data-state='running']")
-            trials = int(card.find_element(By.CSS_SELECTOR, ".job").get_attribute("data-trials"))
-            self.assertGreater(trials, 0)
-            self.assertIn("/ 100000", card.find_element(By.CSS_SELECTOR, "[data-field='trials']").text)
-            self.assertNotEqual(card.find_element(By.CSS_SELECTOR, "[data-field='best']").text, "–")
+            card = "article.session[data-state='running']"
+            self.assertGreater(int(query(driver, card + " .job", "data-trials")[0]), 0)
+            self.assertIn("/ 100000", query(driver, card + " [data-field='trials']")[0])
+            self.assertNotEqual(query(driver, card + " [data-field='best']")[0], "–")
 
             # The same curve against time.
-            card.find_element(By.CSS_SELECTOR, "button[data-x='time']").click()
-            wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "article.session[data-state='running'] svg.curve")
-                     .get_attribute("data-x") == "time", what="the curve drawn against time")
+            wait_for(lambda: click(driver, card + " button[data-x='time']"), what="the vs-time button")
+            wait_for(lambda: query(driver, card + " svg.curve", "data-x") == ["time"], what="the curve drawn against time")
 
             # The events: three devices joined.
-            joins = wait_for(lambda: len(find(By.CSS_SELECTOR, "#event-list li[data-kind='join']")) >= 3 and
-                             find(By.CSS_SELECTOR, "#event-list li[data-kind='join']"), what="three join events")
-            self.assertTrue(any("dash-a-1" in j.text for j in joins))
-            self.assertTrue(any(self.MARKUP in j.text for j in joins))
-            self.assertEqual(driver.find_elements(By.CSS_SELECTOR, "main b"), [])
-            self.assertEqual(driver.find_element(By.ID, "live").get_attribute("data-status"), "live")
+            joins = wait_for(lambda: (lambda found: len(found) >= 3 and found)(query(driver, "#event-list li[data-kind='join']")),
+                             what="three join events")
+            self.assertTrue(any("dash-a-1" in j for j in joins), joins)
+            self.assertTrue(any(self.MARKUP in j for j in joins), joins)
+            self.assertEqual(query(driver, "main b"), [])
+            self.assertEqual(query(driver, "#live", "data-status"), ["live"])
 
             shot = os.environ.get("KESTREL_DASHBOARD_SCREENSHOT")
             if shot:
-                card.find_element(By.CSS_SELECTOR, "button[data-x='trials']").click()
+                wait_for(lambda: click(driver, card + " button[data-x='trials']"), what="the vs-trials button")
                 wait_for(lambda: points(driver, "dash-b") >= 12, timeout=30, what="a curve worth a screenshot")
                 driver.execute_script("window.scrollTo(0, 0)")
                 height = driver.execute_script("return document.documentElement.scrollHeight")
@@ -475,10 +481,8 @@ class GuardedDashboard(unittest.TestCase):
             wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "tr[data-device-name='sec-1']"),
                      what="the device on the page after logging in")
             self.assertEqual(urllib.parse.urlparse(driver.current_url).path, "/")
-            wait_for(lambda: driver.find_element(By.ID, "live").get_attribute("data-status") == "live",
-                     what="the live stream")
-            self.assertEqual([b.text for b in driver.find_elements(By.CSS_SELECTOR, "#tracker-badges .badge")],
-                             ["TLS", "token"])
+            wait_for(lambda: query(driver, "#live", "data-status") == ["live"], what="the live stream")
+            self.assertEqual(query(driver, "#tracker-badges .badge"), ["TLS", "token"])
             # The wrong token's answer was a 401 (and the login page, which is not the
             # dashboard's, names no icon, so the browser asked for /favicon.ico); nothing
             # else went wrong.
@@ -517,9 +521,8 @@ class LocalTuneDashboard(unittest.TestCase):
             wait_for(healthy, what="the local tune's dashboard")
             driver = browser()
             driver.get(url)
-            row = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "section.key-group[data-key='local'] tr[data-device-name]"),
-                           what="the embedded device under key local")[0]
-            wait_for(lambda: row.get_attribute("data-state") == "busy", what="the embedded device busy")
+            wait_for(lambda: query(driver, "section.key-group[data-key='local'] tr[data-device-name]", "data-state") == ["busy"],
+                     what="the embedded device under key local, busy")
             first = wait_for(lambda: points(driver, "local"), what="a curve with a point")
             wait_for(lambda: points(driver, "local") > first, timeout=30, what=f"the curve to grow past {first} points")
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)

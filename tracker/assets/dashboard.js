@@ -1,4 +1,4 @@
-// The tracker's dashboard: loads api/state once, then follows api/stream (server-sent
+// The tracker's dashboard: loads /api/state once, then follows /api/stream (server-sent
 // `state` events, one whole state document each) and renders the summary, the tuning
 // sessions with their best-so-far curves (SVG drawn here), the devices by key, the
 // queues and the recent events. The documents are described in docs/dashboard.md.
@@ -571,10 +571,10 @@
 
   async function load() {
     try {
-      const response = await fetch('api/state', { credentials: 'same-origin', cache: 'no-store' });
+      const response = await fetch('/api/state', { credentials: 'same-origin', cache: 'no-store' });
       if (response.status === 401) {
         setLive('auth', 'token needed');
-        window.location.assign('login');
+        window.location.assign('/login');
         return false;
       }
       if (!response.ok) throw new Error('api/state: HTTP ' + response.status);
@@ -588,7 +588,7 @@
 
   function follow() {
     if (source) source.close();
-    source = new EventSource('api/stream', { withCredentials: true });
+    source = new EventSource('/api/stream', { withCredentials: true });
     source.addEventListener('state', (event) => {
       retryMs = 1000;
       try {

@@ -433,7 +433,8 @@ int run_tune(int argc, char** argv) {
     // A pick without measurements has no progress to show.
     session_options.quiet = args.has("quiet") || args.has("json") || !measures;
     if (pool.http_port && !session_options.session.target) {  // (no pool starts for a zero-shot pick without a device)
-      std::cerr << "kestrel tune: dashboard at http://127.0.0.1:" << *pool.http_port << "/\n";
+      std::cerr << "kestrel tune: the dashboard will be at http://127.0.0.1:" << *pool.http_port
+                << "/ once the embedded pool starts\n";
     }
     tuner::SessionResult session = run_tune_session(from_model ? std::vector<tuner::TuneJob>{} : jobs, *db, session_options);
     if (from_model && !args.has("json")) {

@@ -3,9 +3,11 @@
 // TCP) of a tracker with 1,000 connected device agents and 10 live tuning sessions
 // holding a lease each, measured twice:
 //   off: no dashboard (TrackerOptions::http unset; the sessions cannot report);
-//   on:  the dashboard on (TrackerOptions::http) and a viewer looking (the feed is
-//        wanted, so the tracker builds and publishes a snapshot every interval), the
-//        10 sessions reporting a batch each --report-ms.
+//   on:  the dashboard on (TrackerOptions::http) and a viewer looking, as a browser and
+//        Prometheus would: a real HTTP client following /api/stream (so the tracker
+//        builds and publishes a snapshot every interval, and the HTTP server sends each
+//        one) and scraping /metrics each second; the 10 sessions reporting a batch each
+//        --report-ms.
 // Prints each run's p50/p99, the snapshot build time and the p99 ratio on/off (the
 // goal: within 10%). Exits nonzero only when the harness fails (a pool that does not
 // come up, a request that fails, a thread that does not wind down), not on the ratio.
@@ -16,7 +18,11 @@
 //
 //   ./build/bench/kestrel-bench-dashboard [--quick] [--devices N] [--seconds S]
 //       [--rounds N] [--interval-ms MS] [--report-ms MS]
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +37,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -163,6 +170,87 @@ struct RunResult {
   std::size_t state_bytes = 0;  // of the last /api/state document
   std::size_t reports = 0;
   std::size_t cycles = 0;
+  std::size_t stream_events = 0;  // snapshots the viewer's /api/stream delivered
+  std::size_t scrapes = 0;        // /metrics answers it read
+};
+
+// A dashboard viewer on its own thread, over plain loopback sockets: one connection
+// follows /api/stream (counting the `state` events it receives), another asks for
+// /metrics each second. stop() ends both (shutdown wakes the blocked reads) and joins.
+class Viewer {
+ public:
+  explicit Viewer(std::uint16_t port) : port_(port) {
+    stream_fd_ = connect_to_port();
+    send_request(stream_fd_, "/api/stream");
+    stream_ = std::thread([this] { follow_stream(); });
+    scraper_ = std::thread([this] { scrape_metrics(); });
+  }
+  ~Viewer() { stop(); }
+
+  void stop() {
+    if (stopped_.exchange(true)) return;
+    ::shutdown(stream_fd_, SHUT_RDWR);
+    stream_.join();
+    scraper_.join();
+    ::close(stream_fd_);
+  }
+  std::size_t events() const { return events_; }
+  std::size_t scrapes() const { return scrapes_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  int connect_to_port() const {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw std::runtime_error("viewer: socket() failed");
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port_);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      ::close(fd);
+      throw std::runtime_error(str("viewer: cannot connect to the dashboard on port ", port_));
+    }
+    return fd;
+  }
+  static void send_request(int fd, const std::string& path) {
+    std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+      throw std::runtime_error("viewer: cannot send " + path);
+    }
+  }
+  void follow_stream() {
+    static constexpr std::string_view kEvent = "event: state";
+    std::vector<char> buffer(1 << 16);
+    std::string tail;  // the end of the previous read, for a marker split across reads
+    while (true) {
+      ssize_t n = ::recv(stream_fd_, buffer.data(), buffer.size(), 0);
+      if (n <= 0) return;
+      bytes_ += static_cast<std::size_t>(n);
+      std::string chunk = tail + std::string(buffer.data(), static_cast<std::size_t>(n));
+      for (auto at = chunk.find(kEvent); at != std::string::npos; at = chunk.find(kEvent, at + 1)) {
+        if (at + kEvent.size() > tail.size()) ++events_;  // not counted with the previous read
+      }
+      tail = chunk.substr(chunk.size() - std::min(chunk.size(), kEvent.size() - 1));
+    }
+  }
+  void scrape_metrics() {
+    while (!stopped_) {
+      int fd = connect_to_port();
+      send_request(fd, "/metrics");
+      std::vector<char> buffer(1 << 16);
+      while (::recv(fd, buffer.data(), buffer.size(), 0) > 0) {
+      }
+      ::close(fd);
+      ++scrapes_;
+      for (int i = 0; i < 20 && !stopped_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  std::uint16_t port_;
+  int stream_fd_ = -1;
+  std::atomic<bool> stopped_{false};
+  std::atomic<std::size_t> events_{0}, scrapes_{0}, bytes_{0};
+  std::thread stream_, scraper_;
 };
 
 // A tracker with `devices` agents and kSessions session clients holding a lease each.
@@ -191,7 +279,7 @@ class Bench {
         std::lock_guard lock(build_times_mutex_);
         build_times_ms_.push_back(ms);
       });
-      feed->viewer_opened();  // a live page: snapshots each interval
+      viewer_ = std::make_unique<Viewer>(tracker_->http_port());  // a live page and a scraper
     }
     // Warm up, then measure.
     measure(settings_.measure_for / 10);
@@ -205,7 +293,9 @@ class Bench {
     result.cycles = us.size();
     result.reports = reports_sent_;
     if (dashboard_) {
-      feed->viewer_closed();
+      viewer_->stop();
+      result.stream_events = viewer_->events();
+      result.scrapes = viewer_->scrapes();
       if (auto latest = feed->latest()) {
         result.snapshots = latest->version;
         result.state_bytes = latest->state_json.size();
@@ -216,6 +306,8 @@ class Bench {
         result.snapshot_ms_max = std::max(result.snapshot_ms_max, ms);
       }
       if (result.snapshots < 2) throw std::runtime_error("the tracker published no snapshot while a viewer looked");
+      if (result.stream_events < 2) throw std::runtime_error("the viewer's stream received no snapshot");
+      if (result.scrapes == 0) throw std::runtime_error("no /metrics scrape finished");
       if (result.reports == 0) throw std::runtime_error("no session report was sent with the dashboard on");
     }
     if (!shutdown()) throw std::runtime_error("the pool did not wind down cleanly");
@@ -366,6 +458,7 @@ class Bench {
   Worker agents_;
   Worker clients_;
   std::unique_ptr<tracker::Tracker> tracker_;
+  std::unique_ptr<Viewer> viewer_;
   std::vector<std::unique_ptr<device::DeviceAgent>> agent_list_;
   std::vector<std::shared_ptr<rpc::TrackerClient>> session_clients_;
   std::shared_ptr<rpc::TrackerClient> probe_;
@@ -467,9 +560,10 @@ int main(int argc, char** argv) {
         std::printf("round %zu dashboard %-3s %6zu grants: latency p50 %7.1f us  p99 %7.1f us  max %8.1f us", round + 1,
                     dashboard ? "on" : "off", r.cycles, r.p50_us, r.p99_us, r.max_us);
         if (dashboard) {
-          std::printf("  (%llu snapshots of %zu KiB built in %.2f ms mean, %.2f ms max; %zu reports)",
+          std::printf("  (%llu snapshots of %zu KiB built in %.2f ms mean, %.2f ms max; %zu streamed, %zu /metrics "
+                      "scrapes; %zu reports)",
                       static_cast<unsigned long long>(r.snapshots), r.state_bytes / 1024, r.snapshot_ms_mean,
-                      r.snapshot_ms_max, r.reports);
+                      r.snapshot_ms_max, r.stream_events, r.scrapes, r.reports);
         }
         std::printf("\n");
         std::fflush(stdout);

@@ -67,8 +67,9 @@ std::string login_page(bool wrong) {
   std::string page =
       "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<title>kestrel tracker: log in</title>\n"
-      "<link rel=\"stylesheet\" href=\"/assets/dashboard.css\">\n</head>\n<body class=\"login\">\n"
-      "<main>\n<h1>kestrel tracker</h1>\n";
+      "<link rel=\"icon\" href=\"data:,\">\n"  // no /favicon.ico request (a 404 in the console)
+      "<link rel=\"stylesheet\" href=\"/assets/dashboard.css\">\n</head>\n<body>\n"
+      "<main class=\"login\">\n<h1>kestrel tracker</h1>\n";
   if (wrong) page += "<p class=\"error\" role=\"alert\">that token is not one of this tracker's dashboard tokens</p>\n";
   page +=
       "<form method=\"post\" action=\"/login\">\n"

@@ -30,9 +30,11 @@ const std::string kToken = "dashboard-token-0123456789";
 // A connected loopback socket (closed when destroyed), optionally with TLS on top.
 class Client {
  public:
-  Client(std::uint16_t port, bool tls) {
+  // `receive_buffer`: a small one (bytes) makes a reader that does not read fall behind soon.
+  Client(std::uint16_t port, bool tls, int receive_buffer = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd_ >= 0);
+    if (receive_buffer > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     timeval timeout{5, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     sockaddr_in addr{};
@@ -297,6 +299,37 @@ TEST_CASE("the live stream sends the state at once and each new snapshot, and co
   }
   // The client left: no viewer any more.
   CHECK(test::wait_for([&] { return server.feed->viewers() == 0; }));
+}
+
+TEST_CASE("a live stream that reads slower than the snapshots come gets the newest state, not a backlog",
+          "[dashboard][http]") {
+  Server server;
+  // Snapshots of 512 KiB: 60 of them (30 MiB) are far more than the socket buffers hold.
+  auto big = [](int n) {
+    DashboardSnapshot s = snapshot(n);
+    s.state_json = "{\"tracker\":{\"n\":" + std::to_string(n) + "},\"pad\":\"" + std::string(512 * 1024, 'x') + "\"}";
+    return s;
+  };
+  server.feed->publish(big(1));
+  Client client(server.http.port(), false, 4096);
+  REQUIRE(client.send("GET /api/stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(test::wait_for([&] { return server.feed->viewers() == 1; }));
+  constexpr int kPublished = 60;
+  for (int n = 2; n <= kPublished; ++n) {  // the client reads nothing meanwhile
+    server.feed->publish(big(n));
+    std::this_thread::sleep_for(5ms);
+  }
+  const std::string last = "{\"tracker\":{\"n\":" + std::to_string(kPublished) + "}";
+  REQUIRE(client.read_until(last));
+  std::size_t events = 0;
+  for (auto at = client.received().find("event: state"); at != std::string::npos;
+       at = client.received().find("event: state", at + 1)) {
+    ++events;
+  }
+  // The server kept at most the event being written and the newest one waiting: the
+  // reader skipped the states it was too slow for and still got the last one.
+  CHECK(events < static_cast<std::size_t>(kPublished) / 2);
+  CHECK(events >= 2);
 }
 
 TEST_CASE("with a token the dashboard refuses requests without it and takes a bearer token or the login cookie",

@@ -20,6 +20,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -48,7 +49,6 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 constexpr std::string_view kLog = "dashboard";
 constexpr std::chrono::seconds kWriteTime{30};     // for the client to take a response
 constexpr std::chrono::seconds kSnapshotWait{2};   // for a fresh snapshot
-constexpr std::size_t kMaxQueuedEvents = 16;       // a stream this far behind is closed
 
 // A connection, as the server sees it: closed on stop(), told of each new snapshot.
 class Connection {
@@ -71,6 +71,13 @@ struct HttpCore {
   std::shared_ptr<DashboardFeed> feed;
   HttpRoutes routes;
   std::shared_ptr<const rpc::TlsContext> tls;
+  // Declared before io: sessions still held by io's handlers erase themselves from
+  // `connections` when io is destroyed (after a run() that ended by an exception).
+  bool stopping = false;  // server thread only
+  std::atomic<bool> closed{false};  // close_all() ran: the feed's listener posts nothing more
+  std::uint64_t next_id = 0;
+  std::map<std::uint64_t, std::weak_ptr<Connection>> connections;
+  std::size_t refused = 0;
   net::io_context io{1};
   std::optional<net::ssl::context> ssl;  // wraps tls's SSL_CTX (its own reference)
   tcp::acceptor acceptor{io};
@@ -78,18 +85,13 @@ struct HttpCore {
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::thread thread;
   std::mutex stop_mutex;
-  bool stopping = false;  // server thread only
-
-  std::uint64_t next_id = 0;
-  std::map<std::uint64_t, std::weak_ptr<Connection>> connections;
-  std::size_t refused = 0;
 
   bool fresh(const std::shared_ptr<const DashboardSnapshot>& s) const {
     return s && Clock::now() - s->made_at <= 2 * options.interval;
   }
 
   void on_publish() {
-    auto open = connections;  // a stream that falls behind closes (and erases itself)
+    auto open = connections;  // a stream whose write fails closes (and erases itself)
     for (auto& [id, weak] : open) {
       if (auto c = weak.lock()) c->on_publish();
     }
@@ -99,6 +101,7 @@ struct HttpCore {
   void on_accept(tcp::socket socket);
   void close_all() {
     stopping = true;
+    closed = true;
     beast::error_code ec;
     acceptor.close(ec);
     accept_pause.cancel();
@@ -385,12 +388,15 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     auto latest = core_.feed->latest();
     if (!latest || latest->version <= sent_version_) return;
     sent_version_ = latest->version;
-    if (out_.size() >= kMaxQueuedEvents) {
-      log::debug(kLog, "closing a live stream that does not keep up");
-      close();
+    auto event = sse_event("state", latest->state_json);
+    // A reader slower than the snapshots gets the newest state next, not a backlog: at
+    // most the write in flight and one waiting event per stream (a reader that takes
+    // nothing is closed by the write timeout).
+    if (writing_ && out_.size() >= 2) {
+      out_.back() = std::move(event);
       return;
     }
-    queue(sse_event("state", latest->state_json));
+    queue(std::move(event));
   }
 
   void keepalive() {
@@ -549,15 +555,23 @@ void HttpServer::start() {
   std::lock_guard lock(core->stop_mutex);
   if (core->thread.joinable() || core->stopping) return;
   core->feed->add_listener([weak = std::weak_ptr<HttpCore>(core)] {
-    if (auto c = weak.lock()) net::post(c->io, [raw = c.get()] { raw->on_publish(); });
+    auto c = weak.lock();
+    if (c && !c->closed) net::post(c->io, [raw = c.get()] { raw->on_publish(); });
   });
   core->work.emplace(core->io.get_executor());
   core->accept();
+  // A handler that throws is logged and the server goes on (run() may be called again
+  // after an exception); run() returns normally once close_all() has closed everything.
   core->thread = std::thread([c = core.get()] {
-    try {
-      c->io.run();
-    } catch (const std::exception& ex) {
-      log::error(kLog, "internal error: ", ex.what());
+    while (true) {
+      try {
+        c->io.run();
+        return;
+      } catch (const std::exception& ex) {
+        log::error(kLog, "internal error (the server goes on): ", ex.what());
+      } catch (...) {
+        log::error(kLog, "internal error (the server goes on): unknown exception");
+      }
     }
   });
 }

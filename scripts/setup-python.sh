@@ -3,8 +3,8 @@
 # <repo>/.venv (or $KESTREL_VENV) with numpy, onnx (scripts/make_models.py builds the test
 # models with it), onnxruntime (scripts/ort_run.py, the reference `kestrel run` checks
 # against), pyarrow (`kestrel dataset -o X.parquet`), selenium and prometheus_client
-# (tests/dashboard: the dashboard in headless Chromium, /metrics parsed), pytest and pandas
-# (python/tests: the Python package's tests; records as a DataFrame); with --bench also kernel_tuner
+# (tests/dashboard: the dashboard in headless Chromium, /metrics parsed), pytest, pandas and matplotlib
+# (python/tests: the Python package's tests; records as a DataFrame; the docs example plots); with --bench also kernel_tuner
 # (bench/kernel_tuner_strategies.py, the strategy bench against Kernel Tuner's
 # strategies; not needed by the tests). Idempotent: packages already importable in the
 # venv are not installed again.
@@ -16,7 +16,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${KESTREL_VENV:-$root/.venv}"
 tries="${KESTREL_PIP_TRIES:-3}"
 delay="${KESTREL_PIP_RETRY_DELAY:-5}"  # seconds; the n-th retry waits n times this
-packages=(numpy onnx onnxruntime pyarrow selenium prometheus_client pytest pandas)
+packages=(numpy onnx onnxruntime pyarrow selenium prometheus_client pytest pandas matplotlib)
 if [ "${1:-}" = "--bench" ]; then packages+=(kernel_tuner); fi
 
 if ! command -v python3 >/dev/null 2>&1; then

@@ -1,6 +1,7 @@
 // `kestrel tune` as users run it: the embedded default, resuming after SIGKILL and
 // Ctrl-C, bad input, and `kestrel best` / `kestrel records` on what it recorded.
 #include <algorithm>
+#include <map>
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -57,14 +58,36 @@ std::size_t record_count(const std::string& db) {
   }
 }
 
+// The records by status (and final round), for a failure's message.
+std::string describe_records(const std::string& db) {
+  std::map<std::string, std::size_t> by_status;
+  std::size_t total = 0;
+  try {
+    tuner::SqliteRecords records(db);
+    for (const auto& r : records.all()) {
+      ++total;
+      ++by_status[std::string(kernel::to_string(r.status)) + (r.final_measurement ? " (final)" : "")];
+    }
+  } catch (const tuner::RecordsError& e) {
+    return e.what();
+  }
+  std::string text = std::to_string(total) + " records:";
+  for (const auto& [status, n] : by_status) text += " " + status + " " + std::to_string(n);
+  return text;
+}
+
 // A rerun with 4 more trials than the `kept` records resumes all of them and measures 4.
 void check_rerun_resumes(const TempDir& dir, const std::string& db, std::size_t kept) {
   std::string output;
   auto argv = tune_args(db, static_cast<int>(kept) + 4);
   argv.push_back("--json");
-  REQUIRE(test::run_command(argv, output, dir.file("rerun.out")) == 0);
+  const int code = test::run_command(argv, output, dir.file("rerun.out"));
+  INFO("the rerun's output:\n" << output);
+  REQUIRE(code == 0);
   auto result = parse_json(output);
   REQUIRE(result.is_object());
+  // What the database holds, when the count differs: records by status and final flag.
+  INFO("records kept: " << kept << "; " << describe_records(db));
   CHECK(result["resumed"].get<std::size_t>() == kept);
   CHECK(result["this_session"] == 4);
 }
@@ -183,6 +206,7 @@ TEST_CASE("Ctrl-C in the middle of a batch keeps the records and the next run re
   REQUIRE(run.running());
   run.signal(SIGINT);
   auto code = run.wait_exit(60s);
+  INFO("the interrupted run's log:\n" << run.log());
   REQUIRE(code);
   CHECK(*code == 130);
   CHECK_THAT(run.log(), Catch::Contains("stopping after the batch in flight"));

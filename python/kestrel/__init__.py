@@ -109,8 +109,9 @@ def tune(op, shape, *, trials=200, batch=16, db="kestrel.db", strategy="sa", see
     again resumes), records every measurement in `db` (an SQLite path, or any URI
     tuner::open_records accepts), then re-measures the best beside the default.
 
-    callback(progress) is called after every batch (phase "tuning") and as the session
-    ends (phases "final", "done") with a dict: trials, total, this_session, failures,
+    callback(progress) is called as the search starts, after the default configuration's
+    measurement and after every batch (phase "tuning"), and as the session ends (phases
+    "final", "done"), with a dict: trials, total, this_session, failures,
     statuses, best_gflops, default_gflops, best_config, elapsed_s, eta_s, phase. An
     exception it raises stops the session (its devices released, records kept) and
     propagates. Ctrl-C stops after the batch in flight and raises KeyboardInterrupt

@@ -14,10 +14,13 @@ from conftest import BATCH, FAST, SHAPE, TRIALS
 def test_tune_calls_back_once_per_batch_with_growing_trials(tuned):
     result, calls, db = tuned
     tuning = [c for c in calls if c["phase"] == "tuning"]
-    # The default configuration is measured first, then the search batch by batch.
     assert len(tuning) >= TRIALS // BATCH
     trials = [c["trials"] for c in tuning]
     assert trials == sorted(trials) and len(set(trials)) == len(trials), trials
+    # One call as the session starts, one after the default's measurement, one per batch.
+    assert trials[0] == 0 and trials[1] == 1
+    assert all(b - a <= BATCH for a, b in zip(trials[1:], trials[2:])), trials
+    assert len(tuning) == 2 + -(-(TRIALS - 1) // BATCH)
     assert trials[-1] == TRIALS
     assert all(c["total"] == TRIALS for c in calls)
     assert calls[-1]["phase"] == "done"

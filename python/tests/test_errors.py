@@ -46,6 +46,10 @@ def test_unknown_options_and_strategies_raise_usage_error(tmp_path):
         kestrel.tune("gemm", "8x8x8", strategy="best", db=tmp_path / "x.db")
     with pytest.raises(kestrel.UsageError, match="needs tracker"):
         kestrel.profile("gemm", "8x8x8", key="rpi4")
+    with pytest.raises(kestrel.UsageError, match="tracker must be"):
+        kestrel.profile("gemm", "8x8x8", tracker=9190)
+    with pytest.raises(kestrel.UsageError, match="repeat must be between 1 and"):
+        kestrel.profile("gemm", "8x8x8", repeat=0)
 
 
 def test_an_exception_in_the_callback_stops_the_session_and_propagates(tmp_path):
@@ -66,3 +70,8 @@ def test_an_exception_in_the_callback_stops_the_session_and_propagates(tmp_path)
 def test_an_unreachable_tracker_raises_rpc_error():
     with pytest.raises(kestrel.RpcError):
         kestrel.query("127.0.0.1:1", timeout_ms=1000)
+
+
+def test_a_bad_configuration_raises_op_error_once_the_target_is_known():
+    with pytest.raises(kestrel.OpError, match="unknown knob 'zz' for gemm"):
+        kestrel.profile("gemm", "16x16x16", {"zz": 1}, repeat=1, min_repeat_ms=1)

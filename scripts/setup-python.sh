@@ -4,7 +4,8 @@
 # models with it), onnxruntime (scripts/ort_run.py, the reference `kestrel run` checks
 # against), pyarrow (`kestrel dataset -o X.parquet`), selenium and prometheus_client
 # (tests/dashboard: the dashboard in headless Chromium, /metrics parsed), pytest, pandas and matplotlib
-# (python/tests: the Python package's tests; records as a DataFrame; the docs example plots); with --bench also kernel_tuner
+# (python/tests: the Python package's tests; records as a DataFrame; the docs example plots), wheel (pip builds the
+# package into a wheel: scripts/install-python-package.sh); with --bench also kernel_tuner
 # (bench/kernel_tuner_strategies.py, the strategy bench against Kernel Tuner's
 # strategies; not needed by the tests). Idempotent: packages already importable in the
 # venv are not installed again.
@@ -16,7 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${KESTREL_VENV:-$root/.venv}"
 tries="${KESTREL_PIP_TRIES:-3}"
 delay="${KESTREL_PIP_RETRY_DELAY:-5}"  # seconds; the n-th retry waits n times this
-packages=(numpy onnx onnxruntime pyarrow selenium prometheus_client pytest pandas matplotlib)
+packages=(numpy onnx onnxruntime pyarrow selenium prometheus_client pytest pandas matplotlib wheel)
 if [ "${1:-}" = "--bench" ]; then packages+=(kernel_tuner); fi
 
 if ! command -v python3 >/dev/null 2>&1; then

@@ -6,7 +6,9 @@
 # (the emulated-board test then reports itself skipped). The Python test dependencies
 # (numpy, onnx, onnxruntime in .venv: scripts/setup-python.sh) come next; without them
 # (no PyPI, KESTREL_NO_PYTHON=1) the tests against ONNX Runtime report themselves skipped,
-# except with KESTREL_REQUIRE_PYTHON=1 (CI: .ci/run), where that is a failure. After
+# except with KESTREL_REQUIRE_PYTHON=1 (CI: .ci/run), where that is a failure. After the
+# build, the kestrel Python package is pip-installed into the venv
+# (scripts/install-python-package.sh; docs/python.md). After
 # ctest, the fuzz smoke runs each fuzz target for about a minute (scripts/fuzz.sh smoke;
 # KESTREL_NO_FUZZ=1 skips it).
 set -euo pipefail
@@ -29,6 +31,17 @@ if [ "${KESTREL_NO_CROSS:-0}" != "1" ]; then
 fi
 "$root/scripts/build.sh" -DKESTREL_WERROR=ON
 build="${KESTREL_BUILD_DIR:-$root/build}"
+# The kestrel Python package into the venv (the ctest cases `python: ...` install it again
+# before testing it).
+if [ "${KESTREL_NO_PYTHON:-0}" != "1" ]; then
+  if ! "$root/scripts/install-python-package.sh"; then
+    if [ "${KESTREL_REQUIRE_PYTHON:-0}" = "1" ]; then
+      echo "test: the kestrel Python package could not be installed (KESTREL_REQUIRE_PYTHON=1)" >&2
+      exit 1
+    fi
+    echo "test: the kestrel Python package could not be installed: its tests will be skipped" >&2
+  fi
+fi
 ctest --test-dir "$build" -j 2 --output-on-failure --timeout 300
 # The fuzz smoke: every libFuzzer target for about a minute (scripts/fuzz.sh).
 if [ "${KESTREL_NO_FUZZ:-0}" = "1" ]; then

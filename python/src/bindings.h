@@ -1,0 +1,34 @@
+// The pieces of the extension module kestrel._kestrel, one file per part of the API
+// (ops.cpp, measure.cpp, records.cpp), and the conversions they share: a workload or a
+// configuration given as text ("48x40x32", "M=48,N=40,K=32") or as a dict.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "kestrel/ops/op.h"
+
+namespace kestrel::python {
+
+namespace py = pybind11;
+
+// A user error in the arguments of a call (not the op's or the database's): raised as
+// kestrel.UsageError, a ValueError.
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+void bind_ops(py::module_& m);
+void bind_measure(py::module_& m);
+void bind_records(py::module_& m);
+
+// "A=1,B=2" from a dict {"A": 1, "B": 2}; a str as it is; None as "". Throws UsageError
+// for anything else (naming `what`).
+std::string pairs_text(py::handle value, const char* what);
+// The validated workload of `op` (ops::parse_params). Throws ops::OpError.
+ops::Params params_of(const ops::Op& op, py::handle shape);
+// {"A": 1, ...} of a params or config map.
+py::dict to_dict(const std::map<std::string, std::int64_t>& pairs);
+
+}  // namespace kestrel::python

@@ -218,7 +218,8 @@ int run_bench(int argc, char** argv) {
   args.option("config", "CONFIG", "with --shape: time this configuration instead of the database's best");
   args.option("kernel-source", "FILE", "time this C kernel file instead of the op's own kernel (it gets the same "
                                        "#defines and arguments)");
-  args.option("db", "FILE", "records database the best configurations come from", "kestrel.db");
+  args.option("db", "FILE|URI", "records database the best configurations come from (SQLite file or PostgreSQL URI)",
+              "kestrel.db");
   args.option("tune-trials", "N", "first tune every workload to N trials (into --db) on this machine");
   args.option("threads", "LIST", "thread counts to compare at", "1,2");
   args.option("repeat", "N", "timed rounds per contender (interleaved; the median is reported)", "7");
@@ -302,7 +303,7 @@ int run_bench(int argc, char** argv) {
         return 130;
       }
       best = db->best();
-    } else if (::access(db_path.c_str(), F_OK) == 0) {
+    } else if (tuner::records_exist(db_path)) {
       db = tuner::open_records(db_path, tuner::OpenMode::existing);
       best = db->best();
     } else if (args.has("db")) {

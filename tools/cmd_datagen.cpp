@@ -130,7 +130,7 @@ int run_datagen(int argc, char** argv) {
             "shapes of the ops (--ops, --random), the workloads of named sets (--sets) and the tasks of ONNX\n"
             "models (--model); --exclude-sets keeps held-out workloads out of it. Without --tracker it tunes\n"
             "this machine through an embedded tracker and device.");
-  args.option("db", "FILE", "records database (SQLite); created if missing", "kestrel-data.db");
+  args.option("db", "FILE|URI", "records database (SQLite file or PostgreSQL URI); created if missing", "kestrel-data.db");
   args.option("ops", "OPS", "ops of the random family (see --list-ops)", "gemm,conv2d_nchwc,depthwise_conv2d");
   args.option("random", "N", "random workloads per op", "24");
   args.option("max-gflop", "X", "largest random workload in GFLOP (larger ones are redrawn: trials stay short)", "1.6");

@@ -43,7 +43,7 @@ int run_plot(int argc, char** argv) {
             "session. To compare strategies, tune each into its own database (a task's trials count across the\n"
             "sessions of one database) and give them all: --db sa.db --db ga.db --label ...\n"
             "The format follows -o's extension: .svg (vector, text as outlines) or .png.");
-  args.multi_option("db", "FILE", "records database (default kestrel.db); several --db draw their sessions side by side, "
+  args.multi_option("db", "FILE|URI", "records database (default kestrel.db); several --db draw their sessions side by side, "
                     "e.g. one database per strategy");
   args.option("o,output", "FILE", "the chart to write: a .svg or .png file (replaced atomically)");
   args.option("op", "NAME", "only this op");

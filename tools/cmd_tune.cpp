@@ -227,7 +227,8 @@ int run_tune(int argc, char** argv) {
   args.option("early-stopping", "N", "stop after N trials without improvement");
   args.option("batch", "N", "configurations per batch", "16");
   args.option("seed", "N", "seed of the search (reproducible)", "1");
-  args.option("db", "FILE", "records database (SQLite); created if missing", "kestrel.db");
+  args.option("db", "FILE|URI", "records database: an SQLite file or postgresql://user@host/db; created if missing",
+              "kestrel.db");
   args.option("devices", "N", "devices of the key to lease in parallel", "1");
   args.option("compile-threads", "N", "host compile threads; 0 = one per core", "0");
   args.option("reconnect-ms", "MS", "how long to keep reconnecting when the tracker goes away", "120000");
@@ -373,7 +374,7 @@ int run_tune(int argc, char** argv) {
     const bool measures = !zero_shot || zero_shot_verify > 0;
     std::unique_ptr<tuner::RecordStore> db;
     if (measures) db = tuner::open_records(db_path);  // fails early on a bad file
-    else if (std::filesystem::exists(db_path)) db = tuner::open_records(db_path, tuner::OpenMode::existing);
+    else if (tuner::records_exist(db_path)) db = tuner::open_records(db_path, tuner::OpenMode::existing);
     else db = tuner::open_records(":memory:");
 
     TuneSessionOptions session_options;

@@ -2,8 +2,9 @@
 // measurement, so a tuning session killed at any point loses nothing it had added and
 // several sessions can share one file. Workloads, configurations and statuses are stored
 // as text (ops::format_params / format_config, kernel::to_string) and parsed back in one
-// place (read_record, from_json_line: ops::parse_pairs, kernel::parse_status). JSONL
-// export/import moves records between files.
+// place, shared with the PostgreSQL backend (records_rows.h: read_record, from_json_line,
+// and best()'s queries and rules). JSONL export/import moves records between databases.
+// open_records sends PostgreSQL URIs to PgRecords (pg_records.cpp).
 #include "kestrel/tuner/records.h"
 
 #include "kestrel/tuner/pg_records.h"

@@ -109,7 +109,8 @@ std::string valid_text(const std::string& text) {
 // The first line of a libpq message, without the trailing newline.
 std::string first_line(const char* message) {
   std::string text = message != nullptr ? message : "";
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  text = text.substr(0, text.find('\n'));
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\r')) text.pop_back();
   return text;
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -1214,7 +1215,7 @@ TEST_CASE("records: concurrent writers on their own connections lose and duplica
     });
   }
   for (auto& t : writers) t.join();
-  for (const auto& e : errors) CHECK(e.empty());
+  for (const auto& e : errors) CHECK(e == "");
   auto db = stores.open("shared.db", OpenMode::existing);
   CHECK(db->count() == static_cast<std::size_t>(kWriters * kAdds));
   std::set<std::int64_t> returned;
@@ -1228,4 +1229,30 @@ TEST_CASE("records: concurrent writers on their own connections lose and duplica
   }
   CHECK(stored == returned);
   for (int w = 0; w < kWriters; ++w) CHECK(per_session["writer-" + std::to_string(w)] == kAdds);
+}
+
+TEST_CASE("records: processes opening a fresh PostgreSQL database at the same moment create it once",
+          "[records][postgres][concurrency]") {
+  auto& server = kestrel::test::postgres();
+  for (int round = 0; round < 5; ++round) {
+    const std::string uri = server.create_database();
+    constexpr int kOpeners = 8;
+    std::vector<std::string> errors(kOpeners);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> openers;
+    for (int i = 0; i < kOpeners; ++i) {
+      openers.emplace_back([&, i] {
+        ready.fetch_add(1);
+        while (ready.load() < kOpeners) std::this_thread::yield();  // start together
+        try {
+          kestrel::tuner::open_records(uri)->add(make_record("W", "c" + std::to_string(i), 1.0));
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(i)] = e.what();
+        }
+      });
+    }
+    for (auto& t : openers) t.join();
+    for (const auto& e : errors) CHECK(e == "");
+    CHECK(kestrel::tuner::open_records(uri, OpenMode::existing)->count() == static_cast<std::size_t>(kOpeners));
+  }
 }

@@ -288,10 +288,15 @@ struct PgRecords::Impl {
   };
   Classification classify() const {
     Classification c;
-    Result r = command("SELECT to_regclass('meta') IS NOT NULL, to_regclass('records') IS NOT NULL",
-                       "reading the schema");
-    c.meta = std::string(PQgetvalue(r.get(), 0, 0)) == "t";
-    c.records = std::string(PQgetvalue(r.get(), 0, 1)) == "t";
+    // records first: the tables are created together, so once records is there a later
+    // look finds meta too (the other order could catch a creation in between, and see
+    // records without meta: another program's table).
+    auto exists = [&](const char* sql) {
+      Result r = command(sql, "reading the schema");
+      return std::string(PQgetvalue(r.get(), 0, 0)) == "t";
+    };
+    c.records = exists("SELECT to_regclass('records') IS NOT NULL");
+    c.meta = exists("SELECT to_regclass('meta') IS NOT NULL");
     if (c.meta) {
       Params p;
       p.add("schema_version");
@@ -363,12 +368,15 @@ PgRecords::PgRecords(const std::string& uri, OpenMode mode)
     return;
   }
   if (!c.meta || !c.records) {
-    // Processes that open a fresh database at once: one creates, the others wait and see it.
-    impl_->command("BEGIN", "starting a transaction");
+    // Processes that open a fresh database at once: one creates, the others wait and see
+    // it. The lock is taken before the transaction begins: a transaction that began
+    // before another one created the tables may look them up in its stale catalog cache
+    // and create them again (a duplicate key in pg_type), even after waiting for a lock.
+    Params key;
+    key.add(std::to_string(kSchemaLock));
+    impl_->command("SELECT pg_advisory_lock(?1::bigint)", key, "locking the schema");
     try {
-      Params key;
-      key.add(std::to_string(kSchemaLock));
-      impl_->command("SELECT pg_advisory_xact_lock(?1::bigint)", key, "locking the schema");
+      impl_->command("BEGIN", "starting a transaction");
       Impl::Classification now = impl_->classify();
       impl_->require_usable(now);
       impl_->command(kSchema, "creating the schema");
@@ -380,8 +388,11 @@ PgRecords::PgRecords(const std::string& uri, OpenMode mode)
       impl_->command("COMMIT", "committing the schema");
     } catch (...) {
       PQclear(PQexec(impl_->conn, "ROLLBACK"));
+      PQclear(PQexecParams(impl_->conn, "SELECT pg_advisory_unlock($1::bigint)", 1, nullptr,
+                           key.pointers().data(), nullptr, nullptr, 0));
       throw;
     }
+    impl_->command("SELECT pg_advisory_unlock(?1::bigint)", key, "unlocking the schema");
   }
 }
 

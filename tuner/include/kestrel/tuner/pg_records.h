@@ -13,7 +13,7 @@ namespace kestrel::tuner {
 // One connection to the database named by a URI "postgresql://user:password@host:port/db"
 // (libpq's form; "postgres://" too; options=-csearch_path=NAME puts the tables in a schema
 // of their own). Tables `meta` (schema_version 3) and `records` (id from an identity
-// sequence), created when missing in OpenMode::create, inside a transaction that holds an
+// sequence), created when missing in OpenMode::create, in one transaction begun under an
 // advisory lock, so that processes opening a fresh database at the same moment create it
 // once. Every add() is one autocommitted INSERT: several processes add at once without
 // losing or duplicating a row; an import is one transaction. OpenMode::existing never

@@ -295,11 +295,11 @@ int run_bench(int argc, char** argv) {
       for (const auto& w : workloads) jobs.push_back({w.label, w.op, w.params});
       if (!json) {
         std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << tune_options.session.tune.trials
-                  << " trials each into " << db_path << "\n";
+                  << " trials each into " << db->location() << "\n";
       }
       tuner::SessionResult tuned = run_tune_session(jobs, *db, tune_options);
       if (tuned.interrupted) {
-        std::cerr << "kestrel bench: tuning interrupted; records so far are in " << db_path << "\n";
+        std::cerr << "kestrel bench: tuning interrupted; records so far are in " << db->location() << "\n";
         return 130;
       }
       best = db->best();
@@ -307,7 +307,7 @@ int run_bench(int argc, char** argv) {
       db = tuner::open_records(db_path, tuner::OpenMode::existing);
       best = db->best();
     } else if (args.has("db")) {
-      throw UsageError("no records database at " + db_path);
+      throw UsageError("no records database at " + tuner::without_password(db_path));
     }
 
     benchmark::LibraryStatus libraries = benchmark::library_status();

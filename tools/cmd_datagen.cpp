@@ -254,7 +254,8 @@ int run_datagen(int argc, char** argv) {
     }
     std::cout << session.results.size() << "/" << jobs.size() << " workloads tuned, " << measured
               << " configurations measured this run, " << trials << " in all\n"
-              << "records: " << db_path << " (next: kestrel model train --db " << db_path << " -o model.kcm)\n";
+              << "records: " << db->location() << " (next: kestrel model train --db " << db->location()
+              << " -o model.kcm)\n";
     if (session.results.size() < jobs.size()) {
       std::cout << jobs.size() - session.results.size() << " workloads left: run the same command again to go on\n";
     }

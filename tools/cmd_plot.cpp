@@ -102,7 +102,7 @@ int run_plot(int argc, char** argv) {
       const bool filtered = !query.op.empty() || !query.workload.empty();
       for (std::size_t d = 0; d < dbs.size(); ++d) {
         std::cerr << "kestrel plot: no successful tuning records" << (filtered ? " matching the filters" : "")
-                  << " in " << paths[d];
+                  << " in " << dbs[d]->location();
         std::vector<std::string> held = plot::tuned_workloads(*dbs[d]);
         if (held.empty()) {
           std::cerr << " (the database is empty)\n";

@@ -73,7 +73,7 @@ int run_best(int argc, char** argv) {
       return 0;
     }
     if (best.empty()) {
-      std::cout << "no successful records in " << path << "\n";
+      std::cout << "no successful records in " << db->location() << "\n";
       return 0;
     }
     std::cout << std::left << std::setw(8) << "OP" << std::setw(44) << "WORKLOAD" << std::setw(30) << "TARGET"
@@ -155,7 +155,7 @@ int run_records(int argc, char** argv) {
       if (!in) throw UsageError("cannot read '" + file + "'");
       auto db = tuner::open_records(db_path);
       std::size_t added = db->import_jsonl(in);
-      std::cout << "imported " << added << " records into " << db_path << " (" << db->count() << " in all)\n";
+      std::cout << "imported " << added << " records into " << db->location() << " (" << db->count() << " in all)\n";
       return 0;
     }
     if (action == "migrate") {

@@ -368,13 +368,14 @@ int run_tune(int argc, char** argv) {
     unsigned devices = static_cast<unsigned>(args.get_int("devices", 1, 1, 4096));
     unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
     auto reconnect_window = std::chrono::milliseconds(args.get_int("reconnect-ms", 120'000, 0, 24 * 3'600'000));
-    std::string db_path = args.get("db", "kestrel.db");
+    const std::string db_arg = args.get("db", "kestrel.db");
+    const std::string db_path = tuner::without_password(db_arg);  // what messages show
     // Zero-shot picks without verification record nothing: an existing database is read
     // (never written), and none is created.
     const bool measures = !zero_shot || zero_shot_verify > 0;
     std::unique_ptr<tuner::RecordStore> db;
-    if (measures) db = tuner::open_records(db_path);  // fails early on a bad file
-    else if (tuner::records_exist(db_path)) db = tuner::open_records(db_path, tuner::OpenMode::existing);
+    if (measures) db = tuner::open_records(db_arg);  // fails early on a bad file
+    else if (tuner::records_exist(db_arg)) db = tuner::open_records(db_arg, tuner::OpenMode::existing);
     else db = tuner::open_records(":memory:");
 
     TuneSessionOptions session_options;

@@ -50,8 +50,4 @@ class PgRecords final : public RecordStore {
   std::string location_;  // the URI without its password
 };
 
-// `uri` with its password (user:PASSWORD@ and a password=... parameter) removed, for
-// messages.
-std::string without_password(const std::string& uri);
-
 }  // namespace kestrel::tuner

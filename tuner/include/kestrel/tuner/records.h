@@ -144,6 +144,10 @@ std::unique_ptr<RecordStore> open_records(const std::string& path, OpenMode mode
 // Whether `location` is a PostgreSQL URI rather than a file path.
 bool is_postgres_uri(const std::string& location);
 
+// `location` as messages show it: a URI without its password (user:PASSWORD@ and a
+// password=... parameter removed); a file path as it is.
+std::string without_password(const std::string& location);
+
 // Whether there is a records database at `location` that OpenMode::existing would open
 // (a file that exists; a PostgreSQL database with Kestrel's tables). Throws RecordsError
 // when a PostgreSQL server cannot be reached.

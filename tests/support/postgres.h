@@ -1,6 +1,6 @@
 // Test support: a real PostgreSQL server of the tests' own, for the records on
-// PostgreSQL. Debian's initdb and pg_ctl (pg_config --bindir, else
-// /usr/lib/postgresql/*/bin) set up a data directory under /tmp and start `postgres` on a
+// PostgreSQL. Debian's initdb and pg_ctl ($KESTREL_POSTGRES_BINDIR, else pg_config
+// --bindir, else /usr/lib/postgresql/*/bin) set up a data directory under /tmp and start `postgres` on a
 // free loopback port (its unix socket in the same directory, trust authentication, fsync
 // off); pg_ctl -w waits until it accepts connections. As root (the tests' usual case),
 // where PostgreSQL refuses to run, it runs as the `postgres` system user (runuser) and
@@ -44,9 +44,14 @@ inline std::string command_output(const std::string& command) {
 }
 
 // The directory of initdb, pg_ctl and createdb; empty when PostgreSQL is not installed.
+// $KESTREL_POSTGRES_BINDIR chooses one (a directory without them: as if not installed).
 inline std::string postgres_bindir() {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (const char* chosen = std::getenv("KESTREL_POSTGRES_BINDIR"); chosen != nullptr) {
+    const std::string bindir = chosen;
+    return fs::exists(bindir + "/initdb", ec) && fs::exists(bindir + "/pg_ctl", ec) ? bindir : "";
+  }
   std::string bindir = command_output("pg_config --bindir 2>/dev/null");
   if (!bindir.empty() && fs::exists(bindir + "/initdb", ec) && fs::exists(bindir + "/pg_ctl", ec)) return bindir;
   std::string best;

@@ -100,6 +100,8 @@ TEST_CASE("two kestrel tune processes into one PostgreSQL database keep every re
   REQUIRE(result_b.is_object());
   const std::string session_a = result_a["session"], session_b = result_b["session"];
   CHECK(session_a != session_b);
+  CHECK(result_a["this_session"].get<std::size_t>() > 0);  // both measured
+  CHECK(result_b["this_session"].get<std::size_t>() > 0);
 
   // Per session: its trials and its final round, nothing lost, nothing twice.
   std::map<std::string, std::size_t> trials, finals;

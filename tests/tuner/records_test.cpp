@@ -1162,7 +1162,7 @@ TEST_CASE("records: OpenMode::existing on an empty PostgreSQL database creates n
   CHECK_THAT(open_error(other, OpenMode::existing), Catch::Contains("not a Kestrel records database"));
 }
 
-TEST_CASE("records: PostgreSQL errors name the URI without its password", "[records][postgres]") {
+TEST_CASE("records: PostgreSQL errors name the URI without its password", "[records]") {
   using kestrel::tuner::without_password;
   CHECK(without_password("postgresql://kestrel:s3cret@db.example:5432/records") ==
         "postgresql://kestrel@db.example:5432/records");
@@ -1179,7 +1179,10 @@ TEST_CASE("records: PostgreSQL errors name the URI without its password", "[reco
   CHECK_THAT(open_error("postgresql://kestrel:s3cret@127.0.0.1:1/records", OpenMode::existing),
              !Catch::Contains("s3cret"));
 
-  // With the tests' server (trust: the password is not checked), location() hides it.
+}
+
+TEST_CASE("records: a PostgreSQL store's location has no password", "[records][postgres]") {
+  // The tests' server (trust: the password is not checked).
   auto& server = kestrel::test::postgres();
   std::string uri = server.create_database();
   std::string with_password = uri;

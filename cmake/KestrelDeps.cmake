@@ -55,6 +55,8 @@ find_package(CLI11 2 CONFIG QUIET)
 find_path(XGBOOST_INCLUDE_DIR xgboost/c_api.h)
 find_library(XGBOOST_LIBRARY xgboost)
 find_package(SQLite3)
+# libpq (libpq-dev) for records on PostgreSQL (tuner/src/pg_records.cpp).
+pkg_check_modules(LIBPQ QUIET IMPORTED_TARGET libpq)
 if(XGBOOST_INCLUDE_DIR AND XGBOOST_LIBRARY)
   add_library(kestrel_xgboost INTERFACE)
   target_include_directories(kestrel_xgboost SYSTEM INTERFACE ${XGBOOST_INCLUDE_DIR})

@@ -218,7 +218,8 @@ int run_bench(int argc, char** argv) {
   args.option("config", "CONFIG", "with --shape: time this configuration instead of the database's best");
   args.option("kernel-source", "FILE", "time this C kernel file instead of the op's own kernel (it gets the same "
                                        "#defines and arguments)");
-  args.option("db", "FILE", "records database the best configurations come from", "kestrel.db");
+  args.option("db", "FILE|URI", "records database the best configurations come from (SQLite file or PostgreSQL URI)",
+              "kestrel.db");
   args.option("tune-trials", "N", "first tune every workload to N trials (into --db) on this machine");
   args.option("threads", "LIST", "thread counts to compare at", "1,2");
   args.option("repeat", "N", "timed rounds per contender (interleaved; the median is reported)", "7");
@@ -294,19 +295,19 @@ int run_bench(int argc, char** argv) {
       for (const auto& w : workloads) jobs.push_back({w.label, w.op, w.params});
       if (!json) {
         std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << tune_options.session.tune.trials
-                  << " trials each into " << db_path << "\n";
+                  << " trials each into " << db->location() << "\n";
       }
       tuner::SessionResult tuned = run_tune_session(jobs, *db, tune_options);
       if (tuned.interrupted) {
-        std::cerr << "kestrel bench: tuning interrupted; records so far are in " << db_path << "\n";
+        std::cerr << "kestrel bench: tuning interrupted; records so far are in " << db->location() << "\n";
         return 130;
       }
       best = db->best();
-    } else if (::access(db_path.c_str(), F_OK) == 0) {
+    } else if (tuner::records_exist(db_path)) {
       db = tuner::open_records(db_path, tuner::OpenMode::existing);
       best = db->best();
     } else if (args.has("db")) {
-      throw UsageError("no records database at " + db_path);
+      throw UsageError("no records database at " + tuner::without_password(db_path));
     }
 
     benchmark::LibraryStatus libraries = benchmark::library_status();

@@ -130,7 +130,7 @@ int run_datagen(int argc, char** argv) {
             "shapes of the ops (--ops, --random), the workloads of named sets (--sets) and the tasks of ONNX\n"
             "models (--model); --exclude-sets keeps held-out workloads out of it. Without --tracker it tunes\n"
             "this machine through an embedded tracker and device.");
-  args.option("db", "FILE", "records database (SQLite); created if missing", "kestrel-data.db");
+  args.option("db", "FILE|URI", "records database (SQLite file or PostgreSQL URI); created if missing", "kestrel-data.db");
   args.option("ops", "OPS", "ops of the random family (see --list-ops)", "gemm,conv2d_nchwc,depthwise_conv2d");
   args.option("random", "N", "random workloads per op", "24");
   args.option("max-gflop", "X", "largest random workload in GFLOP (larger ones are redrawn: trials stay short)", "1.6");
@@ -254,7 +254,8 @@ int run_datagen(int argc, char** argv) {
     }
     std::cout << session.results.size() << "/" << jobs.size() << " workloads tuned, " << measured
               << " configurations measured this run, " << trials << " in all\n"
-              << "records: " << db_path << " (next: kestrel model train --db " << db_path << " -o model.kcm)\n";
+              << "records: " << db->location() << " (next: kestrel model train --db " << db->location()
+              << " -o model.kcm)\n";
     if (session.results.size() < jobs.size()) {
       std::cout << jobs.size() - session.results.size() << " workloads left: run the same command again to go on\n";
     }

@@ -58,7 +58,7 @@ int run_dataset(int argc, char** argv) {
             "traits (trait.*). CSV, or Parquet for an output ending in .parquet (pyarrow, which\n"
             "scripts/setup-python.sh installs). Exit status: 0; 1 when a database cannot be read, no record\n"
             "is usable or the output cannot be written (nothing is written); 2 usage.");
-  args.multi_option("db", "FILE", "records database");
+  args.multi_option("db", "FILE|URI", "records database (SQLite file or PostgreSQL URI)");
   args.option("o,out", "FILE", "the output: .csv or .parquet");
   args.multi_option("op", "NAME", "only this op");
   args.flag("ok-only", "only records that ran correctly");

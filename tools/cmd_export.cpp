@@ -90,7 +90,7 @@ int run_export(int argc, char** argv) {
             "cost model's pick (--model-file) or the op's default, linked into libkestrel_kernels.so and .a with\n"
             "kestrel_kernels.h (a dispatcher by shape and one typed entry per op), the target's libkestrel_rt and a\n"
             "manifest. See docs/export.md.");
-  args.option("db", "FILE", "records database (from kestrel tune)", "kestrel.db");
+  args.option("db", "FILE|URI", "records database (from kestrel tune): SQLite file or PostgreSQL URI", "kestrel.db");
   args.option("model", "FILE", "the ONNX model whose tasks are exported");
   args.option("target", "TRIPLE", "the target: native, aarch64-linux-gnu, armv7a-linux-gnueabihf, ...", "native");
   args.option("cpu", "NAME", "-mcpu / -march for the target (e.g. cortex-a72); default: the triple's baseline");

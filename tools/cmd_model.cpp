@@ -98,7 +98,7 @@ int train(int argc, char** argv) {
             "held out of training (leave-workloads-out folds) and writes the model file. Progress on stderr.\n"
             "Needs records of at least 2 workloads of an op, each with 2 distinct ok costs.\n"
             "Exit status: 0; 1 when the records cannot be read or are too few (nothing is written); 2 usage.");
-  args.multi_option("db", "FILE", "records database");
+  args.multi_option("db", "FILE|URI", "records database (SQLite file or PostgreSQL URI)");
   args.option("o,out", "FILE", "the model file to write (.kcm)");
   args.multi_option("op", "NAME", "only this op");
   args.option("folds", "N", "leave-workloads-out folds for the held-out quality (0: none)", "5");
@@ -163,7 +163,7 @@ int eval(int argc, char** argv) {
             "best / cost of the model's first pick). Exit status: 0; 1 for an unreadable file or database, or\n"
             "records that none of the file's models can rank; 2 usage.");
   args.option("model-file", "FILE", "the model file (.kcm)");
-  args.multi_option("db", "FILE", "records database");
+  args.multi_option("db", "FILE|URI", "records database (SQLite file or PostgreSQL URI)");
   args.multi_option("op", "NAME", "only this op");
   args.flag("json", "print JSON instead of a table");
   if (!args.parse(argc, argv, 3)) {

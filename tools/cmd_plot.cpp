@@ -43,7 +43,7 @@ int run_plot(int argc, char** argv) {
             "session. To compare strategies, tune each into its own database (a task's trials count across the\n"
             "sessions of one database) and give them all: --db sa.db --db ga.db --label ...\n"
             "The format follows -o's extension: .svg (vector, text as outlines) or .png.");
-  args.multi_option("db", "FILE", "records database (default kestrel.db); several --db draw their sessions side by side, "
+  args.multi_option("db", "FILE|URI", "records database (default kestrel.db); several --db draw their sessions side by side, "
                     "e.g. one database per strategy");
   args.option("o,output", "FILE", "the chart to write: a .svg or .png file (replaced atomically)");
   args.option("op", "NAME", "only this op");
@@ -102,7 +102,7 @@ int run_plot(int argc, char** argv) {
       const bool filtered = !query.op.empty() || !query.workload.empty();
       for (std::size_t d = 0; d < dbs.size(); ++d) {
         std::cerr << "kestrel plot: no successful tuning records" << (filtered ? " matching the filters" : "")
-                  << " in " << paths[d];
+                  << " in " << dbs[d]->location();
         std::vector<std::string> held = plot::tuned_workloads(*dbs[d]);
         if (held.empty()) {
           std::cerr << " (the database is empty)\n";

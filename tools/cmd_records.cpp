@@ -1,11 +1,13 @@
-// `kestrel best` and `kestrel records export|import`: reading the records database.
-// The read-only commands (best, export) open it with OpenMode::existing: a mistyped
-// path is an error, never a new empty database.
+// `kestrel best` and `kestrel records export|import|migrate`: reading the records
+// database (an SQLite file or a PostgreSQL URI). The read-only commands (best, export,
+// migrate's source) open it with OpenMode::existing: a mistyped path is an error, never a
+// new empty database.
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "args.h"
 #include "commands.h"
@@ -18,9 +20,13 @@ int run_best(int argc, char** argv) {
             "Prints the best configuration recorded for every workload, target and device class (pool key and\n"
             "hardware model). Never one that measured slower than the op's default configuration in the same\n"
             "final re-measurement. Vendor libraries timed beside Kestrel's kernels (kestrel tune --vendors) compete:\n"
-            "when one was fastest, its row names it and Kestrel's own best beside it.");
-  args.option("db", "FILE", "records database", "kestrel.db");
+            "when one was fastest, its row names it and Kestrel's own best beside it.\n"
+            "With --op and --shape (and --target), only that task, read from the database's index: quick on a\n"
+            "large shared database.");
+  args.option("db", "FILE|URI", "records database: an SQLite file or postgresql://user@host/db", "kestrel.db");
   args.option("op", "NAME", "only this op");
+  args.option("shape", "SHAPE", "only this workload of --op, e.g. 512x512x512 or M=512,N=512,K=512");
+  args.option("target", "TARGET", "only this target, as the TARGET column shows it, e.g. 'x86_64-linux-gnu (znver4)'");
   args.flag("json", "print JSON instead of a table");
   try {
     if (!args.parse(argc, argv, 2)) {
@@ -28,11 +34,16 @@ int run_best(int argc, char** argv) {
       return 0;
     }
     std::string path = args.get("db", "kestrel.db");
-    auto db = tuner::open_records(path, tuner::OpenMode::existing);
-    std::vector<tuner::Best> best;
-    for (auto& b : db->best()) {
-      if (!args.has("op") || b.op == args.get("op")) best.push_back(std::move(b));
+    tuner::BestQuery query;
+    if (args.has("op")) query.op = args.get("op");
+    if (args.has("shape")) {
+      if (!args.has("op")) throw UsageError("--shape needs --op (the op whose workload it is)");
+      ops::Registry registry = ops::builtin_ops();
+      query.workload = ops::parse_params(registry.get(args.get("op")), args.get("shape"));
     }
+    if (args.has("target")) query.target = args.get("target");
+    auto db = tuner::open_records(path, tuner::OpenMode::existing);
+    std::vector<tuner::Best> best = db->best(query);
     if (args.has("json")) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& b : best) {
@@ -62,7 +73,7 @@ int run_best(int argc, char** argv) {
       return 0;
     }
     if (best.empty()) {
-      std::cout << "no successful records in " << path << "\n";
+      std::cout << "no successful records in " << db->location() << "\n";
       return 0;
     }
     std::cout << std::left << std::setw(8) << "OP" << std::setw(44) << "WORKLOAD" << std::setw(30) << "TARGET"
@@ -89,6 +100,9 @@ int run_best(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "kestrel best: " << e.what() << "\n";
     return 2;
+  } catch (const ops::OpError& e) {
+    std::cerr << "kestrel best: " << e.what() << "\n";
+    return 2;
   } catch (const tuner::RecordsError& e) {
     std::cerr << "kestrel best: " << e.what() << "\n";
     return 2;
@@ -97,22 +111,26 @@ int run_best(int argc, char** argv) {
 
 int run_records(int argc, char** argv) {
   const char* usage =
-      "usage: kestrel records export [--db FILE] [--out FILE]\n"
-      "       kestrel records import [--db FILE] FILE.jsonl\n"
+      "usage: kestrel records export [--db DB] [--out FILE]\n"
+      "       kestrel records import [--db DB] FILE.jsonl\n"
+      "       kestrel records migrate --from DB --to DB\n"
       "\n"
       "Writes every record as one JSON object per line, or reads such a file into the\n"
-      "database (records already present are skipped).\n";
+      "database (records already present are skipped). migrate copies every record of one\n"
+      "database into another, in either direction between SQLite and PostgreSQL, skipping\n"
+      "those already there (a rerun copies 0); the destination is created if missing.\n"
+      "DB: an SQLite file (default kestrel.db) or a URI postgresql://user:password@host:port/db.\n";
   if (argc < 3 || std::string(argv[2]) == "--help") {
     std::cout << usage;
     return argc < 3 ? 2 : 0;
   }
   std::string action = argv[2];
   try {
-    std::string db_path = "kestrel.db", file;
+    std::string db_path = "kestrel.db", file, from, to;
     for (int i = 3; i < argc; ++i) {
       std::string a = argv[i];
-      if ((a == "--db" || a == "--out") && i + 1 < argc) {
-        (a == "--db" ? db_path : file) = argv[++i];
+      if ((a == "--db" || a == "--out" || a == "--from" || a == "--to") && i + 1 < argc) {
+        (a == "--db" ? db_path : a == "--out" ? file : a == "--from" ? from : to) = argv[++i];
       } else if (a.rfind("--", 0) == 0) {
         throw UsageError("unknown option '" + a + "'");
       } else {
@@ -137,10 +155,21 @@ int run_records(int argc, char** argv) {
       if (!in) throw UsageError("cannot read '" + file + "'");
       auto db = tuner::open_records(db_path);
       std::size_t added = db->import_jsonl(in);
-      std::cout << "imported " << added << " records into " << db_path << " (" << db->count() << " in all)\n";
+      std::cout << "imported " << added << " records into " << db->location() << " (" << db->count() << " in all)\n";
       return 0;
     }
-    throw UsageError("unknown action '" + action + "' (export or import)");
+    if (action == "migrate") {
+      if (from.empty() || to.empty()) throw UsageError("migrate needs --from DB and --to DB");
+      auto source = tuner::open_records(from, tuner::OpenMode::existing);  // before creating the destination
+      auto destination = tuner::open_records(to);
+      std::stringstream lines;
+      source->export_jsonl(lines);
+      std::size_t copied = destination->import_jsonl(lines);
+      std::cout << "copied " << copied << " records from " << source->location() << " to " << destination->location()
+                << " (" << destination->count() << " in all)\n";
+      return 0;
+    }
+    throw UsageError("unknown action '" + action + "' (export, import or migrate)");
   } catch (const UsageError& e) {
     std::cerr << "kestrel records: " << e.what() << "\n" << usage;
     return 2;

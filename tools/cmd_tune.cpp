@@ -227,7 +227,8 @@ int run_tune(int argc, char** argv) {
   args.option("early-stopping", "N", "stop after N trials without improvement");
   args.option("batch", "N", "configurations per batch", "16");
   args.option("seed", "N", "seed of the search (reproducible)", "1");
-  args.option("db", "FILE", "records database (SQLite); created if missing", "kestrel.db");
+  args.option("db", "FILE|URI", "records database: an SQLite file or postgresql://user@host/db; created if missing",
+              "kestrel.db");
   args.option("devices", "N", "devices of the key to lease in parallel", "1");
   args.option("compile-threads", "N", "host compile threads; 0 = one per core", "0");
   args.option("reconnect-ms", "MS", "how long to keep reconnecting when the tracker goes away", "120000");
@@ -367,13 +368,14 @@ int run_tune(int argc, char** argv) {
     unsigned devices = static_cast<unsigned>(args.get_int("devices", 1, 1, 4096));
     unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
     auto reconnect_window = std::chrono::milliseconds(args.get_int("reconnect-ms", 120'000, 0, 24 * 3'600'000));
-    std::string db_path = args.get("db", "kestrel.db");
+    const std::string db_arg = args.get("db", "kestrel.db");
+    const std::string db_path = tuner::without_password(db_arg);  // what messages show
     // Zero-shot picks without verification record nothing: an existing database is read
     // (never written), and none is created.
     const bool measures = !zero_shot || zero_shot_verify > 0;
     std::unique_ptr<tuner::RecordStore> db;
-    if (measures) db = tuner::open_records(db_path);  // fails early on a bad file
-    else if (std::filesystem::exists(db_path)) db = tuner::open_records(db_path, tuner::OpenMode::existing);
+    if (measures) db = tuner::open_records(db_arg);  // fails early on a bad file
+    else if (tuner::records_exist(db_arg)) db = tuner::open_records(db_arg, tuner::OpenMode::existing);
     else db = tuner::open_records(":memory:");
 
     TuneSessionOptions session_options;

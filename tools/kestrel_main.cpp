@@ -31,7 +31,7 @@ const std::vector<Command>& commands() {
       {"export", "write a kernel library for a target from a model's tuned tasks (header, .so, .a)",
        kestrel::tools::run_export},
       {"best", "print the best recorded configuration per workload, target and device class", kestrel::tools::run_best},
-      {"records", "export or import records as JSON lines", kestrel::tools::run_records},
+      {"records", "export, import or migrate records (JSON lines; SQLite <-> PostgreSQL)", kestrel::tools::run_records},
       {"bench", "time the best kernels against OpenBLAS and oneDNN, side by side", kestrel::tools::run_bench},
       {"run", "run a model with Kestrel's kernels and check it against ONNX Runtime", kestrel::tools::run_model},
       {"model", "train, show or evaluate the cross-workload (zero-shot) cost model", kestrel::tools::run_cost_model},

@@ -3,18 +3,21 @@
 // nothing it had committed; concurrent writers do not see SQLITE_BUSY).
 #include "kestrel/tuner/records.h"
 
+#include <libpq-fe.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <random>
@@ -22,7 +25,11 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <thread>
 #include <vector>
+
+#include "kestrel/tuner/pg_records.h"
+#include "support/postgres.h"
 
 namespace {
 
@@ -34,6 +41,7 @@ using kestrel::tuner::DeviceClass;
 using kestrel::tuner::OpenMode;
 using kestrel::tuner::Record;
 using kestrel::tuner::RecordsError;
+using kestrel::tuner::RecordStore;
 using RecordsDb = kestrel::tuner::SqliteRecords;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -186,11 +194,44 @@ bool read_all(int fd, void* data, std::size_t size) {
   _exit(code);
 }
 
+// The backends the shared cases run on: SQLite, and PostgreSQL where it is installed
+// (or required: KESTREL_REQUIRE_POSTGRES=1 fails them where it is not).
+std::vector<std::string> backends() {
+  if (kestrel::test::postgres_installed() || kestrel::test::postgres_required()) return {"sqlite", "postgres"};
+  std::cout << "note: PostgreSQL is not installed; the records cases run on SQLite only\n";
+  return {"sqlite"};
+}
+
+// The stores of one test case on one backend: the same name is the same database (a file
+// in the test's directory, or a fresh database on the tests' PostgreSQL server).
+class Stores {
+ public:
+  Stores(std::string backend, const TempDir& dir) : backend_(std::move(backend)), dir_(dir) {}
+  const std::string& backend() const { return backend_; }
+  std::string location(const std::string& name) {
+    if (backend_ == "sqlite") return dir_.file(name);
+    auto it = uris_.find(name);
+    if (it == uris_.end()) it = uris_.emplace(name, kestrel::test::postgres().create_database()).first;
+    return it->second;
+  }
+  std::unique_ptr<RecordStore> open(const std::string& name, OpenMode mode = OpenMode::create) {
+    return kestrel::tuner::open_records(location(name), mode);
+  }
+
+ private:
+  std::string backend_;
+  const TempDir& dir_;
+  std::map<std::string, std::string> uris_;
+};
+
 }  // namespace
 
 TEST_CASE("records: add and find round-trip every field", "[records]") {
   TempDir dir;
-  RecordsDb db(dir.file("records.db"));
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db_store = stores.open("records.db");
+  auto& db = *db_store;
   CHECK(db.count() == 0);
 
   Record ok = make_record("K=512,M=512,N=512", "tile_m=32,tile_n=64", 1.0 / 3.0);
@@ -219,7 +260,8 @@ TEST_CASE("records: add and find round-trip every field", "[records]") {
   CHECK(db.find("conv2d", pairs("K=512,M=512,N=512"), "x86_64-linux-gnu (znver4)").empty());
 
   // Reopening sees the same records.
-  RecordsDb again(dir.file("records.db"));
+  auto again_store = stores.open("records.db");
+  auto& again = *again_store;
   auto reread = again.find("gemm", pairs("K=512,M=512,N=512"), "x86_64-linux-gnu (znver4)");
   REQUIRE(reread.size() == 2);
   require_same(reread[0], ok);
@@ -227,7 +269,10 @@ TEST_CASE("records: add and find round-trip every field", "[records]") {
 
 TEST_CASE("records: best picks the lowest-cost ok record, preferring final ones", "[records]") {
   TempDir dir;
-  RecordsDb db(dir.file("records.db"));
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db_store = stores.open("records.db");
+  auto& db = *db_store;
   // Workload A: trials only; a failed record must not win despite its default cost.
   db.add(make_record("A", "c1", 3.0));
   db.add(make_record("A", "c2", 1.0));
@@ -276,7 +321,10 @@ TEST_CASE("records: best picks the lowest-cost ok record, preferring final ones"
 
 TEST_CASE("records: find_other_workloads excludes the workload and honours the limit", "[records]") {
   TempDir dir;
-  RecordsDb db(dir.file("records.db"));
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db_store = stores.open("records.db");
+  auto& db = *db_store;
   for (int i = 0; i < 10; ++i) {
     Record r = make_record(i % 2 == 0 ? "mine" : "other" + std::to_string(i), "c" + std::to_string(i), 1.0 + i);
     r.time_unix_ms += i;
@@ -299,7 +347,10 @@ TEST_CASE("records: find_other_workloads excludes the workload and honours the l
 
 TEST_CASE("records: export and import round-trip, re-import adds nothing", "[records]") {
   TempDir dir;
-  RecordsDb source(dir.file("source.db"));
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto source_store = stores.open("source.db");
+  auto& source = *source_store;
   for (int i = 0; i < 20; ++i) {
     Record r = make_record("W" + std::to_string(i % 3), "c" + std::to_string(i), 1e-3 * (i + 1), i % 4 != 0);
     r.time_unix_ms += i;
@@ -314,7 +365,8 @@ TEST_CASE("records: export and import round-trip, re-import adds nothing", "[rec
   CHECK(std::count(text.begin(), text.end(), '\n') == 20);
   CHECK(text.find("\"cost\":null") != std::string::npos);
 
-  RecordsDb copy(dir.file("copy.db"));
+  auto copy_store = stores.open("copy.db");
+  auto& copy = *copy_store;
   std::istringstream in(text);
   CHECK(copy.import_jsonl(in) == 20);
   CHECK(copy.count() == source.count());
@@ -348,13 +400,17 @@ TEST_CASE("records: export and import round-trip, re-import adds nothing", "[rec
 
 TEST_CASE("records: a malformed JSONL line is refused with its number", "[records]") {
   TempDir dir;
-  RecordsDb source(dir.file("source.db"));
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto source_store = stores.open("source.db");
+  auto& source = *source_store;
   source.add(make_record("W", "c1", 1.0));
   std::stringstream exported;
   source.export_jsonl(exported);
   std::string good = exported.str();
 
-  RecordsDb db(dir.file("target.db"));
+  auto db_store = stores.open("target.db");
+  auto& db = *db_store;
   SECTION("broken JSON") {
     std::istringstream in(good + "\n" + good + "{\"op\": \"gemm\",\n");
     REQUIRE_THROWS_WITH(db.import_jsonl(in), Catch::Contains("line 4") && Catch::Contains("malformed JSON"));
@@ -504,7 +560,10 @@ Record final_record(const std::string& workload, const std::string& config, doub
 
 TEST_CASE("records: best never prefers a config slower than the default in the same final round", "[records][best]") {
   TempDir dir;
-  RecordsDb db(dir.file("records.db"));
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db_store = stores.open("records.db");
+  auto& db = *db_store;
   // A: trials found c2 lucky-fast; re-measured beside the default, c2 is slower: the
   // default is best.
   Record default_trial = make_record("A", "c0", 2.0);
@@ -577,7 +636,10 @@ TEST_CASE("records: best never prefers a config slower than the default in the s
 
 TEST_CASE("records: find and best keep device classes apart", "[records][device-class]") {
   TempDir dir;
-  RecordsDb db(dir.file("records.db"));
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db_store = stores.open("records.db");
+  auto& db = *db_store;
   const DeviceClass pi4{"pi4", "Cortex-A72", "aarch64-linux-gnu|Cortex-A72|4"};
   const DeviceClass jetson{"jetson", "Cortex-A78AE", "aarch64-linux-gnu|Cortex-A78AE|8"};
   const DeviceClass other_pi{"pi4", "Cortex-A76", "aarch64-linux-gnu|Cortex-A76|4"};  // same key, other board
@@ -772,7 +834,10 @@ TEST_CASE("records: stored text that does not parse is an error naming the recor
 
 TEST_CASE("records: an export of version 1 imports, with the new fields at their defaults", "[records]") {
   TempDir dir;
-  RecordsDb db(dir.file("records.db"));
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db_store = stores.open("records.db");
+  auto& db = *db_store;
   std::istringstream in(
       R"({"id":7,"op":"gemm","workload":"K=8,M=8,N=8","target":"x86_64-linux-gnu","device_key":"local",)"
       R"("device":"cpu0","device_fingerprint":"x86_64-linux-gnu|EPYC|16","config":"mc=64","status":"wrong answer",)"
@@ -854,7 +919,10 @@ TEST_CASE("records: a version-2 file is read as it is read-only and upgraded to 
 TEST_CASE("records: best picks the fastest implementation, and keeps Kestrel's own best beside a vendor's",
           "[records][best][vendor]") {
   TempDir dir;
-  RecordsDb db(dir.file("records.db"));
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db_store = stores.open("records.db");
+  auto& db = *db_store;
   auto vendor = [](const std::string& workload, double cost, const std::string& session, bool final) {
     Record r = make_record(workload, "c1", cost);
     r.config.clear();  // a vendor library's record has no configuration
@@ -912,9 +980,282 @@ TEST_CASE("records: best picks the fastest implementation, and keeps Kestrel's o
   std::stringstream jsonl;
   db.export_jsonl(jsonl);
   CHECK_THAT(jsonl.str(), Catch::Contains("\"implementation\":\"openblas\""));
-  RecordsDb copy(dir.file("copy.db"));
+  auto copy_store = stores.open("copy.db");
+  auto& copy = *copy_store;
   CHECK(copy.import_jsonl(jsonl) == db.count());
   auto copied = copy.find("gemm", pairs("D"), "x86_64-linux-gnu (znver4)");
   REQUIRE(copied.size() == 1);
   CHECK(copied[0].implementation == "openblas");
+}
+
+// --- Both backends: BestQuery, transactions, schema versions, concurrency; PostgreSQL's
+// connection errors ---
+
+namespace {
+
+// Runs `sql` on the PostgreSQL database at `uri` with libpq, bypassing PgRecords.
+void raw_pg(const std::string& uri, const std::string& sql) {
+  PGconn* conn = PQconnectdb(uri.c_str());
+  REQUIRE(PQstatus(conn) == CONNECTION_OK);
+  PGresult* result = PQexec(conn, sql.c_str());
+  auto status = PQresultStatus(result);
+  std::string message = PQresultErrorMessage(result);
+  PQclear(result);
+  PQfinish(conn);
+  INFO(message);
+  REQUIRE((status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK));
+}
+
+// Runs `sql` on the store called `name` of `stores`, with the backend's own client.
+void raw(Stores& stores, const std::string& name, const std::string& sql) {
+  if (stores.backend() == "sqlite") {
+    raw_sql(stores.location(name), sql);
+  } else {
+    raw_pg(stores.location(name), sql);
+  }
+}
+
+std::string open_error(const std::string& location, OpenMode mode) {
+  try {
+    kestrel::tuner::open_records(location, mode);
+  } catch (const RecordsError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The same answer: task, record, default and Kestrel's own.
+void require_same_best(const Best& a, const Best& b) {
+  CHECK(a.op == b.op);
+  CHECK(a.workload == b.workload);
+  CHECK(a.target == b.target);
+  CHECK(a.device_class == b.device_class);
+  CHECK(a.record.id == b.record.id);
+  CHECK(a.trials == b.trials);
+  CHECK(a.default_is_best == b.default_is_best);
+  CHECK(a.default_record.has_value() == b.default_record.has_value());
+  if (a.default_record && b.default_record) CHECK(a.default_record->id == b.default_record->id);
+  CHECK((a.own() ? a.own()->id : -1) == (b.own() ? b.own()->id : -1));
+}
+
+}  // namespace
+
+TEST_CASE("records: best(BestQuery) gives best()'s answer for the tasks it selects", "[records][best-query]") {
+  TempDir dir;
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db_store = stores.open("records.db");
+  auto& db = *db_store;
+  const DeviceClass other_class{"rpi/0", "Cortex-A72", "aarch64-linux-gnu|Cortex-A72|4"};
+  int n = 0;
+  for (const char* workload : {"A", "B", "C"}) {
+    for (const char* target : {"x86_64-linux-gnu (znver4)", "x86_64-linux-gnu (skylake)"}) {
+      for (const DeviceClass* device_class : {&kEpyc, &other_class}) {
+        for (int c = 0; c < 4; ++c) {
+          Record r = make_record(workload, "c" + std::to_string(c), 1.0 + (n * 7 % 11), c != 3);
+          r.target = target;
+          r.device_class = *device_class;
+          r.time_unix_ms += n++;
+          r.final_measurement = c >= 2;
+          r.is_default = c == 2;
+          r.session = c >= 2 ? "session-final" : "session-a";
+          db.add(r);
+        }
+      }
+    }
+  }
+  Record conv = make_record("A", "c1", 0.5);
+  conv.op = "conv2d";
+  db.add(conv);
+
+  const auto everything = db.best();
+  REQUIRE(everything.size() == 3 * 2 * 2 + 1);
+  auto expect = [&](const kestrel::tuner::BestQuery& q) {
+    std::vector<Best> wanted;
+    for (const Best& b : everything) {
+      if ((!q.op || b.op == *q.op) && (!q.workload || b.workload == *q.workload) && (!q.target || b.target == *q.target) &&
+          (!q.device_class || b.device_class == *q.device_class)) {
+        wanted.push_back(b);
+      }
+    }
+    auto got = db.best(q);
+    REQUIRE(got.size() == wanted.size());
+    for (std::size_t i = 0; i < got.size(); ++i) require_same_best(got[i], wanted[i]);
+    return got.size();
+  };
+  kestrel::tuner::BestQuery q;
+  CHECK(expect(q) == everything.size());
+  q.op = "gemm";
+  CHECK(expect(q) == 12);
+  q.workload = pairs("B");
+  CHECK(expect(q) == 4);
+  q.target = "x86_64-linux-gnu (skylake)";
+  CHECK(expect(q) == 2);
+  q.device_class = other_class;
+  CHECK(expect(q) == 1);
+  q.workload = pairs("nothing");
+  CHECK(expect(q) == 0);
+  kestrel::tuner::BestQuery conv_only;
+  conv_only.op = "conv2d";
+  CHECK(expect(conv_only) == 1);
+}
+
+TEST_CASE("records: an import is one transaction: a bad line anywhere adds nothing", "[records]") {
+  TempDir dir;
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto source_store = stores.open("source.db");
+  auto& source = *source_store;
+  for (int i = 0; i < 2500; ++i) {  // more than one batch of the PostgreSQL import
+    Record r = make_record("W" + std::to_string(i % 5), "c" + std::to_string(i), 1e-3 * (i + 1), i % 9 != 0);
+    r.time_unix_ms += i;
+    source.add(r);
+  }
+  std::stringstream exported;
+  source.export_jsonl(exported);
+  auto db_store = stores.open("target.db");
+  auto& db = *db_store;
+  db.add(make_record("X", "c1", 1.0));
+  std::istringstream bad(exported.str() + "{\"op\": 1}\n");
+  CHECK_THROWS_WITH(db.import_jsonl(bad), Catch::Contains("line 2501"));
+  CHECK(db.count() == 1);
+  std::istringstream good(exported.str());
+  CHECK(db.import_jsonl(good) == 2500);
+  CHECK(db.count() == 2501);
+  std::istringstream again(exported.str());
+  CHECK(db.import_jsonl(again) == 0);
+  // Read-only stores refuse.
+  auto reader = stores.open("target.db", OpenMode::existing);
+  std::istringstream more(exported.str());
+  CHECK_THROWS_WITH(reader->import_jsonl(more), Catch::Contains("read-only"));
+  CHECK_THROWS_WITH(reader->add(make_record("Y", "c1", 1.0)), Catch::Contains("read-only"));
+  CHECK(reader->count() == 2501);
+}
+
+TEST_CASE("records: a database from a newer Kestrel is refused, read-only or not", "[records]") {
+  TempDir dir;
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  { stores.open("future.db")->add(make_record("W", "c1", 1.0)); }
+  raw(stores, "future.db", "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+  const std::string location = stores.location("future.db");
+  for (OpenMode mode : {OpenMode::create, OpenMode::existing}) {
+    std::string error = open_error(location, mode);
+    CHECK_THAT(error, Catch::Contains("newer Kestrel") && Catch::Contains("schema version 4") &&
+                          Catch::Contains("upgrade Kestrel"));
+  }
+}
+
+TEST_CASE("records: OpenMode::existing on an empty PostgreSQL database creates nothing", "[records][postgres]") {
+  auto& server = kestrel::test::postgres();
+  const std::string uri = server.create_database();
+  CHECK_THAT(open_error(uri, OpenMode::existing), Catch::Contains("no records database at '" + uri + "'"));
+  CHECK_FALSE(kestrel::tuner::records_exist(uri));  // still no tables
+  CHECK(kestrel::tuner::open_records(uri)->count() == 0);  // created for writing
+  CHECK(kestrel::tuner::records_exist(uri));
+  CHECK(kestrel::tuner::open_records(uri, OpenMode::existing)->count() == 0);
+
+  // A database with a table named records that is not Kestrel's is left alone.
+  const std::string other = server.create_database();
+  raw_pg(other, "CREATE TABLE records(x INTEGER)");
+  CHECK_THAT(open_error(other, OpenMode::create), Catch::Contains("not a Kestrel records database"));
+  CHECK_THAT(open_error(other, OpenMode::existing), Catch::Contains("not a Kestrel records database"));
+}
+
+TEST_CASE("records: PostgreSQL errors name the URI without its password", "[records]") {
+  using kestrel::tuner::without_password;
+  CHECK(without_password("postgresql://kestrel:s3cret@db.example:5432/records") ==
+        "postgresql://kestrel@db.example:5432/records");
+  CHECK(without_password("postgres://u:p%40ss@h/d?sslmode=require&password=s3cret") ==
+        "postgres://u@h/d?sslmode=require");
+  CHECK(without_password("postgresql://h/d?password=s3cret&sslmode=disable") == "postgresql://h/d?sslmode=disable");
+  CHECK(without_password("postgresql://kestrel@h/d") == "postgresql://kestrel@h/d");
+
+  // Nothing listens on port 1 of the loopback.
+  std::string error = open_error("postgresql://kestrel:s3cret@127.0.0.1:1/records", OpenMode::create);
+  CHECK_THAT(error, Catch::Contains("cannot connect to records database 'postgresql://kestrel@127.0.0.1:1/records'") &&
+                        Catch::Contains("check that the PostgreSQL server is running"));
+  CHECK_THAT(error, !Catch::Contains("s3cret"));
+  CHECK_THAT(open_error("postgresql://kestrel:s3cret@127.0.0.1:1/records", OpenMode::existing),
+             !Catch::Contains("s3cret"));
+
+}
+
+TEST_CASE("records: a PostgreSQL store's location has no password", "[records][postgres]") {
+  // The tests' server (trust: the password is not checked).
+  auto& server = kestrel::test::postgres();
+  std::string uri = server.create_database();
+  std::string with_password = uri;
+  with_password.replace(with_password.find("kestrel@"), 8, "kestrel:s3cret@");
+  auto db = kestrel::tuner::open_records(with_password);
+  CHECK(db->location() == uri);
+}
+
+TEST_CASE("records: concurrent writers on their own connections lose and duplicate nothing",
+          "[records][concurrency]") {
+  TempDir dir;
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  const std::string location = stores.location("shared.db");
+  constexpr int kWriters = 6, kAdds = 150;
+  std::vector<std::vector<std::int64_t>> ids(kWriters);
+  std::vector<std::string> errors(kWriters);
+  std::vector<std::thread> writers;
+  // They open a fresh database at the same moment: the schema is created once.
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      try {
+        auto db = kestrel::tuner::open_records(location);
+        for (int i = 0; i < kAdds; ++i) {
+          Record r = make_record("M=" + std::to_string(i), "tile=" + std::to_string(w), 1e-3 + i * 1e-6);
+          r.session = "writer-" + std::to_string(w);
+          r.time_unix_ms += i;
+          ids[static_cast<std::size_t>(w)].push_back(db->add(r));
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(w)] = e.what();
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  for (const auto& e : errors) CHECK(e == "");
+  auto db = stores.open("shared.db", OpenMode::existing);
+  CHECK(db->count() == static_cast<std::size_t>(kWriters * kAdds));
+  std::set<std::int64_t> returned;
+  for (const auto& one : ids) returned.insert(one.begin(), one.end());
+  CHECK(returned.size() == static_cast<std::size_t>(kWriters * kAdds));
+  std::set<std::int64_t> stored;
+  std::map<std::string, int> per_session;
+  for (const Record& r : db->all()) {
+    stored.insert(r.id);
+    ++per_session[r.session];
+  }
+  CHECK(stored == returned);
+  for (int w = 0; w < kWriters; ++w) CHECK(per_session["writer-" + std::to_string(w)] == kAdds);
+}
+
+TEST_CASE("records: processes opening a fresh PostgreSQL database at the same moment create it once",
+          "[records][postgres][concurrency]") {
+  auto& server = kestrel::test::postgres();
+  for (int round = 0; round < 5; ++round) {
+    const std::string uri = server.create_database();
+    constexpr int kOpeners = 8;
+    std::vector<std::string> errors(kOpeners);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> openers;
+    for (int i = 0; i < kOpeners; ++i) {
+      openers.emplace_back([&, i] {
+        ready.fetch_add(1);
+        while (ready.load() < kOpeners) std::this_thread::yield();  // start together
+        try {
+          kestrel::tuner::open_records(uri)->add(make_record("W", "c" + std::to_string(i), 1.0));
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(i)] = e.what();
+        }
+      });
+    }
+    for (auto& t : openers) t.join();
+    for (const auto& e : errors) CHECK(e == "");
+    CHECK(kestrel::tuner::open_records(uri, OpenMode::existing)->count() == static_cast<std::size_t>(kOpeners));
+  }
 }

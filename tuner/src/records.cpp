@@ -2,9 +2,12 @@
 // measurement, so a tuning session killed at any point loses nothing it had added and
 // several sessions can share one file. Workloads, configurations and statuses are stored
 // as text (ops::format_params / format_config, kernel::to_string) and parsed back in one
-// place (read_record, from_json_line: ops::parse_pairs, kernel::parse_status). JSONL
-// export/import moves records between files.
+// place, shared with the PostgreSQL backend (records_rows.h: read_record, from_json_line,
+// and best()'s queries and rules). JSONL export/import moves records between databases.
+// open_records sends PostgreSQL URIs to PgRecords (pg_records.cpp).
 #include "kestrel/tuner/records.h"
+
+#include "kestrel/tuner/pg_records.h"
 
 #include <sqlite3.h>
 
@@ -20,9 +23,16 @@
 #include <utility>
 
 #include "kestrel/base/log.h"
+#include "records_rows.h"
 
 namespace kestrel::tuner {
 namespace {
+
+using detail::in_quotes;
+using detail::kColumns;
+using detail::kInsert;
+using detail::bind_record;
+using detail::read_record;
 
 // How long a writer waits for another process's transaction before giving up.
 constexpr int kBusyTimeoutMs = 30000;
@@ -90,18 +100,6 @@ std::string records_of_version(std::int64_t version) {
   }
   return "(SELECT *, 'kestrel' AS implementation FROM records) AS records";
 }
-
-constexpr const char* kColumns =
-    "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
-    "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
-    "device_model, is_default, implementation";
-
-// A task and device class: the columns best() groups by.
-constexpr const char* kGroup = "op, workload, target, device_key, device_model, device_fingerprint";
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::string in_quotes(const std::string& path) { return "'" + path + "'"; }
 
 std::string advice_for(int rc) {
   switch (rc & 0xff) {
@@ -178,7 +176,7 @@ class Database {
 };
 
 // Owns one prepared statement; errors name the database file.
-class Statement {
+class Statement final : public detail::Row {
  public:
   Statement(sqlite3* db, const std::string& path, const std::string& sql) : db_(db), path_(&path) {
     int rc = sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &stmt_, nullptr);
@@ -212,14 +210,14 @@ class Statement {
     sqlite3_clear_bindings(stmt_);
   }
 
-  std::string text(int column) const {
+  std::string text(int column) const override {
     auto* data = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
     if (data == nullptr) return {};
     return std::string(data, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
   }
-  std::int64_t int64(int column) const { return sqlite3_column_int64(stmt_, column); }
+  std::int64_t int64(int column) const override { return sqlite3_column_int64(stmt_, column); }
   bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
-  double real(int column, double if_null) const {
+  double real(int column, double if_null) const override {
     return is_null(column) ? if_null : sqlite3_column_double(stmt_, column);
   }
 
@@ -257,72 +255,6 @@ class Transaction {
   const std::string& path_;
   bool open_ = true;
 };
-
-std::string round_seconds_json(const std::vector<double>& seconds) {
-  return nlohmann::json(seconds).dump();
-}
-
-std::vector<double> parse_round_seconds(const nlohmann::json& array) {
-  std::vector<double> seconds;
-  seconds.reserve(array.size());
-  for (const auto& value : array) {
-    // Non-finite values are written as null by the JSON library.
-    seconds.push_back(value.is_null() ? kInf : value.get<double>());
-  }
-  return seconds;
-}
-
-std::string ok_text() { return std::string(kernel::to_string(kernel::Status::ok)); }
-
-// Parses stored workload or configuration text; nullopt (and `why`) when malformed.
-std::optional<ops::Config> parse_map(const std::string& text, std::string& why) {
-  try {
-    return ops::parse_pairs(text);
-  } catch (const ops::OpError& e) {
-    why = e.what();
-    return std::nullopt;
-  }
-}
-
-// Reads a row selected with kColumns.
-Record read_record(const Statement& row, const std::string& path) {
-  Record r;
-  r.id = row.int64(0);
-  auto unreadable = [&](const std::string& field, const std::string& why) {
-    return RecordsError("records database " + in_quotes(path) + ": record " + std::to_string(r.id) +
-                        " has an unreadable " + field + " (" + why + ")");
-  };
-  r.op = row.text(1);
-  std::string why;
-  auto workload = parse_map(row.text(2), why);
-  if (!workload) throw unreadable("workload", why);
-  r.workload = std::move(*workload);
-  r.target = row.text(3);
-  r.device_class.key = row.text(4);
-  r.device = row.text(5);
-  r.device_class.fingerprint = row.text(6);
-  auto config = parse_map(row.text(7), why);
-  if (!config) throw unreadable("config", why);
-  r.config = std::move(*config);
-  if (!kernel::parse_status(row.text(8), r.status)) throw unreadable("status", "'" + row.text(8) + "'");
-  r.message = row.text(9);
-  try {
-    r.round_seconds = parse_round_seconds(nlohmann::json::parse(row.text(10)));
-  } catch (const nlohmann::json::exception& e) {
-    throw unreadable("round_seconds", e.what());
-  }
-  r.cost = row.real(11, kInf);
-  r.gflops = row.real(12, std::numeric_limits<double>::quiet_NaN());
-  r.compile_ms = row.real(13, std::numeric_limits<double>::quiet_NaN());
-  r.tool_version = row.text(14);
-  r.time_unix_ms = row.int64(15);
-  r.session = row.text(16);
-  r.final_measurement = row.int64(17) != 0;
-  r.device_class.model = row.text(18);
-  r.is_default = row.int64(19) != 0;
-  r.implementation = row.text(20);
-  return r;
-}
 
 // What a file holds before we touch it.
 enum class Contents { empty, ours, foreign };
@@ -379,169 +311,6 @@ void require_usable(const Classification& c, const std::string& path) {
 void exec(sqlite3* db, const std::string& path, const char* sql, const char* what) {
   int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) fail(db, rc, path, what);
-}
-
-void bind_record(Statement& s, const Record& r) {
-  s.bind(1, r.op);
-  s.bind(2, ops::format_params(r.workload));
-  s.bind(3, r.target);
-  s.bind(4, r.device_class.key);
-  s.bind(5, r.device);
-  s.bind(6, r.device_class.fingerprint);
-  s.bind(7, ops::format_config(r.config));
-  s.bind(8, std::string(kernel::to_string(r.status)));
-  s.bind(9, r.message);
-  s.bind(10, round_seconds_json(r.round_seconds));
-  if (r.cost == kInf || std::isnan(r.cost)) {
-    s.bind_null(11);
-  } else {
-    s.bind(11, r.cost);
-  }
-  s.bind(12, r.gflops);
-  s.bind(13, r.compile_ms);
-  s.bind(14, r.tool_version);
-  s.bind(15, r.time_unix_ms);
-  s.bind(16, r.session);
-  s.bind(17, static_cast<std::int64_t>(r.final_measurement ? 1 : 0));
-  s.bind(18, r.device_class.model);
-  s.bind(19, static_cast<std::int64_t>(r.is_default ? 1 : 0));
-  s.bind(20, r.implementation);
-}
-
-constexpr const char* kInsert =
-    "INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, "
-    "message, round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, "
-    "final_measurement, device_model, is_default, implementation) "
-    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
-
-// --- JSONL ---
-
-nlohmann::ordered_json to_json(const Record& r) {
-  nlohmann::ordered_json j;
-  j["id"] = r.id;
-  j["op"] = r.op;
-  j["workload"] = ops::format_params(r.workload);
-  j["target"] = r.target;
-  j["device_key"] = r.device_class.key;
-  j["device_model"] = r.device_class.model;
-  j["device"] = r.device;
-  j["device_fingerprint"] = r.device_class.fingerprint;
-  j["config"] = ops::format_config(r.config);
-  j["status"] = std::string(kernel::to_string(r.status));
-  j["message"] = r.message;
-  j["round_seconds"] = r.round_seconds;
-  j["cost"] = std::isfinite(r.cost) ? nlohmann::ordered_json(r.cost) : nlohmann::ordered_json(nullptr);
-  j["gflops"] = r.gflops;            // non-finite: null
-  j["compile_ms"] = r.compile_ms;    // non-finite: null
-  j["tool_version"] = r.tool_version;
-  j["time_unix_ms"] = r.time_unix_ms;
-  j["session"] = r.session;
-  j["final_measurement"] = r.final_measurement;
-  j["is_default"] = r.is_default;
-  j["implementation"] = r.implementation;
-  return j;
-}
-
-[[noreturn]] void bad_line(std::size_t line, const std::string& why) {
-  throw RecordsError("records import: line " + std::to_string(line) + ": " + why);
-}
-
-class LineReader {
- public:
-  LineReader(const nlohmann::json& j, std::size_t line) : j_(j), line_(line) {}
-
-  const nlohmann::json* field(const char* name, bool required) const {
-    auto it = j_.find(name);
-    if (it == j_.end()) {
-      if (required) bad_line(line_, std::string("missing required field '") + name + "'");
-      return nullptr;
-    }
-    return &*it;
-  }
-  std::string string(const char* name, bool required) const {
-    const auto* v = field(name, required);
-    if (v == nullptr) return {};
-    if (!v->is_string()) bad_line(line_, std::string("field '") + name + "' must be a string");
-    return v->get<std::string>();
-  }
-  // A number; null stands for `if_null` (how non-finite values are exported).
-  double number(const char* name, bool required, double if_null) const {
-    const auto* v = field(name, required);
-    if (v == nullptr || v->is_null()) return v == nullptr ? 0.0 : if_null;
-    if (!v->is_number()) bad_line(line_, std::string("field '") + name + "' must be a number or null");
-    return v->get<double>();
-  }
-  std::int64_t integer(const char* name, bool required) const {
-    const auto* v = field(name, required);
-    if (v == nullptr) return 0;
-    if (!v->is_number_integer()) bad_line(line_, std::string("field '") + name + "' must be an integer");
-    return v->get<std::int64_t>();
-  }
-  bool boolean(const char* name, bool required) const {
-    const auto* v = field(name, required);
-    if (v == nullptr) return false;
-    if (!v->is_boolean()) bad_line(line_, std::string("field '") + name + "' must be true or false");
-    return v->get<bool>();
-  }
-  std::vector<double> seconds(const char* name, bool required) const {
-    const auto* v = field(name, required);
-    if (v == nullptr) return {};
-    if (!v->is_array()) bad_line(line_, std::string("field '") + name + "' must be an array of numbers");
-    for (const auto& x : *v) {
-      if (!x.is_number() && !x.is_null()) {
-        bad_line(line_, std::string("field '") + name + "' must be an array of numbers");
-      }
-    }
-    return parse_round_seconds(*v);
-  }
-
- private:
-  const nlohmann::json& j_;
-  std::size_t line_;
-};
-
-Record from_json_line(const std::string& text, std::size_t line) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    bad_line(line, std::string("malformed JSON (") + e.what() + ")");
-  }
-  if (!j.is_object()) bad_line(line, "expected a JSON object");
-  LineReader in(j, line);
-  constexpr bool required = true, optional = false;
-  Record r;
-  r.op = in.string("op", required);
-  const std::string workload_text = in.string("workload", required);
-  r.target = in.string("target", required);
-  r.device_class.key = in.string("device_key", optional);
-  r.device_class.model = in.string("device_model", optional);  // absent before schema version 2
-  r.device = in.string("device", optional);
-  r.device_class.fingerprint = in.string("device_fingerprint", optional);
-  const std::string config_text = in.string("config", required);
-  const std::string status = in.string("status", required);
-  r.message = in.string("message", optional);
-  r.round_seconds = in.seconds("round_seconds", required);
-  r.cost = in.number("cost", required, kInf);
-  r.gflops = in.number("gflops", optional, std::numeric_limits<double>::quiet_NaN());
-  r.compile_ms = in.number("compile_ms", optional, std::numeric_limits<double>::quiet_NaN());
-  r.tool_version = in.string("tool_version", optional);
-  r.time_unix_ms = in.integer("time_unix_ms", required);
-  r.session = in.string("session", required);
-  r.final_measurement = in.boolean("final_measurement", optional);
-  r.is_default = in.boolean("is_default", optional);
-  r.implementation = in.string("implementation", optional);  // absent before schema version 3
-  if (r.implementation.empty()) r.implementation = kKestrelImplementation;
-  // The typed fields, once every field is known to be there.
-  std::string why;
-  auto workload = parse_map(workload_text, why);
-  if (!workload) bad_line(line, "field 'workload': " + why);
-  r.workload = std::move(*workload);
-  auto config = parse_map(config_text, why);
-  if (!config) bad_line(line, "field 'config': " + why);
-  r.config = std::move(*config);
-  if (!kernel::parse_status(status, r.status)) bad_line(line, "field 'status': unknown status '" + status + "'");
-  return r;
 }
 
 }  // namespace
@@ -673,8 +442,19 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
 
 SqliteRecords::~SqliteRecords() = default;
 
+bool is_postgres_uri(const std::string& location) {
+  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
+}
+
 std::unique_ptr<RecordStore> open_records(const std::string& path, OpenMode mode) {
+  if (is_postgres_uri(path)) return std::make_unique<PgRecords>(path, mode);
   return std::make_unique<SqliteRecords>(path, mode);
+}
+
+bool records_exist(const std::string& location) {
+  if (is_postgres_uri(location)) return PgRecords::holds_records(location);
+  std::error_code ec;
+  return std::filesystem::exists(location, ec);
 }
 
 namespace {
@@ -733,96 +513,15 @@ std::vector<Record> SqliteRecords::all(const std::string& op) const {
   return impl_->read_all(s, path_, "reading records");
 }
 
-std::vector<Best> SqliteRecords::best() const {
+std::vector<Best> SqliteRecords::best(const BestQuery& q) const {
   sqlite3* db = impl_->db.get();
-  const std::string& source = impl_->source;
-  // (op, workload text, target, key, model, fingerprint): a task on a device class.
-  using Group = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>;
-  auto group_of = [](const Record& r) {
-    return Group{r.op, ops::format_params(r.workload), r.target, r.device_class.key, r.device_class.model,
-                 r.device_class.fingerprint};
+  auto query = [&](const std::string& sql, const std::vector<std::string>& params,
+                   const std::function<void(const detail::Row&)>& each) {
+    Statement s(db, path_, sql);
+    for (std::size_t i = 0; i < params.size(); ++i) s.bind(static_cast<int>(i + 1), params[i]);
+    while (s.step("selecting the best records")) each(s);
   };
-  struct Found {
-    std::size_t trials = 0;
-    std::optional<Record> best_ok;       // lowest cost, final re-measurements preferred
-    std::optional<Record> best_default;  // the same among the default configuration's records
-    std::optional<Record> best_own;      // the same among Kestrel's own kernels' records
-    std::vector<Record> finals;          // ok final re-measurements, oldest first
-  };
-  std::map<Group, Found> groups;
-
-  Statement trials(db, path_, std::string("SELECT ") + kGroup + ", COUNT(*) FROM " + source + " GROUP BY " + kGroup);
-  while (trials.step("counting trials")) {
-    Group g{trials.text(0), trials.text(1), trials.text(2), trials.text(3), trials.text(4), trials.text(5)};
-    groups[g].trials = static_cast<std::size_t>(trials.int64(6));
-  }
-  // The first ok record of each group in the order final first, cost, id; among all
-  // records, and among the default configuration's.
-  enum class Among { all, defaults, own };
-  for (Among among : {Among::all, Among::defaults, Among::own}) {
-    const char* filter = among == Among::defaults ? " AND is_default = 1"
-                         : among == Among::own    ? " AND implementation = 'kestrel'"
-                                                  : "";
-    Statement s(db, path_,
-                std::string("SELECT * FROM (SELECT ") + kColumns + ", ROW_NUMBER() OVER (PARTITION BY " + kGroup +
-                    " ORDER BY final_measurement DESC, cost ASC, id ASC) AS position FROM " + source +
-                    " WHERE status = ?1 AND cost IS NOT NULL" + filter + ") WHERE position = 1");
-    s.bind(1, ok_text());
-    while (s.step("selecting the best records")) {
-      Record r = read_record(s, path_);
-      Found& f = groups[group_of(r)];
-      (among == Among::defaults ? f.best_default : among == Among::own ? f.best_own : f.best_ok) = std::move(r);
-    }
-  }
-  Statement finals(db, path_,
-                   std::string("SELECT ") + kColumns + " FROM " + source +
-                       " WHERE final_measurement = 1 AND status = ?1 AND cost IS NOT NULL ORDER BY id");
-  finals.bind(1, ok_text());
-  while (finals.step("reading the final re-measurements")) {
-    Record r = read_record(finals, path_);
-    groups[group_of(r)].finals.push_back(std::move(r));
-  }
-
-  std::vector<Best> out;
-  for (auto& [group, found] : groups) {
-    if (!found.best_ok) continue;  // nothing ok
-    Best b;
-    b.record = std::move(*found.best_ok);
-    b.default_record = std::move(found.best_default);
-    // The newest session whose final round re-measured the default decides, within that
-    // round: the configurations ran interleaved, under the same conditions.
-    std::string round;
-    for (const Record& r : found.finals) {
-      if (r.is_default) round = r.session;  // finals are oldest first: the last one is the newest
-    }
-    std::optional<Record> own = std::move(found.best_own);
-    if (!round.empty()) {
-      const Record* winner = nullptr;
-      const Record* own_winner = nullptr;
-      const Record* baseline = nullptr;
-      auto better = [](const Record& r, const Record* than) {
-        return than == nullptr || r.cost < than->cost || (r.cost == than->cost && r.is_default && !than->is_default);
-      };
-      for (const Record& r : found.finals) {
-        if (r.session != round) continue;
-        if (r.is_default && (baseline == nullptr || r.id > baseline->id)) baseline = &r;
-        if (better(r, winner)) winner = &r;
-        if (r.implementation == kKestrelImplementation && better(r, own_winner)) own_winner = &r;
-      }
-      b.record = *winner;
-      b.default_record = *baseline;
-      if (own_winner) own = *own_winner;
-    }
-    if (b.record.implementation != kKestrelImplementation) b.own_record = std::move(own);
-    b.default_is_best = b.record.is_default;
-    b.op = b.record.op;
-    b.workload = b.record.workload;
-    b.target = b.record.target;
-    b.device_class = b.record.device_class;
-    b.trials = found.trials;
-    out.push_back(std::move(b));
-  }
-  return out;
+  return detail::select_best(query, impl_->source, q, path_);
 }
 
 std::size_t SqliteRecords::count() const {
@@ -833,24 +532,13 @@ std::size_t SqliteRecords::count() const {
 
 void SqliteRecords::export_jsonl(std::ostream& out) const {
   Statement s(impl_->db.get(), path_, impl_->select("ORDER BY id"));
-  while (s.step("exporting records")) {
-    // Invalid UTF-8 (e.g. in a compiler message) is replaced rather than failing the export.
-    out << to_json(read_record(s, path_)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-        << '\n';
-    if (!out) throw RecordsError("records export from " + in_quotes(path_) + ": writing the output failed");
-  }
+  while (s.step("exporting records")) detail::write_json_line(out, read_record(s, path_), path_);
 }
 
 std::size_t SqliteRecords::import_jsonl(std::istream& in) {
   if (!impl_->insert) read_only(path_, "import records");
   // Parse everything first: a malformed line adds nothing.
-  std::vector<Record> records;
-  std::string text;
-  for (std::size_t line = 1; std::getline(in, text); ++line) {
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    records.push_back(from_json_line(text, line));
-  }
-  if (in.bad()) throw RecordsError("records import into " + in_quotes(path_) + ": reading the input failed");
+  std::vector<Record> records = detail::read_json_lines(in, path_);
 
   sqlite3* db = impl_->db.get();
   Transaction tx(db, path_);

@@ -1,8 +1,9 @@
 // The records: every measurement of every tuning session, failures included, typed
 // (workload, configuration and status are values, not text), behind a small database
-// interface. The SQLite implementation commits each record as it arrives (WAL mode), so a
-// killed session loses nothing and the next one resumes. Schema versioned; a file from a
-// newer Kestrel is refused.
+// interface with two implementations: an SQLite file (WAL mode) and a PostgreSQL
+// database (pg_records.h) that several hosts share. Both commit each record as it
+// arrives, so a killed session loses nothing and the next one resumes. Schema versioned;
+// a database from a newer Kestrel is refused.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +78,15 @@ struct Best {
   }
 };
 
+// Which tasks best(BestQuery) answers for: every field set must match (all unset: every
+// task, as best()).
+struct BestQuery {
+  std::optional<std::string> op;
+  std::optional<ops::Params> workload;
+  std::optional<std::string> target;
+  std::optional<DeviceClass> device_class;
+};
+
 enum class OpenMode {
   create,    // opens or creates; upgrades an older schema in place
   existing,  // read-only: never creates a file, never changes one (read-only commands)
@@ -105,7 +115,10 @@ class RecordStore {
   // records (the default wins ties). Otherwise the lowest-cost ok record, final
   // re-measurements preferred. Vendor libraries' records compete like any other: the
   // fastest implementation wins. Tasks with no ok record have no entry.
-  virtual std::vector<Best> best() const = 0;
+  std::vector<Best> best() const { return best(BestQuery{}); }
+  // The same for the tasks `q` selects, from an index on (op, workload, target): what
+  // `kestrel best --op --shape` asks for one task of a large database.
+  virtual std::vector<Best> best(const BestQuery& q) const = 0;
   // Every record of `op` (every op when empty), any workload, target and class, oldest
   // first: what datasets and cross-workload models read.
   virtual std::vector<Record> all(const std::string& op = "") const = 0;
@@ -117,14 +130,28 @@ class RecordStore {
   virtual void export_jsonl(std::ostream& out) const = 0;
   virtual std::size_t import_jsonl(std::istream& in) = 0;
 
-  // Where the records are (the file path), for messages.
+  // Where the records are (the file path, or the URI without its password), for messages.
   virtual const std::string& location() const = 0;
 };
 
-// Opens the records at `path` (an SQLite file). Throws RecordsError for a file that is
-// not a records database, has a newer schema or cannot be opened, and in
-// OpenMode::existing for a path where there is no file ("no records database at ...").
+// Opens the records at `path`: a PostgreSQL URI ("postgresql://..." or "postgres://...",
+// see is_postgres_uri) gives PgRecords, anything else an SQLite file. Throws RecordsError
+// for a database that is not a records database, has a newer schema or cannot be opened
+// or reached, and in OpenMode::existing where there are no records ("no records database
+// at ...").
 std::unique_ptr<RecordStore> open_records(const std::string& path, OpenMode mode = OpenMode::create);
+
+// Whether `location` is a PostgreSQL URI rather than a file path.
+bool is_postgres_uri(const std::string& location);
+
+// `location` as messages show it: a URI without its password (user:PASSWORD@ and a
+// password=... parameter removed); a file path as it is.
+std::string without_password(const std::string& location);
+
+// Whether there is a records database at `location` that OpenMode::existing would open
+// (a file that exists; a PostgreSQL database with Kestrel's tables). Throws RecordsError
+// when a PostgreSQL server cannot be reached.
+bool records_exist(const std::string& location);
 
 // SQLite in WAL mode, one autocommitted INSERT per record. Schema version 3 (version 1
 // plus the device model and is_default columns in 2, the implementation column in 3); an
@@ -145,7 +172,8 @@ class SqliteRecords final : public RecordStore {
                            const DeviceClass* device_class = nullptr) const override;
   std::vector<Record> find_other_workloads(const std::string& op, const ops::Params& workload,
                                            const std::string& target, std::size_t limit = 5000) const override;
-  std::vector<Best> best() const override;
+  using RecordStore::best;
+  std::vector<Best> best(const BestQuery& q) const override;
   std::vector<Record> all(const std::string& op = "") const override;
   std::size_t count() const override;
   void export_jsonl(std::ostream& out) const override;

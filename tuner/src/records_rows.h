@@ -1,0 +1,107 @@
+// What the two records backends (SQLite, PostgreSQL) share: the columns and the INSERT,
+// a row <-> Record conversion (the stored text parsed back in one place), the JSON lines
+// of export/import, and best(): the same SQL (placeholders ?N, rewritten to $N for
+// PostgreSQL) and the same selection rules in C++, so both give identical answers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kestrel/tuner/records.h"
+
+namespace kestrel::tuner::detail {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Columns in the order read_record reads them.
+constexpr const char* kColumns =
+    "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
+    "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
+    "device_model, is_default, implementation";
+
+// A task and device class: the columns best() groups by.
+constexpr const char* kGroup = "op, workload, target, device_key, device_model, device_fingerprint";
+
+// Parameters ?1..?20 in bind_record's order.
+constexpr const char* kInsert =
+    "INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, "
+    "message, round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, "
+    "final_measurement, device_model, is_default, implementation) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+
+inline std::string in_quotes(const std::string& location) { return "'" + location + "'"; }
+
+std::string ok_text();
+std::string round_seconds_json(const std::vector<double>& seconds);
+
+// One result row of a SELECT of kColumns (or any columns), as a backend gives it.
+class Row {
+ public:
+  virtual std::string text(int column) const = 0;
+  virtual std::int64_t int64(int column) const = 0;
+  virtual double real(int column, double if_null) const = 0;
+
+ protected:
+  ~Row() = default;
+};
+
+// Reads a row selected with kColumns; throws RecordsError naming the record and
+// `location` when stored text does not parse.
+Record read_record(const Row& row, const std::string& location);
+
+// Binds a record's fields as parameters 1..20 of kInsert. `Binder` has bind(int,
+// std::string), bind(int, std::int64_t), bind(int, double) and bind_null(int).
+template <typename Binder>
+void bind_record(Binder& s, const Record& r) {
+  s.bind(1, r.op);
+  s.bind(2, ops::format_params(r.workload));
+  s.bind(3, r.target);
+  s.bind(4, r.device_class.key);
+  s.bind(5, r.device);
+  s.bind(6, r.device_class.fingerprint);
+  s.bind(7, ops::format_config(r.config));
+  s.bind(8, std::string(kernel::to_string(r.status)));
+  s.bind(9, r.message);
+  s.bind(10, round_seconds_json(r.round_seconds));
+  if (r.cost == kInf || std::isnan(r.cost)) {
+    s.bind_null(11);  // +infinity: not ok
+  } else {
+    s.bind(11, r.cost);
+  }
+  s.bind(12, r.gflops);
+  s.bind(13, r.compile_ms);
+  s.bind(14, r.tool_version);
+  s.bind(15, r.time_unix_ms);
+  s.bind(16, r.session);
+  s.bind(17, static_cast<std::int64_t>(r.final_measurement ? 1 : 0));
+  s.bind(18, r.device_class.model);
+  s.bind(19, static_cast<std::int64_t>(r.is_default ? 1 : 0));
+  s.bind(20, r.implementation);
+}
+
+// --- JSON lines ---
+nlohmann::ordered_json to_json(const Record& r);
+// Parses line `line` of an import; throws RecordsError naming the line.
+Record from_json_line(const std::string& text, std::size_t line);
+// Reads every non-blank line of `in` (nothing is added when one is malformed).
+std::vector<Record> read_json_lines(std::istream& in, const std::string& location);
+// Writes one record as a line; throws RecordsError when `out` fails.
+void write_json_line(std::ostream& out, const Record& r, const std::string& location);
+
+// --- best() ---
+
+// Runs `sql` (placeholders ?1..?N, every parameter text) and calls `each` per row.
+using Query = std::function<void(const std::string& sql, const std::vector<std::string>& params,
+                                 const std::function<void(const Row&)>& each)>;
+
+// best(q) of a store: the queries over `source` (what the store reads FROM), then the
+// selection rules of RecordStore::best.
+std::vector<Best> select_best(const Query& query, const std::string& source, const BestQuery& q,
+                              const std::string& location);
+
+}  // namespace kestrel::tuner::detail

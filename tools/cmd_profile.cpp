@@ -190,45 +190,28 @@ int run_profile(int argc, char** argv) {
     host::PoolOptions pool_options = tools::pool_options(args, "kestrel profile");
     pool_options.reconnect_window = std::chrono::milliseconds(0);
 
-    host::LeasedPool leased(pool_options);
-
     tuner::Evaluation result;
     host::Target target;
-    asio::io_context io;
-    std::exception_ptr failure;
-    asio::co_spawn(
-        io,
-        [&]() -> rpc::awaitable<void> {
-          try {
-            co_await leased.open();
-            target = resolve_target(args, leased.device());
-            if (args.has("op")) {
-              subject = subject_from_op(registry, args, target);
-            } else if (target.is_gpu()) {
-              throw UsageError("--kernel files are CPU C kernels; use --op for " + target.to_string() + " kernels");
-            }
-            host::Compiler compiler({2});
-            tuner::MeasuredEvaluator evaluator(compiler, leased.measurer(), pool_options.key);
-            std::vector<tuner::Evaluation> results;
-            if (subject.task) {
-              std::vector<ops::Config> configs(1, subject.config);
-              results = co_await evaluator.evaluate(*subject.task, configs, measure);
-            } else {
-              std::vector<tuner::PreparedKernel> kernels(1, subject.kernel);
-              results = co_await evaluator.evaluate_kernels(kernels, subject.workload, target, measure);
-            }
-            result = results.front();
-            if (result.device.empty()) result.device = leased.device().name;
-          } catch (...) {
-            failure = std::current_exception();
-          }
-          co_await leased.close();
-        },
-        [&](std::exception_ptr e) {
-          if (e && !failure) failure = e;
-        });
-    io.run();
-    if (failure) std::rethrow_exception(failure);
+    host::run_leased(pool_options, [&](host::LeasedPool& leased) -> rpc::awaitable<void> {
+      target = resolve_target(args, leased.device());
+      if (args.has("op")) {
+        subject = subject_from_op(registry, args, target);
+      } else if (target.is_gpu()) {
+        throw UsageError("--kernel files are CPU C kernels; use --op for " + target.to_string() + " kernels");
+      }
+      host::Compiler compiler({2});
+      tuner::MeasuredEvaluator evaluator(compiler, leased.measurer(), pool_options.key);
+      std::vector<tuner::Evaluation> results;
+      if (subject.task) {
+        std::vector<ops::Config> configs(1, subject.config);
+        results = co_await evaluator.evaluate(*subject.task, configs, measure);
+      } else {
+        std::vector<tuner::PreparedKernel> kernels(1, subject.kernel);
+        results = co_await evaluator.evaluate_kernels(kernels, subject.workload, target, measure);
+      }
+      result = results.front();
+      if (result.device.empty()) result.device = leased.device().name;
+    });
     if (args.has("json")) {
       std::cout << to_json(subject, result, target).dump(2) << "\n";
     } else {

@@ -53,4 +53,26 @@ MeasureClient& LeasedPool::measurer() {
   return *measurer_;
 }
 
+void run_leased(PoolOptions options, const std::function<rpc::awaitable<void>(LeasedPool&)>& body) {
+  LeasedPool pool(std::move(options));
+  asio::io_context io;
+  std::exception_ptr failure;
+  asio::co_spawn(
+      io,
+      [&]() -> rpc::awaitable<void> {
+        try {
+          co_await pool.open();
+          co_await body(pool);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+        co_await pool.close();
+      },
+      [&](std::exception_ptr e) {
+        if (e && !failure) failure = e;
+      });
+  io.run();
+  if (failure) std::rethrow_exception(failure);
+}
+
 }  // namespace kestrel::host

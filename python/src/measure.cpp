@@ -371,35 +371,19 @@ py::dict profile(const std::string& name, py::object shape, py::object config, p
   ops::Config chosen;
   {
     py::gil_scoped_release release;
-    host::LeasedPool leased(pool_options);
-    asio::io_context io;
-    std::exception_ptr failure;
-    asio::co_spawn(
-        io,
-        [&]() -> rpc::awaitable<void> {
-          try {
-            co_await leased.open();
-            target = target_spec.resolve(leased.device());
-            task.op = &registry.get(name, target.backend);
-            task.params = ops::parse_params(*task.op, shape_text);
-            task.target = target;
-            chosen = ops::parse_config(*task.op, task.params, config_text, target.traits);
-            host::Compiler compiler({2});
-            tuner::MeasuredEvaluator evaluator(compiler, leased.measurer(), pool_options.key);
-            std::vector<ops::Config> configs(1, chosen);
-            std::vector<tuner::Evaluation> results = co_await evaluator.evaluate(task, configs, measure);
-            result = results.front();
-            if (result.device.empty()) result.device = leased.device().name;
-          } catch (...) {
-            failure = std::current_exception();
-          }
-          co_await leased.close();
-        },
-        [&](std::exception_ptr e) {
-          if (e && !failure) failure = e;
-        });
-    io.run();
-    if (failure) std::rethrow_exception(failure);
+    host::run_leased(pool_options, [&](host::LeasedPool& leased) -> rpc::awaitable<void> {
+      target = target_spec.resolve(leased.device());
+      task.op = &registry.get(name, target.backend);
+      task.params = ops::parse_params(*task.op, shape_text);
+      task.target = target;
+      chosen = ops::parse_config(*task.op, task.params, config_text, target.traits);
+      host::Compiler compiler({2});
+      tuner::MeasuredEvaluator evaluator(compiler, leased.measurer(), pool_options.key);
+      std::vector<ops::Config> configs(1, chosen);
+      std::vector<tuner::Evaluation> results = co_await evaluator.evaluate(task, configs, measure);
+      result = results.front();
+      if (result.device.empty()) result.device = leased.device().name;
+    });
   }
   py::dict out;
   out["op"] = task.op_name();

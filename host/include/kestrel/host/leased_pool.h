@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,5 +63,11 @@ class LeasedPool {
   rpc::DeviceInfo device_;
   bool open_ = false;
 };
+
+// Blocks while `body` runs on a pool made from `options`, on an io_context of its own:
+// opens the pool, awaits body(pool), then closes the pool whatever happened and rethrows
+// the first exception (open's or body's). One device's measurement: `kestrel profile`
+// and the Python package's profile().
+void run_leased(PoolOptions options, const std::function<rpc::awaitable<void>(LeasedPool&)>& body);
 
 }  // namespace kestrel::host

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
+#include "kestrel/host/summary_json.h"
 #include "kestrel/rpc/tracker_client.h"
 
 namespace kestrel::tools {
@@ -44,55 +45,6 @@ void print_table(std::ostream& out, const std::vector<std::vector<std::string>>&
     }
     out << line << "\n";
   }
-}
-
-nlohmann::json gpus_json(const rpc::DeviceInfo& info) {
-  nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : info.gpus) {
-    gpus.push_back({{"backend", g.backend},
-                    {"index", g.index},
-                    {"name", g.name},
-                    {"vendor", g.vendor},
-                    {"version", g.version},
-                    {"driver", g.driver},
-                    {"memory_bytes", g.memory_bytes},
-                    {"compute_units", g.compute_units},
-                    {"max_threads_per_group", g.max_threads_per_group},
-                    {"max_shared_bytes", g.max_shared_bytes},
-                    {"l2_bytes", g.l2_bytes}});
-  }
-  return gpus;
-}
-
-nlohmann::json to_json(const rpc::DeviceInfo& info) {
-  nlohmann::json caches = nlohmann::json::array();
-  for (const auto& c : info.caches) {
-    caches.push_back({{"level", c.level}, {"kind", c.kind}, {"size_bytes", c.size_bytes}, {"line_bytes", c.line_bytes}});
-  }
-  return {{"name", info.name},           {"hostname", info.hostname},   {"os", info.os},
-          {"arch", info.arch},           {"triple", info.triple},       {"cpu_model", info.cpu_model},
-          {"cores", info.cores},         {"caches", caches},            {"memory_bytes", info.memory_bytes},
-          {"cpu_features", info.cpu_features}, {"runtime_version", info.runtime_version},
-          {"abi_version", info.abi_version}, {"gpus", gpus_json(info)}, {"gpu_notes", info.gpu_notes}};
-}
-
-nlohmann::json to_json(const rpc::TrackerSummary& s, const std::string& address) {
-  nlohmann::json keys = nlohmann::json::array();
-  for (const auto& k : s.keys) keys.push_back({{"key", k.key}, {"free", k.free}, {"busy", k.busy}, {"queued", k.queued}});
-  nlohmann::json devices = nlohmann::json::array();
-  for (const auto& d : s.devices) {
-    nlohmann::json device = {{"id", d.id.value},       {"key", d.key},
-                             {"state", d.busy ? "busy" : "free"},
-                             {"address", d.address},   {"connected_ms", d.connected_ms},
-                             {"info", to_json(d.info)}};
-    if (d.busy) {
-      device["lease_id"] = d.lease.value;
-      device["lease_holder"] = d.lease_holder;
-    }
-    devices.push_back(device);
-  }
-  return {{"tracker", address}, {"version", s.tracker_version}, {"uptime_ms", s.uptime_ms},
-          {"clients", s.clients}, {"keys", keys}, {"devices", devices}};
 }
 
 void print_summary(const rpc::TrackerSummary& s, const std::string& address) {
@@ -180,7 +132,7 @@ int run_query(int argc, char** argv) {
     io.run();
     if (failure) std::rethrow_exception(failure);
     if (args.has("json")) {
-      std::cout << to_json(*summary, endpoint.to_string()).dump(2) << "\n";
+      std::cout << host::to_json(*summary, endpoint.to_string()).dump(2) << "\n";
     } else {
       print_summary(*summary, endpoint.to_string());
     }

@@ -16,6 +16,7 @@
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/leased_pool.h"
 #include "kestrel/host/local_pool.h"
+#include "kestrel/host/summary_json.h"
 #include "kestrel/host/target.h"
 #include "kestrel/rpc/asio.h"
 #include "kestrel/rpc/tracker_client.h"
@@ -229,84 +230,6 @@ py::dict result_dict(const tuner::TuneResult& r) {
   if (!r.final.empty()) out["best"] = entry_dict(r.final.front());
   else if (r.best_recorded) out["best"] = entry_dict(*r.best_recorded);
   else out["best"] = py::none();
-  return out;
-}
-
-py::dict device_dict(const rpc::DeviceInfo& info) {
-  py::list caches;
-  for (const auto& c : info.caches) {
-    py::dict one;
-    one["level"] = c.level;
-    one["kind"] = c.kind;
-    one["size_bytes"] = c.size_bytes;
-    one["line_bytes"] = c.line_bytes;
-    caches.append(one);
-  }
-  py::list gpus;
-  for (const auto& g : info.gpus) {
-    py::dict one;
-    one["backend"] = g.backend;
-    one["index"] = g.index;
-    one["name"] = g.name;
-    one["vendor"] = g.vendor;
-    one["version"] = g.version;
-    one["driver"] = g.driver;
-    one["memory_bytes"] = g.memory_bytes;
-    one["compute_units"] = g.compute_units;
-    one["max_threads_per_group"] = g.max_threads_per_group;
-    one["max_shared_bytes"] = g.max_shared_bytes;
-    one["l2_bytes"] = g.l2_bytes;
-    gpus.append(one);
-  }
-  py::dict out;
-  out["name"] = info.name;
-  out["hostname"] = info.hostname;
-  out["os"] = info.os;
-  out["arch"] = info.arch;
-  out["triple"] = info.triple;
-  out["cpu_model"] = info.cpu_model;
-  out["cores"] = info.cores;
-  out["caches"] = caches;
-  out["memory_bytes"] = info.memory_bytes;
-  out["cpu_features"] = info.cpu_features;
-  out["runtime_version"] = info.runtime_version;
-  out["abi_version"] = info.abi_version;
-  out["gpus"] = gpus;
-  out["gpu_notes"] = info.gpu_notes;
-  return out;
-}
-
-py::dict summary_dict(const rpc::TrackerSummary& s, const std::string& address) {
-  py::list keys;
-  for (const auto& k : s.keys) {
-    py::dict one;
-    one["key"] = k.key;
-    one["free"] = k.free;
-    one["busy"] = k.busy;
-    one["queued"] = k.queued;
-    keys.append(one);
-  }
-  py::list devices;
-  for (const auto& d : s.devices) {
-    py::dict one;
-    one["id"] = d.id.value;
-    one["key"] = d.key;
-    one["name"] = d.info.name;
-    one["state"] = d.busy ? "busy" : "free";
-    one["address"] = d.address;
-    one["connected_ms"] = d.connected_ms;
-    one["lease_id"] = d.busy ? py::object(py::int_(d.lease.value)) : py::object(py::none());
-    one["lease_holder"] = d.busy ? py::object(py::str(d.lease_holder)) : py::object(py::none());
-    one["info"] = device_dict(d.info);
-    devices.append(one);
-  }
-  py::dict out;
-  out["tracker"] = address;
-  out["version"] = s.tracker_version;
-  out["uptime_ms"] = s.uptime_ms;
-  out["clients"] = s.clients;
-  out["keys"] = keys;
-  out["devices"] = devices;
   return out;
 }
 
@@ -548,7 +471,8 @@ py::dict query(py::dict options) {
     io.run();
     if (failure) std::rethrow_exception(failure);
   }
-  return summary_dict(*summary, endpoint.to_string());
+  // The same document as `kestrel query --json`, as Python objects.
+  return py::dict(py::module_::import("json").attr("loads")(host::to_json(*summary, endpoint.to_string()).dump()));
 }
 
 // The embedded pool (a tracker on loopback and local kestrel-device children) as a

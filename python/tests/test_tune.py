@@ -76,6 +76,7 @@ def test_a_local_pool_serves_query_and_tune(tmp_path):
         assert [k["key"] for k in summary["keys"]] == ["local"]
         assert summary["keys"][0]["free"] == 1
         assert len(summary.devices) == 1 and summary.devices[0]["state"] == "free"
+        assert summary.devices[0]["lease_holder"] is None and summary.devices[0]["name"]
         assert summary.devices[0]["info"]["cores"] >= 1
         r = kestrel.tune("gemm", "32x32x32", trials=4, batch=4, db=tmp_path / "t.db", tracker=pool, **FAST)
         assert r.trials == 4

@@ -38,6 +38,8 @@ TEST_CASE("a tracker and three devices under two keys show up in kestrel query",
   CHECK(summary["keys"][1]["key"] == "x86");
   CHECK(summary["devices"][0]["info"]["name"] == "rpi4-a");
   CHECK(summary["devices"][0]["state"] == "free");
+  CHECK(summary["devices"][0]["name"] == "rpi4-a");
+  CHECK(summary["devices"][0]["lease_holder"].is_null());  // free: present, null
   CHECK(summary["devices"][0]["info"]["cores"].get<int>() >= 1);
   CHECK(summary["devices"][2]["info"]["triple"] == "x86_64-linux-gnu");
 

@@ -1259,3 +1259,26 @@ TEST_CASE("records: processes opening a fresh PostgreSQL database at the same mo
     CHECK(kestrel::tuner::open_records(uri, OpenMode::existing)->count() == static_cast<std::size_t>(kOpeners));
   }
 }
+
+TEST_CASE("records: a PostgreSQL server that goes away mid-session makes add() and reads fail with a clear error",
+          "[records][postgres]") {
+  kestrel::test::postgres();  // skipped (77) where PostgreSQL is not installed
+  // A server of this test's own, stopped under an open store.
+  auto server = std::make_unique<kestrel::test::PostgresServer>(kestrel::test::postgres_bindir());
+  const std::string uri = server->create_database();
+  auto db = kestrel::tuner::open_records(uri);
+  db->add(make_record("A", "c1", 1.0));
+  db->add(make_record("A", "c2", 2.0));
+  server.reset();  // fast shutdown: the store's connection is closed by the server
+
+  std::string error;
+  try {
+    db->add(make_record("A", "c3", 3.0));
+  } catch (const RecordsError& e) {
+    error = e.what();
+  }
+  INFO(error);
+  CHECK_THAT(error, Catch::Contains(uri) && Catch::Contains("connection to the server was lost") &&
+                        Catch::Contains("every record added before this one is kept"));
+  CHECK_THROWS_AS(db->count(), RecordsError);  // reads fail the same way, no crash
+}

@@ -12,6 +12,9 @@ void add_pool_options(Args& args) {
   args.option("tls-ca", "FILE", "PEM certificate (the tracker's own, or its CA) the tracker must present");
   args.flag("no-tls", "plain TCP to the tracker: frames carry per-frame MACs instead (the tracker needs --no-tls too)");
   args.option("wait-ms", "MS", "how long to wait for a free device", "30000");
+  args.option("device-wait-s", "S",
+              "when every leased device is lost (stopped, rebooting, unreachable), how long to wait for one of the key "
+              "to come back before stopping with an error; 0 = until interrupted", "300");
   args.option("priority", "N",
               "priority of the lease requests, -1000..1000: while clients wait for a busy key, the tracker grants the "
               "highest priority first (equal ones in arrival order)", "0");
@@ -40,6 +43,7 @@ host::PoolOptions pool_options(const Args& args, std::string client_name) {
   }
   rpc::peer_tls_context(pool.tls, pool.token.has_value());  // a bad --tls-ca fails here, with its reason
   pool.wait = std::chrono::milliseconds(args.get_int("wait-ms", 30'000, 1, 24 * 3'600'000));
+  pool.replacement_wait = std::chrono::seconds(args.get_int("device-wait-s", 300, 0, 7 * 24 * 3600));
   pool.priority = static_cast<std::int32_t>(args.get_int("priority", 0, -1000, 1000));
   pool.client_name = std::move(client_name);
   return pool;

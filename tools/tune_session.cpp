@@ -152,7 +152,7 @@ tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, t
                   << ": stopping now and releasing the devices; records are kept\n";
       } else {
         std::cerr << "\n" << options.program << ": signal " << signo
-                  << ": stopping after the batch in flight (again to quit now); records are kept\n";
+                  << ": stopping now: the batch in flight is dropped (again to quit at once); records are kept\n";
       }
       wait_signal();
     });

@@ -17,6 +17,7 @@
 
 #include "kestrel/base/log.h"
 #include "kestrel/device_runtime/kernel_runner.h"
+#include "machine_state.h"
 #include "worker.h"
 
 namespace kestrel::device {
@@ -50,14 +51,21 @@ std::string describe_signal(int signo) {
 }
 
 struct BatchRunner::Impl {
-  Impl(asio::any_io_executor ex, BatchSpec s, ResultFn r, DoneFn d)
-      : executor(ex), spec(std::move(s)), on_result(std::move(r)), on_done(std::move(d)), deadline(ex) {}
+  Impl(asio::any_io_executor ex, BatchSpec s, ResultFn r, DoneFn d, ProgressFn p)
+      : executor(ex),
+        spec(std::move(s)),
+        on_result(std::move(r)),
+        on_done(std::move(d)),
+        on_progress(std::move(p)),
+        deadline(ex) {}
 
   asio::any_io_executor executor;
   BatchSpec spec;
   ResultFn on_result;
   DoneFn on_done;
+  ProgressFn on_progress;
   asio::steady_timer deadline;
+  CpuTimes candidate_started;  // the machine's CPU times when the running candidate started
   std::unique_ptr<asio::posix::stream_descriptor> pipe;
   pid_t child = -1;
   bool cancelled = false;
@@ -136,7 +144,9 @@ struct BatchRunner::Impl {
     }
   }
 
-  void arm(std::chrono::milliseconds limit) {
+  // Arms the deadline of the step that begins now and tells the session about it.
+  void arm(std::chrono::milliseconds limit, std::optional<std::uint64_t> candidate = std::nullopt) {
+    if (on_progress) on_progress(candidate, limit);
     timed_out = false;
     deadline.expires_after(limit);
     deadline.async_wait([this, pid = child](std::error_code ec) {
@@ -204,13 +214,19 @@ struct BatchRunner::Impl {
     co_return true;
   }
 
+  // Every result leaves with the machine's state.
+  void report(rpc::CandidateResult& result) {
+    result.machine = sample_machine_state(candidate_started);
+    on_result(result);
+  }
+
   void fail_rest(std::size_t from, Status status, const std::string& message) {
     for (std::size_t i = from; i < spec.request.candidates.size(); ++i) {
       rpc::CandidateResult r;
       r.id = spec.request.candidates[i].id;
       r.status = status;
       r.message = message;
-      on_result(r);
+      report(r);
     }
   }
 
@@ -278,7 +294,8 @@ struct BatchRunner::Impl {
             break;
           }
           running = header.index;
-          arm(timeout);
+          candidate_started = read_cpu_times();
+          arm(timeout, spec.request.candidates[header.index].id);
         } else if (type == worker::Record::outputs) {
           if (!running || header.index != *running || spec.reference_fd < 0) {
             kill_worker();
@@ -307,7 +324,7 @@ struct BatchRunner::Impl {
           apply_verdict(header.index, result);
           running.reset();
           next = header.index + 1;
-          on_result(result);
+          report(result);
         } else {
           kill_worker();
           break;
@@ -328,7 +345,7 @@ struct BatchRunner::Impl {
           r.message = "kernel crashed: worker " + (how.empty() ? std::string("ended unexpectedly") : how);
         }
         log::info(kLog, "candidate ", r.id, ": ", r.message);
-        on_result(r);
+        report(r);
         next = *running + 1;
       } else if (next < spec.request.candidates.size()) {
         // Died between candidates: nothing to blame; try the rest in a fresh worker once.
@@ -340,8 +357,10 @@ struct BatchRunner::Impl {
   }
 };
 
-BatchRunner::BatchRunner(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result, DoneFn on_done)
-    : impl_(std::make_unique<Impl>(executor, std::move(spec), std::move(on_result), std::move(on_done))) {
+BatchRunner::BatchRunner(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result, DoneFn on_done,
+                         ProgressFn on_progress)
+    : impl_(std::make_unique<Impl>(executor, std::move(spec), std::move(on_result), std::move(on_done),
+                                   std::move(on_progress))) {
   impl_->spec.module_fds.resize(impl_->spec.request.candidates.size(), -1);
 }
 
@@ -353,9 +372,9 @@ BatchRunner::~BatchRunner() {
 }
 
 std::shared_ptr<BatchRunner> BatchRunner::start(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result,
-                                                DoneFn on_done) {
-  std::shared_ptr<BatchRunner> runner(
-      new BatchRunner(executor, std::move(spec), std::move(on_result), std::move(on_done)));
+                                                DoneFn on_done, ProgressFn on_progress) {
+  std::shared_ptr<BatchRunner> runner(new BatchRunner(executor, std::move(spec), std::move(on_result),
+                                                      std::move(on_done), std::move(on_progress)));
   asio::co_spawn(executor, runner->run(), asio::detached);
   return runner;
 }

@@ -3,6 +3,9 @@
 
 #include <kj/exception.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "kestrel/base/log.h"
 #include "kestrel/base/str.h"
 #include "kestrel/base/version.h"
@@ -12,6 +15,23 @@
 namespace kestrel::device {
 namespace {
 constexpr std::string_view kLog = "device";
+
+// The sequence number of a request, so that an error about it can name it; 0 when the
+// message cannot tell (the holder then ends whatever it was waiting for with the error).
+std::uint64_t seq_of(wire::SessionMessage::Reader message) noexcept {
+  try {
+    switch (message.which()) {
+      case wire::SessionMessage::PING: return message.getPing().getSeq();
+      case wire::SessionMessage::INFO_REQUEST: return message.getInfoRequest().getSeq();
+      case wire::SessionMessage::QUERY_MODULES: return message.getQueryModules().getSeq();
+      case wire::SessionMessage::UPLOAD_MODULE: return message.getUploadModule().getSeq();
+      case wire::SessionMessage::MEASURE_BATCH: return message.getMeasureBatch().getSeq();
+      default: return 0;
+    }
+  } catch (const kj::Exception&) {
+    return 0;
+  }
+}
 }  // namespace
 
 SessionServer::SessionServer(asio::any_io_executor executor, rpc::DeviceInfo info, SendFn send)
@@ -44,8 +64,10 @@ void SessionServer::handle(LeaseId lease, std::span<const std::uint8_t> payload)
   try {
     handle(lease, message->root());
   } catch (const kj::Exception& e) {
-    // A message that passed the size checks but reads badly (a field of the wrong kind).
-    send_error(lease, 0, str("bad session message: ", e.getDescription().cStr()));
+    // A message that passed the checks but could not be handled: the error answers the
+    // request it came with, so the holder's wait for it ends.
+    log::warn(kLog, "lease ", lease.value, ": session message not handled: ", e.getDescription().cStr());
+    send_error(lease, seq_of(message->root()), str("session message not handled: ", e.getDescription().cStr()));
   }
 }
 
@@ -66,10 +88,11 @@ void SessionServer::handle(LeaseId lease, wire::SessionMessage::Reader message) 
       auto query = message.getQueryModules();
       auto answer = out.initModulesPresent();
       answer.setSeq(query.getSeq());
-      auto present = answer.initPresent(query.getHashes().size());
+      auto hashes = query.getHashes();  // read once: each list access costs traversal budget
+      auto present = answer.initPresent(hashes.size());
       auto store = modules_.find(lease);
-      for (unsigned i = 0; i < query.getHashes().size(); ++i) {
-        present.set(i, store != modules_.end() && store->second.contains(query.getHashes()[i]));
+      for (unsigned i = 0; i < hashes.size(); ++i) {
+        present.set(i, store != modules_.end() && store->second.contains(hashes[i]));
       }
       break;
     }
@@ -158,6 +181,16 @@ void SessionServer::start_next(LeaseId lease) {
         } else {
           start_next(lease);
         }
+      },
+      [this, lease, seq](std::optional<std::uint64_t> candidate, std::chrono::milliseconds limit) {
+        // The holder's wait for the next message of the batch follows this limit.
+        capnp::MallocMessageBuilder builder;
+        auto progress = builder.initRoot<wire::SessionMessage>().initBatchProgress();
+        progress.setSeq(seq);
+        progress.setStarted(candidate.has_value());
+        progress.setCandidateId(candidate.value_or(0));
+        progress.setLimitMs(static_cast<std::uint32_t>(std::min<std::int64_t>(limit.count(), UINT32_MAX)));
+        send_(lease, rpc::encode_session(builder));
       });
 }
 

@@ -26,6 +26,7 @@ rpc::awaitable<void> LeasedPool::open() {
   measure.devices = options_.devices;
   measure.priority = options_.priority;
   measure.request_timeout = options_.wait;
+  measure.replacement_wait = options_.replacement_wait;
   measure.reconnect_timeout = options_.reconnect_window;
   if (options_.reconnect_window.count() > 0) {
     // An overnight session outlives a tracker restart: reconnect and lease again.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "kestrel/base/log.h"
@@ -22,7 +23,33 @@ awaitable<void> pause(std::chrono::milliseconds d) {
   co_await timer.async_wait(rpc::use_nothrow);
 }
 
+std::string seconds_text(std::chrono::milliseconds d) { return std::to_string(d.count() / 1000) + " s"; }
+
 }  // namespace
+
+// What measure() sleeps on between events: a device granted, a batch over, a device
+// lost, a stop. notify() before wait() is not lost.
+struct MeasureClient::Waker {
+  explicit Waker(asio::any_io_executor executor) : timer(std::move(executor)) {}
+  void notify() {
+    pending = true;
+    timer.cancel();
+  }
+  // Returns at the next notify() or at `deadline`.
+  awaitable<void> wait(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
+    if (!pending) {
+      timer.expires_at(deadline);
+      co_await timer.async_wait(rpc::use_nothrow);
+    }
+    pending = false;
+  }
+  asio::steady_timer timer;
+  bool pending = false;
+};
+
+void MeasureClient::wake() {
+  if (waker_) waker_->notify();
+}
 
 std::string device_fingerprint(const rpc::DeviceInfo& device) {
   return device.triple + "|" + device.cpu_model + "|" + std::to_string(device.cores);
@@ -35,6 +62,7 @@ struct MeasureClient::Device {
   rpc::DeviceSession session;
   std::set<std::string> modules;  // known to be on the device
   bool lost = false;
+  bool busy = false;  // a batch in flight
 };
 
 MeasureClient::MeasureClient(std::shared_ptr<rpc::TrackerClient> tracker, MeasureClientOptions options)
@@ -57,8 +85,8 @@ awaitable<void> MeasureClient::open() {
 }
 
 awaitable<void> MeasureClient::request_extra_devices() {
-  // Further devices join whenever the tracker grants them.
-  for (std::size_t i = leases().size(); i < options_.devices; ++i) {
+  // Further devices (and replacements of lost ones) join whenever the tracker grants them.
+  for (std::size_t i = leases().size() + pending_.size(); i < options_.devices; ++i) {
     RequestId id = tracker_->submit(options_.key, {options_.priority, 0ms});
     pending_.push_back(id);
     asio::co_spawn(co_await asio::this_coro::executor, collect_grant(id, alive_), asio::detached);
@@ -86,7 +114,7 @@ awaitable<void> MeasureClient::reconnect_tracker() {
       throw RpcError(ErrorCode::connection_lost,
                      str("tracker unreachable for ", options_.reconnect_timeout.count(), " ms: ", last));
     }
-    co_await pause(backoff);
+    co_await pause(backoff);  // (a backoff, not a poll)
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, 5000ms);
   }
 }
@@ -100,10 +128,35 @@ awaitable<void> MeasureClient::collect_grant(RequestId id, std::shared_ptr<bool>
       co_return;
     }
     std::erase(pending_, id);
+    if (interrupted_) {
+      co_await tracker->release(lease.id);
+      co_return;
+    }
     devices_.push_back(std::make_shared<Device>(tracker_, lease, options_.reply_slack));
-    log::info(kLog, "leased another device '", lease.info.name, "' for key '", options_.key, "'");
-  } catch (const RpcError&) {
-    // Cancelled by close(), or the tracker went away: nothing to collect.
+    log::info(kLog, "leased device '", lease.info.name, "' for key '", options_.key, "'");
+    wake();
+  } catch (const RpcError& e) {
+    // Cancelled by close() or interrupt(), or the tracker went away: nothing to collect.
+    if (!*alive) co_return;
+    std::erase(pending_, id);
+    last_request_error_ = e.what();
+    wake();
+  }
+}
+
+awaitable<void> MeasureClient::give_up(Device& device, const RpcError& why) {
+  device.lost = true;
+  const bool ended_at_tracker = why.code() == ErrorCode::device_lost || why.code() == ErrorCode::connection_lost ||
+                                why.code() == ErrorCode::no_such_lease || why.code() == ErrorCode::cancelled;
+  if (ended_at_tracker || !tracker_->is_connected()) co_return;
+  // The device may be alive and still running the batch: ending the lease tells it to
+  // drop the batch and returns it to the pool, where this client may lease it again.
+  try {
+    co_await tracker_->release(device.lease.id);
+    log::info(kLog, "released lease ", device.lease.id.value, " of device '", device.lease.info.name, "'");
+  } catch (const RpcError& e) {
+    log::warn(kLog, "could not release lease ", device.lease.id.value, " of device '", device.lease.info.name,
+              "': ", e.what());
   }
 }
 
@@ -181,6 +234,7 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
                                                             const rpc::MeasureSettings& options,
                                                             std::function<void(const Measurement&)> on_result) {
   if (aborted_) throw RpcError(ErrorCode::cancelled, "measurement stopped");
+  if (interrupted_) throw RpcError(ErrorCode::cancelled, "measurement interrupted");
   std::vector<Measurement> results(candidates.size());
   std::vector<bool> done(candidates.size(), false);
   std::vector<unsigned> attempts(candidates.size(), 0);
@@ -208,7 +262,7 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
 
   // One worker per leased device pulls chunks from the shared queue.
   auto worker = [&](std::shared_ptr<Device> device) -> awaitable<void> {
-    while (!device->lost) {
+    while (!device->lost && !interrupted_) {
       if (queue.empty()) co_return;
       std::size_t live = std::max<std::size_t>(leases().size(), 1);
       std::size_t chunk = std::clamp<std::size_t>((queue.size() + live - 1) / live, 1, 16);
@@ -220,34 +274,52 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
         ++attempts[queue.front()];
         queue.pop_front();
       }
+      std::optional<RpcError> lost;
+      device->busy = true;
       try {
         co_await run_batch(*device, workload, batch, options, record);
       } catch (const RpcError& e) {
-        if (aborted_ || failure) co_return;  // the connection was closed on purpose, or the caller failed
-        device->lost = true;
-        last_loss = e.what();
-        log::warn(kLog, "device '", device->lease.info.name, "' lost during a batch: ", e.what());
-        for (std::size_t i : taken) {
-          if (done[i]) continue;
-          if (attempts[i] > options_.retries) {
-            Measurement m;
-            m.id = candidates[i].id;
-            m.status = Status::device_lost;
-            m.message = e.what();
-            m.device = device->lease.info.name;
-            record(std::move(m));
-          } else {
-            queue.push_front(i);  // measured again on another device
-          }
+        lost = e;
+      }
+      device->busy = false;
+      if (!lost) continue;
+      if (aborted_ || failure) co_return;  // the connection was closed on purpose, or the caller failed
+      if (interrupted_) {
+        device->lost = true;  // interrupt() released it; nothing is measured again
+        co_return;
+      }
+      last_loss = str("device '", device->lease.info.name, "': ", lost->what());
+      log::warn(kLog, "giving up on device '", device->lease.info.name, "' during a batch: ", lost->what());
+      for (std::size_t i : taken) {
+        if (done[i]) continue;
+        if (attempts[i] > options_.retries) {
+          Measurement m;
+          m.id = candidates[i].id;
+          m.status = Status::device_lost;
+          m.message = lost->what();
+          m.device = device->lease.info.name;
+          record(std::move(m));
+        } else {
+          queue.push_front(i);  // measured again on another device
         }
       }
+      wake();  // other devices take the requeued candidates now
+      co_await give_up(*device, *lost);
+      if (tracker_->is_connected() && !interrupted_ && !aborted_) co_await request_extra_devices();
     }
   };
 
+  auto executor = co_await asio::this_coro::executor;
+  Waker waker(executor);
+  waker_ = &waker;
+  struct Unset {
+    Waker*& slot;
+    ~Unset() { slot = nullptr; }
+  } unset{waker_};
   std::set<Device*> working;
   std::size_t running = 0;
-  auto executor = co_await asio::this_coro::executor;
-  while (finished < candidates.size() && !failure && !aborted_) {
+  std::optional<std::chrono::steady_clock::time_point> waiting_since;  // for a device, with none left
+  while (finished < candidates.size() && !failure && !aborted_ && !interrupted_) {
     // Every live device not yet busy (including ones granted meanwhile) takes work.
     for (auto& d : devices_) {
       if (d->lost || working.contains(d.get()) || queue.empty()) continue;
@@ -260,44 +332,55 @@ awaitable<std::vector<Measurement>> MeasureClient::measure(const Workload& workl
           failure = e;
           queue.clear();  // the other workers take no further batch
         }
+        wake();
       });
     }
-    if (running == 0 && !queue.empty() && leases().empty()) {
-      // Every leased device is gone: ask for a replacement before giving up, over a new
-      // tracker connection if the old one died (the tracker restarted).
-      try {
-        if (!tracker_->is_connected() && options_.reconnect) {
-          log::warn(kLog, "lost the tracker", last_loss.empty() ? std::string() : ": " + last_loss, "; reconnecting");
-          co_await reconnect_tracker();
-        }
-        rpc::Lease lease = co_await tracker_->request(options_.key, {options_.priority, options_.request_timeout});
-        devices_.push_back(std::make_shared<Device>(tracker_, lease, options_.reply_slack));
-        log::info(kLog, "continuing on device '", lease.info.name, "'");
-        if (reconnects_ > 0) co_await request_extra_devices();
-        continue;
-      } catch (const RpcError& e) {
-        // Without a tracker nothing can be measured, now or in the next batch: that is
-        // the caller's failure, not a result of these candidates (they stay unmeasured
-        // and a rerun measures them).
-        if (!tracker_->is_connected()) throw;
-        for (std::size_t i : queue) {
-          Measurement m;
-          m.id = candidates[i].id;
-          m.status = Status::device_lost;
-          m.message = (last_loss.empty() ? std::string("no device") : last_loss) + "; no replacement device: " + e.what();
-          record(std::move(m));
-        }
-        queue.clear();
-        break;
-      }
+    if (running > 0 || queue.empty() || !leases().empty()) {
+      waiting_since.reset();
+      co_await waker.wait();
+      continue;
     }
-    co_await pause(2ms);
+    // Every leased device is gone: wait for a replacement, over a new tracker connection
+    // if the old one died (the tracker restarted).
+    if (!tracker_->is_connected()) {
+      if (!options_.reconnect) {
+        throw RpcError(ErrorCode::connection_lost,
+                       "lost the tracker" + (last_loss.empty() ? std::string() : " (" + last_loss + ")"));
+      }
+      log::warn(kLog, "lost the tracker", last_loss.empty() ? std::string() : ": " + last_loss, "; reconnecting");
+      co_await reconnect_tracker();
+      waiting_since.reset();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!waiting_since) {
+      waiting_since = now;
+      last_request_error_.clear();
+      log::warn(kLog, "no device of key '", options_.key, "' left",
+                last_loss.empty() ? std::string() : " (" + last_loss + ")", "; waiting ",
+                options_.replacement_wait.count() > 0 ? "up to " + seconds_text(options_.replacement_wait)
+                                                      : std::string("until interrupted"),
+                " for one to come back");
+    }
+    if (pending_.empty() && last_request_error_.empty()) co_await request_extra_devices();
+    const bool out_of_time = options_.replacement_wait.count() > 0 && now - *waiting_since >= options_.replacement_wait;
+    if (out_of_time || (!last_request_error_.empty() && tracker_->is_connected())) {
+      // Nothing can be measured now: the caller's failure, not a result of these
+      // candidates (they stay unmeasured, and a rerun measures them).
+      throw RpcError(ErrorCode::device_lost,
+                     str("no device of key '", options_.key, "' to measure on",
+                         last_loss.empty() ? std::string() : " after " + last_loss, ": ",
+                         !last_request_error_.empty() ? last_request_error_
+                                                      : "none came back within " + seconds_text(options_.replacement_wait)));
+    }
+    co_await waker.wait(options_.replacement_wait.count() > 0 ? *waiting_since + options_.replacement_wait
+                                                               : std::chrono::steady_clock::time_point::max());
   }
   // The workers borrow this frame: wait for the batches in flight (each bounded by its
-  // device's time limits; at once after abort(), which fails their waits).
-  while (running > 0) co_await pause(2ms);
+  // device's limits; at once after abort() or interrupt(), which end their waits).
+  while (running > 0) co_await waker.wait();
   if (failure) std::rethrow_exception(failure);
   if (aborted_) throw RpcError(ErrorCode::cancelled, "measurement stopped");
+  if (interrupted_) throw RpcError(ErrorCode::cancelled, "measurement interrupted");
   co_return results;
 }
 
@@ -312,11 +395,39 @@ bool MeasureClient::report(const rpc::SessionReport& report) noexcept {
   }
 }
 
+void MeasureClient::interrupt() {
+  if (interrupted_ || aborted_) return;
+  interrupted_ = true;
+  log::info(kLog, "interrupted: dropping the batches in flight and the requests for devices of key '", options_.key,
+            "'");
+  for (RequestId id : pending_) tracker_->cancel(id);
+  pending_.clear();
+  if (tracker_->is_connected()) {
+    for (auto& d : devices_) {
+      if (d->lost || !d->busy) continue;
+      d->lost = true;
+      // The release ends the batch's wait for its next message (the lease is gone).
+      asio::co_spawn(
+          tracker_->executor(),
+          [tracker = tracker_, lease = d->lease.id]() -> awaitable<void> {
+            try {
+              co_await tracker->release(lease);
+            } catch (const RpcError& e) {
+              log::debug(kLog, "release of lease ", lease.value, ": ", e.what());
+            }
+          },
+          asio::detached);
+    }
+  }
+  wake();
+}
+
 void MeasureClient::abort() {
   if (aborted_) return;
   aborted_ = true;
   *alive_ = false;
   pending_.clear();
+  wake();
   // The tracker ends the leases and drops the requests of a client whose connection
   // closes; every call waiting on this connection fails at once.
   log::info(kLog, "stopping: closing the tracker connection, which ends the leases of key '", options_.key, "'");

@@ -109,6 +109,16 @@ struct MeasureBatch {
   referenceEntry @6 :Text;   # the reference kernel's entry symbol; empty: its only kernel
 }
 
+# What the device's machine was doing when a result was taken, where the board exposes it
+# (Linux /proc and /sys); a negative value: not exposed.
+struct MachineState {
+  load1 @0 :Float64;          # 1-minute load average
+  cpuMhz @1 :Float64;         # current frequency of the CPU the runtime runs on
+  temperatureC @2 :Float64;   # the hottest thermal zone
+  throttled @3 :Bool;         # the board says it throttled (Raspberry Pi firmware, or cpufreq below its maximum while hot)
+  busyCpus @4 :Float64;       # CPUs busy with other processes over the candidate's run (0..cores), from /proc/stat
+}
+
 struct MeasureResult {
   seq @0 :UInt64;
   candidateId @1 :UInt64;
@@ -118,11 +128,23 @@ struct MeasureResult {
   roundSeconds @5 :List(Float64);   # per-call time of every round
   maxError @6 :Float64;             # largest |out - ref| seen
   loadMs @7 :Float64;
+  machine @8 :MachineState;
 }
 
 struct BatchDone {
   seq @0 :UInt64;
   message @1 :Text;          # non-empty when the batch could not run at all
+}
+
+# Sent by the device while a batch runs, so the holder's wait follows the work: the
+# batch's inputs and reference are ready (candidateId 0, started false), or a candidate
+# started (its id, started true). limitMs is the device's own limit for what comes next:
+# the next message of this batch is due within it (plus the network's slack).
+struct BatchProgress {
+  seq @0 :UInt64;
+  candidateId @1 :UInt64;
+  started @2 :Bool;
+  limitMs @3 :UInt32;
 }
 
 struct SessionMessage {
@@ -139,5 +161,6 @@ struct SessionMessage {
     measureBatch @9 :MeasureBatch;
     measureResult @10 :MeasureResult;
     batchDone @11 :BatchDone;
+    batchProgress @12 :BatchProgress;
   }
 }

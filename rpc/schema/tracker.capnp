@@ -19,7 +19,7 @@
 $import "/capnp/c++.capnp".namespace("kestrel::wire");
 
 # Bumped on any change that an older peer cannot understand; checked at handshake.
-const protocolVersion :UInt32 = 1;
+const protocolVersion :UInt32 = 2;  # 2: BatchProgress, MeasureResult.machine
 
 enum Role {
   device @0;

@@ -1,6 +1,7 @@
 // DeviceSession: session.capnp requests out, typed replies in (see device_session.h).
 #include "kestrel/rpc/device_session.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -45,6 +46,7 @@ awaitable<std::vector<bool>> DeviceSession::query_modules(const std::vector<std:
   while (true) {
     auto message = co_await next(reply_timeout_);
     auto root = message->root();
+    throw_if_error_for(root, seq, "a module query");
     if (!root.isModulesPresent() || root.getModulesPresent().getSeq() != seq) continue;
     auto present = root.getModulesPresent().getPresent();
     if (present.size() != hashes.size()) {
@@ -77,6 +79,8 @@ awaitable<std::vector<std::string>> DeviceSession::upload(const std::vector<Modu
     if (root.isModuleStored()) {
       waiting.erase(root.getModuleStored().getSeq());
     } else if (root.isError()) {
+      // An error the device could not tie to a request (seq 0) ends the whole upload.
+      if (root.getError().getSeq() == 0) throw_if_error_for(root, 0, "a module upload");
       auto it = waiting.find(root.getError().getSeq());
       if (it == waiting.end()) continue;
       errors[it->second] = root.getError().getMessage();
@@ -96,20 +100,28 @@ awaitable<BatchDone> DeviceSession::measure(BatchRequest request,
     to_wire(request, builder.initRoot<wire::SessionMessage>().initMeasureBatch());
     tracker_->send(lease_.id, encode_session(builder));
   }
-  // The device needs at most its setup allowance plus every candidate's limit; each
-  // next message is awaited up to the larger of those, plus the reply timeout.
-  const auto per_message = std::chrono::milliseconds(request.settings.timeout_ms) * 4 + reply_timeout_ + 10s;
+  // Each next message is due within the device's limit for the step it runs, which the
+  // device announces (BatchProgress: preparing the batch, a candidate started), plus
+  // the network's slack; before the first announcement, within the setup allowance the
+  // device gives a worker (4 x the candidate limit + 10 s). A device that is slow but
+  // alive keeps announcing, so only silence beyond what it promised ends the wait.
+  const auto candidate_limit = std::chrono::milliseconds(std::max<std::uint32_t>(request.settings.timeout_ms, 1));
+  auto next_within = candidate_limit * 4 + 10s + reply_timeout_;
   std::set<std::uint64_t> outstanding;
   for (const auto& c : request.candidates) outstanding.insert(c.id);
   while (true) {
-    auto message = co_await next(per_message);
+    auto message = co_await next(next_within);
     auto root = message->root();
-    if (root.isMeasureResult() && root.getMeasureResult().getSeq() == seq) {
+    if (root.isBatchProgress() && root.getBatchProgress().getSeq() == seq) {
+      next_within = std::chrono::milliseconds(root.getBatchProgress().getLimitMs()) + reply_timeout_;
+    } else if (root.isMeasureResult() && root.getMeasureResult().getSeq() == seq) {
       CandidateResult result;
       std::string error;
       if (!from_wire(root.getMeasureResult(), result, error)) {
         throw RpcError(ErrorCode::protocol_error, str("device '", lease_.info.name, "' sent a bad result: ", error));
       }
+      // The next candidate starts at once (its announcement follows) or the batch ends.
+      next_within = candidate_limit * 4 + 10s + reply_timeout_;
       if (!outstanding.erase(result.id)) {
         log::debug(kLog, "dropping a result for candidate ", result.id, " that is not outstanding");
         continue;
@@ -119,8 +131,21 @@ awaitable<BatchDone> DeviceSession::measure(BatchRequest request,
       co_return BatchDone{root.getBatchDone().getMessage(), false};
     } else if (root.isError() && root.getError().getSeq() == seq) {
       co_return BatchDone{root.getError().getMessage(), true};
+    } else {
+      throw_if_error_for(root, seq, "a batch");
     }
   }
+}
+
+void DeviceSession::throw_if_error_for(wire::SessionMessage::Reader message, std::uint64_t seq,
+                                       std::string_view what) const {
+  if (!message.isError()) return;
+  const std::uint64_t about = message.getError().getSeq();
+  // seq 0: the device could not tell which request failed. One request is in flight per
+  // session, so it is this one: waiting on would wait for an answer that never comes.
+  if (about != seq && about != 0) return;
+  throw RpcError(ErrorCode::protocol_error, str("device '", lease_.info.name, "' refused ", what, ": ",
+                                                message.getError().getMessage().cStr()));
 }
 
 }  // namespace kestrel::rpc

@@ -9,6 +9,7 @@
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/schema_check.h"
 #include "kestrel/base/log.h"
+#include "read_budget.h"
 
 namespace kestrel::rpc {
 
@@ -71,31 +72,29 @@ std::unique_ptr<InFrame> InFrame::decode(std::vector<capnp::word> words, std::st
   std::unique_ptr<InFrame> frame(new InFrame);
   frame->words_ = std::move(words);
   try {
-    capnp::ReaderOptions options;
-    // Every word may be visited a few times by validation and handlers; beyond that
-    // something is amplifying (e.g. a pointer cycle).
-    options.traversalLimitInWords = frame->words_.size() * 4 + 64;
-    options.nestingLimit = 32;
     kj::ArrayPtr<const capnp::word> view(frame->words_.data(), frame->words_.size());
-    frame->reader_ = std::make_unique<capnp::FlatArrayMessageReader>(view, options);
-    if (frame->reader_->getEnd() != view.end()) {
-      error = "frame has trailing bytes after its message";
-      return nullptr;
+    {
+      // Validation: every pointer walked now (bounds, then types through the schema), so
+      // malformed content is rejected here and never reaches a handler.
+      capnp::FlatArrayMessageReader check(view, detail::validation_read_options(view.size()));
+      if (check.getEnd() != view.end()) {
+        error = "frame has trailing bytes after its message";
+        return nullptr;
+      }
+      auto root = check.getRoot<wire::Frame>();
+      (void)root.totalSize();
+      if (static_cast<unsigned>(root.which()) > static_cast<unsigned>(wire::Frame::SESSION_REPORT)) {
+        error = str("unknown frame kind ", static_cast<unsigned>(root.which()), " (peer speaks a newer protocol?)");
+        return nullptr;
+      }
+      std::string wrong = check_schema(capnp::toDynamic(root), "frame");
+      if (!wrong.empty()) {
+        error = str("invalid message: ", wrong);
+        return nullptr;
+      }
     }
+    frame->reader_ = std::make_unique<capnp::FlatArrayMessageReader>(view, detail::handler_read_options(view.size()));
     frame->root_ = frame->reader_->getRoot<wire::Frame>();
-    // Walk every pointer now (bounds, then types through the schema) so that malformed
-    // content is rejected here, not in a handler.
-    (void)frame->root_.totalSize();
-    if (static_cast<unsigned>(frame->root_.which()) > static_cast<unsigned>(wire::Frame::SESSION_REPORT)) {
-      error = str("unknown frame kind ", static_cast<unsigned>(frame->root_.which()),
-                  " (peer speaks a newer protocol?)");
-      return nullptr;
-    }
-    std::string wrong = check_schema(capnp::toDynamic(frame->root_), "frame");
-    if (!wrong.empty()) {
-      error = str("invalid message: ", wrong);
-      return nullptr;
-    }
   } catch (const kj::Exception& e) {
     error = str("invalid message: ", e.getDescription().cStr());
     return nullptr;

@@ -105,6 +105,12 @@ void to_wire(const CandidateResult& r, wire::MeasureResult::Builder out) {
   for (unsigned i = 0; i < r.round_seconds.size(); ++i) rounds.set(i, r.round_seconds[i]);
   out.setMaxError(r.max_error);
   out.setLoadMs(r.load_ms);
+  auto machine = out.initMachine();
+  machine.setLoad1(r.machine.load1);
+  machine.setCpuMhz(r.machine.cpu_mhz);
+  machine.setTemperatureC(r.machine.temperature_c);
+  machine.setThrottled(r.machine.throttled);
+  machine.setBusyCpus(r.machine.busy_cpus);
 }
 
 bool from_wire(wire::MeasureResult::Reader in, CandidateResult& out, std::string& error) {
@@ -121,6 +127,14 @@ bool from_wire(wire::MeasureResult::Reader in, CandidateResult& out, std::string
   for (double s : in.getRoundSeconds()) out.round_seconds.push_back(s);
   out.max_error = in.getMaxError();
   out.load_ms = in.getLoadMs();
+  if (in.hasMachine()) {
+    auto machine = in.getMachine();
+    out.machine.load1 = machine.getLoad1();
+    out.machine.cpu_mhz = machine.getCpuMhz();
+    out.machine.temperature_c = machine.getTemperatureC();
+    out.machine.throttled = machine.getThrottled();
+    out.machine.busy_cpus = machine.getBusyCpus();
+  }
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include "kestrel/base/log.h"
 #include "kestrel/kernel/status.h"
 #include "kestrel/rpc/schema_check.h"
+#include "read_budget.h"
 
 namespace kestrel::rpc {
 namespace {
@@ -36,18 +37,19 @@ std::unique_ptr<SessionPayload> SessionPayload::decode(std::span<const std::uint
   payload->words_.resize(bytes.size() / sizeof(capnp::word));
   std::memcpy(payload->words_.data(), bytes.data(), bytes.size());
   try {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = payload->words_.size() * 4 + 64;
-    options.nestingLimit = 32;
     kj::ArrayPtr<const capnp::word> view(payload->words_.data(), payload->words_.size());
-    payload->reader_ = std::make_unique<capnp::FlatArrayMessageReader>(view, options);
-    payload->root_ = payload->reader_->getRoot<wire::SessionMessage>();
-    (void)payload->root_.totalSize();
-    std::string wrong = check_schema(capnp::toDynamic(payload->root_), "session");
-    if (!wrong.empty()) {
-      error = str("invalid session message: ", wrong);
-      return nullptr;
+    {
+      capnp::FlatArrayMessageReader check(view, detail::validation_read_options(view.size()));
+      auto root = check.getRoot<wire::SessionMessage>();
+      (void)root.totalSize();
+      std::string wrong = check_schema(capnp::toDynamic(root), "session");
+      if (!wrong.empty()) {
+        error = str("invalid session message: ", wrong);
+        return nullptr;
+      }
     }
+    payload->reader_ = std::make_unique<capnp::FlatArrayMessageReader>(view, detail::handler_read_options(view.size()));
+    payload->root_ = payload->reader_->getRoot<wire::SessionMessage>();
   } catch (const kj::Exception& e) {
     error = str("invalid session message: ", e.getDescription().cStr());
     return nullptr;

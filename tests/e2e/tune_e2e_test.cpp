@@ -209,7 +209,7 @@ TEST_CASE("Ctrl-C in the middle of a batch keeps the records and the next run re
   INFO("the interrupted run's log:\n" << run.log());
   REQUIRE(code);
   CHECK(*code == 130);
-  CHECK_THAT(run.log(), Catch::Contains("stopping after the batch in flight"));
+  CHECK_THAT(run.log(), Catch::Contains("stopping now: the batch in flight is dropped"));
   std::size_t kept = record_count(db);
   CHECK(kept >= 6);
 

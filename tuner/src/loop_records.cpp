@@ -46,7 +46,8 @@ std::vector<Other> of_other_workloads(const RecordStore& db, const Task& task) {
   return out;
 }
 
-void add(RecordStore& db, const Task& task, const Evaluation& e, const Context& context, bool final_measurement) {
+void add(RecordStore& db, const Task& task, const Evaluation& e, const Context& context, bool final_measurement,
+         unsigned recommended) {
   Record r;
   r.op = task.op_name();
   r.workload = task.params;
@@ -70,6 +71,8 @@ void add(RecordStore& db, const Task& task, const Evaluation& e, const Context& 
   r.session = context.session;
   r.final_measurement = final_measurement;
   r.implementation = e.implementation;
+  r.machine = e.machine;
+  r.recommended = recommended;
   db.add(r);
 }
 

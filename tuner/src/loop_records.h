@@ -41,8 +41,9 @@ struct Context {
   std::optional<DeviceClass> device_class;  // for evaluations that never reached a device
 };
 // Records one evaluation, committed at once; the op's default config is marked
-// is_default (how `best` knows the baseline of a final round).
+// is_default (how `best` knows the baseline of a final round); `recommended` carries the
+// final round's choice (Record::recommended).
 void add(RecordStore& db, const Task& task, const Evaluation& evaluation, const Context& context,
-         bool final_measurement);
+         bool final_measurement, unsigned recommended = 0);
 
 }  // namespace kestrel::tuner::loop_records

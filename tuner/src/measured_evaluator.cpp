@@ -137,6 +137,7 @@ rpc::awaitable<std::vector<Evaluation>> MeasuredEvaluator::evaluate_kernels(cons
     e.device_class = class_of(m.device, target);
     e.number = m.number;
     e.max_error = m.max_error;
+    e.machine = m.machine;
     done[i] = true;
     finish(i);
   });

@@ -43,6 +43,8 @@ bool TuneSession::request_stop() {
   if (!loop_) return false;
   loop_->request_stop();
   for (TuningLoop* loop : loops_) loop->request_stop();
+  // Waits for a device or a result end now; what was measured is kept.
+  if (measurer_) measurer_->interrupt();
   return true;
 }
 

@@ -12,6 +12,7 @@
 
 #include "kestrel/base/log.h"
 #include "kestrel/rpc/handshake.h"
+#include "kestrel/rpc/run_on_thread.h"
 #include "kestrel/tuner/features.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/strategy.h"
@@ -25,17 +26,11 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kLog = "tune";
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Runs `fn` on another thread and waits without blocking the io thread (model fitting
-// and annealing take a fraction of a second; heartbeats must flow meanwhile).
+// Model fitting and annealing (a fraction of a second) run on another thread, so that
+// heartbeats and results flow meanwhile.
 template <typename Fn>
 rpc::awaitable<std::invoke_result_t<Fn>> off_thread(Fn fn) {
-  auto future = std::async(std::launch::async, std::move(fn));
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  while (future.wait_for(0ms) != std::future_status::ready) {
-    timer.expires_after(2ms);
-    co_await timer.async_wait(rpc::use_nothrow);
-  }
-  co_return future.get();
+  co_return co_await rpc::run_on_thread(std::move(fn));
 }
 
 // The q-quantile (0..1) of sorted values, linearly interpolated.
@@ -167,7 +162,8 @@ rpc::awaitable<void> TuningLoop::start() {
   std::uint64_t default_index = space_->index(default_config);
   if (!measured_.contains(default_index) && measured_.size() < options_.trials) {
     std::vector<std::uint64_t> first(1, default_index);
-    auto observed = co_await evaluate(first);
+    std::vector<Evaluation> observed;
+    if (!co_await evaluate_unless_interrupted(first, observed)) co_return;
     if (observed.front().ok()) {
       default_cost_ = observed.front().cost;
       if (default_cost_ < best_cost_) {
@@ -219,13 +215,24 @@ rpc::awaitable<std::vector<Evaluation>> TuningLoop::evaluate(const std::vector<s
     configs.push_back(space_->config(index));
   }
   loop_records::Context context{result_.session, options_.device_key, options_.device_class};
-  auto evaluations = co_await evaluator_.evaluate(
-      task_, configs, options_.measure, [&](std::size_t, const Evaluation& e) {
-        loop_records::add(db_, task_, e, context, false);
-        ++result_.statuses[std::string(kernel::to_string(e.status))];
-        ++result_.this_session;
-        if (!e.ok()) ++failures_;
-      });
+  std::vector<bool> recorded(indices.size(), false);
+  std::vector<Evaluation> evaluations;
+  try {
+    evaluations = co_await evaluator_.evaluate(
+        task_, configs, options_.measure, [&](std::size_t i, const Evaluation& e) {
+          loop_records::add(db_, task_, e, context, false);
+          if (i < recorded.size()) recorded[i] = true;
+          ++result_.statuses[std::string(kernel::to_string(e.status))];
+          ++result_.this_session;
+          if (!e.ok()) ++failures_;
+        });
+  } catch (...) {
+    // What was not measured stays unmeasured: a later batch or session tries it.
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      if (!recorded[i]) measured_.erase(indices[i]);
+    }
+    throw;
+  }
   std::vector<Observation> observations;
   for (std::size_t i = 0; i < indices.size(); ++i) {
     const Evaluation& e = evaluations[i];
@@ -238,6 +245,22 @@ rpc::awaitable<std::vector<Evaluation>> TuningLoop::evaluate(const std::vector<s
   }
   if (!observations.empty()) strategy_->observe(observations);
   co_return evaluations;
+}
+
+rpc::awaitable<bool> TuningLoop::evaluate_unless_interrupted(const std::vector<std::uint64_t>& indices,
+                                                             std::vector<Evaluation>& out) {
+  try {
+    out = co_await evaluate(indices);
+    co_return true;
+  } catch (const rpc::RpcError& e) {
+    // Ctrl-C: the stop asked for ended the measurement in flight (MeasureClient::interrupt);
+    // what arrived before is recorded, the rest was never measured.
+    if (e.code() != rpc::ErrorCode::cancelled || !stop_.load()) throw;
+  }
+  result_.stop_reason = "interrupted";
+  done_ = true;
+  report("tuning");
+  co_return false;
 }
 
 std::optional<std::string> TuningLoop::stop_reason() const {
@@ -270,7 +293,8 @@ rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
     done_ = true;
     co_return std::nullopt;
   }
-  auto evaluations = co_await evaluate(batch);
+  std::vector<Evaluation> evaluations;
+  if (!co_await evaluate_unless_interrupted(batch, evaluations)) co_return std::nullopt;
   for (std::size_t i = 0; i < evaluations.size(); ++i) {
     const Evaluation& e = evaluations[i];
     if (e.ok() && e.cost < best_cost_) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,22 +42,28 @@ struct BatchSpec {
 };
 
 // Runs one batch asynchronously on the caller's executor, forking workers as needed.
-// `on_result` is called once per candidate, in order; then `on_done` once, with an empty
-// message or the reason the rest of the batch could not run. The module fds must stay
-// open until on_done. module_fds must have one entry per candidate.
+// `on_result` is called once per candidate, in order, with the machine's state at that
+// moment (rpc::MachineState); then `on_done` once, with an empty message or the reason
+// the rest of the batch could not run. `on_progress` (optional) is called when a worker
+// starts preparing the batch (no candidate) and when a candidate starts, with the limit
+// the runtime enforces on that step: the next callback comes within it. The module fds
+// must stay open until on_done. module_fds must have one entry per candidate.
 class BatchRunner : public std::enable_shared_from_this<BatchRunner> {
  public:
   using ResultFn = std::function<void(const rpc::CandidateResult&)>;
   using DoneFn = std::function<void(const std::string& message)>;
+  // candidate: the id of the candidate that started, or none while a worker prepares.
+  using ProgressFn = std::function<void(std::optional<std::uint64_t> candidate, std::chrono::milliseconds limit)>;
 
   static std::shared_ptr<BatchRunner> start(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result,
-                                            DoneFn on_done);
+                                            DoneFn on_done, ProgressFn on_progress = {});
   // Kills the worker and ends the batch without further callbacks.
   void cancel();
   ~BatchRunner();
 
  private:
-  BatchRunner(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result, DoneFn on_done);
+  BatchRunner(asio::any_io_executor executor, BatchSpec spec, ResultFn on_result, DoneFn on_done,
+              ProgressFn on_progress);
   rpc::awaitable<void> run();
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -27,6 +27,9 @@ struct PoolOptions {
   rpc::PeerTls tls;                 // TLS on by default with a token
   unsigned devices = 1;                                // leases to hold in parallel
   std::chrono::milliseconds wait{30'000};              // for the first device
+  // When every leased device is lost, how long to wait for one to come back (0: until
+  // interrupted): MeasureClientOptions::replacement_wait.
+  std::chrono::milliseconds replacement_wait{300'000};
   std::chrono::milliseconds reconnect_window{120'000};  // keep reconnecting to a lost tracker; 0: never
   std::string client_name = "kestrel";                  // shown as the lease holder
   std::int32_t priority = 0;  // of the lease requests: a higher one is granted first (-1000..1000)

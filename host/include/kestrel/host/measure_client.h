@@ -58,8 +58,12 @@ struct MeasureClientOptions {
   unsigned devices = 1;                          // leases to hold in parallel
   std::int32_t priority = 0;
   std::chrono::milliseconds request_timeout{30'000};  // for the first device
+  // How long to wait for a device when every leased one is lost (a board rebooting, a
+  // device stopped and resumed, a tracker restarting) before measure() gives up with
+  // RpcError(device_lost) saying so. 0: wait until interrupted.
+  std::chrono::milliseconds replacement_wait{300'000};
   unsigned retries = 2;                          // re-measurements after a device loss
-  std::chrono::milliseconds reply_slack{30'000};  // beyond the batch's own time limits
+  std::chrono::milliseconds reply_slack{30'000};  // beyond the device's announced limits
   // When set, a lost tracker connection is re-established with this (capped backoff, up
   // to reconnect_timeout), the devices are leased again, and unfinished candidates go
   // back to the queue: a tuning session survives a tracker restart.
@@ -78,12 +82,19 @@ class MeasureClient {
   // tracker's message when none comes) and asks for the others without waiting.
   rpc::awaitable<void> open();
   // Measures every candidate once; results in the order of `candidates`. `on_result`
-  // (optional) is called as each one completes. Throws RpcError(connection_lost) when the
-  // tracker is gone and cannot be reached again (within reconnect_timeout, if set);
-  // candidates not measured by then get no result. What `on_result` throws (a records
-  // database that cannot take the result: disk full) ends the measurement: no further
-  // result is handed out, and once the batches in flight on other devices are over, the
-  // exception is rethrown here. RpcError(cancelled) after abort().
+  // (optional) is called as each one completes. A device given up on (lost at the
+  // tracker, silent beyond its announced limits, an answer that cannot be matched to the
+  // request) has its lease ended at the tracker, which makes the device drop the batch;
+  // its unfinished candidates are measured again on another device (up to `retries`
+  // times, then recorded once as device_lost). When no device is left, a replacement
+  // is awaited up to replacement_wait; then RpcError(device_lost) says which key and why.
+  // Throws RpcError(connection_lost) when the tracker is gone and cannot be reached
+  // again (within reconnect_timeout, if set); candidates not measured by then get no
+  // result. What `on_result` throws (a records database that cannot take the result:
+  // disk full) ends the measurement: no further result is handed out, and once the
+  // batches in flight on other devices are over, the exception is rethrown here.
+  // RpcError(cancelled) after abort() or interrupt(). Waiting is event-driven: a grant, a
+  // result, a loss or a stop wakes it; nothing polls.
   rpc::awaitable<std::vector<Measurement>> measure(const Workload& workload, const std::vector<Candidate>& candidates,
                                                    const rpc::MeasureSettings& options,
                                                    std::function<void(const Measurement&)> on_result = {});
@@ -94,6 +105,13 @@ class MeasureClient {
   // without handing out further results, and so does every later one. Never reconnects.
   void abort();
   bool aborted() const { return aborted_; }
+  // Ctrl-C: ends every wait at once but keeps the tracker connection: a queued request for
+  // a device is cancelled, the leases with a batch in flight are released (the devices
+  // drop those batches), and measure() throws RpcError(cancelled) once they are; results
+  // that arrived before are kept. Later measure() calls throw RpcError(cancelled) too.
+  // close() still releases the leases. Safe from a signal handler's completion.
+  void interrupt();
+  bool interrupted() const { return interrupted_; }
 
   // The devices currently leased (their capabilities pick the compile target).
   std::vector<rpc::Lease> leases() const;
@@ -107,7 +125,12 @@ class MeasureClient {
 
  private:
   struct Device;
+  struct Waker;
   rpc::awaitable<void> collect_grant(RequestId id, std::shared_ptr<bool> alive);
+  // Ends a lease given up on: released at the tracker unless the tracker ended it already
+  // (which tells the device to drop what it runs for it). Never throws.
+  rpc::awaitable<void> give_up(Device& device, const rpc::RpcError& why);
+  void wake();
   rpc::awaitable<void> request_extra_devices();
   rpc::awaitable<void> reconnect_tracker();
   rpc::awaitable<void> ensure_modules(Device& device, const std::vector<const Module*>& modules);
@@ -121,6 +144,9 @@ class MeasureClient {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   unsigned reconnects_ = 0;
   bool aborted_ = false;
+  bool interrupted_ = false;
+  Waker* waker_ = nullptr;          // measure()'s, while it runs
+  std::string last_request_error_;  // why the last request for a device failed
 };
 
 }  // namespace kestrel::host

@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kestrel/rpc/measure.h"
@@ -35,8 +36,8 @@ struct ModuleImage {
 
 class DeviceSession {
  public:
-  // `reply_timeout` bounds the wait for each reply; a batch waits longer per message
-  // (its setup allowance: 4 x the candidate timeout + 10 s, plus reply_timeout).
+  // `reply_timeout` bounds the wait for each reply; a batch waits per message as long as
+  // the device's limit for the step it announced, plus reply_timeout.
   DeviceSession(std::shared_ptr<TrackerClient> tracker, Lease lease,
                 std::chrono::milliseconds reply_timeout = std::chrono::seconds(30));
 
@@ -55,6 +56,9 @@ class DeviceSession {
   // Runs a batch (request.seq is assigned here). `on_result` is called as each
   // candidate's result arrives (once per candidate at most, in the device's order;
   // ids not in the request are dropped). Returns when the device says the batch is done.
+  // Each next message is awaited as long as the device's announced limit for its current
+  // step (BatchProgress) plus reply_timeout; an error the device could not tie to a
+  // request (seq 0) ends the batch with RpcError(protocol_error) carrying its message.
   //
   // All of these throw RpcError on a lost device or tracker (device_lost,
   // connection_lost), on silence beyond the timeout (timeout) and on a malformed reply
@@ -62,6 +66,9 @@ class DeviceSession {
   awaitable<BatchDone> measure(BatchRequest request, const std::function<void(CandidateResult)>& on_result);
 
  private:
+  // Throws protocol_error when `message` is the device's error about request `seq`, or
+  // an error it could not tie to any request (seq 0).
+  void throw_if_error_for(wire::SessionMessage::Reader message, std::uint64_t seq, std::string_view what) const;
   // The next message of this lease; throws protocol_error on garbage.
   awaitable<std::unique_ptr<SessionPayload>> next(std::chrono::milliseconds timeout);
 

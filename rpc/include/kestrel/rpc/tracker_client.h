@@ -89,6 +89,8 @@ class TrackerClient : public std::enable_shared_from_this<TrackerClient> {
   bool accepts_reports() const { return accepts_reports_; }
 
   void close();
+  // The executor the client's coroutines run on.
+  asio::any_io_executor executor() const { return conn_->get_executor(); }
   bool is_connected() const { return conn_ && conn_->is_open() && !error_; }
   ConnectionId connection_id() const { return connection_id_; }
 

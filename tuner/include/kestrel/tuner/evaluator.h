@@ -34,6 +34,7 @@ struct Evaluation {  // one configuration's outcome
   // Who made the kernel: "kestrel" (a configuration of the op), or the vendor library of
   // a shim kernel ("openblas"); its config is then empty.
   std::string implementation = kKestrelImplementation;
+  rpc::MachineState machine;  // the device's machine when it was measured
   bool ok() const { return status == kernel::Status::ok; }
 };
 

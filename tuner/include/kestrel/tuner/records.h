@@ -17,6 +17,7 @@
 
 #include "kestrel/kernel/status.h"
 #include "kestrel/ops/op.h"
+#include "kestrel/rpc/measure.h"
 #include "kestrel/tuner/task.h"
 
 namespace kestrel::tuner {
@@ -55,9 +56,22 @@ struct Record {
   // measured (its config is then empty: not a point of the op's space, never used for
   // resuming a search or training a cost model).
   std::string implementation = kKestrelImplementation;
+  // The device's machine when the measurement was taken (load, CPU frequency,
+  // temperature, busy CPUs; negative where the board does not expose it). Schema
+  // version 4; unknown in older records.
+  rpc::MachineState machine;
+  // Final rounds only: what the round's statistics chose (tuning_loop.h). kRecommended:
+  // the round's recommendation (faster than the default with confidence, or the default
+  // itself; vendors included); kOwnRecommended: the same among Kestrel's own kernels.
+  // best() takes the newest round's choice instead of the lowest median. Schema version 4;
+  // 0 in older records (their rounds decide by cost, as before).
+  unsigned recommended = 0;
 
   bool ok() const { return status == kernel::Status::ok; }
 };
+
+inline constexpr unsigned kRecommended = 1;
+inline constexpr unsigned kOwnRecommended = 2;
 
 // The best record of one (op, workload, target, device class).
 struct Best {

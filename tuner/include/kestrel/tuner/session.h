@@ -76,8 +76,11 @@ class TuneSession {
   // loop throw (rpc errors, ops::OpError, RecordsError), after releasing the pool.
   rpc::awaitable<SessionResult> run(std::function<void(std::size_t job, const TuneProgress&)> on_progress = {});
 
-  // Stops after the batch in flight and tunes no further job. Returns false when no job
-  // is being tuned yet (the pool is still being leased): nothing to stop gracefully.
+  // Stops now and tunes no further job: a wait for a device or for a result ends at once
+  // (MeasureClient::interrupt: the batch in flight is dropped, what arrived before is
+  // kept); the job in flight ends "interrupted" with the best recorded configuration, no
+  // final round. Returns false when no job is being tuned yet (the pool is still being
+  // leased): nothing to stop gracefully.
   bool request_stop();
   // Stops now (SIGTERM): the measurement in flight is abandoned (nothing more recorded),
   // the pool's tracker connection is closed, which ends its leases, and run() returns

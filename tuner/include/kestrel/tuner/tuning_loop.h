@@ -152,8 +152,10 @@ class TuningLoop {
 
   // Called with the progress after every change (set before start()).
   void on_progress(std::function<void(const TuneProgress&)> callback) { on_progress_ = std::move(callback); }
-  // Asks the loop to stop after the batch in flight; safe from a signal handler's
-  // completion (same thread) at any time.
+  // Asks the loop to stop: after the batch in flight, or at once when the measurement in
+  // flight is interrupted too (the evaluator's measurement then throws
+  // RpcError(cancelled), which ends the loop as "interrupted"); safe from a signal
+  // handler's completion (same thread) at any time.
   void request_stop() { stop_.store(true); }
   const TuneProgress& progress() const { return progress_; }
   const TuneResult& result() const { return result_; }
@@ -163,6 +165,10 @@ class TuningLoop {
   // Zero-shot: the model's picks instead of a search (TuneOptions::zero_shot).
   rpc::awaitable<void> start_zero_shot();
   rpc::awaitable<std::vector<Evaluation>> evaluate(const std::vector<std::uint64_t>& indices);
+  // evaluate(), or false when a stop asked for (request_stop) ended the measurement in
+  // flight: the loop is then done, "interrupted".
+  rpc::awaitable<bool> evaluate_unless_interrupted(const std::vector<std::uint64_t>& indices,
+                                                   std::vector<Evaluation>& out);
   std::optional<std::string> stop_reason() const;
   void report(const std::string& phase);
   // The best recorded result (`cost` of the config at space `index`) as the outcome.

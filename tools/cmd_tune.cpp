@@ -89,30 +89,58 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
     }
     std::cout << "\n";
   } else {
-    std::cout << "\nfinal: the best configurations, the default and the vendor libraries, re-measured interleaved "
-                 "(median of all rounds)\n"
+    std::cout << "\nfinal: the best configurations, the default and the vendor libraries, re-measured in " << r.passes
+              << " interleaved passes (recommendation first, then by median)\n"
               << std::left << std::setw(6) << "RANK" << std::setw(12) << "GFLOP/s" << std::setw(12) << "MEDIAN ms"
-              << std::setw(10) << "SPEED-UP" << std::setw(9) << "SPREAD" << "CONFIG\n";
+              << std::setw(22) << "SPEED-UP (95%)" << std::setw(9) << "SPREAD" << "CONFIG\n";
     int rank = 1;
     for (const auto& f : r.final) {
       std::ostringstream speedup, spread;
-      if (r.default_gflops > 0 && f.gflops > 0) {
-        speedup << std::fixed << std::setprecision(2) << f.gflops / r.default_gflops << "x";
+      if (f.speedup > 0 && !f.is_default) {
+        speedup << std::fixed << std::setprecision(2) << f.speedup << "x";
+        if (f.speedup_high > 0) speedup << " (" << f.speedup_low << "-" << f.speedup_high << ")";
+      } else if (f.is_default && f.status == "ok") {
+        speedup << "1.00x";
       }
       if (f.status == "ok") spread << std::fixed << std::setprecision(0) << f.spread * 100 << "%";
       std::cout << std::left << std::setw(6) << rank++ << std::setw(12) << std::fixed << std::setprecision(1)
-                << f.gflops << std::setw(12) << std::setprecision(3) << f.median_s * 1e3 << std::setw(10)
+                << f.gflops << std::setw(12) << std::setprecision(3) << f.median_s * 1e3 << std::setw(22)
                 << speedup.str() << std::setw(9) << spread.str()
                 << (f.implementation == tuner::kKestrelImplementation ? f.config : f.implementation + " (vendor)");
       if (f.is_default) std::cout << "  (default)";
+      if (f.recommended) std::cout << "  <- recommended";
       if (f.noisy) std::cout << "  noisy: its rounds disagree";
       if (f.status != "ok") std::cout << "  " << f.status;
       std::cout << "\n";
     }
+    // The leader among the others, for the verdict's numbers.
+    const tuner::FinalEntry* runner_up = nullptr;
+    for (const auto& f : r.final) {
+      if (!f.is_default && f.implementation == tuner::kKestrelImplementation && f.status == "ok" &&
+          (!runner_up || f.speedup > runner_up->speedup)) {
+        runner_up = &f;
+      }
+    }
+    auto interval = [](const tuner::FinalEntry& f) {
+      std::ostringstream out;
+      out << std::fixed << std::setprecision(2) << f.speedup << "x the default, 95% interval " << f.speedup_low << "-"
+          << f.speedup_high << "x";
+      return out.str();
+    };
     if (r.final.front().implementation != tuner::kKestrelImplementation) {
-      std::cout << "the vendor library " << r.final.front().implementation << " was fastest: `kestrel best` shows it\n";
+      std::cout << "the vendor library " << r.final.front().implementation
+                << " was faster than Kestrel's pick with confidence: `kestrel best` shows it\n";
+    } else if (r.verdict == "faster") {
+      std::cout << "recommended: " << r.final.front().config << " (" << interval(r.final.front()) << ")\n";
+    } else if (r.verdict == "too noisy") {
+      std::cout << "the machine was too noisy to tell"
+                << (runner_up ? " whether " + runner_up->config + " beats the default (" + interval(*runner_up) + ")"
+                              : std::string())
+                << ": the default is the recommendation; rerun on a quieter machine or with more --final-max-passes\n";
     } else if (r.default_is_best) {
-      std::cout << "no configuration beat the default in the final re-measurement: the default is the recommendation\n";
+      std::cout << "no configuration is faster than the default with 95% confidence"
+                << (runner_up ? " (best: " + runner_up->config + ", " + interval(*runner_up) + ")" : std::string())
+                << ": the default is the recommendation\n";
     }
   }
   for (const auto& v : r.vendors) {
@@ -131,9 +159,15 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
 }
 
 nlohmann::json entry_json(const tuner::FinalEntry& f) {
-  return {{"config", f.config}, {"median_s", f.median_s}, {"gflops", f.gflops},     {"status", f.status},
-          {"spread", f.spread}, {"noisy", f.noisy},       {"is_default", f.is_default},
-          {"implementation", f.implementation}};
+  nlohmann::json out = {{"config", f.config}, {"median_s", f.median_s}, {"gflops", f.gflops},     {"status", f.status},
+                        {"spread", f.spread}, {"noisy", f.noisy},       {"is_default", f.is_default},
+                        {"implementation", f.implementation}, {"recommended", f.recommended}};
+  if (f.speedup > 0) {
+    out["speedup"] = f.speedup;
+    out["speedup_low"] = f.speedup_low;
+    out["speedup_high"] = f.speedup_high;
+  }
+  return out;
 }
 
 nlohmann::json result_json(const tuner::TuneResult& result) {
@@ -155,6 +189,11 @@ nlohmann::json result_json(const tuner::TuneResult& result) {
                         {"stop_reason", result.stop_reason}, {"default_gflops", result.default_gflops},
                         {"default_is_best", result.default_is_best}, {"final", final}};
   if (result.best_recorded) out["best_recorded"] = entry_json(*result.best_recorded);
+  // The recommendation: the final round's choice, or the best recorded without one.
+  const tuner::FinalEntry* best = result.recommendation();
+  out["best"] = best ? entry_json(*best) : nlohmann::json(nullptr);
+  out["verdict"] = result.verdict;
+  out["passes"] = result.passes;
   if (result.zero_shot) out["zero_shot"] = zero_shot;
   if (!result.prior.empty()) out["prior"] = result.prior;
   nlohmann::json vendors = nlohmann::json::array();
@@ -178,7 +217,8 @@ void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::S
     }
     double weight = job ? job->weight : 1;
     double flops = job ? job->op->flops(job->params) : 0;
-    double gflops = !r.final.empty() ? r.final.front().gflops : r.best_recorded ? r.best_recorded->gflops : 0;
+    const tuner::FinalEntry* best = r.recommendation();
+    double gflops = best ? best->gflops : 0;
     double est = gflops > 0 ? weight * flops / (gflops * 1e9) : 0;
     best_s += est;
     if (r.default_gflops > 0) default_s += weight * flops / (r.default_gflops * 1e9);
@@ -234,7 +274,11 @@ int run_tune(int argc, char** argv) {
   args.option("reconnect-ms", "MS", "how long to keep reconnecting when the tracker goes away", "120000");
   args.option("final-top", "N", "best configurations re-measured at the end beside the default; 0: none (the best "
                                 "recorded is the result); 2 with --model", "3");
-  args.option("final-repeat", "N", "their timed rounds, spread over interleaved passes", "15");
+  args.option("final-repeat", "N", "their timed rounds over the first 3 interleaved passes", "15");
+  args.option("final-max-passes", "N",
+              "more passes (of final-repeat/3 rounds) while the best one's speed-up over the default is undecided; "
+              "a configuration is recommended only when it is faster than the default with 95% confidence",
+              "12");
   args.option("vendors", "LIST", "vendor libraries timed on the device beside the final round, when the op has them "
                                  "and the device has them: all, none, or e.g. openblas,onednn", "all");
   args.flag("no-transfer", "do not seed the cost model with records of other workloads");
@@ -340,6 +384,7 @@ int run_tune(int argc, char** argv) {
     // A model has tens of tasks, each re-measured after the search: two finalists each.
     options.final_top = static_cast<std::size_t>(args.get_int("final-top", from_model ? 2 : 3, 0, 100));
     options.final_repeat = static_cast<std::uint32_t>(args.get_int("final-repeat", 15, 1, 10'000));
+    options.final_max_passes = static_cast<std::uint32_t>(args.get_int("final-max-passes", 12, 1, 1000));
     options.transfer = !args.has("no-transfer");
     options.vendors = args.get("vendors", "all");
     for (std::size_t start = 0; options.vendors != "all" && options.vendors != "none";) {

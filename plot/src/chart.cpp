@@ -1,4 +1,5 @@
-// The chart: panels in a grid, best-so-far steps, ticks, legend; cairo SVG and image surfaces.
+// The chart: panels in a grid, best-so-far steps, each session's final recommendation
+// (a diamond labelled "final"), ticks, legend; cairo SVG and image surfaces.
 #include "kestrel/plot/chart.h"
 
 #include <cairo-svg.h>
@@ -76,7 +77,22 @@ std::string legend_entry(const Curve& c) {
   std::ostringstream s;
   s.precision(1);
   s << std::fixed << c.label << ": " << c.trials << " trials, best " << c.best_gflops << " GFLOP/s";
+  if (c.final) {
+    s << ", final " << c.final->gflops;
+    if (c.final->implementation != tuner::kKestrelImplementation) s << " (" << c.final->implementation << ")";
+    else if (c.final->is_default) s << " (default)";
+  }
   return s.str();
+}
+
+// A filled diamond centred on (x, y), outlined in white then dark grey so that it stands
+// out on its curve's line.
+void diamond(cairo_t* cr, double x, double y, double r) {
+  cairo_move_to(cr, x, y - r);
+  cairo_line_to(cr, x + r, y);
+  cairo_line_to(cr, x, y + r);
+  cairo_line_to(cr, x - r, y);
+  cairo_close_path(cr);
 }
 
 class Painter {
@@ -126,6 +142,7 @@ void draw_panel(Painter& p, const Panel& panel, Rect cell, XAxis x_axis) {
       x_max = std::max(x_max, pt.x);
       y_max = std::max(y_max, pt.best_gflops);
     }
+    if (c.final) y_max = std::max(y_max, c.final->gflops);
   }
   y_max = y_max > 0 ? y_max * 1.08 : 1;
   const std::vector<double> xt = ticks(0, x_max, 6), yt = ticks(0, y_max, 5);
@@ -192,7 +209,25 @@ void draw_panel(Painter& p, const Panel& panel, Rect cell, XAxis x_axis) {
     cairo_stroke(cr);
   }
   cairo_restore(cr);
+  // Each session's final recommendation, re-measured: a filled diamond in its colour at
+  // the right end of its curve, labelled "final" (left of it: the curve ends at the right);
+  // not clipped, as it may sit on the plot's right edge.
   cairo_set_dash(cr, nullptr, 0, 0);
+  cairo_set_line_join(cr, CAIRO_LINE_JOIN_MITER);
+  for (std::size_t i = 0; i < panel.curves.size(); ++i) {
+    const Curve& c = panel.curves[i];
+    if (!c.final) continue;
+    const double x = sx(c.points.back().x), y = sy(c.final->gflops);
+    diamond(cr, x, y, 6);
+    p.colour(kPalette[i % kColours]);
+    cairo_fill_preserve(cr);
+    cairo_set_line_width(cr, 1);
+    p.grey(0.1);
+    cairo_stroke(cr);
+    p.font(10, true);
+    p.colour(kPalette[i % kColours]);
+    p.text("final", x - 9, y + (y < area.y + 14 ? 12 : -6), 1);
+  }
 
   // Legend, lower right inside the plot (the best-so-far curves rise to the upper left and right).
   std::vector<std::string> entries;
@@ -215,6 +250,10 @@ void draw_panel(Painter& p, const Panel& panel, Rect cell, XAxis x_axis) {
     cairo_line_to(cr, bx + 28, y);
     cairo_stroke(cr);
     cairo_set_dash(cr, nullptr, 0, 0);
+    if (panel.curves[i].final) {  // the swatch carries the diamond too
+      diamond(cr, bx + 17, y, 4);
+      cairo_fill(cr);
+    }
     p.grey(0.1);
     p.text(entries[i], bx + 33, y + 3.8, 0);
   }

@@ -57,7 +57,7 @@ std::vector<Panel> best_so_far(const tuner::RecordStore& db, const CurveQuery& q
     const std::size_t p = it->second;
     auto [cit, new_curve] = curve_index[p].emplace(r.session, panels[p].curves.size());
     if (new_curve) {
-      panels[p].curves.push_back({r.session, "session " + short_session(r.session), 0, 0, {}});
+      panels[p].curves.push_back({r.session, "session " + short_session(r.session), 0, 0, {}, std::nullopt});
       first_ms[p].push_back(r.time_unix_ms);
     }
     Curve& curve = panels[p].curves[cit->second];
@@ -68,6 +68,28 @@ std::vector<Panel> best_so_far(const tuner::RecordStore& db, const CurveQuery& q
                          ? static_cast<double>(curve.trials)
                          : static_cast<double>(r.time_unix_ms - first_ms[p][cit->second]) / 1000.0;
     curve.points.push_back({x, curve.best_gflops});
+  }
+  // Each curve's final recommendation: the final round's record marked kRecommended (the
+  // newest, should a session hold two rounds of the task), else its fastest ok record.
+  struct Pick {
+    const tuner::Record* marked = nullptr;
+    const tuner::Record* fastest = nullptr;
+  };
+  std::map<std::pair<std::size_t, std::size_t>, Pick> picks;  // (panel, curve) -> records
+  for (const tuner::Record& r : records) {
+    if (!r.final_measurement || !r.ok() || !(r.gflops > 0)) continue;
+    auto panel = panel_index.find(PanelKey{r.op, ops::format_params(r.workload), r.target});
+    if (panel == panel_index.end()) continue;
+    auto curve = curve_index[panel->second].find(r.session);
+    if (curve == curve_index[panel->second].end()) continue;
+    Pick& pick = picks[{panel->second, curve->second}];
+    if (r.recommended & tuner::kRecommended) pick.marked = &r;  // records are in id order
+    if (!pick.fastest || r.cost < pick.fastest->cost) pick.fastest = &r;
+  }
+  for (const auto& [at, pick] : picks) {
+    const tuner::Record& r = pick.marked ? *pick.marked : *pick.fastest;
+    panels[at.first].curves[at.second].final =
+        FinalMark{r.gflops, r.implementation, r.is_default, pick.marked != nullptr};
   }
   std::vector<Panel> drawn;
   for (Panel& panel : panels) {

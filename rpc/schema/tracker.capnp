@@ -229,6 +229,16 @@ struct SessionReport {
   elapsedMs @15 :UInt64;     # since the job started
   failures @16 :List(StatusCount);  # this session's failed measurements by status
   finished @17 :Bool;        # the job's last report
+  # The job's final round (in its last report): the recommendation's re-measured
+  # GFLOP/s and speed-up over the default with its 95% interval, and the verdict.
+  finalGflops @18 :Float64;
+  finalSpeedup @19 :Float64;
+  finalSpeedupLow @20 :Float64;
+  finalSpeedupHigh @21 :Float64;
+  verdict @22 :Text;
+  outcome @23 :Text;         # last report: "done", "interrupted", "failed"
+  etaMs @24 :UInt64;         # estimated time left (0: unknown)
+  message @25 :Text;         # outcome "failed" (or "interrupted" by an abort): why
 }
 
 struct Frame {

@@ -38,6 +38,14 @@ void to_wire(const SessionReport& r, wire::SessionReport::Builder out) {
     failures[i].setCount(r.failures[i].second);
   }
   out.setFinished(r.finished);
+  out.setFinalGflops(r.final_gflops);
+  out.setFinalSpeedup(r.final_speedup);
+  out.setFinalSpeedupLow(r.final_speedup_low);
+  out.setFinalSpeedupHigh(r.final_speedup_high);
+  out.setVerdict(cut(r.verdict));
+  out.setOutcome(cut(r.outcome));
+  out.setEtaMs(static_cast<std::uint64_t>(std::max<std::int64_t>(r.eta.count(), 0)));
+  out.setMessage(cut(r.message));
 }
 
 SessionReport from_wire(wire::SessionReport::Reader in) {
@@ -63,6 +71,14 @@ SessionReport from_wire(wire::SessionReport::Reader in) {
     r.failures.emplace_back(cut(failures[i].getStatus()), failures[i].getCount());
   }
   r.finished = in.getFinished();
+  r.final_gflops = in.getFinalGflops();
+  r.final_speedup = in.getFinalSpeedup();
+  r.final_speedup_low = in.getFinalSpeedupLow();
+  r.final_speedup_high = in.getFinalSpeedupHigh();
+  r.verdict = cut(in.getVerdict());
+  r.outcome = cut(in.getOutcome());
+  r.eta = std::chrono::milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(in.getEtaMs(), 1ull << 50)));
+  r.message = cut(in.getMessage());
   return r;
 }
 

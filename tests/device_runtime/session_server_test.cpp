@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include "kestrel/base/log.h"
 #include "kestrel/device_runtime/session_server.h"
@@ -77,10 +78,19 @@ struct Pipe {
     send(lease, builder);
   }
 
-  // Runs the io_context until `count` replies have come (or 60 s pass).
-  void await_replies(std::size_t count) {
+  // Runs the io_context until `count` batches are done (or 60 s pass).
+  void await_batches(std::size_t count) {
+    auto done = [&] {
+      std::size_t n = 0;
+      for (const auto& [lease, bytes] : replies) {
+        std::string error;
+        auto message = rpc::SessionPayload::decode(bytes, error);
+        if (message && message->root().isBatchDone()) ++n;
+      }
+      return n >= count;
+    };
     test::run_async(io, [&]() -> rpc::awaitable<void> {
-      bool arrived = co_await test::eventually([&] { return replies.size() >= count; }, 60s);
+      bool arrived = co_await test::eventually(done, 60s);
       REQUIRE(arrived);
     });
   }
@@ -189,6 +199,31 @@ TEST_CASE("session server reports modules once uploaded and refuses bad ones", "
   CHECK_FALSE(std::string(refused->root().getError().getMessage().cStr()).empty());
 }
 
+TEST_CASE("session server answers a module query of 1,000 hashes once a lease holds modules", "[session][module]") {
+  // A full batch asks about its candidates' modules at once; 13 or more used to exceed the
+  // message's traversal budget once the lease held any module (a handler reading the list
+  // element by element), and the error carried no sequence number.
+  log::set_level(log::Level::warn);
+  Pipe pipe;
+  pipe.upload(LeaseId(1), hash_of('a'), fixture("add_ref"), 1);
+  for (unsigned n : {13u, 64u, 1000u}) {
+    capnp::MallocMessageBuilder builder;
+    auto query = builder.initRoot<wire::SessionMessage>().initQueryModules();
+    query.setSeq(100 + n);
+    auto hashes = query.initHashes(n);
+    for (unsigned i = 0; i < n; ++i) hashes.set(i, i == 0 ? hash_of('a') : test::hash_of(static_cast<char>('f' + i % 16)));
+    pipe.send(LeaseId(1), builder);
+    auto reply = pipe.take();
+    INFO(n << " hashes");
+    REQUIRE(reply->root().isModulesPresent());
+    CHECK(reply->root().getModulesPresent().getSeq() == 100 + n);
+    auto present = reply->root().getModulesPresent().getPresent();
+    REQUIRE(present.size() == n);
+    CHECK(present[0]);
+    CHECK_FALSE(present[n - 1]);
+  }
+}
+
 TEST_CASE("session server measures a batch and streams its results", "[session][measure]") {
   log::set_level(log::Level::warn);
   Pipe pipe;
@@ -203,13 +238,29 @@ TEST_CASE("session server measures a batch and streams its results", "[session][
   pipe.measure(LeaseId(1), first);
   pipe.measure(LeaseId(1), second);  // queued behind the first
   CHECK(pipe.server->pending_batches() == 2);
-  pipe.await_replies(8);  // 3 results + done, 3 results + done
+  pipe.await_batches(2);  // 3 results + done, 3 results + done, with progress between
 
   std::vector<rpc::CandidateResult> results;
   for (std::uint64_t seq : {10, 11}) {
+    std::set<std::uint64_t> announced;  // candidates announced as started
     while (true) {
       auto reply = pipe.take();
       auto root = reply->root();
+      if (root.isBatchProgress()) {
+        // Each step is announced with the limit the device enforces on it.
+        auto progress = root.getBatchProgress();
+        CHECK(progress.getSeq() == seq);
+        if (progress.getStarted()) {
+          announced.insert(progress.getCandidateId());
+          CHECK(progress.getLimitMs() == first.settings.timeout_ms);
+        } else {
+          CHECK(progress.getLimitMs() > first.settings.timeout_ms);  // preparing gets the setup allowance
+        }
+        continue;
+      }
+      if (root.isMeasureResult() && root.getMeasureResult().getStatus() == wire::MeasureStatus::OK) {
+        CHECK(announced.contains(root.getMeasureResult().getCandidateId()));
+      }
       if (root.isBatchDone()) {
         CHECK(root.getBatchDone().getSeq() == seq);
         CHECK(std::string(root.getBatchDone().getMessage().cStr()).empty());
@@ -228,6 +279,9 @@ TEST_CASE("session server measures a batch and streams its results", "[session][
   CHECK(results[0].status == kernel::Status::ok);
   CHECK(results[0].round_seconds.size() == 2);
   CHECK(results[0].number > 0);
+  // The runtime attaches the machine's state to every result (Linux: the load at least).
+  CHECK(results[0].machine.load1 >= 0);
+  CHECK(results[0].machine.known());
   CHECK(results[1].id == 2);
   CHECK(results[1].status == kernel::Status::runtime_error);
   CHECK(results[1].message.find("SIGSEGV") != std::string::npos);

@@ -12,6 +12,7 @@
 #include "kestrel/rpc/framing.h"
 #include "kestrel/rpc/messages.h"
 #include "kestrel/rpc/session.h"
+#include "kestrel/rpc/session_report.h"
 
 using namespace kestrel;
 using namespace kestrel::rpc;
@@ -223,4 +224,61 @@ TEST_CASE("a session message is checked against the schema before any handler", 
   std::string no_error;
   CHECK(SessionPayload::decode(encode_session(good), no_error));
   CHECK(no_error.empty());
+}
+
+TEST_CASE("a session report's result, outcome and ETA survive the frame codec; an older report reads as none",
+          "[framing][session-report]") {
+  using namespace std::chrono_literals;
+  SessionReport report;
+  report.session_id = "host:1:1";
+  report.job = 2;
+  report.phase = "done";
+  report.trials = 64;
+  report.best_gflops = 21.5;
+  report.finished = true;
+  report.final_gflops = 19.25;
+  report.final_speedup = 1.25;
+  report.final_speedup_low = 1.125;
+  report.final_speedup_high = 1.375;
+  report.verdict = "too noisy";
+  report.outcome = "failed";
+  report.eta = 90500ms;
+  report.message = std::string(SessionReport::kMaxText + 40, 'x');  // cut on encoding
+  capnp::MallocMessageBuilder builder;
+  to_wire(report, builder.initRoot<wire::Frame>().initSessionReport());
+  std::string error;
+  auto frame = decode_frame_bytes(encode_frame(builder), kDefaultMaxFrameBytes, error);
+  REQUIRE(frame);
+  REQUIRE(frame->root().isSessionReport());
+  SessionReport back = from_wire(frame->root().getSessionReport());
+  CHECK(back.session_id == "host:1:1");
+  CHECK(back.job == 2);
+  CHECK(back.trials == 64);
+  CHECK(back.best_gflops == 21.5);
+  CHECK(back.finished);
+  CHECK(back.final_gflops == 19.25);
+  CHECK(back.final_speedup == 1.25);
+  CHECK(back.final_speedup_low == 1.125);
+  CHECK(back.final_speedup_high == 1.375);
+  CHECK(back.verdict == "too noisy");
+  CHECK(back.outcome == "failed");
+  CHECK(back.eta == 90500ms);
+  CHECK(back.message == std::string(SessionReport::kMaxText, 'x'));
+
+  // A report that sets none of them (a client from before them): none, no outcome, no ETA.
+  capnp::MallocMessageBuilder old;
+  auto older = old.initRoot<wire::Frame>().initSessionReport();
+  older.setSessionId("old:1:1");
+  older.setTrials(8);
+  older.setFinished(true);
+  auto old_frame = decode_frame_bytes(encode_frame(old), kDefaultMaxFrameBytes, error);
+  REQUIRE(old_frame);
+  SessionReport plain = from_wire(old_frame->root().getSessionReport());
+  CHECK(plain.finished);
+  CHECK(plain.final_gflops == 0);
+  CHECK(plain.final_speedup == 0);
+  CHECK(plain.verdict.empty());
+  CHECK(plain.outcome.empty());
+  CHECK(plain.eta == 0ms);
+  CHECK(plain.message.empty());
 }

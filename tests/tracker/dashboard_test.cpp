@@ -5,6 +5,7 @@
 // lease-wait histogram, and publishing only while someone looks.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/rpc/messages.h"
 #include "kestrel/rpc/session_report.h"
+#include "kestrel/tracker/dashboard_state.h"
 #include "support/async.h"
 #include "support/pool.h"
 
@@ -126,9 +128,19 @@ TEST_CASE("a client's session reports show up in the published sessions with a g
     CHECK(count_events(*snapshot, "session_start", "host:42:1") == 1);
 
     // Its end: a finished report, then the client leaves; the session stays shown.
+    CHECK(job["finished"] == false);
+    CHECK(job["outcome"].is_null());
+    CHECK(session["outcome"].is_null());
+    CHECK(session["stalled"] == false);
     SessionReport done = report_at(16, 3.0);
     done.phase = "done";
     done.finished = true;
+    done.final_gflops = 2.75;  // re-measured: below the search's best
+    done.final_speedup = 1.4;
+    done.final_speedup_low = 1.3;
+    done.final_speedup_high = 1.5;
+    done.verdict = "faster";
+    done.outcome = "done";
     CHECK(client->report(done));
     auto finished = co_await published(pool, [&](const tracker::DashboardSnapshot& s) {
       sessions = nlohmann::json::parse(s.sessions_json);
@@ -137,6 +149,16 @@ TEST_CASE("a client's session reports show up in the published sessions with a g
     INFO(sessions.dump(2));
     CHECK(finished);
     CHECK(sessions[0]["jobs"][0]["curve"].size() == 4);
+    CHECK(sessions[0]["outcome"] == "done");
+    const auto& last = sessions[0]["jobs"][0];
+    CHECK(last["outcome"] == "done");
+    CHECK(last["best_gflops"].get<double>() == 3.0);
+    CHECK(last["final_gflops"].get<double>() == 2.75);
+    CHECK(last["final_speedup"].get<double>() == 1.4);
+    CHECK(last["final_speedup_low"].get<double>() == 1.3);
+    CHECK(last["final_speedup_high"].get<double>() == 1.5);
+    CHECK(last["verdict"] == "faster");
+    CHECK_THAT(finished->metrics_text, Catch::Contains("kestrel_jobs_ended_total{outcome=\"done\"} 1\n"));
   }, [&] { pool.shutdown(); });
 }
 
@@ -241,7 +263,8 @@ TEST_CASE("the metrics text has every contracted family with HELP and TYPE, and 
           "kestrel_trials_per_second gauge", "kestrel_measurement_failures_total counter", "kestrel_sessions gauge",
           "kestrel_connections gauge", "kestrel_connections_refused_total counter",
           "kestrel_connections_rejected_total counter", "kestrel_uptime_seconds gauge",
-          "kestrel_device_losses_total counter", "kestrel_dashboard_snapshot_seconds gauge"}) {
+          "kestrel_device_losses_total counter", "kestrel_dashboard_snapshot_seconds gauge",
+          "kestrel_sessions_stalled gauge", "kestrel_jobs_ended_total counter"}) {
       std::string type_line = std::string("# TYPE ") + family + "\n";
       std::string name(family, std::string_view(family).find(' '));
       INFO(family);
@@ -432,4 +455,190 @@ TEST_CASE("with client and device tokens the dashboard takes reports from authen
       client->close();
     }, [&] { pool.shutdown(); });
   }
+}
+
+// ---- DashboardState alone, with the times given ------------------------------------
+
+namespace {
+
+struct Board {
+  tracker::DashboardState state;
+  tracker::Pool pool;
+  tracker::TrackerFacts facts;
+  const tracker::TimePoint t0 = tracker::TimePoint{} + 100h;
+
+  Board() {
+    for (std::uint64_t c : {1, 2, 3}) {
+      state.client_connected(ConnectionId(c), "tuner-" + std::to_string(c), "127.0.0.1:4444", t0);
+    }
+  }
+  tracker::DashboardSnapshot at(std::chrono::milliseconds after) { return state.snapshot(pool, facts, t0 + after); }
+  // The session of `client` in the snapshot taken `after` t0 (null when not shown).
+  nlohmann::json session(ConnectionId client, std::chrono::milliseconds after) {
+    for (const auto& s : nlohmann::json::parse(at(after).sessions_json)) {
+      if (s["id"].get<std::string>().rfind(std::to_string(client.value) + "/", 0) == 0) return s;
+    }
+    return nullptr;
+  }
+};
+
+SessionReport last_report(std::uint32_t trials, const std::string& outcome) {
+  SessionReport r = report_at(trials, 2.0);
+  r.phase = "done";
+  r.finished = true;
+  r.outcome = outcome;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("an interrupted, a failed and a vanished session are shown as such, in the documents and the metrics",
+          "[tracker][dashboard][outcome]") {
+  Board b;
+  // Client 1: a session interrupted (Ctrl-C); its recommendation is the best recorded.
+  CHECK(b.state.report(ConnectionId(1), report_at(4, 1.0), b.t0));
+  SessionReport interrupted = last_report(6, "interrupted");
+  interrupted.final_gflops = 1.9;
+  CHECK(b.state.report(ConnectionId(1), interrupted, b.t0 + 1s));
+  // Client 2: two jobs; the first done, the second failed with the error.
+  SessionReport first = last_report(16, "done");
+  first.final_gflops = 2.5;
+  first.final_speedup = 1.2;
+  first.final_speedup_low = 1.1;
+  first.final_speedup_high = 1.3;
+  first.verdict = "faster";
+  CHECK(b.state.report(ConnectionId(2), first, b.t0));
+  SessionReport second = report_at(4, 1.0);
+  second.job = 1;
+  CHECK(b.state.report(ConnectionId(2), second, b.t0 + 1s));
+  second = last_report(4, "failed");
+  second.job = 1;
+  second.message = "no device of key k left after 300 s";
+  CHECK(b.state.report(ConnectionId(2), second, b.t0 + 2s));
+  // Client 3: a session whose client leaves without a last report.
+  CHECK(b.state.report(ConnectionId(3), report_at(4, 1.0), b.t0));
+  b.state.client_left(ConnectionId(3), "disconnected", b.t0 + 3s);
+
+  auto one = b.session(ConnectionId(1), 5s);
+  INFO(one.dump(2));
+  CHECK(one["state"] == "finished");
+  CHECK(one["outcome"] == "interrupted");
+  CHECK(one["stalled"] == false);
+  CHECK(one["jobs"][0]["outcome"] == "interrupted");
+  CHECK(one["jobs"][0]["final_gflops"].get<double>() == 1.9);
+  CHECK(one["jobs"][0]["verdict"] == "");
+
+  auto two = b.session(ConnectionId(2), 5s);
+  INFO(two.dump(2));
+  CHECK(two["state"] == "finished");
+  CHECK(two["outcome"] == "failed");
+  REQUIRE(two["jobs"].size() == 2);
+  CHECK(two["jobs"][0]["outcome"] == "done");
+  CHECK(two["jobs"][0]["verdict"] == "faster");
+  CHECK(two["jobs"][0]["final_speedup_low"].get<double>() == 1.1);
+  CHECK(two["jobs"][1]["outcome"] == "failed");
+  CHECK(two["jobs"][1]["message"] == "no device of key k left after 300 s");
+  CHECK(two["jobs"][1]["final_gflops"].get<double>() == 0);
+
+  auto three = b.session(ConnectionId(3), 5s);
+  INFO(three.dump(2));
+  CHECK(three["state"] == "gone");
+  CHECK(three["outcome"].is_null());
+  CHECK(three["stalled"] == false);
+
+  auto snapshot = b.at(5s);
+  CHECK(count_events(snapshot, "session_end", "(interrupted)") == 1);
+  CHECK(count_events(snapshot, "session_end", "(failed): job 1 failed: no device of key k left") == 1);
+  CHECK(count_events(snapshot, "session_end", "gone: its client left") == 1);
+  // Jobs by outcome: client 2's first done, its second failed; client 3's gone.
+  for (const char* line : {"kestrel_jobs_ended_total{outcome=\"done\"} 1\n",
+                           "kestrel_jobs_ended_total{outcome=\"interrupted\"} 1\n",
+                           "kestrel_jobs_ended_total{outcome=\"failed\"} 1\n",
+                           "kestrel_jobs_ended_total{outcome=\"gone\"} 1\n", "kestrel_sessions_stalled 0\n"}) {
+    CHECK_THAT(snapshot.metrics_text, Catch::Contains(line));
+  }
+  CHECK(b.state.ended_jobs().at("failed") == 1);
+  // A job's last report counts once, even when sent again.
+  CHECK(b.state.report(ConnectionId(1), interrupted, b.t0 + 6s));
+  CHECK(b.state.ended_jobs().at("interrupted") == 1);
+}
+
+TEST_CASE("an unknown outcome reads as done, and a running job's outcome and message are dropped",
+          "[tracker][dashboard][outcome][bad-input]") {
+  Board b;
+  SessionReport running = report_at(4, 1.0);
+  running.outcome = "failed";
+  running.message = "not yet";
+  running.final_gflops = std::numeric_limits<double>::quiet_NaN();
+  CHECK(b.state.report(ConnectionId(1), running, b.t0));
+  auto shown = b.session(ConnectionId(1), 1s);
+  INFO(shown.dump(2));
+  CHECK(shown["jobs"][0]["outcome"].is_null());
+  CHECK(shown["jobs"][0]["message"] == "");
+  CHECK(shown["jobs"][0]["final_gflops"].get<double>() == 0);
+  CHECK(b.state.report(ConnectionId(1), last_report(8, "exploded\"} 1"), b.t0 + 1s));
+  shown = b.session(ConnectionId(1), 2s);
+  CHECK(shown["outcome"] == "done");
+  CHECK(shown["jobs"][0]["outcome"] == "done");
+  CHECK_THAT(b.at(2s).metrics_text, Catch::Contains("kestrel_jobs_ended_total{outcome=\"done\"} 1\n"));
+}
+
+TEST_CASE("a running session silent past max(60 s, 3 x its typical interval) is stalled, with its last ETA",
+          "[tracker][dashboard][stall]") {
+  CHECK(tracker::DashboardState::stall_after(0ms) == 60s);
+  CHECK(tracker::DashboardState::stall_after(10s) == 60s);
+  CHECK(tracker::DashboardState::stall_after(30s) == 90s);
+
+  Board b;
+  // Client 1 reports every 10 s (the floor applies); client 2 every 30 s (90 s).
+  std::chrono::milliseconds last1{0}, last2{0};
+  for (std::uint32_t i = 0; i < 5; ++i) {
+    SessionReport r = report_at(4 * (i + 1), 1.0 + i);
+    r.eta = std::chrono::milliseconds(40000 - 10000 * i);
+    last1 = std::chrono::milliseconds(10000 * i);
+    CHECK(b.state.report(ConnectionId(1), r, b.t0 + last1));
+  }
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    SessionReport r = report_at(4 * (i + 1), 1.0 + i);
+    r.eta = std::chrono::milliseconds(600000);
+    last2 = std::chrono::milliseconds(30000 * i);
+    CHECK(b.state.report(ConnectionId(2), r, b.t0 + last2));
+  }
+  // One report only: no interval known, the floor.
+  CHECK(b.state.report(ConnectionId(3), report_at(4, 1.0), b.t0));
+
+  auto one = b.session(ConnectionId(1), last1 + 59s);
+  INFO(one.dump(2));
+  CHECK(one["stalled"] == false);
+  CHECK(one["report_interval_ms"] == 10000);
+  CHECK(one["stall_after_ms"] == 60000);
+  CHECK(one["eta_ms"] == 0);  // the last report's: nothing left
+  CHECK(b.session(ConnectionId(1), last1 + 61s)["stalled"] == true);
+
+  auto two = b.session(ConnectionId(2), last2 + 80s);
+  INFO(two.dump(2));
+  CHECK(two["stalled"] == false);
+  CHECK(two["report_interval_ms"] == 30000);
+  CHECK(two["stall_after_ms"] == 90000);
+  CHECK(two["eta_ms"] == 600000);
+  CHECK(two["jobs"][0]["eta_ms"] == 600000);
+  two = b.session(ConnectionId(2), last2 + 91s);
+  CHECK(two["stalled"] == true);
+  CHECK(two["updated_ms_ago"] == 91000);
+
+  CHECK(b.session(ConnectionId(3), 60s)["stalled"] == false);
+  CHECK(b.session(ConnectionId(3), 61s)["report_interval_ms"] == 0);
+  CHECK(b.session(ConnectionId(3), 61s)["stalled"] == true);
+  CHECK(b.state.stalled_sessions(b.t0 + last2 + 91s) == 3);
+  CHECK_THAT(b.at(last2 + 91s).metrics_text, Catch::Contains("kestrel_sessions_stalled 3\n"));
+
+  // A report ends the stall; a finished or gone session is never stalled.
+  const auto later = last2 + 100s;
+  CHECK(b.state.report(ConnectionId(2), report_at(20, 5.0), b.t0 + later));
+  CHECK(b.session(ConnectionId(2), later + 1s)["stalled"] == false);
+  CHECK(b.state.report(ConnectionId(1), last_report(24, "done"), b.t0 + later));
+  b.state.client_left(ConnectionId(3), "disconnected", b.t0 + later);
+  CHECK(b.session(ConnectionId(1), later + 1h)["stalled"] == false);
+  CHECK(b.session(ConnectionId(3), later + 1h)["stalled"] == false);
+  CHECK(b.state.stalled_sessions(b.t0 + later + 1h) == 1);
 }

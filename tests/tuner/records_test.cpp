@@ -123,6 +123,8 @@ void require_same(const Record& a, const Record& b) {
   CHECK(a.final_measurement == b.final_measurement);
   CHECK(a.is_default == b.is_default);
   CHECK(a.implementation == b.implementation);
+  CHECK(a.machine == b.machine);
+  CHECK(a.recommended == b.recommended);
 }
 
 // Runs `sql` on `path` with the SQLite C API, bypassing RecordsDb.
@@ -448,7 +450,7 @@ TEST_CASE("records: files that are not ours are refused on open", "[records]") {
             "INSERT INTO meta VALUES('schema_version', '99');"
             "CREATE TABLE records(id INTEGER PRIMARY KEY, blob BLOB);");
     std::string error = error_of(path);
-    CHECK_THAT(error, Catch::Contains("99") && Catch::Contains("version 3") && Catch::Contains("upgrade Kestrel"));
+    CHECK_THAT(error, Catch::Contains("99") && Catch::Contains("version 4") && Catch::Contains("upgrade Kestrel"));
   }
   SECTION("another program's SQLite database") {
     std::string path = dir.file("other.db");
@@ -755,10 +757,12 @@ TEST_CASE("records: a version-1 file is read as it is read-only and upgraded whe
     writer.add(r);
     CHECK(writer.count() == 4);
   }
-  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
   CHECK(raw_value(path, "SELECT device_model FROM records WHERE id = 1") == "AMD EPYC 9654");
   CHECK(raw_value(path, "SELECT implementation FROM records WHERE id = 1") == "kestrel");
-  RecordsDb again(path);  // a second open finds version 3 and changes nothing
+  CHECK(raw_value(path, "SELECT COALESCE(machine, 'null') || '/' || recommended FROM records WHERE id = 1") ==
+        "null/0");
+  RecordsDb again(path);  // a second open finds version 4 and changes nothing
   auto all = again.find("gemm", workload, target);
   REQUIRE(all.size() == 3);
   CHECK(all[2].is_default);
@@ -851,6 +855,9 @@ TEST_CASE("records: an export of version 1 imports, with the new fields at their
   CHECK(found[0].config == Config{{"mc", 64}});
   CHECK(found[0].device_class == DeviceClass{"local", "", "x86_64-linux-gnu|EPYC|16"});
   CHECK(!found[0].is_default);
+  CHECK(found[0].implementation == "kestrel");
+  CHECK(!found[0].machine.known());
+  CHECK(found[0].recommended == 0);
 
   std::istringstream bad_status(R"({"op":"gemm","workload":"M=1","target":"t","config":"a=1","status":"meh",)"
                                 R"("round_seconds":[],"cost":null,"time_unix_ms":1,"session":"s"})"
@@ -878,7 +885,7 @@ INSERT INTO records VALUES(1, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)'
 
 }  // namespace
 
-TEST_CASE("records: a version-2 file is read as it is read-only and upgraded to version 3 when opened for writing",
+TEST_CASE("records: a version-2 file is read as it is read-only and upgraded when opened for writing",
           "[records][upgrade]") {
   TempDir dir;
   std::string path = dir.file("v2.db");
@@ -905,10 +912,10 @@ TEST_CASE("records: a version-2 file is read as it is read-only and upgraded to 
     vendor.time_unix_ms = 1800000000000;
     writer.add(vendor);
   }
-  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
   CHECK(raw_value(path, "SELECT implementation FROM records WHERE id = 1") == "kestrel");
   CHECK(raw_value(path, "SELECT implementation FROM records WHERE id = 2") == "openblas");
-  RecordsDb again(path);  // a second open finds version 3 and changes nothing
+  RecordsDb again(path);  // a second open finds version 4 and changes nothing
   auto all = again.find("gemm", workload, target);
   REQUIRE(all.size() == 2);
   CHECK(all[0].implementation == "kestrel");
@@ -1137,11 +1144,11 @@ TEST_CASE("records: a database from a newer Kestrel is refused, read-only or not
   Stores stores(GENERATE(from_range(backends())), dir);
   INFO("backend: " << stores.backend());
   { stores.open("future.db")->add(make_record("W", "c1", 1.0)); }
-  raw(stores, "future.db", "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
+  raw(stores, "future.db", "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
   const std::string location = stores.location("future.db");
   for (OpenMode mode : {OpenMode::create, OpenMode::existing}) {
     std::string error = open_error(location, mode);
-    CHECK_THAT(error, Catch::Contains("newer Kestrel") && Catch::Contains("schema version 4") &&
+    CHECK_THAT(error, Catch::Contains("newer Kestrel") && Catch::Contains("schema version 5") &&
                           Catch::Contains("upgrade Kestrel"));
   }
 }
@@ -1281,4 +1288,435 @@ TEST_CASE("records: a PostgreSQL server that goes away mid-session makes add() a
   CHECK_THAT(error, Catch::Contains(uri) && Catch::Contains("connection to the server was lost") &&
                         Catch::Contains("every record added before this one is kept"));
   CHECK_THROWS_AS(db->count(), RecordsError);  // reads fail the same way, no crash
+}
+
+// --- Schema version 4: the machine state and the final round's recommendation ---
+
+namespace {
+
+using kestrel::tuner::kOwnRecommended;
+using kestrel::tuner::kRecommended;
+
+// One value of one SQL query on the PostgreSQL database at `uri` ("" for NULL).
+std::string raw_pg_value(const std::string& uri, const std::string& sql) {
+  PGconn* conn = PQconnectdb(uri.c_str());
+  REQUIRE(PQstatus(conn) == CONNECTION_OK);
+  PGresult* result = PQexec(conn, sql.c_str());
+  const bool ok = PQresultStatus(result) == PGRES_TUPLES_OK;
+  std::string message = PQresultErrorMessage(result);
+  std::string value = ok && PQntuples(result) > 0 ? PQgetvalue(result, 0, 0) : "";
+  PQclear(result);
+  PQfinish(conn);
+  INFO(message);
+  REQUIRE(ok);
+  return value;
+}
+
+// One value of one SQL query on the store called `name`, with the backend's own client.
+std::string raw_text(Stores& stores, const std::string& name, const std::string& sql) {
+  return stores.backend() == "sqlite" ? raw_value(stores.location(name), sql) : raw_pg_value(stores.location(name), sql);
+}
+
+kestrel::rpc::MachineState machine_of(double load1, double cpu_mhz, double temperature_c, bool throttled,
+                                      double busy_cpus) {
+  kestrel::rpc::MachineState m;
+  m.load1 = load1;
+  m.cpu_mhz = cpu_mhz;
+  m.temperature_c = temperature_c;
+  m.throttled = throttled;
+  m.busy_cpus = busy_cpus;
+  return m;
+}
+
+// A vendor library's final re-measurement in `session`.
+Record vendor_final(const std::string& workload, double cost, const std::string& session, unsigned recommended = 0) {
+  Record r = final_record(workload, "c1", cost, session);
+  r.config.clear();  // a vendor library's record has no configuration
+  r.implementation = "openblas";
+  r.recommended = recommended;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("records: the machine state and the recommendation round-trip through add, find, export and import",
+          "[records][machine]") {
+  TempDir dir;
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db = stores.open("records.db");
+  Record full = final_record("M=64", "c1", 0.5, "s1");
+  full.machine = machine_of(0.25, 3187.5, 61.0, true, 2.0);
+  full.recommended = kRecommended | kOwnRecommended;
+  Record partial = final_record("M=64", "c2", 0.6, "s1");  // only some fields exposed
+  partial.machine = machine_of(1.5, -1, 0.0, false, -1);
+  partial.recommended = kOwnRecommended;
+  partial.time_unix_ms += 1;
+  Record unknown = final_record("M=64", "c0", 0.7, "s1", true);  // no machine state, no flag
+  unknown.time_unix_ms += 2;
+  const std::int64_t id_full = db->add(full);
+  const std::int64_t id_partial = db->add(partial);
+  const std::int64_t id_unknown = db->add(unknown);
+
+  auto check_all = [&](RecordStore& store) {
+    auto found = store.find("gemm", pairs("M=64"), "x86_64-linux-gnu (znver4)");
+    REQUIRE(found.size() == 3);
+    require_same(found[0], full);
+    require_same(found[1], partial);
+    require_same(found[2], unknown);
+    CHECK(found[0].machine.cpu_mhz == 3187.5);
+    CHECK(found[0].machine.throttled);
+    CHECK(found[0].recommended == (kRecommended | kOwnRecommended));
+    CHECK(found[1].machine.load1 == 1.5);
+    CHECK(found[1].machine.cpu_mhz < 0);
+    CHECK(found[1].machine.temperature_c == 0.0);
+    CHECK(found[1].machine.busy_cpus < 0);
+    CHECK(found[1].recommended == kOwnRecommended);
+    CHECK(!found[2].machine.known());
+    CHECK(found[2].recommended == 0);
+  };
+  check_all(*db);
+  check_all(*stores.open("records.db", OpenMode::existing));
+
+  // Stored as compact JSON of the known fields, NULL when nothing is known.
+  auto stored = [&](std::int64_t id) {
+    return raw_text(stores, "records.db",
+                    "SELECT COALESCE(machine, 'NULL') || ' ' || CAST(recommended AS TEXT) FROM records WHERE id = " +
+                        std::to_string(id));
+  };
+  CHECK(stored(id_full) ==
+        R"({"load1":0.25,"cpu_mhz":3187.5,"temperature_c":61.0,"throttled":true,"busy_cpus":2.0} 3)");
+  CHECK(stored(id_partial) == R"({"load1":1.5,"temperature_c":0.0,"throttled":false} 2)");
+  CHECK(stored(id_unknown) == "NULL 0");
+
+  std::stringstream exported;
+  db->export_jsonl(exported);
+  const std::string text = exported.str();
+  CHECK_THAT(text, Catch::Contains(R"("machine":{"load1":0.25,"cpu_mhz":3187.5,"temperature_c":61.0,)"
+                                   R"("throttled":true,"busy_cpus":2.0},"recommended":3)"));
+  CHECK_THAT(text, Catch::Contains(R"("machine":null,"recommended":0)"));
+
+  // Into a database of the same backend, and into an SQLite file (PostgreSQL -> SQLite).
+  auto copy = stores.open("copy.db");
+  std::istringstream in(text);
+  CHECK(copy->import_jsonl(in) == 3);
+  check_all(*copy);
+  std::stringstream exported_again;
+  copy->export_jsonl(exported_again);
+  CHECK(exported_again.str() == text);
+  RecordsDb file(dir.file("other.db"));
+  std::istringstream in_file(text);
+  CHECK(file.import_jsonl(in_file) == 3);
+  check_all(file);
+  std::istringstream again(text);
+  CHECK(copy->import_jsonl(again) == 0);  // already present
+
+  // A malformed machine state or recommendation is refused with its line.
+  const std::string line = text.substr(0, text.find('\n'));
+  std::string bad_machine = line;
+  bad_machine.replace(bad_machine.find("\"machine\":"), 10, "\"machine\":\"fast\",\"x\":");
+  std::istringstream bad_machine_in(bad_machine + "\n");
+  CHECK_THROWS_WITH(copy->import_jsonl(bad_machine_in), Catch::Contains("line 1") && Catch::Contains("'machine'"));
+  std::string bad_load = line;
+  bad_load.replace(bad_load.find("\"load1\":"), 8, "\"load1\":\"high\",\"x\":");
+  std::istringstream bad_load_in(bad_load + "\n");
+  CHECK_THROWS_WITH(copy->import_jsonl(bad_load_in), Catch::Contains("line 1") && Catch::Contains("'load1'"));
+  std::string bad_flags = line;
+  bad_flags.replace(bad_flags.find("\"recommended\":"), 14, "\"recommended\":-1,\"x\":");
+  std::istringstream bad_flags_in(bad_flags + "\n");
+  CHECK_THROWS_WITH(copy->import_jsonl(bad_flags_in), Catch::Contains("line 1") && Catch::Contains("'recommended'"));
+  CHECK(copy->count() == 3);
+}
+
+TEST_CASE("records: best takes the newest default round's recommendation over the lowest cost",
+          "[records][best][recommended]") {
+  TempDir dir;
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db_store = stores.open("records.db");
+  auto& db = *db_store;
+  auto flagged = [](Record r, unsigned recommended) {
+    r.recommended = recommended;
+    return r;
+  };
+  // A: the newest round recommends c2 although c1 measured lower in it; an older round's
+  // recommendation (c1) does not count.
+  db.add(flagged(final_record("A", "c1", 0.5, "s0"), kRecommended | kOwnRecommended));
+  db.add(final_record("A", "c0", 1.0, "s0", true));
+  db.add(final_record("A", "c1", 0.9, "s1"));
+  db.add(flagged(final_record("A", "c2", 1.0, "s1"), kRecommended | kOwnRecommended));
+  db.add(final_record("A", "c0", 1.2, "s1", true));
+  // B: the round keeps the default (not faster with confidence) although c1 measured lower.
+  db.add(final_record("B", "c1", 0.95, "s1"));
+  db.add(flagged(final_record("B", "c0", 1.0, "s1", true), kRecommended | kOwnRecommended));
+  // C: a vendor library is recommended; Kestrel's own recommendation is c1, not the
+  // lower-cost c2.
+  db.add(flagged(final_record("C", "c1", 1.3, "s1"), kOwnRecommended));
+  db.add(final_record("C", "c2", 1.2, "s1"));
+  db.add(final_record("C", "c0", 1.5, "s1", true));
+  db.add(vendor_final("C", 1.1, "s1", kRecommended));
+  // D: a round without flags (recorded before schema version 4) decides by cost.
+  db.add(final_record("D", "c1", 0.8, "s1"));
+  db.add(final_record("D", "c0", 1.0, "s1", true));
+  // E: the newest round has no flags: it decides by cost, whatever an older round chose.
+  db.add(final_record("E", "c1", 0.9, "s1"));
+  db.add(flagged(final_record("E", "c0", 1.0, "s1", true), kRecommended | kOwnRecommended));
+  db.add(final_record("E", "c1", 0.8, "s2"));
+  db.add(final_record("E", "c0", 1.0, "s2", true));
+  // F: without flags, a vendor that measured lowest wins and Kestrel's own is by cost.
+  db.add(final_record("F", "c1", 1.3, "s1"));
+  db.add(final_record("F", "c2", 1.2, "s1"));
+  db.add(final_record("F", "c0", 1.5, "s1", true));
+  db.add(vendor_final("F", 1.1, "s1"));
+
+  auto best = db.best();
+  REQUIRE(best.size() == 6);
+  auto of = [&](const std::string& workload) -> const Best& {
+    for (const auto& b : best) {
+      if (b.workload == pairs(workload)) return b;
+    }
+    FAIL("no best for " << workload);
+    return best.front();
+  };
+  const Best& a = of("A");
+  CHECK(a.record.config == pairs("c2"));
+  CHECK(a.record.session == "s1");
+  CHECK(a.record.cost == 1.0);
+  CHECK(!a.default_is_best);
+  REQUIRE(a.default_record);
+  CHECK(a.default_record->cost == 1.2);
+  CHECK(a.own() == &a.record);
+  CHECK(!a.own_record);
+
+  const Best& b = of("B");
+  CHECK(b.default_is_best);
+  CHECK(b.record.is_default);
+  CHECK(b.record.config == pairs("c0"));
+
+  const Best& c = of("C");
+  CHECK(c.record.implementation == "openblas");
+  CHECK(c.record.cost == 1.1);
+  CHECK(!c.default_is_best);
+  REQUIRE(c.own_record);
+  CHECK(c.own()->config == pairs("c1"));
+  CHECK(c.own()->cost == 1.3);
+  CHECK(c.own()->recommended == kOwnRecommended);
+
+  const Best& d = of("D");
+  CHECK(d.record.config == pairs("c1"));
+  CHECK(d.record.cost == 0.8);
+
+  const Best& e = of("E");
+  CHECK(e.record.config == pairs("c1"));
+  CHECK(e.record.session == "s2");
+  CHECK(!e.default_is_best);
+
+  const Best& f = of("F");
+  CHECK(f.record.implementation == "openblas");
+  REQUIRE(f.own_record);
+  CHECK(f.own()->config == pairs("c2"));  // by cost
+}
+
+namespace {
+
+// The version-3 schema, as Kestrel wrote it before machine states and recommendations
+// were recorded: a final round where c1 measured lower than the default.
+constexpr const char* kVersion3 = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES('schema_version', '3');
+CREATE TABLE records(
+  id INTEGER PRIMARY KEY, op TEXT NOT NULL, workload TEXT NOT NULL, target TEXT NOT NULL,
+  device_key TEXT NOT NULL, device TEXT NOT NULL, device_fingerprint TEXT NOT NULL, config TEXT NOT NULL,
+  status TEXT NOT NULL, message TEXT NOT NULL, round_seconds TEXT NOT NULL, cost REAL, gflops REAL,
+  compile_ms REAL, tool_version TEXT NOT NULL, time_unix_ms INTEGER NOT NULL, session TEXT NOT NULL,
+  final_measurement INTEGER NOT NULL, device_model TEXT NOT NULL DEFAULT '', is_default INTEGER NOT NULL DEFAULT 0,
+  implementation TEXT NOT NULL DEFAULT 'kestrel');
+CREATE INDEX records_by_workload ON records(op, workload, target);
+CREATE INDEX records_by_target ON records(op, target);
+CREATE INDEX records_by_session ON records(session, time_unix_ms);
+INSERT INTO records VALUES(1, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local/0', 'cpu0',
+  'x86_64-linux-gnu|AMD EPYC|16', 'mc=64', 'ok', '', '[0.002]', 0.002, 1.5, 12.0,
+  '0.3.0', 1700000000000, 's-old', 1, 'AMD EPYC', 1, 'kestrel');
+INSERT INTO records VALUES(2, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local/0', 'cpu0',
+  'x86_64-linux-gnu|AMD EPYC|16', 'mc=32', 'ok', '', '[0.001]', 0.001, 3.0, 12.0,
+  '0.3.0', 1700000000001, 's-old', 1, 'AMD EPYC', 0, 'kestrel');
+INSERT INTO records VALUES(3, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local/0', 'cpu0',
+  'x86_64-linux-gnu|AMD EPYC|16', '', 'ok', '', '[0.003]', 0.003, 1.0, 0.0,
+  '0.3.0', 1700000000002, 's-old', 1, 'AMD EPYC', 0, 'openblas');
+)sql";
+
+// The version-3 records, as any version reads them: no machine state, no flags; best()
+// decides the round by cost (mc=32).
+void check_version3_records(RecordStore& store) {
+  auto records = store.find("gemm", Params{{"K", 8}, {"M", 8}, {"N", 8}}, "x86_64-linux-gnu (znver4)");
+  REQUIRE(records.size() >= 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(!records[i].machine.known());
+    CHECK(records[i].recommended == 0);
+  }
+  CHECK(records[0].is_default);
+  CHECK(records[2].implementation == "openblas");
+}
+
+const Params kV3Workload{{"K", 8}, {"M", 8}, {"N", 8}};
+
+}  // namespace
+
+TEST_CASE("records: a version-3 file is read as it is read-only and upgraded to version 4 when opened for writing",
+          "[records][upgrade]") {
+  TempDir dir;
+  std::string path = dir.file("v3.db");
+  raw_sql(path, kVersion3);
+  const std::string target = "x86_64-linux-gnu (znver4)";
+  {
+    RecordsDb reader(path, OpenMode::existing);
+    check_version3_records(reader);
+    CHECK(reader.count() == 3);
+    auto best = reader.best();
+    REQUIRE(best.size() == 1);
+    CHECK(best[0].record.config == Config{{"mc", 32}});  // by cost: the round has no flags
+    REQUIRE(best[0].default_record);
+    CHECK(best[0].default_record->id == 1);
+    std::stringstream exported;
+    reader.export_jsonl(exported);
+    CHECK_THAT(exported.str(), Catch::Contains(R"("machine":null,"recommended":0)"));
+  }
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");  // untouched
+  CHECK(raw_value(path, "SELECT COUNT(*) FROM pragma_table_info('records') WHERE name IN ('machine', 'recommended')") ==
+        "0");
+
+  // A reader opened before the upgrade goes on reading after it.
+  RecordsDb early_reader(path, OpenMode::existing);
+  {
+    RecordsDb writer(path);
+    check_version3_records(writer);
+    Record r = final_record("K=8,M=8,N=8", "mc=16", 0.0015, "s-new");
+    r.machine = machine_of(0.5, 2400, -1, false, 1);
+    r.recommended = kRecommended | kOwnRecommended;
+    r.time_unix_ms = 1800000000000;
+    writer.add(r);
+    Record d = final_record("K=8,M=8,N=8", "mc=64", 0.0012, "s-new", true);
+    d.time_unix_ms = 1800000000001;
+    writer.add(d);
+    auto best = writer.best();
+    REQUIRE(best.size() == 1);
+    CHECK(best[0].record.config == Config{{"mc", 16}});  // the new round's recommendation, not its lowest cost
+  }
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+  CHECK(raw_value(path, "SELECT COUNT(*) FROM pragma_table_info('records') WHERE name IN ('machine', 'recommended')") ==
+        "2");
+  CHECK(raw_value(path, "SELECT COALESCE(machine, 'NULL') || ' ' || recommended FROM records WHERE id = 2") ==
+        "NULL 0");
+  CHECK(raw_value(path, "SELECT machine || ' ' || recommended FROM records WHERE id = 4") ==
+        R"({"load1":0.5,"cpu_mhz":2400.0,"throttled":false,"busy_cpus":1.0} 3)");
+  CHECK(early_reader.count() == 5);
+  check_version3_records(early_reader);
+
+  RecordsDb again(path, OpenMode::existing);  // version 4 now, read as it is
+  check_version3_records(again);
+  auto all = again.find("gemm", kV3Workload, target);
+  REQUIRE(all.size() == 5);
+  CHECK(all[3].machine == machine_of(0.5, 2400, -1, false, 1));
+  CHECK(all[3].recommended == (kRecommended | kOwnRecommended));
+  { RecordsDb writer_again(path); }  // a second writable open finds version 4 and changes nothing
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+}
+
+namespace {
+
+// The version-3 schema of the PostgreSQL backend, with the records of kVersion3 (ids from
+// the identity sequence).
+constexpr const char* kPgVersion3 = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES('schema_version', '3');
+CREATE TABLE records(
+  id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, op TEXT NOT NULL, workload TEXT NOT NULL,
+  target TEXT NOT NULL, device_key TEXT NOT NULL, device TEXT NOT NULL, device_fingerprint TEXT NOT NULL,
+  config TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL, round_seconds TEXT NOT NULL,
+  cost DOUBLE PRECISION, gflops DOUBLE PRECISION, compile_ms DOUBLE PRECISION, tool_version TEXT NOT NULL,
+  time_unix_ms BIGINT NOT NULL, session TEXT NOT NULL, final_measurement INTEGER NOT NULL,
+  device_model TEXT NOT NULL DEFAULT '', is_default INTEGER NOT NULL DEFAULT 0,
+  implementation TEXT NOT NULL DEFAULT 'kestrel');
+CREATE INDEX records_by_workload ON records(op, workload, target);
+CREATE INDEX records_by_target ON records(op, target);
+CREATE INDEX records_by_session ON records(session, time_unix_ms);
+INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, message,
+  round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, device_model,
+  is_default, implementation) VALUES
+  ('gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local/0', 'cpu0', 'x86_64-linux-gnu|AMD EPYC|16', 'mc=64',
+   'ok', '', '[0.002]', 0.002, 1.5, 12.0, '0.3.0', 1700000000000, 's-old', 1, 'AMD EPYC', 1, 'kestrel'),
+  ('gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local/0', 'cpu0', 'x86_64-linux-gnu|AMD EPYC|16', 'mc=32',
+   'ok', '', '[0.001]', 0.001, 3.0, 12.0, '0.3.0', 1700000000001, 's-old', 1, 'AMD EPYC', 0, 'kestrel'),
+  ('gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local/0', 'cpu0', 'x86_64-linux-gnu|AMD EPYC|16', '',
+   'ok', '', '[0.003]', 0.003, 1.0, 0.0, '0.3.0', 1700000000002, 's-old', 1, 'AMD EPYC', 0, 'openblas');
+)sql";
+
+}  // namespace
+
+TEST_CASE("records: a version-3 PostgreSQL database is read as it is read-only and upgraded once when opened for "
+          "writing",
+          "[records][postgres][upgrade]") {
+  auto& server = kestrel::test::postgres();
+  const std::string uri = server.create_database();
+  raw_pg(uri, kPgVersion3);
+  const std::string new_columns =
+      "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'records' AND column_name IN ('machine', "
+      "'recommended')";
+  {
+    auto reader = kestrel::tuner::open_records(uri, OpenMode::existing);
+    check_version3_records(*reader);
+    CHECK(reader->count() == 3);
+    auto best = reader->best();
+    REQUIRE(best.size() == 1);
+    CHECK(best[0].record.config == Config{{"mc", 32}});
+    CHECK(reader->all().size() == 3);
+    CHECK(reader->find_other_workloads("gemm", pairs("M=1"), "x86_64-linux-gnu (znver4)").size() == 3);
+    std::stringstream exported;
+    reader->export_jsonl(exported);
+    CHECK_THAT(exported.str(), Catch::Contains(R"("machine":null,"recommended":0)"));
+  }
+  CHECK(raw_pg_value(uri, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");  // untouched
+  CHECK(raw_pg_value(uri, new_columns) == "0");
+
+  // A reader opened before the upgrade goes on reading after it; writers opening it at the
+  // same moment upgrade it once.
+  auto early_reader = kestrel::tuner::open_records(uri, OpenMode::existing);
+  constexpr int kOpeners = 6;
+  std::vector<std::string> errors(kOpeners);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> openers;
+  for (int i = 0; i < kOpeners; ++i) {
+    openers.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (ready.load() < kOpeners) std::this_thread::yield();  // start together
+      try {
+        Record r = final_record("K=8,M=8,N=8", "mc=" + std::to_string(100 + i), 0.0015, "s-new");
+        r.machine = machine_of(0.5, 2400, -1, false, 1);
+        r.recommended = i == 0 ? kRecommended | kOwnRecommended : 0;
+        r.time_unix_ms = 1800000000000 + i;
+        kestrel::tuner::open_records(uri)->add(r);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(i)] = e.what();
+      }
+    });
+  }
+  for (auto& t : openers) t.join();
+  for (const auto& e : errors) CHECK(e == "");
+  CHECK(raw_pg_value(uri, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+  CHECK(raw_pg_value(uri, new_columns) == "2");
+  CHECK(early_reader->count() == 3 + kOpeners);
+  check_version3_records(*early_reader);
+
+  auto db = kestrel::tuner::open_records(uri);
+  Record d = final_record("K=8,M=8,N=8", "mc=64", 0.0012, "s-new", true);
+  d.time_unix_ms = 1900000000000;
+  db->add(d);
+  auto all = db->find("gemm", kV3Workload, "x86_64-linux-gnu (znver4)");
+  REQUIRE(all.size() == 3 + kOpeners + 1);
+  check_version3_records(*db);
+  for (std::size_t i = 3; i < 3 + kOpeners; ++i) CHECK(all[i].machine == machine_of(0.5, 2400, -1, false, 1));
+  auto best = db->best();
+  REQUIRE(best.size() == 1);
+  CHECK(best[0].record.config == Config{{"mc", 100}});  // the recommendation of the new round
+  CHECK(best[0].record.recommended == (kRecommended | kOwnRecommended));
 }

@@ -102,3 +102,136 @@ TEST_CASE("report session ids name the host and process and count the sessions",
   REQUIRE(std::regex_match(b, mb, form));
   CHECK(std::stoi(mb[1]) == std::stoi(ma[1]) + 1);
 }
+
+TEST_CASE("progress reports carry the ETA, and the last report the final round's recommendation and verdict",
+          "[tuner][session-report]") {
+  std::vector<rpc::SessionReport> sent;
+  tuner::SessionReporter reporter("h:1:1", [&](const rpc::SessionReport& r) { sent.push_back(r); });
+  reporter.describe(0, {"square", "gemm", "K=64,M=64,N=64", "sa", "x86_64-linux-gnu", "local"});
+  auto p = progress_at(8, 10, "tuning");
+  p.eta = std::chrono::milliseconds(4500);
+  reporter.progress(0, p);
+  reporter.progress(0, progress_at(12, 20, "tuning"));  // no ETA known
+
+  tuner::TuneResult result;
+  result.stop_reason = "trials";
+  result.verdict = "faster";
+  tuner::FinalEntry best;
+  best.config = "tile_m=16";
+  best.status = "ok";
+  best.gflops = 18.5;  // re-measured: below the search's best-so-far 22
+  best.speedup = 1.25;
+  best.speedup_low = 1.2;
+  best.speedup_high = 1.31;
+  best.recommended = true;
+  tuner::FinalEntry fallback;
+  fallback.is_default = true;
+  fallback.status = "ok";
+  fallback.gflops = 14.8;
+  result.final = {best, fallback};
+  auto done = progress_at(12, 22, "done");
+  done.eta = std::chrono::milliseconds(1);  // a finished job has nothing left
+  reporter.finish(0, done, &result);
+
+  REQUIRE(sent.size() == 3);
+  CHECK(sent[0].eta == 4500ms);
+  CHECK(sent[0].outcome.empty());
+  CHECK(sent[0].final_gflops == 0);
+  CHECK(sent[1].eta == 0ms);
+  const auto& last = sent[2];
+  CHECK(last.finished);
+  CHECK(last.phase == "done");
+  CHECK(last.outcome == "done");
+  CHECK(last.eta == 0ms);
+  CHECK(last.best_gflops == 22);
+  CHECK(last.final_gflops == 18.5);
+  CHECK(last.final_speedup == 1.25);
+  CHECK(last.final_speedup_low == 1.2);
+  CHECK(last.final_speedup_high == 1.31);
+  CHECK(last.verdict == "faster");
+  CHECK(last.message.empty());
+}
+
+TEST_CASE("an interrupted job's last report says so; without a result its figures stay 0",
+          "[tuner][session-report]") {
+  std::vector<rpc::SessionReport> sent;
+  tuner::SessionReporter reporter("h:1:1", [&](const rpc::SessionReport& r) { sent.push_back(r); });
+  tuner::TuneResult interrupted;
+  interrupted.stop_reason = "interrupted";
+  tuner::FinalEntry recorded;  // no final round: the best recorded configuration
+  recorded.status = "ok";
+  recorded.gflops = 9;
+  interrupted.best_recorded = recorded;
+  reporter.finish(0, progress_at(8, 9, "done"), &interrupted);
+  reporter.finish(1, progress_at(8, 9, "done"), nullptr);
+  reporter.finish(2, progress_at(8, 9, "done"));
+  tuner::TuneResult nothing;  // nothing measured successfully
+  nothing.stop_reason = "trials";
+  reporter.finish(3, progress_at(8, 0, "done"), &nothing);
+
+  REQUIRE(sent.size() == 4);
+  CHECK(sent[0].outcome == "interrupted");
+  CHECK(sent[0].final_gflops == 9);
+  CHECK(sent[0].final_speedup == 0);
+  CHECK(sent[0].verdict.empty());
+  for (std::size_t i = 1; i < 4; ++i) {
+    INFO(i);
+    CHECK(sent[i].outcome == "done");
+    CHECK(sent[i].final_gflops == 0);
+    CHECK(sent[i].finished);
+  }
+}
+
+TEST_CASE("a job that ended with an exception is reported failed with the message, once", "[tuner][session-report]") {
+  std::vector<rpc::SessionReport> sent;
+  tuner::SessionReporter reporter("h:1:1", [&](const rpc::SessionReport& r) { sent.push_back(r); });
+  reporter.progress(0, progress_at(8, 10, "tuning"));
+  reporter.fail(0, progress_at(8, 10, "tuning"), "device lost: no device of key rpi4 left");
+  reporter.fail(0, progress_at(8, 10, "tuning"), "again");
+  reporter.finish(0, progress_at(8, 10, "done"));
+  REQUIRE(sent.size() == 2);
+  CHECK(sent[1].finished);
+  CHECK(sent[1].phase == "done");
+  CHECK(sent[1].outcome == "failed");
+  CHECK(sent[1].message == "device lost: no device of key rpi4 left");
+  CHECK(sent[1].trials == 8);
+}
+
+TEST_CASE("a failed session reports its unfinished jobs failed with what they last reported",
+          "[tuner][session-report]") {
+  std::vector<rpc::SessionReport> sent;
+  tuner::SessionReporter reporter("h:1:1", [&](const rpc::SessionReport& r) { sent.push_back(r); });
+  for (std::size_t i = 0; i < 5; ++i) reporter.describe(i, {"job " + std::to_string(i), "gemm", "", "sa", "", "k"});
+  reporter.progress(0, progress_at(8, 10, "tuning"));
+  reporter.finish(0, progress_at(12, 11, "done"));
+  reporter.progress(1, progress_at(16, 12, "tuning"));
+  reporter.progress(2, progress_at(6, 13, "tuning"));
+  // Job 3 was starting (no report yet) when the session failed; job 4 had not begun.
+  sent.clear();
+  reporter.fail_unfinished("records database: disk full");
+  REQUIRE(sent.size() == 3);
+  CHECK(sent[0].job == 1);
+  CHECK(sent[0].trials == 16);
+  CHECK(sent[0].best_gflops == 12);
+  CHECK(sent[1].job == 2);
+  CHECK(sent[1].trials == 6);
+  CHECK(sent[2].job == 3);
+  CHECK(sent[2].label == "job 3");
+  CHECK(sent[2].trials == 0);
+  for (const auto& r : sent) {
+    CHECK(r.finished);
+    CHECK(r.outcome == "failed");
+    CHECK(r.message == "records database: disk full");
+  }
+  sent.clear();
+  reporter.fail_unfinished("again");  // the session is over: nothing more, job 4 included
+  reporter.progress(4, progress_at(4, 1, "tuning"));
+  CHECK(sent.empty());
+
+  tuner::SessionReporter aborted("h:1:2", [&](const rpc::SessionReport& r) { sent.push_back(r); });
+  aborted.progress(0, progress_at(8, 10, "tuning"));
+  sent.clear();
+  aborted.fail_unfinished("cancelled", true);
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].outcome == "interrupted");
+}

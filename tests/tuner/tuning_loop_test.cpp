@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 
 #include "kestrel/tuner/evaluator.h"
@@ -650,4 +651,58 @@ TEST_CASE("tuning loop: a cross-workload model warm-starts the search to a good 
   INFO("trials to a good configuration: warm " << warm << ", cold " << cold << " (two seeds)");
   CHECK(warm < cold);
   CHECK(warm <= 2 * 16);  // the default and the first batch planned from the prior, per seed
+}
+
+TEST_CASE("tuning loop: a configuration is recommended only when it is faster than the default with confidence",
+          "[tuning_loop][stats]") {
+  TempDir dir;
+  tuner::SqliteRecords db(dir.file("r.db"));
+  auto op = grid_op();
+  std::mt19937 rng(11);
+  // Each round's time: the config's base time under multiplicative noise of +-amplitude.
+  auto evaluator_with = [&](double best_base, double amplitude) {
+    return SyntheticEvaluator([&rng, best_base, amplitude](const ops::Config& c, std::uint32_t) {
+      std::uniform_real_distribution<double> u(1 - amplitude, 1 + amplitude);
+      const std::string text = ops::format_config(c);
+      const double base = text == "a=5,b=3" ? best_base : text == "a=1,b=1" ? 1e-3 : 2e-3;
+      return base * u(rng);
+    });
+  };
+  auto o = options(64, 16);
+  o.final_top = 2;
+  o.final_repeat = 3;  // one round per pass: each pass's median is as noisy as a round
+  o.final_passes = 3;
+  o.final_max_passes = 10;
+
+  SECTION("1% faster under +-40% noise: the default stays, and the verdict says why") {
+    auto evaluator = evaluator_with(0.99e-3, 0.4);
+    TuningLoop loop(task_of(op), db, evaluator, o);
+    auto result = sync(loop.run());
+    INFO("verdict " << result.verdict << " after " << result.passes << " passes");
+    CHECK(result.default_is_best);
+    CHECK(result.final.front().is_default);
+    CHECK(result.final.front().recommended);
+    CHECK((result.verdict == "too noisy" || result.verdict == "not faster"));
+    CHECK(result.passes > 3);  // undecided after the first passes: more were measured
+    CHECK(result.passes <= 10);
+    // The records say the same: best() gives the default, whatever the medians say.
+    auto best = db.best();
+    REQUIRE(best.size() == 1);
+    CHECK(best[0].default_is_best);
+  }
+  SECTION("30% faster under +-5% noise: recommended, with an interval above 1") {
+    auto evaluator = evaluator_with(0.7e-3, 0.05);
+    TuningLoop loop(task_of(op), db, evaluator, o);
+    auto result = sync(loop.run());
+    CHECK(result.verdict == "faster");
+    CHECK_FALSE(result.default_is_best);
+    REQUIRE(result.final.front().config == "a=5,b=3");
+    CHECK(result.final.front().recommended);
+    CHECK(result.final.front().speedup == Approx(1 / 0.7).epsilon(0.1));
+    CHECK(result.final.front().speedup_low > 1);
+    CHECK(result.passes == 3);  // decided at once
+    auto best = db.best();
+    REQUIRE(best.size() == 1);
+    CHECK(ops::format_config(best[0].record.config) == "a=5,b=3");
+  }
 }

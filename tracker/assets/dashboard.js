@@ -1,7 +1,8 @@
 // The tracker's dashboard: loads /api/state once, then follows /api/stream (server-sent
 // `state` events, one whole state document each) and renders the summary, the tuning
-// sessions with their best-so-far curves (SVG drawn here), the devices by key, the
-// queues and the recent events. The documents are described in docs/dashboard.md.
+// sessions with their best-so-far curves (SVG drawn here), their final (re-measured)
+// results, outcomes and stall warnings, the devices by key, the queues and the recent
+// events. The documents are described in docs/dashboard.md.
 //
 // Every text from the documents goes through esc() before it reaches innerHTML. Each
 // section is rebuilt with one innerHTML assignment, and only when its markup changed;
@@ -78,6 +79,21 @@
     return String(status).replace(/_/g, ' ');
   }
 
+  // "×1.25" and, when known, its 95% interval "1.20–1.31".
+  function ratio(value) {
+    return '×' + num(value).toFixed(2);
+  }
+  function interval(low, high) {
+    return num(low) > 0 && num(high) > 0 ? num(low).toFixed(2) + '–' + num(high).toFixed(2) : '';
+  }
+
+  // A finished job's or an ended session's outcome: done, interrupted or failed.
+  function outcomeBadge(outcome, message) {
+    if (!outcome) return '';
+    return '<span class="outcome-badge ' + esc(outcome) + '" data-outcome="' + esc(outcome) + '"' +
+      (message ? ' title="' + esc(message) + '"' : '') + '>' + esc(outcome) + '</span>';
+  }
+
   // ---- DOM helpers ----------------------------------------------------------------
 
   function $(id) {
@@ -111,6 +127,7 @@
     for (const k of keys) { free += num(k.free); busy += num(k.busy); }
     const sessions = state.sessions || [];
     const running = sessions.filter((s) => s.state === 'running').length;
+    const stalled = sessions.filter((s) => s.stalled).length;
 
     setText('sum-uptime', duration(t.uptime_ms));
     setText('sum-devices', String(num(t.devices)));
@@ -119,7 +136,9 @@
     setText('sum-queued', String(num(t.queued)));
     setText('sum-rate', fixed(t.trials_per_second, 1));
     setText('sum-sessions', String(running));
-    setText('sum-sessions-detail', 'running · ' + (sessions.length - running) + ' ended');
+    setText('sum-sessions-detail', 'running · ' + (sessions.length - running) + ' ended' +
+      (stalled > 0 ? ' · ' + stalled + ' stalled' : ''));
+    $('sum-sessions').parentElement.classList.toggle('attention', stalled > 0);
     setText('sum-grants', String(num(t.grants)));
     setText('sum-clients', String(num(t.clients)));
     $('sum-queued').parentElement.classList.toggle('attention', num(t.queued) > 0);
@@ -361,8 +380,9 @@
     const points = (job.curve || []).map((p) => [num(p[0]), num(p[1]), num(p[2])]);
     const xOf = (p) => (time ? p[1] : p[0]);
     const xNow = time ? num(job.elapsed_ms) : num(job.trials);
+    const final = job.finished ? num(job.final_gflops) : 0;
     let xMax = xNow;
-    let yMax = num(job.default_gflops);
+    let yMax = Math.max(num(job.default_gflops), final);
     for (const p of points) { xMax = Math.max(xMax, xOf(p)); yMax = Math.max(yMax, p[2]); }
     const xa = time ? timeAxis(xMax, 5) : niceAxis(Math.max(xMax, 4), 5);
     const ya = niceAxis(yMax * 1.05, 4);
@@ -397,6 +417,18 @@
     const marker = last !== null
       ? '<circle class="best" cx="' + sx(xOf(last)) + '" cy="' + sy(last[2]) + '" r="3.5"/>'
       : '';
+    // The final round's recommendation, re-measured: a diamond at the curve's right end.
+    let finalMark = '';
+    if (final > 0) {
+      const fx = Number(sx(Math.max(xNow, last !== null ? xOf(last) : 0)));
+      const fy = Number(sy(final));
+      const d = 5.5;
+      finalMark = '<path class="final" d="M' + fx.toFixed(1) + ' ' + (fy - d).toFixed(1) + 'L' + (fx + d).toFixed(1) + ' ' + fy.toFixed(1) +
+        'L' + fx.toFixed(1) + ' ' + (fy + d).toFixed(1) + 'L' + (fx - d).toFixed(1) + ' ' + fy.toFixed(1) + 'Z">' +
+        '<title>final (re-measured): ' + esc(gflops(final)) + ' GFLOP/s</title></path>' +
+        '<text class="final-label" x="' + (fx - d - 3).toFixed(1) + '" y="' + fy.toFixed(1) + '" dy="' + (final >= yMax * 0.9 ? '1.1em' : '-0.6em') +
+        '" text-anchor="end">final ' + esc(gflops(final)) + '</text>';
+    }
     const label = points.length === 0 ? '<text class="nodata" x="' + (CHART.left + pw / 2) + '" y="' + (CHART.top + ph / 2) +
       '" text-anchor="middle">waiting for the first measurement</text>' : '';
 
@@ -407,13 +439,35 @@
       '<line class="axis" x1="' + CHART.left + '" x2="' + (CHART.w - CHART.right) + '" y1="' + (CHART.top + ph) + '" y2="' + (CHART.top + ph) + '"/>' +
       baseline +
       '<path class="curve-line" data-points="' + points.length + '" d="' + (line || 'M0 0') + '"/>' +
-      marker + label +
+      marker + finalMark + label +
       '<text class="axis-label" x="' + (CHART.left + pw) + '" y="' + (CHART.h - 3) + '" text-anchor="end">' + (time ? 'elapsed' : 'trials') + '</text>' +
       '<text class="axis-label" x="4" y="11">GFLOP/s</text>' +
       '</svg>';
   }
 
   // ---- sessions -------------------------------------------------------------------
+
+  // A finished job's result: the final round's recommendation, re-measured, its speed-up
+  // over the default with the 95% interval, and the verdict.
+  function finalHtml(job) {
+    const final = num(job.final_gflops);
+    if (!job.finished || (final <= 0 && !job.verdict)) return '';
+    const range = interval(job.final_speedup_low, job.final_speedup_high);
+    return '<div class="job-final" data-verdict="' + esc(job.verdict || '') + '">' +
+      '<span class="label">final, re-measured</span>' +
+      '<span class="value final" data-field="final">' + esc(gflops(final)) + '</span><span class="muted"> GFLOP/s</span>' +
+      (num(job.final_speedup) > 0 ? '<span class="speedup" data-field="final-speedup">' + esc(ratio(job.final_speedup)) + '</span>' : '') +
+      (range ? '<span class="interval" title="95% interval of the speed-up over the default">95% ' + esc(range) + '</span>' : '') +
+      (job.verdict ? '<span class="verdict ' + esc(String(job.verdict).replace(/ /g, '-')) + '">' + esc(job.verdict) + '</span>' : '') +
+      '</div>';
+  }
+
+  function phaseHtml(job) {
+    if (!job.finished) return '<span class="phase">' + esc(job.phase || 'tuning') + '</span>';
+    const outcome = job.outcome || 'done';
+    return '<span class="phase done ' + esc(outcome) + '" data-outcome="' + esc(outcome) + '"' +
+      (job.message ? ' title="' + esc(job.message) + '"' : '') + '>' + esc(outcome === 'done' ? 'finished' : outcome) + '</span>';
+  }
 
   function jobHtml(job, mode) {
     const trials = num(job.trials);
@@ -425,9 +479,10 @@
     const title = job.label || [job.op, job.workload].filter(Boolean).join(' ');
     const meta = [job.op, job.workload, job.strategy && 'strategy ' + job.strategy, job.target, job.key && 'key ' + job.key]
       .filter(Boolean).map(esc).join(' · ');
-    return '<div class="job" data-job="' + esc(num(job.job)) + '" data-trials="' + trials + '" data-finished="' + (job.finished ? 'true' : 'false') + '">' +
-      '<div class="job-head"><span class="job-title">' + esc(title) + '</span>' +
-        '<span class="phase' + (job.finished ? ' done' : '') + '">' + esc(job.finished ? 'finished' : job.phase || 'tuning') + '</span></div>' +
+    const eta = !job.finished && num(job.eta_ms) > 0 ? '<span class="note" data-field="eta">ETA ' + esc(duration(job.eta_ms)) + '</span>' : '';
+    return '<div class="job" data-job="' + esc(num(job.job)) + '" data-trials="' + trials + '" data-finished="' + (job.finished ? 'true' : 'false') + '"' +
+        (job.finished ? ' data-outcome="' + esc(job.outcome || 'done') + '"' : '') + '>' +
+      '<div class="job-head"><span class="job-title">' + esc(title) + '</span>' + phaseHtml(job) + '</div>' +
       '<div class="job-meta">' + meta + '</div>' +
       '<div class="job-figures">' +
         '<div><span class="label">trials</span><span class="value" data-field="trials">' + esc(trials) +
@@ -437,8 +492,11 @@
         '<div><span class="label">best GFLOP/s</span><span class="value best" data-field="best">' + esc(gflops(best)) + '</span></div>' +
         '<div><span class="label">default</span><span class="value" data-field="default">' + esc(gflops(def)) + '</span>' +
           (best > 0 && def > 0 ? '<span class="speedup">×' + esc((best / def).toFixed(2)) + '</span>' : '') + '</div>' +
-        '<div><span class="label">elapsed</span><span class="value">' + esc(duration(job.elapsed_ms)) + '</span></div>' +
+        '<div><span class="label">elapsed</span><span class="value">' + esc(duration(job.elapsed_ms)) + '</span>' + eta + '</div>' +
       '</div>' +
+      finalHtml(job) +
+      (job.finished && job.outcome === 'failed' && job.message
+        ? '<div class="job-error" role="note">failed: ' + esc(job.message) + '</div>' : '') +
       curveSvg(job, mode) +
       '<div class="failures" data-failed="' + failed + '">' + (failures.length === 0
         ? '<span class="muted">no failed measurements</span>'
@@ -451,10 +509,29 @@
   function jobLine(job) {
     const best = num(job.best_gflops);
     const def = num(job.default_gflops);
-    return '<li data-job="' + esc(num(job.job)) + '"><span class="job-title">' + esc(job.label || job.op + ' ' + job.workload) + '</span>' +
+    const final = job.finished ? num(job.final_gflops) : 0;
+    const result = final > 0
+      ? 'final <span class="final">' + esc(gflops(final)) + '</span> GFLOP/s' +
+        (num(job.final_speedup) > 0 ? ' <span class="speedup">' + esc(ratio(job.final_speedup)) + '</span>' : '') +
+        (job.verdict ? ' <span class="verdict ' + esc(String(job.verdict).replace(/ /g, '-')) + '">' + esc(job.verdict) + '</span>' : '') +
+        ' <span class="muted">(best ' + esc(gflops(best)) + ')</span>'
+      : 'best <span class="best">' + esc(gflops(best)) + '</span> GFLOP/s' +
+        (best > 0 && def > 0 ? ' <span class="speedup">×' + esc((best / def).toFixed(2)) + '</span>' : '');
+    return '<li data-job="' + esc(num(job.job)) + '"' + (job.finished ? ' data-outcome="' + esc(job.outcome || 'done') + '"' : '') + '>' +
+      '<span class="job-title">' + esc(job.label || job.op + ' ' + job.workload) +
+      (job.finished && job.outcome && job.outcome !== 'done' ? ' ' + outcomeBadge(job.outcome, job.message) : '') + '</span>' +
       '<span class="muted">' + esc(num(job.trials)) + (num(job.budget) > 0 ? ' / ' + esc(num(job.budget)) : '') + ' trials</span>' +
-      '<span>best <span class="best">' + esc(gflops(best)) + '</span> GFLOP/s' +
-      (best > 0 && def > 0 ? ' <span class="speedup">×' + esc((best / def).toFixed(2)) + '</span>' : '') + '</span></li>';
+      '<span>' + result + '</span></li>';
+  }
+
+  // A running session silent for longer than it should be: since when, how often it
+  // usually reports, and the last ETA it gave.
+  function stallHtml(s) {
+    if (!s.stalled) return '';
+    const usual = num(s.report_interval_ms) > 0 ? ' (it usually reports every ' + duration(s.report_interval_ms) + ')' : '';
+    const eta = num(s.eta_ms) > 0 ? ' · last ETA ' + duration(s.eta_ms) + ', given ' + ago(s.updated_ms_ago) : '';
+    return '<div class="stall" role="alert" data-field="stalled">stalled: no report for ' + esc(duration(s.updated_ms_ago)) +
+      esc(usual) + esc(eta) + '</div>';
   }
 
   function sessionHtml(s) {
@@ -469,9 +546,13 @@
       (folded ? 'show curves' : 'hide curves') + '</button>';
     return '<header class="session-head">' +
         '<div><span class="session-client">' + esc(s.client) + '</span>' +
-        '<span class="state-badge ' + esc(s.state) + '">' + esc(s.state) + '</span></div>' +
+        '<span class="state-badge ' + esc(s.state) + '">' + esc(s.state) + '</span>' +
+        outcomeBadge(s.outcome, (jobs.find((j) => j.outcome === 'failed' && j.message) || {}).message) +
+        (s.stalled ? '<span class="state-badge stalled">stalled</span>' : '') + '</div>' +
         '<div class="session-sub"><span class="sid">' + esc(s.id) + '</span> · started ' + esc(ago(s.started_ms_ago)) +
-        ' · last report ' + esc(ago(s.updated_ms_ago)) + ' · ' + jobs.length + (jobs.length === 1 ? ' job' : ' jobs') + '</div>' +
+        ' · last report ' + esc(ago(s.updated_ms_ago)) + ' · ' + jobs.length + (jobs.length === 1 ? ' job' : ' jobs') +
+        (s.state === 'running' && !s.stalled && num(s.eta_ms) > 0 ? ' · ETA ' + esc(duration(s.eta_ms)) : '') + '</div>' +
+        stallHtml(s) +
         '<div class="toggle">' + toggle +
           (folded ? '' : '<span class="segment" role="group" aria-label="x axis">' +
           '<button type="button" data-action="x-axis" data-x="trials" aria-pressed="' + (mode === 'trials') + '">vs trials</button>' +
@@ -500,6 +581,8 @@
         view.sessionNodes.set(s.id, node);
       }
       node.root.dataset.state = s.state;
+      node.root.dataset.outcome = s.outcome || '';
+      node.root.dataset.stalled = s.stalled ? 'true' : 'false';
       const html = sessionHtml(s);
       if (node.html !== html) {
         node.html = html;

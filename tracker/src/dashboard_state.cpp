@@ -26,6 +26,15 @@ std::uint64_t ms_between(TimePoint from, TimePoint to) {
 
 double finite_or_zero(double v) { return std::isfinite(v) ? v : 0; }
 
+// A finished job's outcome as reported: one of the three known, or "done" (older
+// clients send none; an unknown word must not become a metrics label).
+std::string known_outcome(const std::string& outcome) {
+  if (outcome == "interrupted" || outcome == "failed") return outcome;
+  return "done";
+}
+
+constexpr const char* kOutcomes[] = {"done", "interrupted", "failed", "gone"};
+
 const char* reason_label(RequestFailed::Reason reason) {
   switch (reason) {
     case RequestFailed::Reason::bad_request: return "bad_request";
@@ -286,7 +295,8 @@ bool DashboardState::report(ConnectionId client, const rpc::SessionReport& in, T
   if (owner == clients_.end()) return false;
   SessionKey key{client, in.session_id};
   auto it = sessions_.find(key);
-  if (it == sessions_.end()) {
+  const bool new_session = it == sessions_.end();
+  if (new_session) {
     if (owner->second.live_sessions >= kMaxLiveSessionsPerClient || live_sessions_ >= kMaxLiveSessions ||
         jobs_ >= kMaxJobs) {
       return false;
@@ -318,6 +328,18 @@ bool DashboardState::report(ConnectionId client, const rpc::SessionReport& in, T
   rpc::SessionReport report = in;
   report.best_gflops = finite_or_zero(report.best_gflops);
   report.default_gflops = finite_or_zero(report.default_gflops);
+  report.final_gflops = std::max(finite_or_zero(report.final_gflops), 0.0);
+  report.final_speedup = std::max(finite_or_zero(report.final_speedup), 0.0);
+  report.final_speedup_low = std::max(finite_or_zero(report.final_speedup_low), 0.0);
+  report.final_speedup_high = std::max(finite_or_zero(report.final_speedup_high), 0.0);
+  if (report.finished) {
+    report.outcome = known_outcome(report.outcome);
+    report.eta = std::chrono::milliseconds(0);
+  } else {
+    report.outcome.clear();
+    report.message.clear();
+  }
+  if (report.eta.count() < 0) report.eta = std::chrono::milliseconds(0);
   if (report.this_session > state.last.this_session) {
     std::uint64_t added = report.this_session - state.last.this_session;
     trials_total_ += added;
@@ -327,8 +349,14 @@ bool DashboardState::report(ConnectionId client, const rpc::SessionReport& in, T
   count_failures(state, report);
   add_point(state.curve, CurvePoint{report.trials, static_cast<std::uint64_t>(std::max<std::int64_t>(report.elapsed.count(), 0)),
                                     report.best_gflops});
+  session.eta_ms = static_cast<std::uint64_t>(report.eta.count());
+  if (report.finished && !state.last.finished) ++jobs_ended_[report.outcome];
   state.last = std::move(report);
   build_job_json(state);
+  if (!new_session) {
+    session.intervals_ms.push_back(static_cast<std::int64_t>(ms_between(session.updated, now)));
+    if (session.intervals_ms.size() > kIntervalsKept) session.intervals_ms.pop_front();
+  }
   session.updated = now;
   prune_rate(now);
 
@@ -434,6 +462,26 @@ void DashboardState::build_job_json(Job& job) {
   }
   out += "},\"finished\":";
   out += r.finished ? "true" : "false";
+  out += ",\"outcome\":";
+  if (r.finished) {
+    append_string(out, r.outcome);
+  } else {
+    out += "null";
+  }
+  out += ",\"message\":";
+  append_string(out, r.message);
+  out += ",\"eta_ms\":";
+  append_int(out, r.eta.count());
+  out += ",\"final_gflops\":";
+  append_number(out, r.final_gflops);
+  out += ",\"final_speedup\":";
+  append_number(out, r.final_speedup);
+  out += ",\"final_speedup_low\":";
+  append_number(out, r.final_speedup_low);
+  out += ",\"final_speedup_high\":";
+  append_number(out, r.final_speedup_high);
+  out += ",\"verdict\":";
+  append_string(out, r.verdict);
   out += ",\"curve\":[";
   first = true;
   for (const CurvePoint& p : job.curve) {
@@ -457,10 +505,64 @@ void DashboardState::end_session(Session& session, SessionState state, TimePoint
   }
   session.state = state;
   session.ended = now;
-  record(DashboardEvent::Kind::session_end,
-         str("session ", session_label(session.client, session.session_id),
-             state == SessionState::finished ? " finished" : " gone: its client left"),
+  const char* outcome = outcome_of(session);
+  std::string how;
+  if (state == SessionState::finished) {
+    how = " finished";
+    if (outcome && std::string_view(outcome) != "done") how += str(" (", outcome, ")");
+  } else {
+    how = " gone: its client left";
+    if (outcome) how += str(" (", outcome, ")");
+  }
+  // The first failure's message, if any.
+  for (const auto& [index, job] : session.jobs) {
+    if (job.last.finished && job.last.outcome == "failed" && !job.last.message.empty()) {
+      how += str(": job ", index, " failed: ", job.last.message);
+      break;
+    }
+  }
+  if (state == SessionState::gone) {
+    for (const auto& [index, job] : session.jobs) {
+      if (!job.last.finished) ++jobs_ended_["gone"];
+    }
+  }
+  record(DashboardEvent::Kind::session_end, str("session ", session_label(session.client, session.session_id), how),
          now);
+}
+
+const char* DashboardState::outcome_of(const Session& session) {
+  if (session.state == SessionState::running) return nullptr;
+  bool failed = false, interrupted = false;
+  for (const auto& [index, job] : session.jobs) {
+    if (!job.last.finished) continue;
+    failed = failed || job.last.outcome == "failed";
+    interrupted = interrupted || job.last.outcome == "interrupted";
+  }
+  if (failed) return "failed";
+  if (interrupted) return "interrupted";
+  return session.state == SessionState::finished ? "done" : nullptr;
+}
+
+std::chrono::milliseconds DashboardState::typical_interval(const Session& session) {
+  if (session.intervals_ms.empty()) return std::chrono::milliseconds(0);
+  std::vector<std::int64_t> sorted(session.intervals_ms.begin(), session.intervals_ms.end());
+  auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
+  std::nth_element(sorted.begin(), middle, sorted.end());
+  return std::chrono::milliseconds(*middle);
+}
+
+std::chrono::milliseconds DashboardState::stall_after(std::chrono::milliseconds typical) {
+  return std::max<std::chrono::milliseconds>(kStallFloor, typical * kStallFactor);
+}
+
+bool DashboardState::stalled(const Session& session, TimePoint now) {
+  return session.state == SessionState::running &&
+         now - session.updated > stall_after(typical_interval(session));
+}
+
+std::size_t DashboardState::stalled_sessions(TimePoint now) const {
+  return static_cast<std::size_t>(std::count_if(sessions_.begin(), sessions_.end(),
+                                                [&](const auto& entry) { return stalled(entry.second, now); }));
 }
 
 void DashboardState::prune_ended() {
@@ -718,6 +820,23 @@ std::string DashboardState::sessions_json(TimePoint now) const {
     append_uint(out, ms_between(session->started, now));
     out += ",\"updated_ms_ago\":";
     append_uint(out, ms_between(session->updated, now));
+    out += ",\"outcome\":";
+    if (const char* outcome = outcome_of(*session)) {
+      out += '"';
+      out += outcome;
+      out += '"';
+    } else {
+      out += "null";
+    }
+    const std::chrono::milliseconds typical = typical_interval(*session);
+    out += ",\"stalled\":";
+    out += stalled(*session, now) ? "true" : "false";
+    out += ",\"stall_after_ms\":";
+    append_int(out, stall_after(typical).count());
+    out += ",\"report_interval_ms\":";
+    append_int(out, typical.count());
+    out += ",\"eta_ms\":";
+    append_uint(out, session->eta_ms);
     out += ",\"jobs\":[";
     bool first_job = true;
     for (const auto& [index, job] : session->jobs) {
@@ -814,6 +933,16 @@ std::string DashboardState::metrics_text(const Pool& pool, const PoolSummary& su
   family(out, "kestrel_sessions", "gauge", "Tuning sessions the dashboard shows, by state.");
   sample(out, "kestrel_sessions", "state", "running", static_cast<double>(live_sessions_));
   sample(out, "kestrel_sessions", "state", "finished", static_cast<double>(sessions("finished")));
+  family(out, "kestrel_sessions_stalled", "gauge",
+         "Running tuning sessions that have sent no report for longer than max(60 s, 3 x their typical interval).");
+  sample(out, "kestrel_sessions_stalled", static_cast<double>(stalled_sessions(now)));
+  family(out, "kestrel_jobs_ended_total", "counter",
+         "Jobs of tuning sessions that ended, by outcome (done, interrupted, failed; gone: the client left first).");
+  for (const char* outcome : kOutcomes) {
+    auto found = jobs_ended_.find(outcome);
+    sample(out, "kestrel_jobs_ended_total", "outcome", outcome,
+           static_cast<double>(found == jobs_ended_.end() ? 0 : found->second));
+  }
 
   family(out, "kestrel_connections", "gauge", "Open connections, by role (handshake: not yet authenticated).");
   sample(out, "kestrel_connections", "role", "device", static_cast<double>(facts.device_connections));

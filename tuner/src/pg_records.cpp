@@ -25,7 +25,7 @@ namespace {
 using detail::in_quotes;
 using detail::kColumns;
 
-// pg_advisory_xact_lock keys: creating the schema, importing.
+// Advisory lock keys: creating or upgrading the schema, importing.
 constexpr long long kSchemaLock = 0x6b657374'72656331;  // "kestrec1"
 constexpr long long kImportLock = 0x6b657374'72656332;  // "kestrec2"
 
@@ -55,12 +55,26 @@ CREATE TABLE IF NOT EXISTS records(
   final_measurement  INTEGER NOT NULL,
   device_model       TEXT    NOT NULL DEFAULT '',
   is_default         INTEGER NOT NULL DEFAULT 0,
-  implementation     TEXT    NOT NULL DEFAULT 'kestrel'
+  implementation     TEXT    NOT NULL DEFAULT 'kestrel',
+  machine            TEXT,
+  recommended        INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS records_by_workload ON records(op, workload, target);
 CREATE INDEX IF NOT EXISTS records_by_target ON records(op, target);
 CREATE INDEX IF NOT EXISTS records_by_session ON records(session, time_unix_ms);
 )sql";
+
+// Version 3 -> 4, inside the schema transaction: earlier records have no machine state and
+// no recommendation (their rounds decide by cost). IF NOT EXISTS: a records table created
+// beside a version-3 meta already has the columns.
+constexpr const char* kUpgradeFrom3 = R"sql(
+ALTER TABLE records ADD COLUMN IF NOT EXISTS machine TEXT;
+ALTER TABLE records ADD COLUMN IF NOT EXISTS recommended INTEGER NOT NULL DEFAULT 0;
+UPDATE meta SET value = '4' WHERE key = 'schema_version';
+)sql";
+
+// The oldest schema a PostgreSQL database has (the backend began with version 3).
+constexpr std::int64_t kOldestPgVersion = 3;
 
 // The shared SQL's placeholders ?N as PostgreSQL's $N.
 std::string dollars(const std::string& sql) {
@@ -220,6 +234,7 @@ struct PgRecords::Impl {
   std::string location;
   bool writing = true;
   bool prepared = false;
+  std::string source = "records";  // what queries read FROM (records_of_version3 for a version-3 reader)
 
   ~Impl() { PQfinish(conn); }
 
@@ -318,7 +333,7 @@ struct PgRecords::Impl {
                          std::to_string(c.version) + "; this Kestrel reads version " +
                          std::to_string(kSchemaVersion) + "): upgrade Kestrel to use it");
     }
-    if (c.version < kSchemaVersion) {
+    if (c.version < kOldestPgVersion) {
       throw RecordsError(in_quotes(location) + " is not a usable Kestrel records database (missing or invalid "
                          "schema_version " + std::to_string(c.version) + "): use another database");
     }
@@ -365,13 +380,15 @@ PgRecords::PgRecords(const std::string& uri, OpenMode mode)
                          "create them)");
     }
     impl_->command("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "opening read-only");
+    if (c.version < kSchemaVersion) impl_->source = detail::records_of_version3();  // read as it is
     return;
   }
-  if (!c.meta || !c.records) {
-    // Processes that open a fresh database at once: one creates, the others wait and see
-    // it. The lock is taken before the transaction begins: a transaction that began
-    // before another one created the tables may look them up in its stale catalog cache
-    // and create them again (a duplicate key in pg_type), even after waiting for a lock.
+  if (!c.meta || !c.records || c.version < kSchemaVersion) {
+    // Processes that open a fresh (or older) database at once: one creates (or upgrades),
+    // the others wait and see it. The lock is taken before the transaction begins: a
+    // transaction that began before another one created the tables may look them up in its
+    // stale catalog cache and create them again (a duplicate key in pg_type), even after
+    // waiting for a lock.
     Params key;
     key.add(std::to_string(kSchemaLock));
     impl_->command("SELECT pg_advisory_lock(?1::bigint)", key, "locking the schema");
@@ -380,6 +397,9 @@ PgRecords::PgRecords(const std::string& uri, OpenMode mode)
       Impl::Classification now = impl_->classify();
       impl_->require_usable(now);
       impl_->command(kSchema, "creating the schema");
+      if (now.meta && now.version < kSchemaVersion) {
+        impl_->command(kUpgradeFrom3, "upgrading the schema from version 3 to 4");
+      }
       Params version;
       version.add("schema_version");
       version.add(std::to_string(kSchemaVersion));
@@ -436,8 +456,9 @@ std::vector<Record> PgRecords::find(const std::string& op, const ops::Params& wo
     p.bind(5, device_class->model);
     p.bind(6, device_class->fingerprint);
   }
-  return impl_->records(std::string("SELECT ") + kColumns + " FROM records " + where + " ORDER BY time_unix_ms, id", p,
-                        "finding records");
+  return impl_->records(std::string("SELECT ") + kColumns + " FROM " + impl_->source + " " + where +
+                            " ORDER BY time_unix_ms, id",
+                        p, "finding records");
 }
 
 std::vector<Record> PgRecords::find_other_workloads(const std::string& op, const ops::Params& workload,
@@ -449,8 +470,8 @@ std::vector<Record> PgRecords::find_other_workloads(const std::string& op, const
   constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
   p.bind(4, static_cast<std::int64_t>(limit > kMax ? kMax : limit));
   // The newest `limit` records, returned oldest first.
-  return impl_->records(std::string("SELECT * FROM (SELECT ") + kColumns +
-                            " FROM records WHERE op = ?1 AND target = ?2 AND workload <> ?3"
+  return impl_->records(std::string("SELECT * FROM (SELECT ") + kColumns + " FROM " + impl_->source +
+                            " WHERE op = ?1 AND target = ?2 AND workload <> ?3"
                             " ORDER BY time_unix_ms DESC, id DESC LIMIT ?4) AS newest ORDER BY time_unix_ms, id",
                         p, "finding records of other workloads");
 }
@@ -458,7 +479,7 @@ std::vector<Record> PgRecords::find_other_workloads(const std::string& op, const
 std::vector<Record> PgRecords::all(const std::string& op) const {
   Params p;
   if (!op.empty()) p.bind(1, op);
-  return impl_->records(std::string("SELECT ") + kColumns + " FROM records " +
+  return impl_->records(std::string("SELECT ") + kColumns + " FROM " + impl_->source + " " +
                             (op.empty() ? "ORDER BY time_unix_ms, id" : "WHERE op = ?1 ORDER BY time_unix_ms, id"),
                         p, "reading records");
 }
@@ -470,16 +491,17 @@ std::vector<Best> PgRecords::best(const BestQuery& q) const {
     for (const auto& value : params) p.add(value);
     impl_->rows(sql, p, "selecting the best records", each);
   };
-  return detail::select_best(query, "records", q, location_);
+  return detail::select_best(query, impl_->source, q, location_);
 }
 
 std::size_t PgRecords::count() const {
-  Result r = impl_->command("SELECT COUNT(*) FROM records", "counting records");
+  Result r = impl_->command("SELECT COUNT(*) FROM " + impl_->source, "counting records");
   return static_cast<std::size_t>(std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10));
 }
 
 void PgRecords::export_jsonl(std::ostream& out) const {
-  impl_->rows(std::string("SELECT ") + kColumns + " FROM records ORDER BY id", Params{}, "exporting records",
+  impl_->rows(std::string("SELECT ") + kColumns + " FROM " + impl_->source + " ORDER BY id", Params{},
+              "exporting records",
               [&](const detail::Row& row) {
                 detail::write_json_line(out, detail::read_record(row, location_), location_);
               });
@@ -502,46 +524,41 @@ std::size_t PgRecords::import_jsonl(std::istream& in) {
     key.add(std::to_string(kImportLock));
     impl_->command("SELECT pg_advisory_xact_lock(?1::bigint)", key, "importing records");
     impl_->command("CREATE TEMPORARY TABLE kestrel_import (LIKE records) ON COMMIT DROP", "importing records");
-    constexpr std::size_t kBatch = 1000;  // 21 parameters a row; at most 65535 a statement
-    const std::string columns =
-        "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, round_seconds, "
-        "cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, device_model, "
-        "is_default, implementation";
+    // kInsertFields parameters a row and its id; at most 65535 parameters a statement.
+    constexpr std::size_t kBatch = 1000;
+    constexpr int kFields = detail::kInsertFields;
+    static_assert(kBatch * (kFields + 1) <= 65535);
     for (std::size_t first = 0; first < records.size(); first += kBatch) {
       const std::size_t n = std::min(kBatch, records.size() - first);
-      std::string sql = "INSERT INTO kestrel_import(" + columns + ") VALUES ";
+      std::string sql = std::string("INSERT INTO kestrel_import(") + kColumns + ") VALUES ";
       Params all;
       int next = 1;
       for (std::size_t i = 0; i < n; ++i) {
         Params one;
         detail::bind_record(one, records[first + i]);
-        one.bind(21, static_cast<std::int64_t>(first + i));  // the line order, kept in id
+        one.bind(kFields + 1, static_cast<std::int64_t>(first + i));  // the line order, kept in id
         auto values = one.pointers();
         sql += i == 0 ? "(" : ", (";
-        sql += "$" + std::to_string(next + 20);  // id
-        for (int k = 0; k < 20; ++k) sql += ", $" + std::to_string(next + k);
+        sql += "$" + std::to_string(next + kFields);  // id
+        for (int k = 0; k < kFields; ++k) sql += ", $" + std::to_string(next + k);
         sql += ")";
-        for (int k = 0; k < 21; ++k) {
+        for (int k = 0; k <= kFields; ++k) {
           if (values[static_cast<std::size_t>(k)] == nullptr) {
             all.bind_null(next + k);
           } else {
             all.add(values[static_cast<std::size_t>(k)]);
           }
         }
-        next += 21;
+        next += kFields + 1;
       }
       impl_->command(sql, all, "importing records");
     }
     Result added = impl_->command(
-        "INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, message, "
-        "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
-        "device_model, is_default, implementation) "
-        "SELECT op, workload, target, device_key, device, device_fingerprint, config, status, message, "
-        "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
-        "device_model, is_default, implementation FROM kestrel_import AS t WHERE NOT EXISTS (SELECT 1 FROM records "
-        "AS r WHERE r.session = t.session AND r.time_unix_ms = t.time_unix_ms AND r.config = t.config AND r.op = "
-        "t.op AND r.workload = t.workload AND r.target = t.target AND r.final_measurement = t.final_measurement AND "
-        "r.implementation = t.implementation) ORDER BY t.id",
+        std::string("INSERT INTO records(") + detail::kInsertColumns + ") SELECT " + detail::kInsertColumns +
+            " FROM kestrel_import AS t WHERE NOT EXISTS (SELECT 1 FROM records AS r WHERE r.session = t.session AND "
+            "r.time_unix_ms = t.time_unix_ms AND r.config = t.config AND r.op = t.op AND r.workload = t.workload AND "
+            "r.target = t.target AND r.final_measurement = t.final_measurement AND "
+            "r.implementation = t.implementation) ORDER BY t.id",
         "importing records");
     impl_->command("COMMIT", "committing the import");
     return static_cast<std::size_t>(std::strtoull(PQcmdTuples(added.get()), nullptr, 10));

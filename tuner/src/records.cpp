@@ -63,7 +63,9 @@ CREATE TABLE IF NOT EXISTS records(
   final_measurement  INTEGER NOT NULL,
   device_model       TEXT    NOT NULL DEFAULT '',  -- version 2
   is_default         INTEGER NOT NULL DEFAULT 0,   -- version 2
-  implementation     TEXT    NOT NULL DEFAULT 'kestrel'  -- version 3
+  implementation     TEXT    NOT NULL DEFAULT 'kestrel',  -- version 3
+  machine            TEXT,                        -- version 4: JSON object; NULL: unknown
+  recommended        INTEGER NOT NULL DEFAULT 0   -- version 4: kRecommended | kOwnRecommended
 );
 CREATE INDEX IF NOT EXISTS records_by_workload ON records(op, workload, target);
 CREATE INDEX IF NOT EXISTS records_by_target ON records(op, target);
@@ -90,15 +92,27 @@ constexpr const char* kUpgradeFrom2 =
     "ALTER TABLE records ADD COLUMN implementation TEXT NOT NULL DEFAULT 'kestrel';"
     "UPDATE meta SET value = '3' WHERE key = 'schema_version';";
 
+// Version 3 -> 4, inside a transaction: earlier records have no machine state and no
+// recommendation (their rounds decide by cost).
+constexpr const char* kUpgradeFrom3 =
+    "ALTER TABLE records ADD COLUMN machine TEXT;"
+    "ALTER TABLE records ADD COLUMN recommended INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE meta SET value = '4' WHERE key = 'schema_version';";
+
 // What queries read from: the table, or for an older file opened read-only the same rows
 // with the newer columns computed.
 constexpr const char* kRecordsCurrent = "records";
 std::string records_of_version(std::int64_t version) {
+  using detail::kVersion4Computed;
   if (version == 1) {
     return std::string("(SELECT *, ") + kModelFromFingerprint +
-           " AS device_model, 0 AS is_default, 'kestrel' AS implementation FROM records) AS records";
+           " AS device_model, 0 AS is_default, 'kestrel' AS implementation, " + kVersion4Computed +
+           " FROM records) AS records";
   }
-  return "(SELECT *, 'kestrel' AS implementation FROM records) AS records";
+  if (version == 2) {
+    return std::string("(SELECT *, 'kestrel' AS implementation, ") + kVersion4Computed + " FROM records) AS records";
+  }
+  return detail::records_of_version3();
 }
 
 std::string advice_for(int rc) {
@@ -429,9 +443,14 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
     if (now.contents == Contents::ours && now.has_records && now.version >= 1 && now.version <= 2) {
       exec(db, path, kUpgradeFrom2, "upgrading the schema from version 2 to 3");
     }
+    if (now.contents == Contents::ours && now.has_records && now.version >= 1 && now.version <= 3) {
+      exec(db, path, kUpgradeFrom3, "upgrading the schema from version 3 to 4");
+    }
     exec(db, path, kSchema, "creating the schema");
-    if (now.contents == Contents::empty) {
-      std::string sql = "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '" +
+    if (now.contents == Contents::empty || !now.has_records) {
+      // A new records table has every column of this version (a meta table left without
+      // one is brought to it too).
+      std::string sql = "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', '" +
                         std::to_string(kSchemaVersion) + "')";
       exec(db, path, sql.c_str(), "writing the schema version");
     }

@@ -97,6 +97,51 @@ std::string round_seconds_json(const std::vector<double>& seconds) {
 
 std::string ok_text() { return std::string(kernel::to_string(kernel::Status::ok)); }
 
+nlohmann::ordered_json machine_json(const rpc::MachineState& m) {
+  if (!m.known()) return nullptr;
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  auto known = [&](const char* name, double value) {
+    if (std::isfinite(value) && value >= 0) j[name] = value;
+  };
+  known("load1", m.load1);
+  known("cpu_mhz", m.cpu_mhz);
+  known("temperature_c", m.temperature_c);
+  j["throttled"] = m.throttled;
+  known("busy_cpus", m.busy_cpus);
+  return j;
+}
+
+std::string machine_text(const rpc::MachineState& machine) {
+  nlohmann::ordered_json j = machine_json(machine);
+  return j.is_null() ? std::string() : j.dump();
+}
+
+std::optional<rpc::MachineState> parse_machine(const nlohmann::json& j, std::string& why) {
+  if (!j.is_object()) {
+    why = "expected a JSON object";
+    return std::nullopt;
+  }
+  rpc::MachineState m;
+  for (auto [name, field] : {std::pair{"load1", &m.load1}, std::pair{"cpu_mhz", &m.cpu_mhz},
+                             std::pair{"temperature_c", &m.temperature_c}, std::pair{"busy_cpus", &m.busy_cpus}}) {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) continue;  // unknown
+    if (!it->is_number()) {
+      why = std::string("'") + name + "' must be a number or null";
+      return std::nullopt;
+    }
+    *field = it->get<double>();
+  }
+  if (auto it = j.find("throttled"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      why = "'throttled' must be true or false";
+      return std::nullopt;
+    }
+    m.throttled = it->get<bool>();
+  }
+  return m;
+}
+
 // Reads a row selected with kColumns.
 Record read_record(const Row& row, const std::string& path) {
   Record r;
@@ -134,6 +179,17 @@ Record read_record(const Row& row, const std::string& path) {
   r.device_class.model = row.text(18);
   r.is_default = row.int64(19) != 0;
   r.implementation = row.text(20);
+  if (const std::string machine = row.text(21); !machine.empty()) {  // NULL: unknown
+    std::optional<rpc::MachineState> parsed;
+    try {
+      parsed = parse_machine(nlohmann::json::parse(machine), why);
+    } catch (const nlohmann::json::exception& e) {
+      why = e.what();
+    }
+    if (!parsed) throw unreadable("machine", why);
+    r.machine = *parsed;
+  }
+  r.recommended = static_cast<unsigned>(row.int64(22));
   return r;
 }
 
@@ -160,6 +216,8 @@ nlohmann::ordered_json to_json(const Record& r) {
   j["final_measurement"] = r.final_measurement;
   j["is_default"] = r.is_default;
   j["implementation"] = r.implementation;
+  j["machine"] = machine_json(r.machine);  // null: unknown
+  j["recommended"] = r.recommended;
   return j;
 }
 
@@ -195,6 +253,18 @@ Record from_json_line(const std::string& text, std::size_t line) {
   r.is_default = in.boolean("is_default", optional);
   r.implementation = in.string("implementation", optional);  // absent before schema version 3
   if (r.implementation.empty()) r.implementation = kKestrelImplementation;
+  // absent before schema version 4
+  if (const auto* machine = in.field("machine", optional); machine != nullptr && !machine->is_null()) {
+    std::string why;
+    auto parsed = parse_machine(*machine, why);
+    if (!parsed) bad_line(line, "field 'machine': " + why);
+    r.machine = *parsed;
+  }
+  const std::int64_t recommended = in.integer("recommended", optional);
+  if (recommended < 0 || recommended > std::numeric_limits<unsigned>::max()) {
+    bad_line(line, "field 'recommended' must be a small non-negative integer (flags)");
+  }
+  r.recommended = static_cast<unsigned>(recommended);
   // The typed fields, once every field is known to be there.
   std::string why;
   auto workload = parse_map(workload_text, why);
@@ -252,6 +322,10 @@ std::optional<Best> decide(Found& found) {
     const Record* winner = nullptr;
     const Record* own_winner = nullptr;
     const Record* baseline = nullptr;
+    // What the round's statistics chose (schema version 4): kRecommended, and
+    // kOwnRecommended among Kestrel's own kernels. Rounds recorded before have no flags.
+    const Record* recommended = nullptr;
+    const Record* own_recommended = nullptr;
     auto better = [](const Record& r, const Record* than) {
       return than == nullptr || r.cost < than->cost || (r.cost == than->cost && r.is_default && !than->is_default);
     };
@@ -260,7 +334,16 @@ std::optional<Best> decide(Found& found) {
       if (r.is_default && (baseline == nullptr || r.id > baseline->id)) baseline = &r;
       if (better(r, winner)) winner = &r;
       if (r.implementation == kKestrelImplementation && better(r, own_winner)) own_winner = &r;
+      if ((r.recommended & kRecommended) != 0 && better(r, recommended)) recommended = &r;
+      if ((r.recommended & kOwnRecommended) != 0 && r.implementation == kKestrelImplementation &&
+          better(r, own_recommended)) {
+        own_recommended = &r;
+      }
     }
+    // The round's choice over the lowest median: the statistics keep the default unless a
+    // configuration is faster with confidence. Without one, by cost, as before.
+    if (recommended) winner = recommended;
+    if (own_recommended) own_winner = own_recommended;
     b.record = *winner;
     b.default_record = *baseline;
     if (own_winner) own = *own_winner;

@@ -9,7 +9,9 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kestrel/tuner/records.h"
@@ -22,22 +24,56 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr const char* kColumns =
     "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
     "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
+    "device_model, is_default, implementation, machine, recommended";
+// The columns a version-3 table has: kColumns without those of version 4.
+constexpr const char* kColumnsOfVersion3 =
+    "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
+    "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
     "device_model, is_default, implementation";
+// Version 4's columns as an older record has them (machine unknown, no recommendation):
+// how a database of an older version opened read-only is read as it is.
+constexpr const char* kVersion4Computed = "CAST(NULL AS TEXT) AS machine, 0 AS recommended";
+// The columns kInsert sets (kColumns without id), in bind_record's order.
+constexpr const char* kInsertColumns =
+    "op, workload, target, device_key, device, device_fingerprint, config, status, message, round_seconds, "
+    "cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, device_model, "
+    "is_default, implementation, machine, recommended";
+constexpr int kInsertFields = 22;  // parameters of kInsert
+static_assert(std::string_view(kColumns).starts_with(kColumnsOfVersion3));
+static_assert(std::string_view(kColumns).substr(4) == kInsertColumns);
 
 // A task and device class: the columns best() groups by.
 constexpr const char* kGroup = "op, workload, target, device_key, device_model, device_fingerprint";
 
-// Parameters ?1..?20 in bind_record's order.
+// Parameters ?1..?22 in bind_record's order.
 constexpr const char* kInsert =
     "INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, "
     "message, round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, "
-    "final_measurement, device_model, is_default, implementation) "
-    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+    "final_measurement, device_model, is_default, implementation, machine, recommended) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
+    "?22)";
 
 inline std::string in_quotes(const std::string& location) { return "'" + location + "'"; }
 
+// What queries read FROM in a version-3 database opened read-only: its rows with version
+// 4's columns computed. Its columns by name, so that a writer upgrading the database
+// meanwhile changes nothing here.
+inline std::string records_of_version3() {
+  return std::string("(SELECT ") + kColumnsOfVersion3 + ", " + kVersion4Computed + " FROM records) AS records";
+}
+
 std::string ok_text();
 std::string round_seconds_json(const std::vector<double>& seconds);
+
+// A machine state as a compact JSON object of its known fields ({"load1":..,"cpu_mhz":..,
+// "temperature_c":..,"throttled":..,"busy_cpus":..}, in that order; throttled whenever
+// any other is known); null when !machine.known().
+nlohmann::ordered_json machine_json(const rpc::MachineState& machine);
+// The same as stored text (the `machine` column); empty when !machine.known() (NULL).
+std::string machine_text(const rpc::MachineState& machine);
+// Parses machine_json's object (fields absent or null: unknown; others ignored); nullopt
+// (and `why`) when it is not such an object.
+std::optional<rpc::MachineState> parse_machine(const nlohmann::json& j, std::string& why);
 
 // One result row of a SELECT of kColumns (or any columns), as a backend gives it.
 class Row {
@@ -54,7 +90,7 @@ class Row {
 // `location` when stored text does not parse.
 Record read_record(const Row& row, const std::string& location);
 
-// Binds a record's fields as parameters 1..20 of kInsert. `Binder` has bind(int,
+// Binds a record's fields as parameters 1..22 of kInsert. `Binder` has bind(int,
 // std::string), bind(int, std::int64_t), bind(int, double) and bind_null(int).
 template <typename Binder>
 void bind_record(Binder& s, const Record& r) {
@@ -82,6 +118,12 @@ void bind_record(Binder& s, const Record& r) {
   s.bind(18, r.device_class.model);
   s.bind(19, static_cast<std::int64_t>(r.is_default ? 1 : 0));
   s.bind(20, r.implementation);
+  if (std::string machine = machine_text(r.machine); machine.empty()) {
+    s.bind_null(21);  // unknown
+  } else {
+    s.bind(21, machine);
+  }
+  s.bind(22, static_cast<std::int64_t>(r.recommended));
 }
 
 // --- JSON lines ---

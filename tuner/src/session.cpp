@@ -33,6 +33,20 @@ class NoDeviceEvaluator final : public Evaluator {
   }
 };
 
+// A session that ended with an exception: the jobs in flight are reported "failed" with
+// its message ("interrupted" when abort() ended it). The loops are gone by now: each
+// job's last reported progress stands.
+void report_failure(SessionReporter& reporter, std::exception_ptr failure, bool aborted) {
+  std::string message = "unknown error";
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+  }
+  reporter.fail_unfinished(message, aborted);
+}
+
 }  // namespace
 
 TuneSession::TuneSession(std::vector<TuneJob> jobs, RecordStore& db, SessionOptions options)
@@ -83,7 +97,7 @@ rpc::awaitable<void> TuneSession::run_in_turn(Evaluator& evaluator, const host::
       if (on_progress) on_progress(i, p);
     });
     loop_ = nullptr;
-    reporter.finish(i, loop.progress());
+    reporter.finish(i, loop.progress(), &result);
     if (result.stop_reason == "interrupted") stop_ = true;
     session.results.push_back(std::move(result));
   }
@@ -146,7 +160,7 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
     if (!live[i]) continue;
     loop_ = loops[i].get();
     session.results.push_back(co_await loops[i]->finish());
-    reporter.finish(i, loops[i]->progress());
+    reporter.finish(i, loops[i]->progress(), &session.results.back());
   }
   loop_ = nullptr;
   loops_.clear();
@@ -176,6 +190,7 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
         co_await run_in_turn(evaluator, *options_.target, tune, session, reporter, on_progress);
       }
     } catch (...) {
+      report_failure(reporter, std::current_exception(), aborted_);
       loop_ = nullptr;
       loops_.clear();
       throw;
@@ -202,6 +217,7 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
       co_await run_in_turn(evaluator, target, tune, session, reporter, on_progress);
     }
   } catch (...) {
+    report_failure(reporter, std::current_exception(), aborted_);
     loop_ = nullptr;
     loops_.clear();
     failure = std::current_exception();

@@ -26,24 +26,58 @@ double finite(double x) { return std::isfinite(x) ? x : 0; }
 SessionReporter::SessionReporter(std::string session_id, Sink sink)
     : session_id_(std::move(session_id)), sink_(std::move(sink)) {}
 
-void SessionReporter::describe(std::size_t job, ReportedJob info) {
-  if (jobs_.size() <= job) {
-    jobs_.resize(job + 1);
-    finished_.resize(job + 1, false);
-  }
-  jobs_[job] = std::move(info);
+SessionReporter::JobState& SessionReporter::job_state(std::size_t job) {
+  if (jobs_.size() <= job) jobs_.resize(job + 1);
+  return jobs_[job];
 }
 
-void SessionReporter::progress(std::size_t job, const TuneProgress& progress) { send(job, progress, false); }
+void SessionReporter::describe(std::size_t job, ReportedJob info) {
+  JobState& state = job_state(job);
+  state.info = std::move(info);
+  state.described = true;
+}
 
-void SessionReporter::finish(std::size_t job, const TuneProgress& progress) { send(job, progress, true); }
+void SessionReporter::progress(std::size_t job, const TuneProgress& progress) {
+  send(job, progress, false, "", nullptr, {});
+}
 
-void SessionReporter::send(std::size_t job, const TuneProgress& progress, bool finished) {
+void SessionReporter::finish(std::size_t job, const TuneProgress& progress) { finish(job, progress, nullptr); }
+
+void SessionReporter::finish(std::size_t job, const TuneProgress& progress, const TuneResult* result) {
+  const bool interrupted = result && result->stop_reason == "interrupted";
+  send(job, progress, true, interrupted ? "interrupted" : "done", result, {});
+}
+
+void SessionReporter::fail(std::size_t job, const TuneProgress& progress, const std::string& message) {
+  send(job, progress, true, "failed", nullptr, message);
+}
+
+void SessionReporter::fail_unfinished(const std::string& message, bool interrupted) {
+  const char* outcome = interrupted ? "interrupted" : "failed";
+  bool in_flight_found = false;
+  for (std::size_t job = 0; job < jobs_.size(); ++job) {
+    JobState& state = jobs_[job];
+    if (state.finished) continue;
+    if (state.last) {
+      const TuneProgress last = *state.last;
+      send(job, last, true, outcome, nullptr, message);
+    } else if (state.described && !in_flight_found) {
+      in_flight_found = true;
+      send(job, TuneProgress{}, true, outcome, nullptr, message);
+    }
+  }
+  // The session is over: nothing more is sent for any job.
+  for (JobState& state : jobs_) state.finished = true;
+}
+
+void SessionReporter::send(std::size_t job, const TuneProgress& progress, bool finished, const char* outcome,
+                           const TuneResult* result, const std::string& message) {
   if (!sink_) return;
-  if (jobs_.size() <= job) describe(job, {});
-  if (finished_[job]) return;
-  if (finished) finished_[job] = true;
-  const ReportedJob& info = jobs_[job];
+  JobState& state = job_state(job);
+  if (state.finished) return;
+  if (finished) state.finished = true;
+  state.last = progress;
+  const ReportedJob& info = state.info;
   rpc::SessionReport r;
   r.session_id = session_id_;
   r.job = clamp32(job);
@@ -63,6 +97,22 @@ void SessionReporter::send(std::size_t job, const TuneProgress& progress, bool f
   r.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(progress.elapsed);
   for (const auto& [status, count] : progress.statuses) r.failures.emplace_back(status, clamp32(count));
   r.finished = finished;
+  if (!finished && progress.eta) {
+    r.eta = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(*progress.eta), std::chrono::milliseconds(0));
+  }
+  if (finished) {
+    r.outcome = outcome;
+    r.message = message;
+  }
+  if (result) {
+    if (const FinalEntry* recommendation = result->recommendation()) {
+      r.final_gflops = finite(recommendation->gflops);
+      r.final_speedup = finite(recommendation->speedup);
+      r.final_speedup_low = finite(recommendation->speedup_low);
+      r.final_speedup_high = finite(recommendation->speedup_high);
+    }
+    r.verdict = result->verdict;
+  }
   try {
     sink_(r);
   } catch (const std::exception& e) {

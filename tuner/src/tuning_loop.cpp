@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "kestrel/base/log.h"
+#include "kestrel/base/stats.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/rpc/run_on_thread.h"
 #include "kestrel/tuner/features.h"
@@ -33,14 +34,6 @@ rpc::awaitable<std::invoke_result_t<Fn>> off_thread(Fn fn) {
   co_return co_await rpc::run_on_thread(std::move(fn));
 }
 
-// The q-quantile (0..1) of sorted values, linearly interpolated.
-double quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return kInf;
-  double pos = q * static_cast<double>(sorted.size() - 1);
-  auto lo = static_cast<std::size_t>(std::floor(pos));
-  auto hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-}
 
 }  // namespace
 
@@ -332,7 +325,7 @@ FinalEntry TuningLoop::entry_of(const Evaluation& m) const {
     std::sort(sorted.begin(), sorted.end());
     entry.median_s = m.cost;
     entry.gflops = task_.flops() / m.cost / 1e9;
-    entry.spread = (quantile(sorted, 0.9) - quantile(sorted, 0.1)) / m.cost;
+    entry.spread = (stats::quantile(sorted, 0.9) - stats::quantile(sorted, 0.1)) / m.cost;
     entry.noisy = entry.spread > options_.noisy_spread;
   } else {
     entry.median_s = kInf;
@@ -415,15 +408,19 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
   }
   if (default_at == configs.size()) configs.push_back(default_config);
 
-  const std::uint32_t passes = std::max<std::uint32_t>(1, std::min(options_.final_passes, options_.final_repeat));
+  const std::uint32_t min_passes = std::max<std::uint32_t>(1, std::min(options_.final_passes, options_.final_repeat));
+  const std::uint32_t max_passes = std::max(min_passes, options_.final_max_passes);
   rpc::MeasureSettings settings = options_.measure;
-  settings.repeat = std::max<std::uint32_t>(1, (options_.final_repeat + passes - 1) / passes);
+  settings.repeat = std::max<std::uint32_t>(1, (options_.final_repeat + min_passes - 1) / min_passes);
 
   // Kestrel's configurations first, then the vendor kernels (merged[configs.size() + v]).
   std::vector<Evaluation> merged(configs.size() + vendors.size());
+  // Per entry, the median of each pass (+infinity where it failed): the paired samples.
+  std::vector<std::vector<double>> pass_medians(merged.size());
   for (std::size_t i = 0; i < configs.size(); ++i) merged[i].config = configs[i];
   for (std::size_t v = 0; v < vendors.size(); ++v) merged[configs.size() + v].implementation = vendors[v].implementation;
-  auto merge = [](Evaluation& m, const Evaluation& e) {
+  auto merge = [&](std::size_t i, const Evaluation& e) {
+    Evaluation& m = merged[i];
     if (m.ok() && !e.ok()) {
       m.status = e.status;
       m.message = e.message;
@@ -436,10 +433,36 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
     m.compile_ms = std::max(m.compile_ms, e.compile_ms);
     m.number = e.number;
     m.max_error = std::max(m.max_error, e.max_error);
+    m.machine = e.machine;  // the latest
+    pass_medians[i].push_back(e.ok() ? stats::median(e.round_seconds) : kInf);
+  };
+  // Each entry's speed-up over the default: default's per-pass medians / its own.
+  auto speedup_of = [&](std::size_t i) { return stats::ratio_interval(pass_medians[default_at], pass_medians[i]); };
+  auto ok_throughout = [&](std::size_t i) { return merged[i].ok() && !pass_medians[i].empty(); };
+  // The Kestrel finalist (not the default) with the best typical speed-up so far.
+  auto leader = [&]() -> std::optional<std::size_t> {
+    std::optional<std::size_t> best;
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      if (i == default_at || !ok_throughout(i)) continue;
+      if (!best || speedup_of(i).estimate > speedup_of(*best).estimate) best = i;
+    }
+    return best;
+  };
+  // Decided: the leader is faster than the default with confidence, or its interval is
+  // tight (within +-final_precision), or it cannot be meaningfully faster.
+  auto decided = [&] {
+    if (!ok_throughout(default_at)) return true;
+    auto l = leader();
+    if (!l) return true;
+    stats::RatioInterval r = speedup_of(*l);
+    return r.above_one() || r.relative_half_width() <= options_.final_precision ||
+           (r.n >= 2 && r.high <= 1 + options_.final_precision);
   };
   std::vector<bool> vendor_measured(vendors.size(), false);  // an evaluator may not run vendors
-  for (std::uint32_t pass = 0; pass < passes; ++pass) {
+  std::uint32_t pass = 0;
+  for (; pass < max_passes; ++pass) {
     if (pass > 0 && stop_.load()) break;
+    if (pass >= min_passes && decided()) break;
     std::vector<std::size_t> order(configs.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     if (pass % 2 == 1) std::reverse(order.begin(), order.end());
@@ -454,20 +477,74 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
     if (pass % 2 == 0 && !vendors.empty()) {
       vendor_evaluations = co_await evaluator_.evaluate_vendors(task_, vendors, settings);
     }
-    for (std::size_t k = 0; k < order.size(); ++k) merge(merged[order[k]], evaluations[k]);
+    for (std::size_t k = 0; k < order.size(); ++k) merge(order[k], evaluations[k]);
     for (std::size_t v = 0; v < vendor_evaluations.size() && v < vendors.size(); ++v) {
-      merge(merged[configs.size() + v], vendor_evaluations[v]);
+      merge(configs.size() + v, vendor_evaluations[v]);
       vendor_measured[v] = true;
+    }
+    if (pass + 1 >= min_passes && pass + 1 < max_passes && !decided()) {
+      log::info(kLog, task_.op_name(), " ", result_.workload, ": final pass ", pass + 1,
+                " left the speed-up over the default undecided; measuring another pass");
+    }
+  }
+  result_.passes = pass;
+
+  // ---- the recommendation: faster than the default with confidence, or the default --
+  for (std::size_t i = 0; i < merged.size(); ++i) {
+    Evaluation& m = merged[i];
+    if (m.round_seconds.empty() && m.ok()) m.status = kernel::Status::device_lost;
+    m.cost = m.ok() ? stats::median(m.round_seconds) : kInf;
+  }
+  auto lower_median = [&](std::size_t a, std::size_t b) { return merged[a].cost < merged[b].cost; };
+  std::optional<std::size_t> own;  // Kestrel's recommendation
+  std::optional<std::size_t> overall;
+  if (ok_throughout(default_at)) {
+    own = default_at;
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      if (i == default_at || !ok_throughout(i) || !speedup_of(i).above_one()) continue;
+      if (own == default_at || speedup_of(i).estimate > speedup_of(*own).estimate) own = i;
+    }
+    if (*own != default_at) {
+      result_.verdict = "faster";
+    } else if (auto l = leader(); l && speedup_of(*l).relative_half_width() > options_.too_noisy &&
+                                  speedup_of(*l).high > 1 + options_.final_precision) {
+      result_.verdict = "too noisy";
+      log::warn(kLog, task_.op_name(), " ", result_.workload, ": the machine was too noisy to tell whether ",
+                ops::format_config(configs[*l]), " beats the default (speed-up ", speedup_of(*l).estimate,
+                ", 95% interval ", speedup_of(*l).low, "-", speedup_of(*l).high, " after ", pass,
+                " passes): keeping the default");
+    } else {
+      result_.verdict = "not faster";
+    }
+    overall = own;
+    // A vendor library wins only when it is faster than Kestrel's pick with confidence.
+    for (std::size_t v = 0; v < vendors.size(); ++v) {
+      const std::size_t i = configs.size() + v;
+      if (!vendor_measured[v] || !ok_throughout(i)) continue;
+      stats::RatioInterval over_own = stats::ratio_interval(pass_medians[*own], pass_medians[i]);
+      if (over_own.above_one() &&
+          (*overall == *own || over_own.estimate > stats::ratio_interval(pass_medians[*own], pass_medians[*overall]).estimate)) {
+        overall = i;
+      }
+    }
+  } else {
+    // No baseline: the lowest median wins, as measured.
+    result_.verdict = "no default";
+    for (std::size_t i = 0; i < merged.size(); ++i) {
+      if (i >= configs.size() && !vendor_measured[i - configs.size()]) continue;
+      if (!ok_throughout(i)) continue;
+      if (i < configs.size() && (!own || lower_median(i, *own))) own = i;
+      if (!overall || lower_median(i, *overall)) overall = i;
     }
   }
 
   std::optional<FinalEntry> default_entry;
+  std::optional<FinalEntry> first;  // the recommendation's entry
   for (std::size_t i = 0; i < merged.size(); ++i) {
     Evaluation& m = merged[i];
     if (i >= configs.size() && !vendor_measured[i - configs.size()]) continue;
-    if (m.round_seconds.empty() && m.ok()) m.status = kernel::Status::device_lost;
-    m.cost = m.ok() ? median_of(m.round_seconds) : kInf;
-    loop_records::add(db_, task_, m, context, true);
+    unsigned flags = (overall == i ? kRecommended : 0u) | (own == i ? kOwnRecommended : 0u);
+    loop_records::add(db_, task_, m, context, true, flags);
     if (options_.zero_shot && i < configs.size()) {
       // The verification is this session's only measurement of the task.
       ++result_.statuses[std::string(kernel::to_string(m.status))];
@@ -476,15 +553,27 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
       measured_.insert(space_->index(m.config));
     }
     FinalEntry entry = entry_of(m);
+    if (m.ok() && ok_throughout(default_at)) {
+      stats::RatioInterval r = speedup_of(i);
+      entry.speedup = r.estimate;
+      entry.speedup_low = r.low;
+      entry.speedup_high = std::isfinite(r.high) ? r.high : 0;
+    }
+    entry.recommended = overall == i;
     if (entry.is_default) default_entry = entry;
-    result_.final.push_back(entry);
+    if (entry.recommended) {
+      first = entry;
+    } else {
+      result_.final.push_back(entry);
+    }
   }
   std::stable_sort(result_.final.begin(), result_.final.end(),
                    [](const FinalEntry& a, const FinalEntry& b) { return a.median_s < b.median_s; });
+  if (first) result_.final.insert(result_.final.begin(), *first);
   if (default_entry && default_entry->status == "ok") {
     result_.default_gflops = default_entry->gflops;
-    // Never recommend a configuration that measured slower than the default.
-    result_.default_is_best = result_.final.front().is_default;
+    // Never recommend a configuration that is not faster than the default with confidence.
+    result_.default_is_best = own == default_at;
   }
   result_.trials = measured_.size();
   report("done");

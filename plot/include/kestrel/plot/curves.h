@@ -1,8 +1,10 @@
 // Best-so-far curves from a records database: for each tuned (op, workload, target),
 // one curve per tuning session, the best GFLOP/s measured so far against the session's
-// trials (or the seconds since its first measurement). What `kestrel plot` draws.
+// trials (or the seconds since its first measurement), and the session's final
+// recommendation as re-measured in its final round. What `kestrel plot` draws.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,14 @@ struct Point {
   double best_gflops = 0;  // the best ok measurement up to and including this trial
 };
 
+// A session's final recommendation on one workload, as its final round re-measured it.
+struct FinalMark {
+  double gflops = 0;
+  std::string implementation = tuner::kKestrelImplementation;  // a vendor library's when it won
+  bool is_default = false;   // the op's default configuration
+  bool recommended = false;  // the round marked it (Record::recommended & kRecommended); else the fastest
+};
+
 // One session's search on one workload.
 struct Curve {
   std::string session;
@@ -24,6 +34,9 @@ struct Curve {
   std::size_t trials = 0;
   double best_gflops = 0;
   std::vector<Point> points;  // from the first ok measurement on, x ascending
+  // The session's final round of this workload: its recommendation (the record marked
+  // kRecommended when any is, else the lowest-cost ok one); none without a final round.
+  std::optional<FinalMark> final;
 };
 
 // One (op, workload, target): a panel of the chart.
@@ -41,8 +54,9 @@ struct CurveQuery {
 };
 
 // The search's measurements only (the final rounds' re-measurements and vendor kernels
-// are not trials), in record order. Sessions with no ok measurement draw no curve;
-// panels without a curve are left out.
+// are not trials), in record order, and each curve's final recommendation from the
+// session's final-round records. Sessions with no ok measurement in the search draw no
+// curve (nor a final mark); panels without a curve are left out.
 std::vector<Panel> best_so_far(const tuner::RecordStore& db, const CurveQuery& query);
 
 // What the database holds, one "op workload (N records)" line per (op, workload), for

@@ -33,6 +33,16 @@ struct SessionReport {
   std::chrono::milliseconds elapsed{0};
   std::vector<std::pair<std::string, std::uint32_t>> failures;  // status -> count, this session
   bool finished = false;
+  // The final round, in the job's last report: the recommendation's re-measured GFLOP/s
+  // and its speed-up over the default with the 95% interval (0: none), the verdict.
+  double final_gflops = 0;
+  double final_speedup = 0;
+  double final_speedup_low = 0;
+  double final_speedup_high = 0;
+  std::string verdict;
+  std::string outcome;  // last report: "done", "interrupted", "failed"
+  std::chrono::milliseconds eta{0};  // estimated time left; 0: unknown
+  std::string message;  // outcome "failed" (or "interrupted" by an abort): why
 
   // Longest text field accepted by the tracker; longer ones are cut on encoding.
   static constexpr std::size_t kMaxText = 512;

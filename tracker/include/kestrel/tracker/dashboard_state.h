@@ -1,8 +1,10 @@
 // What the tracker's dashboard shows beyond the pool's own state: recent events (joins,
 // losses, requeues, grant timeouts, sessions starting and ending), tuning sessions from
-// the clients' reports with their best-so-far curves, the lease-wait histogram and the
-// counters; and the snapshot built from it and the pool: the JSON documents and the
-// Prometheus text (docs/dashboard.md lists their fields).
+// the clients' reports with their best-so-far curves, their results (the final round's
+// re-measured recommendation, speed-up, verdict) and outcomes (done, interrupted,
+// failed), stalled sessions, the lease-wait histogram and the counters; and the snapshot
+// built from it and the pool: the JSON documents and the Prometheus text
+// (docs/dashboard.md lists their fields).
 //
 // Pure state: no sockets, no clock. Every input is a method call with the current time;
 // snapshot() reads the Pool and what the server tells it (TrackerFacts). Devices' static
@@ -96,6 +98,15 @@ class DashboardState {
   static constexpr std::chrono::seconds kRequeueWindow{10};
   // kestrel_trials_per_second averages the reported trials over this long.
   static constexpr std::chrono::seconds kRateWindow{10};
+  // A running session is stalled once it has sent no report for longer than
+  // max(kStallFloor, kStallFactor x its typical interval between reports: the median of
+  // its last kIntervalsKept).
+  static constexpr std::chrono::seconds kStallFloor{60};
+  static constexpr std::int64_t kStallFactor = 3;
+  static constexpr std::size_t kIntervalsKept = 32;
+  // How long a session whose reports typically come `typical` apart (0: unknown) may
+  // stay silent before it is stalled.
+  static std::chrono::milliseconds stall_after(std::chrono::milliseconds typical);
 
   // ---- what happened: the server calls these as things happen ----
 
@@ -135,6 +146,11 @@ class DashboardState {
   // The curve of one job of a session, if the session is kept.
   const std::vector<CurvePoint>* curve(ConnectionId client, const std::string& session_id, std::uint32_t job) const;
   std::size_t sessions(const char* state) const;  // "running", "finished" or "gone"
+  // Running sessions silent past stall_after() at `now`.
+  std::size_t stalled_sessions(TimePoint now) const;
+  // Jobs that ended, by outcome ("done", "interrupted", "failed"; "gone": its client left
+  // before the job's last report), each counted once.
+  const std::map<std::string, std::uint64_t>& ended_jobs() const { return jobs_ended_; }
 
  private:
   enum class SessionState { running, finished, gone };
@@ -154,6 +170,8 @@ class DashboardState {
     TimePoint updated{};
     TimePoint ended{};
     std::map<std::uint32_t, Job> jobs;
+    std::deque<std::int64_t> intervals_ms;  // between its last reports, at most kIntervalsKept
+    std::uint64_t eta_ms = 0;               // the ETA of its latest report (0: unknown)
   };
   using SessionKey = std::pair<ConnectionId, std::string>;
   struct Client {
@@ -179,6 +197,11 @@ class DashboardState {
 
   void record(DashboardEvent::Kind kind, std::string text, TimePoint now);
   void end_session(Session& session, SessionState state, TimePoint now);
+  // The session's outcome: running, none; else "failed" when a job failed, "interrupted"
+  // when one was, "done" when it finished; none when its client left without saying.
+  static const char* outcome_of(const Session& session);
+  static std::chrono::milliseconds typical_interval(const Session& session);
+  static bool stalled(const Session& session, TimePoint now);
   void prune_ended();
   void prune_rate(TimePoint now);
   void count_failures(Job& job, const rpc::SessionReport& report);
@@ -213,6 +236,7 @@ class DashboardState {
   std::map<std::string, LeaseWaitHistogram> lease_waits_;  // by key
   std::map<std::string, std::uint64_t> requests_failed_;  // by reason
   std::map<std::string, std::uint64_t> measurement_failures_;  // by status
+  std::map<std::string, std::uint64_t> jobs_ended_;            // by outcome
   std::uint64_t trials_total_ = 0;
   std::deque<std::pair<TimePoint, std::uint64_t>> recent_trials_;  // reported increments within kRateWindow
   std::uint64_t recent_trials_sum_ = 0;

@@ -125,10 +125,12 @@ class RecordStore {
   // The best valid configuration per (op, workload, target, device class), ordered by
   // those. Never a configuration that measured slower than the op's default in the same
   // final round: when a session's final round holds an ok record of the default
-  // configuration (is_default), the newest such round decides, by cost, among its ok
-  // records (the default wins ties). Otherwise the lowest-cost ok record, final
-  // re-measurements preferred. Vendor libraries' records compete like any other: the
-  // fastest implementation wins. Tasks with no ok record have no entry.
+  // configuration (is_default), the newest such round decides among its ok records: its
+  // kRecommended record when it has one (and its kOwnRecommended one as Best::own_record),
+  // else by cost (the default wins ties; rounds recorded before schema version 4).
+  // Otherwise the lowest-cost ok record, final re-measurements preferred. Vendor
+  // libraries' records compete like any other: the fastest implementation wins. Tasks
+  // with no ok record have no entry.
   std::vector<Best> best() const { return best(BestQuery{}); }
   // The same for the tasks `q` selects, from an index on (op, workload, target): what
   // `kestrel best --op --shape` asks for one task of a large database.
@@ -167,14 +169,15 @@ std::string without_password(const std::string& location);
 // when a PostgreSQL server cannot be reached.
 bool records_exist(const std::string& location);
 
-// SQLite in WAL mode, one autocommitted INSERT per record. Schema version 3 (version 1
-// plus the device model and is_default columns in 2, the implementation column in 3); an
-// older file is upgraded in place when opened for writing (models of CPU records filled
-// in from their fingerprints, every earlier record Kestrel's own) and read as it is when
-// opened read-only.
+// SQLite in WAL mode, one autocommitted INSERT per record. Schema version 4 (version 1
+// plus the device model and is_default columns in 2, the implementation column in 3, the
+// machine and recommended columns in 4); an older file is upgraded in place when opened
+// for writing (models of CPU records filled in from their fingerprints, every earlier
+// record Kestrel's own, with no machine state and no recommendation) and read as it is
+// when opened read-only.
 class SqliteRecords final : public RecordStore {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   explicit SqliteRecords(const std::string& path, OpenMode mode = OpenMode::create);
   ~SqliteRecords() override;

@@ -44,8 +44,15 @@ struct TuneOptions {
   std::size_t batch_size = 16;
   rpc::MeasureSettings measure;
   std::size_t final_top = 3;                 // finalists re-measured at the end (with the default); 0: none
-  std::uint32_t final_repeat = 15;           // timed rounds of each, spread over the passes
-  std::uint32_t final_passes = 3;            // interleaved passes over finalists + default
+  std::uint32_t final_repeat = 15;           // timed rounds of each over the first final_passes passes
+  std::uint32_t final_passes = 3;            // interleaved passes over finalists + default, at least
+  // More passes (of final_repeat / final_passes rounds each) while the leader's speed-up
+  // over the default is undecided: its 95% interval contains 1 and is wider than
+  // +-final_precision. Up to this many passes in all.
+  std::uint32_t final_max_passes = 12;
+  double final_precision = 0.02;
+  // At the last pass, an undecided interval wider than +-this is "too noisy to tell".
+  double too_noisy = 0.05;
   double noisy_spread = 0.15;                // (p90 - p10) / median above this: "noisy"
   bool transfer = true;                      // seed the model with other workloads' records
   std::string device_key;                    // recorded with every measurement
@@ -95,6 +102,10 @@ struct FinalEntry {
   bool noisy = false;            // spread above TuneOptions::noisy_spread
   bool is_default = false;       // the op's default configuration
   std::string implementation = kKestrelImplementation;  // a vendor library's: config is empty
+  // Final rounds: its speed-up over the default (default's time / its time, from the
+  // per-pass medians of the interleaved passes) with the 95% interval; 0 when unknown.
+  double speedup = 0, speedup_low = 0, speedup_high = 0;
+  bool recommended = false;      // the round's recommendation (TuneResult::verdict)
 };
 
 struct TuneResult {
@@ -106,7 +117,23 @@ struct TuneResult {
   std::size_t resumed = 0;                    // records found from earlier sessions
   std::size_t transfer_records = 0;
   std::map<std::string, std::size_t> statuses;  // this session's measurements by status
-  std::vector<FinalEntry> final;              // the re-measured finalists and default, best first
+  // The re-measured finalists, default and vendors; the recommendation first, then by
+  // median. A configuration is recommended over the default only when it is faster with
+  // 95% confidence (its speed-up interval lies above 1); a vendor over Kestrel's pick
+  // likewise.
+  std::vector<FinalEntry> final;
+  // Why the recommendation is what it is: "faster" (a configuration beat the default with
+  // confidence), "not faster" (none did, and the interval is tight: the default is as
+  // good), "too noisy" (none did, and the machine was too noisy to tell), "no default" (the
+  // default failed: ranked by median); empty without a final round.
+  std::string verdict;
+  std::uint32_t passes = 0;                   // final passes run
+  // The recommendation: final.front(), or without a final round best_recorded; null
+  // when nothing was measured successfully.
+  const FinalEntry* recommendation() const {
+    if (!final.empty() && final.front().status == "ok") return &final.front();
+    return best_recorded ? &*best_recorded : nullptr;
+  }
   double default_gflops = 0;                  // from the final re-measurement when there was one
   bool default_is_best = false;               // no finalist beat the default: it is the recommendation
   std::optional<FinalEntry> best_recorded;    // without a final round: the best recorded config

@@ -154,7 +154,7 @@ int run_datagen(int argc, char** argv) {
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
   args.epilog(
       "Every measurement is committed to --db as it arrives; run the same command again to resume (trials\n"
-      "count per workload, earlier runs included). Ctrl-C stops after the batch in flight.\n\n"
+      "count per workload, earlier runs included). Ctrl-C stops at once (the batch in flight is dropped).\n\n"
       "Overnight on a board:\n"
       "  kestrel datagen --tracker host:9190 --key rpi4 --db rpi4.db --random 40 --time-budget 8h \\\n"
       "                  --exclude-sets resnet50-conv\n"

@@ -300,8 +300,9 @@ int run_tune(int argc, char** argv) {
   args.epilog(
       "Every measurement, failures included, is committed to --db as it arrives. Running the\n"
       "same command again resumes: configurations already measured on that target are\n"
-      "skipped and the search starts from them. Ctrl-C stops after the batch in flight (press\n"
-      "it again to quit at once); SIGTERM stops at once, releasing the devices (exit 143);\n"
+      "skipped and the search starts from them. Ctrl-C stops at once: a wait for a device or a\n"
+      "result ends, the batch in flight is dropped (exit 130); SIGTERM also closes the tracker\n"
+      "connection (exit 143);\n"
       "nothing recorded is lost. A database that cannot take a record (disk full) ends the\n"
       "session with its error, the devices released.\n\n"
       "With --model, every distinct task of the model (see `kestrel tasks --model`) is tuned in one\n"

@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   args.option("name", "NAME", "name of this device in the pool", "<hostname>-<pid>");
   args.option("max-backoff-ms", "MS", "cap of the exponential reconnect backoff", "5000");
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "info");
+  args.option("cpus", "LIST",
+              "run kernels on these CPUs only, e.g. 2,3 or 0-3 (a dedicated board: keeps the runtime's other work "
+              "and the system's off the cores being timed; \"all cores\" then means these)");
   args.flag("print-info", "print the detected capabilities and exit");
   args.flag("exit-with-parent", "exit when the process that started this one dies (for embedded pools)");
   args.epilog(
@@ -82,6 +85,10 @@ int main(int argc, char** argv) {
       pid_t parent = ::getppid();
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent || parent == 1) return 0;
+    }
+    if (args.has("cpus")) {
+      std::string refused = device::pin_to_cpus(args.get("cpus"));
+      if (!refused.empty()) throw tools::UsageError("--cpus: " + refused);
     }
     rpc::DeviceInfo info = device::detect_device_info(args.get("name"));
     if (args.has("print-info")) {

@@ -2,9 +2,13 @@
 #include "kestrel/device_runtime/capabilities.h"
 
 #include <sys/utsname.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "kestrel/base/cpu_caches.h"
@@ -139,8 +143,7 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
   info.cpu_model = cpu_model_from_cpuinfo(cpuinfo);
   info.cpu_features = cpu_features_from_cpuinfo(cpuinfo);
   info.cpu_part = cpu_part_from_cpuinfo(cpuinfo);
-  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  info.cores = cores > 0 ? static_cast<unsigned>(cores) : 1;
+  info.cores = usable_cpus();
   long pages = ::sysconf(_SC_PHYS_PAGES);
   long page_size = ::sysconf(_SC_PAGESIZE);
   if (pages > 0 && page_size > 0) info.memory_bytes = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
@@ -149,6 +152,39 @@ rpc::DeviceInfo detect_device_info(const std::string& name) {
   info.abi_version = KESTREL_KERNEL_ABI_VERSION;
   detect_gpus(info);
   return info;
+}
+
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 ? static_cast<unsigned>(cores) : 1;
+}
+
+std::string pin_to_cpus(const std::string& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::size_t at = 0;
+  while (at <= cpus.size()) {
+    std::size_t comma = cpus.find(',', at);
+    std::string item = cpus.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? cpus.size() + 1 : comma + 1;
+    unsigned first = 0, last = 0;
+    char extra = 0;
+    if (std::sscanf(item.c_str(), "%u-%u%c", &first, &last, &extra) == 2) {
+    } else if (std::sscanf(item.c_str(), "%u%c", &first, &extra) == 1) {
+      last = first;
+    } else {
+      return "'" + item + "' is not a CPU number or range (e.g. 2,3 or 0-3)";
+    }
+    if (first > last || last >= CPU_SETSIZE) return "'" + item + "' is not a valid CPU range";
+    for (unsigned c = first; c <= last; ++c) CPU_SET(c, &set);
+  }
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+    return "cannot run on CPUs " + cpus + ": " + std::strerror(errno) + " (offline or outside this process's set?)";
+  }
+  return {};
 }
 
 }  // namespace kestrel::device

@@ -4,6 +4,8 @@
 // ABI's services are plain C function pointers).
 #include "worker.h"
 
+#include "kestrel/device_runtime/capabilities.h"
+
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -395,7 +397,7 @@ sandbox::Plan plan_for(const BatchSpec& spec, std::size_t first, bool gpu, unsig
   plan.kind = gpu ? sandbox::Kind::gpu : sandbox::Kind::cpu;
   const double timeout_s = std::max<std::uint32_t>(request.settings.timeout_ms, 1) * 1e-3;
   const double wall_s = 4 * timeout_s + 10 + static_cast<double>(request.candidates.size() - first) * timeout_s;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = usable_cpus();
   plan.cpu_seconds = static_cast<std::uint64_t>(std::ceil(wall_s * cores)) + 10;
   if (!gpu) {  // GPU drivers (CUDA above all) reserve address space far beyond their use
     std::uint64_t buffers = 0;
@@ -423,7 +425,7 @@ void run(int fd, const BatchSpec& spec, std::size_t first) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  unsigned cores = usable_cpus();
   unsigned threads = std::min(spec.request.settings.threads ? spec.request.settings.threads : cores, 256u);
 
   // Confinement before any uploaded code (the reference included) is loaded.

@@ -114,8 +114,8 @@ def tune(op, shape, *, trials=200, batch=16, db="kestrel.db", strategy="sa", see
     "final", "done"), with a dict: trials, total, this_session, failures,
     statuses, best_gflops, default_gflops, best_config, elapsed_s, eta_s, phase. An
     exception it raises stops the session (its devices released, records kept) and
-    propagates. Ctrl-C stops after the batch in flight and raises KeyboardInterrupt
-    (again: stops at once); records are kept either way.
+    propagates. Ctrl-C stops at once (the batch in flight is dropped) and raises
+    KeyboardInterrupt; records are kept.
 
     Returns a Result: best (config, gflops, median_s, implementation, ...), best_config,
     best_gflops, trials, this_session, stop_reason, default_gflops, final, session, op,

@@ -388,7 +388,7 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
     py::gil_scoped_release release;
     tuner::TuneSession session(jobs, *db, session_options);
     asio::io_context io;
-    // Ctrl-C: stop after the batch in flight (every record is kept); again: stop now.
+    // Ctrl-C: stop now (waits end, the batch in flight is dropped, every record is kept); again: abort.
     int signals = 0;
     bool stop_pending = false;
     auto stop = [&] {

@@ -1,6 +1,8 @@
 // Capability detection: parsing of recorded /proc/cpuinfo contents, and the live system.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include "kestrel/device_runtime/capabilities.h"
 
 using namespace kestrel::device;
@@ -46,4 +48,26 @@ TEST_CASE("the live system is detected", "[capabilities]") {
   CHECK(info.triple == std::string(build_triple()));
   CHECK_FALSE(info.os.empty());
   CHECK(detect_device_info("named").name == "named");
+}
+
+TEST_CASE("kestrel-device --cpus: pinning to a CPU list, and what is refused", "[capabilities][cpus]") {
+  cpu_set_t saved;
+  CPU_ZERO(&saved);
+  REQUIRE(::sched_getaffinity(0, sizeof saved, &saved) == 0);
+  const unsigned before = kestrel::device::usable_cpus();
+  CHECK(before == static_cast<unsigned>(CPU_COUNT(&saved)));
+  CHECK_THAT(kestrel::device::pin_to_cpus("two"), Catch::Contains("not a CPU number or range"));
+  CHECK_THAT(kestrel::device::pin_to_cpus("3-1"), Catch::Contains("not a valid CPU range"));
+  CHECK_THAT(kestrel::device::pin_to_cpus("0,"), Catch::Contains("not a CPU number"));
+  CHECK(kestrel::device::usable_cpus() == before);  // a refused list changes nothing
+  // Pin to the first CPU this process may use.
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  CHECK(kestrel::device::pin_to_cpus(std::to_string(first)).empty());
+  CHECK(kestrel::device::usable_cpus() == 1);
+  CHECK(kestrel::device::detect_device_info("pinned").cores == 1);
+  CHECK(kestrel::device::pin_to_cpus(std::to_string(first) + "-" + std::to_string(first)).empty());
+  CHECK(kestrel::device::usable_cpus() == 1);
+  REQUIRE(::sched_setaffinity(0, sizeof saved, &saved) == 0);
+  CHECK(kestrel::device::usable_cpus() == before);
 }

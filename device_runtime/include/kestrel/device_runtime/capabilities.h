@@ -27,6 +27,15 @@ void detect_gpus(rpc::DeviceInfo& info, std::chrono::milliseconds timeout = std:
 // Parses the GPU probe child's report into info.gpus / info.gpu_notes (for tests).
 void parse_gpu_probe(const std::string& text, rpc::DeviceInfo& info);
 
+// The CPUs this process may run on (its affinity mask; all online CPUs when the mask
+// cannot be read): what kernels get for "all cores" and what the device registers.
+unsigned usable_cpus();
+// Restricts this process (and the workers and kernel threads it starts) to `cpus`, a
+// list such as "2,3" or "0-3,6" (kestrel-device --cpus): on a dedicated board, kernels
+// then never share a core with the runtime's other work. Returns an empty string, or why
+// the list was refused.
+std::string pin_to_cpus(const std::string& cpus);
+
 // Parsing helpers, exposed for tests on recorded /proc and /sys contents.
 std::string cpu_model_from_cpuinfo(const std::string& cpuinfo);
 std::vector<std::string> cpu_features_from_cpuinfo(const std::string& cpuinfo);

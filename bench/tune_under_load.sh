@@ -3,13 +3,17 @@
 # than the default? Ten workloads (gemm and conv2d_nchwc). Per workload:
 #   1. tune with a CPU hog running (2 x cores busy processes) into loaded.db,
 #   2. tune the same workload on the quiet machine into quiet.db,
-#   3. on the quiet machine, re-time three configurations with `kestrel bench --config`
-#      in alternating rounds (ROUNDS of each, medians): the default, the loaded tune's
-#      recommendation and the quiet tune's recommendation.
+#   3. on the quiet machine, re-time three configurations in alternating rounds (ROUNDS
+#      of each, medians): the default, the loaded tune's recommendation and the quiet
+#      tune's recommendation. RETIME=profile (default) times them as the tune did, on a
+#      local device (`kestrel profile --config`); RETIME=bench in `kestrel bench --config`,
+#      in one process with OpenBLAS and oneDNN (whose threads share the cores: on 2 cores
+#      its absolute figures run ~30% lower, and configurations rank differently).
 # Prints per workload the ratios loaded/default and loaded/quiet (GFLOP/s over GFLOP/s:
 # above 1 is faster) and the verdict of each tune. Targets: loaded/default >= 0.97 and
 # loaded/quiet >= 0.95 on every workload.
 #   bench/tune_under_load.sh            # TRIALS (48), ROUNDS (5), THREADS (all cores), WORKDIR
+#   REUSE=1 WORKDIR=dir bench/tune_under_load.sh   # re-time the tunes already in dir
 # Environment: KESTREL_BIN (default build/tools/kestrel). Takes ~30-60 min on 2 cores.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -19,6 +23,7 @@ rounds="${ROUNDS:-5}"
 cores="$(nproc)"
 threads="${THREADS:-$cores}"
 work="${WORKDIR:-$(mktemp -d /tmp/kestrel-under-load-XXXXXX)}"
+mkdir -p "$work"
 [ -x "$kestrel" ] || { echo "tune_under_load: no kestrel binary at $kestrel (build it, or set KESTREL_BIN)" >&2; exit 2; }
 command -v jq > /dev/null || { echo "tune_under_load: needs jq (apt-get install jq)" >&2; exit 2; }
 
@@ -53,11 +58,18 @@ trap stop_hog EXIT
 recommendation() { jq -r '.best.config' "$1"; }
 default_of() { jq -r '.final[] | select(.is_default) | .config' "$1"; }
 
-# Median GFLOP/s of `kestrel bench --config` over the rounds given (one per call).
+retime="${RETIME:-profile}"
+# GFLOP/s of one timing of `config` (kestrel profile's median of its rounds, or kestrel
+# bench's).
 gflops() {
   local op="$1" shape="$2" config="$3"
-  "$kestrel" bench --op "$op" --shape "$shape" --config "$config" --threads "$threads" --json 2> /dev/null |
-    jq -r '.results[0].kestrel.gflops'
+  if [ "$retime" = bench ]; then
+    "$kestrel" bench --op "$op" --shape "$shape" --config "$config" --threads "$threads" --json 2> /dev/null |
+      jq -r '.results[0].kestrel.gflops'
+  else
+    "$kestrel" profile --op "$op" --shape "$shape" --config "$config" --threads "$threads" --json 2> /dev/null |
+      jq -r '.gflops'
+  fi
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
@@ -65,7 +77,7 @@ isa="AVX2"
 grep -qw avx512f /proc/cpuinfo && isa="AVX-512"
 grep -qw avx2 /proc/cpuinfo || isa="no AVX2"
 echo "tune_under_load: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $cores cores, $isa;" \
-     "$trials trials per tune, $rounds re-timing rounds, $threads threads; work in $work"
+     "$trials trials per tune, $rounds re-timing rounds ($retime), $threads threads; work in $work"
 printf '%-62s %9s %9s %9s %10s %10s  %s\n' WORKLOAD DEFAULT LOADED QUIET LOAD/DEF LOAD/QUIET "VERDICTS (loaded, quiet)"
 worst_def=""
 worst_quiet=""
@@ -74,10 +86,12 @@ for w in "${workloads[@]}"; do
   shape="${w#* }"
   tag="$(echo "$w" | tr -c 'a-zA-Z0-9' '_')"
   common=(tune --op "$op" --shape "$shape" --trials "$trials" --vendors none --threads "$threads" --json)
-  start_hog
-  "$kestrel" "${common[@]}" --db "$work/$tag.loaded.db" > "$work/$tag.loaded.json" 2> "$work/$tag.loaded.log"
-  stop_hog
-  "$kestrel" "${common[@]}" --db "$work/$tag.quiet.db" > "$work/$tag.quiet.json" 2> "$work/$tag.quiet.log"
+  if [ "${REUSE:-0}" != 1 ] || [ ! -s "$work/$tag.loaded.json" ] || [ ! -s "$work/$tag.quiet.json" ]; then
+    start_hog
+    "$kestrel" "${common[@]}" --db "$work/$tag.loaded.db" > "$work/$tag.loaded.json" 2> "$work/$tag.loaded.log"
+    stop_hog
+    "$kestrel" "${common[@]}" --db "$work/$tag.quiet.db" > "$work/$tag.quiet.json" 2> "$work/$tag.quiet.log"
+  fi
   def="$(default_of "$work/$tag.quiet.json")"
   loaded="$(recommendation "$work/$tag.loaded.json")"
   quiet="$(recommendation "$work/$tag.quiet.json")"

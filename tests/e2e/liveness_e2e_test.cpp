@@ -145,6 +145,34 @@ struct CpuHog {
 
 unsigned cores() { return std::max(1u, std::thread::hardware_concurrency()); }
 
+// A tracker and `n` devices of `key`, all registered.
+struct KeyPool {
+  KeyPool(const TempDir& dir, const std::string& pool_key, int n) : key(pool_key), tracker(dir) {
+    for (int i = 0; i < n; ++i) devices.push_back(start_device(dir, tracker, key, key + "-" + std::to_string(i)));
+    REQUIRE(test::wait_for([&] { return device_count(query(dir, tracker)) == static_cast<std::size_t>(n); }, 20s));
+  }
+  // A quick session on this pool's key.
+  std::vector<std::string> tune(const std::string& db, int trials, std::vector<std::string> extra = {}) const {
+    auto argv = quick_tune(db, trials);
+    argv.insert(argv.end(), {"--tracker", tracker.address(), "--key", key});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+  std::string key;
+  TrackerProcess tracker;
+  std::vector<std::unique_ptr<Process>> devices;
+};
+
+// Waits for a chaos session to end (within 300 s) and checks it completed every trial.
+void check_finishes(Process& run, const std::string& db, int trials, const std::string& more_log = {}) {
+  auto code = run.wait_exit(300s);
+  std::string log = run.log();
+  INFO("log:\n" << log << more_log);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  check_complete(db, log, trials);
+}
+
 }  // namespace
 
 TEST_CASE("the README's first command runs to its end at its full trial count", "[e2e][liveness][whole]") {
@@ -213,63 +241,43 @@ TEST_CASE("a device stopped for 40 s mid-batch on the embedded pool: the session
 TEST_CASE("a device stopped for 40 s mid-batch through a tracker: the session finishes on the other device",
           "[e2e][liveness][chaos]") {
   TempDir dir;
-  TrackerProcess tracker(dir);
-  auto a = start_device(dir, tracker, "pair", "dev-a");
-  auto b = start_device(dir, tracker, "pair", "dev-b");
-  REQUIRE(test::wait_for([&] { return device_count(query(dir, tracker)) == 2; }, 20s));
+  KeyPool pool(dir, "pair", 2);
   std::string db = dir.file("pair.db");
   const int trials = 64;
-  auto argv = quick_tune(db, trials);
-  argv.insert(argv.end(), {"--tracker", tracker.address(), "--key", "pair", "--devices", "2"});
+  auto argv = pool.tune(db, trials, {"--devices", "2"});
   set_option(argv, "--min-repeat-ms", "20");
   Process run(argv, dir.file("pair.log"));
   await_trials(run, db, 4);
-  a->signal(SIGSTOP);
+  pool.devices[0]->signal(SIGSTOP);
   std::this_thread::sleep_for(40s);
-  a->signal(SIGCONT);
-  auto code = run.wait_exit(300s);
-  std::string log = run.log();
-  INFO("log:\n" << log << "\ntracker:\n" << tracker.process->log());
-  REQUIRE(code);
-  CHECK(*code == 0);
-  check_complete(db, log, trials);
+  pool.devices[0]->signal(SIGCONT);
+  check_finishes(run, db, trials, "\ntracker:\n" + pool.tracker.process->log());
 }
 
 TEST_CASE("a tracker stopped for 10 s: the session reconnects and finishes", "[e2e][liveness][chaos]") {
   TempDir dir;
-  TrackerProcess tracker(dir);
-  auto device = start_device(dir, tracker, "solo", "dev-solo");
-  REQUIRE(test::wait_for([&] { return device_count(query(dir, tracker)) == 1; }, 20s));
+  KeyPool pool(dir, "solo", 1);
   std::string db = dir.file("tracker.db");
   const int trials = 48;
-  auto argv = quick_tune(db, trials);
-  argv.insert(argv.end(), {"--tracker", tracker.address(), "--key", "solo"});
+  auto argv = pool.tune(db, trials);
   set_option(argv, "--min-repeat-ms", "20");
   Process run(argv, dir.file("tracker-stop.log"));
   await_trials(run, db, 4);
-  tracker.process->signal(SIGSTOP);
+  pool.tracker.process->signal(SIGSTOP);
   std::this_thread::sleep_for(10s);
-  tracker.process->signal(SIGCONT);
-  auto code = run.wait_exit(300s);
-  std::string log = run.log();
-  INFO("log:\n" << log << "\ntracker:\n" << tracker.process->log());
-  REQUIRE(code);
-  CHECK(*code == 0);
-  check_complete(db, log, trials);
+  pool.tracker.process->signal(SIGCONT);
+  check_finishes(run, db, trials, "\ntracker:\n" + pool.tracker.process->log());
 }
 
 TEST_CASE("a device that never comes back ends the session with an error naming the key, within its wait",
           "[e2e][liveness][chaos]") {
   TempDir dir;
-  TrackerProcess tracker(dir);
-  auto device = start_device(dir, tracker, "gone", "dev-gone");
-  REQUIRE(test::wait_for([&] { return device_count(query(dir, tracker)) == 1; }, 20s));
+  KeyPool pool(dir, "gone", 1);
   std::string db = dir.file("gone.db");
-  auto argv = quick_tune(db, 400);
-  argv.insert(argv.end(), {"--tracker", tracker.address(), "--key", "gone", "--device-wait-s", "5"});
+  auto argv = pool.tune(db, 400, {"--device-wait-s", "5"});
   Process run(argv, dir.file("gone.log"));
   await_trials(run, db, 4);
-  device->signal(SIGKILL);
+  pool.devices[0]->signal(SIGKILL);
   auto code = run.wait_exit(60s);
   std::string log = run.log();
   INFO("log:\n" << log);
@@ -281,15 +289,12 @@ TEST_CASE("a device that never comes back ends the session with an error naming 
 
 TEST_CASE("Ctrl-C while waiting for a device stops at once and keeps the records", "[e2e][liveness][chaos]") {
   TempDir dir;
-  TrackerProcess tracker(dir);
-  auto device = start_device(dir, tracker, "wait", "dev-wait");
-  REQUIRE(test::wait_for([&] { return device_count(query(dir, tracker)) == 1; }, 20s));
+  KeyPool pool(dir, "wait", 1);
   std::string db = dir.file("wait.db");
-  auto argv = quick_tune(db, 400);
-  argv.insert(argv.end(), {"--tracker", tracker.address(), "--key", "wait", "--device-wait-s", "0"});
+  auto argv = pool.tune(db, 400, {"--device-wait-s", "0"});
   Process run(argv, dir.file("wait.log"));
   await_trials(run, db, 4);
-  device->signal(SIGKILL);
+  pool.devices[0]->signal(SIGKILL);
   // The session now waits for a device that does not come (without a deadline).
   REQUIRE(test::wait_for([&] { return run.log().find("no device of key 'wait' left") != std::string::npos; }, 30s));
   const std::size_t kept = trial_records(db);
@@ -307,15 +312,12 @@ TEST_CASE("Ctrl-C while waiting for a device stops at once and keeps the records
 
 TEST_CASE("a waiting session uses no CPU", "[e2e][liveness]") {
   TempDir dir;
-  TrackerProcess tracker(dir);
-  auto device = start_device(dir, tracker, "idle", "dev-idle");
-  REQUIRE(test::wait_for([&] { return device_count(query(dir, tracker)) == 1; }, 20s));
+  KeyPool pool(dir, "idle", 1);
   std::string db = dir.file("idle.db");
-  auto argv = quick_tune(db, 400);
-  argv.insert(argv.end(), {"--tracker", tracker.address(), "--key", "idle", "--device-wait-s", "0"});
+  auto argv = pool.tune(db, 400, {"--device-wait-s", "0"});
   Process run(argv, dir.file("idle.log"));
-  REQUIRE(test::wait_for([&] { return trial_records(db) >= 4 || !run.running(); }, 120s));
-  device->signal(SIGKILL);
+  await_trials(run, db, 4);
+  pool.devices[0]->signal(SIGKILL);
   REQUIRE(test::wait_for([&] { return run.log().find("no device of key 'idle' left") != std::string::npos; }, 30s));
   // CPU time (utime + stime, clock ticks) over 5 s of waiting.
   auto cpu_ticks = [&] {

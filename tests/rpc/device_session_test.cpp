@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "kestrel/base/log.h"
 #include "kestrel/device_runtime/module_store.h"
@@ -88,6 +89,48 @@ TEST_CASE("a device session uploads modules and measures a batch as typed result
         CHECK(done.refused);
         CHECK(done.message == "reference module ffffffffffff is not on this device");
         CHECK(results.empty());
+        co_await client->release(lease.id);
+      },
+      [&] { pool.shutdown(); });
+}
+
+TEST_CASE("an error the device cannot tie to a request ends the request in flight at once", "[session][bad-input]") {
+  // A payload the device cannot decode is answered with a SessionError of seq 0: the
+  // holder's request in flight ends with that error (it used to be skipped, and the
+  // request waited out its whole timeout for an answer that was never coming).
+  log::set_level(log::Level::error);
+  asio::io_context io;
+  test::Pool pool(io);
+  test::run_async(
+      io,
+      [&]() -> awaitable<void> {
+        pool.add_device("pipe", "error-device");
+        auto client = co_await pool.client();
+        Lease lease = co_await client->request("pipe", RequestOptions{0, 5000ms});
+        DeviceSession session(client, lease, 30s);
+        const std::vector<std::uint8_t> garbage(16, std::uint8_t{0xff});
+        client->send(lease.id, garbage);
+        const auto started = std::chrono::steady_clock::now();
+        const std::vector<std::string> one = {hash_of('a')};
+        bool failed = false;
+        ErrorCode code = ErrorCode::timeout;
+        std::string message;
+        try {
+          co_await session.query_modules(one);
+        } catch (const RpcError& e) {
+          failed = true;
+          code = e.code();
+          message = e.what();
+        }
+        REQUIRE(failed);
+        CHECK(code == ErrorCode::protocol_error);
+        CHECK_THAT(message, Catch::Contains("bad session message"));
+        CHECK_THAT(message, Catch::Contains("error-device"));
+        CHECK(std::chrono::steady_clock::now() - started < 5s);
+        // The session goes on: the late answer to the failed query is stale and skipped.
+        const std::vector<std::string> two = {hash_of('a'), hash_of('b')};
+        std::vector<bool> present = co_await session.query_modules(two);
+        CHECK(present == std::vector<bool>{false, false});
         co_await client->release(lease.id);
       },
       [&] { pool.shutdown(); });

@@ -213,6 +213,12 @@ rpc::awaitable<std::vector<Evaluation>> TuningLoop::evaluate(const std::vector<s
   try {
     evaluations = co_await evaluator_.evaluate(
         task_, configs, options_.measure, [&](std::size_t i, const Evaluation& e) {
+          // Lost with its device for the first time: not a measurement; the next batch
+          // measures it again (retry_), so it is recorded once, when measured.
+          if (e.status == kernel::Status::device_lost && i < indices.size() &&
+              !retried_.contains(indices[i])) {
+            return;
+          }
           loop_records::add(db_, task_, e, context, false);
           if (i < recorded.size()) recorded[i] = true;
           ++result_.statuses[std::string(kernel::to_string(e.status))];
@@ -229,9 +235,11 @@ rpc::awaitable<std::vector<Evaluation>> TuningLoop::evaluate(const std::vector<s
   std::vector<Observation> observations;
   for (std::size_t i = 0; i < indices.size(); ++i) {
     const Evaluation& e = evaluations[i];
-    // Lost with its device: not measured; a later session tries it again.
+    // Lost with its device: not measured. Tried again in the next batch once; lost again,
+    // it is recorded as such and a later session tries it.
     if (e.status == kernel::Status::device_lost) {
       measured_.erase(indices[i]);
+      if (retried_.insert(indices[i]).second) retry_.push_back(indices[i]);
       continue;
     }
     observations.push_back({indices[i], e.ok() ? e.cost : kInf, e.ok()});
@@ -273,9 +281,16 @@ rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
     co_return std::nullopt;
   }
   std::size_t n = std::min(options_.batch_size, options_.trials - measured_.size());
-  Strategy* strategy = strategy_.get();
-  auto proposed = co_await off_thread([strategy, n] { return strategy->propose(n); });
+  // Configurations lost with their device in the last batch go first.
   std::vector<std::uint64_t> batch;
+  while (!retry_.empty() && batch.size() < n) {
+    if (!measured_.contains(retry_.front())) batch.push_back(retry_.front());
+    retry_.erase(retry_.begin());
+  }
+  n -= batch.size();
+  Strategy* strategy = strategy_.get();
+  std::vector<std::uint64_t> proposed;
+  if (n > 0) proposed = co_await off_thread([strategy, n] { return strategy->propose(n); });
   for (std::uint64_t index : proposed) {
     if (!measured_.contains(index) && std::find(batch.begin(), batch.end(), index) == batch.end()) {
       batch.push_back(index);

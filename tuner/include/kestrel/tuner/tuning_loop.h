@@ -215,6 +215,8 @@ class TuningLoop {
   std::unique_ptr<Strategy> strategy_;
   std::chrono::steady_clock::time_point started_;
   std::set<std::uint64_t> measured_;
+  std::vector<std::uint64_t> retry_;   // lost with their device: measured again in the next batch
+  std::set<std::uint64_t> retried_;    // lost once already: a second loss is recorded
   double best_cost_;
   std::string best_config_;
   double default_cost_;

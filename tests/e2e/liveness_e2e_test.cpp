@@ -158,6 +158,16 @@ struct KeyPool {
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }
+  // A session that has measured a few trials and then lost the pool's only device: it is
+  // waiting for one to come back, without a deadline (--device-wait-s 0).
+  std::unique_ptr<Process> session_left_waiting(const TempDir& dir, const std::string& db) {
+    auto run = std::make_unique<Process>(tune(db, 400, {"--device-wait-s", "0"}), dir.file(key + ".log"));
+    await_trials(*run, db, 4);
+    devices[0]->signal(SIGKILL);
+    const std::string waiting = "no device of key '" + key + "' left";
+    REQUIRE(test::wait_for([&] { return run->log().find(waiting) != std::string::npos; }, 30s));
+    return run;
+  }
   std::string key;
   TrackerProcess tracker;
   std::vector<std::unique_ptr<Process>> devices;
@@ -291,12 +301,8 @@ TEST_CASE("Ctrl-C while waiting for a device stops at once and keeps the records
   TempDir dir;
   KeyPool pool(dir, "wait", 1);
   std::string db = dir.file("wait.db");
-  auto argv = pool.tune(db, 400, {"--device-wait-s", "0"});
-  Process run(argv, dir.file("wait.log"));
-  await_trials(run, db, 4);
-  pool.devices[0]->signal(SIGKILL);
-  // The session now waits for a device that does not come (without a deadline).
-  REQUIRE(test::wait_for([&] { return run.log().find("no device of key 'wait' left") != std::string::npos; }, 30s));
+  auto session = pool.session_left_waiting(dir, db);
+  Process& run = *session;
   const std::size_t kept = trial_records(db);
   const auto sent = std::chrono::steady_clock::now();
   run.signal(SIGINT);
@@ -314,11 +320,8 @@ TEST_CASE("a waiting session uses no CPU", "[e2e][liveness]") {
   TempDir dir;
   KeyPool pool(dir, "idle", 1);
   std::string db = dir.file("idle.db");
-  auto argv = pool.tune(db, 400, {"--device-wait-s", "0"});
-  Process run(argv, dir.file("idle.log"));
-  await_trials(run, db, 4);
-  pool.devices[0]->signal(SIGKILL);
-  REQUIRE(test::wait_for([&] { return run.log().find("no device of key 'idle' left") != std::string::npos; }, 30s));
+  auto session = pool.session_left_waiting(dir, db);
+  Process& run = *session;
   // CPU time (utime + stime, clock ticks) over 5 s of waiting.
   auto cpu_ticks = [&] {
     std::string stat = test::read_text("/proc/" + std::to_string(run.pid()) + "/stat");

@@ -5,10 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <future>
 #include <limits>
 #include <random>
-#include <type_traits>
 
 #include "kestrel/base/log.h"
 #include "kestrel/base/stats.h"
@@ -26,15 +24,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 constexpr std::string_view kLog = "tune";
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// Model fitting and annealing (a fraction of a second) run on another thread, so that
-// heartbeats and results flow meanwhile.
-template <typename Fn>
-rpc::awaitable<std::invoke_result_t<Fn>> off_thread(Fn fn) {
-  co_return co_await rpc::run_on_thread(std::move(fn));
-}
-
-
 }  // namespace
 
 std::string new_session_id() {
@@ -182,7 +171,7 @@ rpc::awaitable<void> TuningLoop::start_zero_shot() {
     const CrossModel* model = options_.prior_model.get();
     const Space* space = space_.get();
     const host::Target* target = &task_.target;
-    ZeroShotPick pick = co_await off_thread(
+    ZeroShotPick pick = co_await rpc::run_on_thread(
         [model, space, target, pick_options] { return zero_shot_pick(*model, *space, *target, pick_options); });
     for (std::uint64_t index : pick.points) zero_shot.picks.push_back(ops::format_config(space_->config(index)));
     zero_shot.seconds = pick.elapsed.count();
@@ -289,8 +278,9 @@ rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
   }
   n -= batch.size();
   Strategy* strategy = strategy_.get();
+  // Model fitting and annealing run on another thread: heartbeats and results flow meanwhile.
   std::vector<std::uint64_t> proposed;
-  if (n > 0) proposed = co_await off_thread([strategy, n] { return strategy->propose(n); });
+  if (n > 0) proposed = co_await rpc::run_on_thread([strategy, n] { return strategy->propose(n); });
   for (std::uint64_t index : proposed) {
     if (!measured_.contains(index) && std::find(batch.begin(), batch.end(), index) == batch.end()) {
       batch.push_back(index);

@@ -12,6 +12,8 @@
 #include <sqlite3.h>
 
 #include <cctype>
+#include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <filesystem>
 #include <istream>
@@ -19,6 +21,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <random>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -246,6 +250,25 @@ class Statement final : public detail::Row {
 };
 
 // BEGIN IMMEDIATE ... COMMIT, rolled back when left without commit().
+// Switching a rollback-journal file to WAL needs its exclusive lock. When several
+// processes open a fresh file at the same moment, SQLite sees two connections each
+// wanting to upgrade a shared lock and answers SQLITE_BUSY at once, without calling the
+// busy handler (waiting could deadlock). Each tries again after a short, uneven pause
+// until the busy timeout: one of them wins, and the others find the file in WAL mode.
+void switch_to_wal(sqlite3* db, const std::string& path) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  std::minstd_rand jitter(static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(db)));
+  for (;;) {
+    int rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    const int primary = rc & 0xff;
+    if ((primary != SQLITE_BUSY && primary != SQLITE_LOCKED) || std::chrono::steady_clock::now() >= deadline) {
+      fail(db, rc, path, "switching to WAL mode");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 + jitter() % 20));
+  }
+}
+
 class Transaction {
  public:
   Transaction(sqlite3* db, const std::string& path) : db_(db), path_(path) {
@@ -425,11 +448,7 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
   // WAL: readers and the one writer do not block each other; a commit is one append to
   // the log. NORMAL: no fsync per commit; a killed process loses nothing committed (only
   // a power cut can lose the last commits).
-  {
-    Statement wal(db, path, "PRAGMA journal_mode=WAL");
-    while (wal.step("switching to WAL mode")) {
-    }
-  }
+  switch_to_wal(db, path);
   exec(db, path, "PRAGMA synchronous=NORMAL", "setting synchronous=NORMAL");
 
   if (c.contents == Contents::empty || !c.has_records || c.version < kSchemaVersion) {

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "support/postgres.h"
 
 namespace {
@@ -89,8 +89,8 @@ std::string json_line(std::size_t i, std::mt19937_64& random) {
   return j.dump();
 }
 
-tuner::Record record_to_add(std::size_t i) {
-  tuner::Record r;
+records::Record record_to_add(std::size_t i) {
+  records::Record r;
   r.op = "gemm";
   r.workload = ops::parse_pairs("K=8,M=8,N=" + std::to_string(8 + i % 500));
   r.target = kTargets[0];
@@ -119,7 +119,7 @@ double percentile(std::vector<double> values, double p) {
 
 // Loads, adds and queries one backend at `location`; prints one block of figures.
 void run(const std::string& name, const std::string& location, const Settings& s) {
-  auto db = tuner::open_records(location);
+  auto db = records::open_records(location);
   const std::size_t before = db->count();
   std::mt19937_64 random(17);
 
@@ -148,7 +148,7 @@ void run(const std::string& name, const std::string& location, const Settings& s
   std::size_t answers = 0;
   for (std::size_t q = 0; q < s.queries; ++q) {
     const std::size_t task = static_cast<std::size_t>(random() % tasks);
-    tuner::BestQuery query;
+    records::BestQuery query;
     query.op = "gemm";
     query.workload = ops::parse_pairs(workload_of(task / 3));
     query.target = kTargets[task % 3];

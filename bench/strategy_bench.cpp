@@ -73,7 +73,7 @@
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
 #include "kestrel/rpc/tracker_client.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/strategy.h"
 #include "kestrel/tuner/tuning_loop.h"
@@ -276,13 +276,13 @@ struct Cost {
 
 class Oracle {
  public:
-  Oracle(Env& env, tuner::RecordStore& db, const ops::Op& op, ops::Params params, const tuner::Space& space)
+  Oracle(Env& env, records::RecordStore& db, const ops::Op& op, ops::Params params, const tuner::Space& space)
       : env_(env), db_(db), op_(op), params_(std::move(params)), space_(space) {
     workload_name_ = ops::format_params(params_);
     target_name_ = env_.target.to_string();
     flops_ = op_.flops(params_);
     session_ = "bench-strategies-" + tuner::new_session_id();
-    for (const tuner::Record& r : db_.find(std::string(op_.name()), params_, target_name_)) {
+    for (const records::Record& r : db_.find(std::string(op_.name()), params_, target_name_)) {
       if (r.final_measurement) continue;
       const std::string config = ops::format_config(r.config);
       if (cache_.contains(config)) continue;
@@ -361,7 +361,7 @@ class Oracle {
       throw std::runtime_error("the device was lost while measuring " + ops::format_config(e.config) + ": " +
                                e.message);
     }
-    tuner::Record r;
+    records::Record r;
     r.op = std::string(op_.name());
     r.workload = params_;
     r.target = target_name_;
@@ -387,7 +387,7 @@ class Oracle {
   }
 
   Env& env_;
-  tuner::RecordStore& db_;
+  records::RecordStore& db_;
   const ops::Op& op_;
   ops::Params params_;
   const tuner::Space& space_;
@@ -466,7 +466,7 @@ ops::Params workload_params(const ops::Op& op, const std::string& which, const h
                                    std::to_string(target.traits.vector_floats));
 }
 
-bool bench_workload(Env& env, tuner::RecordStore& db, const Options& options, const std::string& which) {
+bool bench_workload(Env& env, records::RecordStore& db, const Options& options, const std::string& which) {
   const Clock::time_point t0 = Clock::now();
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& op = registry.get(which, env.target.backend);
@@ -670,7 +670,7 @@ constexpr std::uint64_t kServeSampleSeed = 14;
 // strategy of either tool. Returns false if a request failed in a way that ends the
 // session (a measurement error); a malformed request gets {"error": ...} and the session
 // goes on.
-bool serve(Env& env, tuner::RecordStore& db, const Options& options) {
+bool serve(Env& env, records::RecordStore& db, const Options& options) {
   const Clock::time_point t0 = Clock::now();
   const std::string which = options.workloads.front();
   ops::Registry registry = ops::builtin_ops();
@@ -800,8 +800,8 @@ int main(int argc, char** argv) {
   bool ok = true;
   Env env;
   try {
-    auto records = tuner::open_records(options.db);
-    tuner::RecordStore& db = *records;
+    auto records = records::open_records(options.db);
+    records::RecordStore& db = *records;
     env.start(options.target);
     if (options.serve) {
       ok = serve(env, db, options);

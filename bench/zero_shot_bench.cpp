@@ -42,7 +42,7 @@
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/cross_model.h"
 #include "kestrel/tuner/evaluator.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/tuning_loop.h"
 #include "kestrel/tuner/zero_shot.h"
@@ -217,7 +217,7 @@ std::vector<std::pair<std::size_t, double>> tune_curve(Env& env, const tuner::Ta
   auto path = std::filesystem::temp_directory_path() / ("kestrel-zero-shot-" + tuner::new_session_id() + ".db");
   std::vector<std::pair<std::size_t, double>> curve;
   {
-    auto db = tuner::open_records(path.string());
+    auto db = records::open_records(path.string());
     tuner::TuneOptions options;
     options.strategy = "sa";
     options.trials = trials;
@@ -257,7 +257,7 @@ int main(int argc, char** argv) {
   Env env;
   try {
     auto model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(o.model_file));
-    auto db = tuner::open_records(o.db, tuner::OpenMode::existing);
+    auto db = records::open_records(o.db, records::OpenMode::existing);
     ops::Registry registry = ops::builtin_ops();
     bench::locate_device_binary();
     env.start();
@@ -273,11 +273,11 @@ int main(int argc, char** argv) {
     };
     std::vector<Row> rows;
     std::vector<tuner::Task> transfer_tasks;
-    for (const tuner::Best& best : db->best()) {
+    for (const records::Best& best : db->best()) {
       if (best.target != target.to_string()) continue;
       if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), best.op) == o.ops.end()) continue;
       const tuner::OpModelInfo* info = model->find(best.op, cls);
-      const tuner::Record* own = best.own();
+      const records::Record* own = best.own();
       if (!info || !own) continue;
       if (o.limit && rows.size() >= o.limit) break;
       const ops::Op& op = registry.get(best.op);

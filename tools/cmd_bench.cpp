@@ -19,7 +19,7 @@
 #include "kestrel/benchmark/harness.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/workload_sets.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "measure_args.h"
 #include "tune_session.h"
 
@@ -279,11 +279,11 @@ int run_bench(int argc, char** argv) {
 
     host::Target target = host::parse_target("native");
     std::string db_path = args.get("db", "kestrel.db");
-    std::vector<tuner::Best> best;
-    std::unique_ptr<tuner::RecordStore> db;
+    std::vector<records::Best> best;
+    std::unique_ptr<records::RecordStore> db;
     bool json = args.has("json");
     if (args.has("tune-trials")) {
-      db = tuner::open_records(db_path);
+      db = records::open_records(db_path);
       TuneSessionOptions tune_options;
       tune_options.session.pool.key = "local";
       tune_options.session.pool.client_name = "kestrel bench";
@@ -303,11 +303,11 @@ int run_bench(int argc, char** argv) {
         return 130;
       }
       best = db->best();
-    } else if (tuner::records_exist(db_path)) {
-      db = tuner::open_records(db_path, tuner::OpenMode::existing);
+    } else if (records::records_exist(db_path)) {
+      db = records::open_records(db_path, records::OpenMode::existing);
       best = db->best();
     } else if (args.has("db")) {
-      throw UsageError("no records database at " + tuner::without_password(db_path));
+      throw UsageError("no records database at " + records::without_password(db_path));
     }
 
     benchmark::LibraryStatus libraries = benchmark::library_status();
@@ -439,7 +439,7 @@ int run_bench(int argc, char** argv) {
   } catch (const ops::OpError& e) {
     std::cerr << "kestrel bench: " << e.what() << "\n";
     return 2;
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     std::cerr << "kestrel bench: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

@@ -14,7 +14,7 @@
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
 #include "kestrel/ops/workload_sets.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/shape_family.h"
 #include "kestrel/tuner/strategy.h"
 #include "measure_args.h"
@@ -222,7 +222,7 @@ int run_datagen(int argc, char** argv) {
     host::PoolOptions pool = pool_options(args, "kestrel datagen");
     options.device_key = pool.key;
     std::string db_path = args.get("db", "kestrel-data.db");
-    auto db = tuner::open_records(db_path);
+    auto db = records::open_records(db_path);
 
     TuneSessionOptions session_options;
     session_options.program = "kestrel datagen";

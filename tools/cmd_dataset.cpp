@@ -19,7 +19,7 @@
 #include "commands.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/dataset.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::tools {
 namespace {
@@ -74,9 +74,9 @@ int run_dataset(int argc, char** argv) {
     const bool parquet = ends_with(out, ".parquet");
     if (!parquet && !ends_with(out, ".csv")) throw UsageError("-o must end in .csv or .parquet, got '" + out + "'");
 
-    std::vector<tuner::Record> records;
+    std::vector<records::Record> records;
     for (const std::string& path : args.get_all("db")) {
-      auto db = tuner::open_records(path, tuner::OpenMode::existing);
+      auto db = records::open_records(path, records::OpenMode::existing);
       auto more = db->all();
       records.insert(records.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
     }
@@ -152,7 +152,7 @@ int run_dataset(int argc, char** argv) {
   } catch (const DatasetError& e) {
     std::cerr << "kestrel dataset: " << e.what() << "\n";
     return 1;
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     std::cerr << "kestrel dataset: " << e.what() << "\n";
     return 1;
   }

@@ -19,7 +19,7 @@
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
 #include "kestrel/tuner/cross_model.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::tools {
 namespace {
@@ -123,7 +123,7 @@ int run_export(int argc, char** argv) {
       throw UsageError(e.what());
     }
     const std::string db_path = args.get("db", "kestrel.db");
-    auto records = tuner::open_records(db_path, tuner::OpenMode::existing);
+    auto records = records::open_records(db_path, records::OpenMode::existing);
     const model::Model loaded = model::Model::load(args.get("model"));
     const std::vector<model::Binding> buckets = model::parse_buckets(loaded.graph().symbols(), args.get("buckets"));
 
@@ -160,7 +160,7 @@ int run_export(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "kestrel export: " << e.what() << "\n";
     return 2;
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     std::cerr << "kestrel export: " << e.what() << "\n";
     return 1;
   } catch (const model::ModelError& e) {

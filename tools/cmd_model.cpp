@@ -14,7 +14,7 @@
 #include "commands.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/cross_model.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::tools {
 namespace {
@@ -55,10 +55,10 @@ std::string quality_columns(const tuner::RankingQuality& q) {
 
 const char* kQualityHeader = "HELD-OUT TOP-1  TOP-5  TAU    PICK";
 
-std::vector<tuner::Record> read_records(const std::vector<std::string>& paths) {
-  std::vector<tuner::Record> out;
+std::vector<records::Record> read_records(const std::vector<std::string>& paths) {
+  std::vector<records::Record> out;
   for (const std::string& path : paths) {
-    auto db = tuner::open_records(path, tuner::OpenMode::existing);
+    auto db = records::open_records(path, records::OpenMode::existing);
     auto records = db->all();
     out.insert(out.end(), std::make_move_iterator(records.begin()), std::make_move_iterator(records.end()));
   }
@@ -228,7 +228,7 @@ int run_cost_model(int argc, char** argv) {
   } catch (const tuner::ModelFileError& e) {
     std::cerr << program << ": " << e.what() << "\n";
     return 1;
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     std::cerr << program << ": " << e.what() << "\n";
     return 1;
   }

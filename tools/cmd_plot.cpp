@@ -8,7 +8,7 @@
 #include "commands.h"
 #include "kestrel/plot/chart.h"
 #include "kestrel/plot/curves.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::tools {
 namespace {
@@ -79,8 +79,8 @@ int run_plot(int argc, char** argv) {
 
     std::vector<std::string> paths = args.get_all("db");
     if (paths.empty()) paths.push_back("kestrel.db");
-    std::vector<std::unique_ptr<tuner::RecordStore>> dbs;
-    for (const auto& path : paths) dbs.push_back(tuner::open_records(path, tuner::OpenMode::existing));
+    std::vector<std::unique_ptr<records::RecordStore>> dbs;
+    for (const auto& path : paths) dbs.push_back(records::open_records(path, records::OpenMode::existing));
     std::vector<plot::Panel> panels;
     for (std::size_t d = 0; d < dbs.size(); ++d) {
       for (plot::Panel& panel : plot::best_so_far(*dbs[d], query)) {
@@ -130,7 +130,7 @@ int run_plot(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "kestrel plot: " << e.what() << "\n(see kestrel plot --help)\n";
     return 2;
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     std::cerr << "kestrel plot: " << e.what() << "\n";
     return 1;
   } catch (const plot::ChartError& e) {

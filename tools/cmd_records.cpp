@@ -11,7 +11,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::tools {
 
@@ -34,7 +34,7 @@ int run_best(int argc, char** argv) {
       return 0;
     }
     std::string path = args.get("db", "kestrel.db");
-    tuner::BestQuery query;
+    records::BestQuery query;
     if (args.has("op")) query.op = args.get("op");
     if (args.has("shape")) {
       if (!args.has("op")) throw UsageError("--shape needs --op (the op whose workload it is)");
@@ -42,8 +42,8 @@ int run_best(int argc, char** argv) {
       query.workload = ops::parse_params(registry.get(args.get("op")), args.get("shape"));
     }
     if (args.has("target")) query.target = args.get("target");
-    auto db = tuner::open_records(path, tuner::OpenMode::existing);
-    std::vector<tuner::Best> best = db->best(query);
+    auto db = records::open_records(path, records::OpenMode::existing);
+    std::vector<records::Best> best = db->best(query);
     if (args.has("json")) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& b : best) {
@@ -84,7 +84,7 @@ int run_best(int argc, char** argv) {
       if (!b.device_class.model.empty()) device_class += " (" + b.device_class.model + ")";
       std::string config = ops::format_config(b.record.config);
       if (b.default_is_best) config += " (the default)";
-      if (b.record.implementation != tuner::kKestrelImplementation) {
+      if (b.record.implementation != records::kKestrelImplementation) {
         char own[64] = "no ok record";
         if (b.own_record) std::snprintf(own, sizeof own, "%.1f GFLOP/s", b.own_record->gflops);
         config = "(vendor library) kestrel's best: " +
@@ -103,7 +103,7 @@ int run_best(int argc, char** argv) {
   } catch (const ops::OpError& e) {
     std::cerr << "kestrel best: " << e.what() << "\n";
     return 2;
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     std::cerr << "kestrel best: " << e.what() << "\n";
     return 2;
   }
@@ -138,7 +138,7 @@ int run_records(int argc, char** argv) {
       }
     }
     if (action == "export") {
-      auto db = tuner::open_records(db_path, tuner::OpenMode::existing);  // before creating the output file
+      auto db = records::open_records(db_path, records::OpenMode::existing);  // before creating the output file
       if (file.empty() || file == "-") {
         db->export_jsonl(std::cout);
       } else {
@@ -153,15 +153,15 @@ int run_records(int argc, char** argv) {
       if (file.empty()) throw UsageError("import needs a FILE.jsonl");
       std::ifstream in(file);
       if (!in) throw UsageError("cannot read '" + file + "'");
-      auto db = tuner::open_records(db_path);
+      auto db = records::open_records(db_path);
       std::size_t added = db->import_jsonl(in);
       std::cout << "imported " << added << " records into " << db->location() << " (" << db->count() << " in all)\n";
       return 0;
     }
     if (action == "migrate") {
       if (from.empty() || to.empty()) throw UsageError("migrate needs --from DB and --to DB");
-      auto source = tuner::open_records(from, tuner::OpenMode::existing);  // before creating the destination
-      auto destination = tuner::open_records(to);
+      auto source = records::open_records(from, records::OpenMode::existing);  // before creating the destination
+      auto destination = records::open_records(to);
       std::stringstream lines;
       source->export_jsonl(lines);
       std::size_t copied = destination->import_jsonl(lines);
@@ -173,7 +173,7 @@ int run_records(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "kestrel records: " << e.what() << "\n" << usage;
     return 2;
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     std::cerr << "kestrel records: " << e.what() << "\n";
     return 2;
   }

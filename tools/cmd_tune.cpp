@@ -16,7 +16,7 @@
 #include "kestrel/ops/workload_sets.h"
 #include "kestrel/base/log.h"
 #include "kestrel/tuner/cross_model.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/strategy.h"
 #include "kestrel/tuner/tuning_loop.h"
 #include "kestrel/tuner/zero_shot.h"
@@ -106,7 +106,7 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
       std::cout << std::left << std::setw(6) << rank++ << std::setw(12) << std::fixed << std::setprecision(1)
                 << f.gflops << std::setw(12) << std::setprecision(3) << f.median_s * 1e3 << std::setw(22)
                 << speedup.str() << std::setw(9) << spread.str()
-                << (f.implementation == tuner::kKestrelImplementation ? f.config : f.implementation + " (vendor)");
+                << (f.implementation == records::kKestrelImplementation ? f.config : f.implementation + " (vendor)");
       if (f.is_default) std::cout << "  (default)";
       if (f.recommended) std::cout << "  <- recommended";
       if (f.noisy) std::cout << "  noisy: its rounds disagree";
@@ -116,7 +116,7 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
     // The leader among the others, for the verdict's numbers.
     const tuner::FinalEntry* runner_up = nullptr;
     for (const auto& f : r.final) {
-      if (!f.is_default && f.implementation == tuner::kKestrelImplementation && f.status == "ok" &&
+      if (!f.is_default && f.implementation == records::kKestrelImplementation && f.status == "ok" &&
           (!runner_up || f.speedup > runner_up->speedup)) {
         runner_up = &f;
       }
@@ -127,7 +127,7 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
           << f.speedup_high << "x";
       return out.str();
     };
-    if (r.final.front().implementation != tuner::kKestrelImplementation) {
+    if (r.final.front().implementation != records::kKestrelImplementation) {
       std::cout << "the vendor library " << r.final.front().implementation
                 << " was faster than Kestrel's pick with confidence: `kestrel best` shows it\n";
     } else if (r.verdict == "faster") {
@@ -415,14 +415,14 @@ int run_tune(int argc, char** argv) {
     unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
     auto reconnect_window = std::chrono::milliseconds(args.get_int("reconnect-ms", 120'000, 0, 24 * 3'600'000));
     const std::string db_arg = args.get("db", "kestrel.db");
-    const std::string db_path = tuner::without_password(db_arg);  // what messages show
+    const std::string db_path = records::without_password(db_arg);  // what messages show
     // Zero-shot picks without verification record nothing: an existing database is read
     // (never written), and none is created.
     const bool measures = !zero_shot || zero_shot_verify > 0;
-    std::unique_ptr<tuner::RecordStore> db;
-    if (measures) db = tuner::open_records(db_arg);  // fails early on a bad file
-    else if (tuner::records_exist(db_arg)) db = tuner::open_records(db_arg, tuner::OpenMode::existing);
-    else db = tuner::open_records(":memory:");
+    std::unique_ptr<records::RecordStore> db;
+    if (measures) db = records::open_records(db_arg);  // fails early on a bad file
+    else if (records::records_exist(db_arg)) db = records::open_records(db_arg, records::OpenMode::existing);
+    else db = records::open_records(":memory:");
 
     TuneSessionOptions session_options;
     session_options.session.pool = pool;
@@ -532,7 +532,7 @@ int run_tune(int argc, char** argv) {
   } catch (const ops::OpError& e) {
     std::cerr << "kestrel tune: " << e.what() << "\n";
     return 2;
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     std::cerr << "kestrel tune: " << e.what() << "\n";
     return 2;
   } catch (const model::ModelError& e) {

@@ -126,7 +126,7 @@ class ModelProgressView {
 
 }  // namespace
 
-tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, tuner::RecordStore& db,
+tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, records::RecordStore& db,
                                       const TuneSessionOptions& options) {
   tuner::SessionResult result;
   if (jobs.empty() && !options.session.make_jobs) return result;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/session.h"
 
 namespace kestrel::tools {
@@ -30,7 +30,7 @@ struct SessionTerminated : std::runtime_error {
 // released. A second signal (or one before any device is leased) exits the process at
 // once with status 130 (SIGINT) or 143 (SIGTERM). Otherwise throws what
 // tuner::TuneSession::run throws.
-tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, tuner::RecordStore& db,
+tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, records::RecordStore& db,
                                       const TuneSessionOptions& options);
 
 }  // namespace kestrel::tools

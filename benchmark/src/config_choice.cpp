@@ -17,7 +17,7 @@ std::string fixed1(double value) {
 
 ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
                            const ops::TargetTraits& traits,
-                           const std::vector<tuner::Best>& best, const tuner::RecordStore* db,
+                           const std::vector<records::Best>& best, const records::RecordStore* db,
                            const std::string& explicit_config) {
   ConfigChoice choice;
   if (!explicit_config.empty()) {
@@ -28,7 +28,7 @@ ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const s
   for (const auto& b : best) {
     if (b.op != op.name() || b.workload != params || b.target != target) continue;
     // Kestrel's own best, also when a vendor library measured faster.
-    const tuner::Record* own = b.own();
+    const records::Record* own = b.own();
     if (own == nullptr) break;
     const std::string recorded = ops::format_config(own->config);
     try {
@@ -47,8 +47,8 @@ ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const s
     if (db) {
       auto records = db->find(b.op, b.workload, b.target, &b.device_class);
       trials = static_cast<std::size_t>(
-          std::count_if(records.begin(), records.end(), [](const tuner::Record& r) {
-            return !r.final_measurement && r.implementation == tuner::kKestrelImplementation;
+          std::count_if(records.begin(), records.end(), [](const records::Record& r) {
+            return !r.final_measurement && r.implementation == records::kKestrelImplementation;
           }));
     }
     choice.detail = "best of " + std::to_string(trials) + " trials, " + fixed1(own->gflops) + " GFLOP/s when tuned";

@@ -62,8 +62,8 @@ CpuTimes read_cpu_times() {
   return t;
 }
 
-rpc::MachineState sample_machine_state(const CpuTimes& since) {
-  rpc::MachineState state;
+kernel::MachineState sample_machine_state(const CpuTimes& since) {
+  kernel::MachineState state;
   double load = 0;
   if (read_number("/proc/loadavg", load)) state.load1 = load;
   const int cpu = ::sched_getcpu();

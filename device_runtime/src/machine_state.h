@@ -19,6 +19,6 @@ struct CpuTimes {
 CpuTimes read_cpu_times();
 
 // The machine now; busy_cpus from the interval since `since` (-1 when unknown).
-rpc::MachineState sample_machine_state(const CpuTimes& since);
+kernel::MachineState sample_machine_state(const CpuTimes& since);
 
 }  // namespace kestrel::device

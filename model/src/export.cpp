@@ -70,7 +70,7 @@ std::vector<fs::path> runtime_candidates(const ExportOptions& options) {
 
 }  // namespace
 
-ExportReport export_library(tuner::RecordStore& records, host::Compiler& compiler, const ExportOptions& options,
+ExportReport export_library(records::RecordStore& records, host::Compiler& compiler, const ExportOptions& options,
                             const std::function<void(std::size_t, std::size_t)>& progress) {
   const host::Target& target = options.target;
   if (target.is_gpu()) throw ModelError("export builds CPU libraries: " + target.to_string() + " is a GPU target");
@@ -87,8 +87,8 @@ ExportReport export_library(tuner::RecordStore& records, host::Compiler& compile
   }
 
   // The best own records of this target (any CPU of its triple; the exact target first).
-  std::vector<tuner::Best> bests;
-  for (tuner::Best& best : records.best()) {
+  std::vector<records::Best> bests;
+  for (records::Best& best : records.best()) {
     if (triple_of(best.target) != target.triple) continue;
     if (!options.device_key.empty() && best.device_class.key != options.device_key) continue;
     bests.push_back(std::move(best));
@@ -136,11 +136,11 @@ ExportReport export_library(tuner::RecordStore& records, host::Compiler& compile
 
       // The best own record (exact target first, then the fastest), else the default.
       const ops::Params workload = ops::normalize_params(*op, task.params);
-      const tuner::Record* chosen = nullptr;
+      const records::Record* chosen = nullptr;
       bool chosen_exact = false;
-      for (const tuner::Best& best : bests) {
+      for (const records::Best& best : bests) {
         if (best.op != task.op || ops::normalize_params(*op, best.workload) != workload) continue;
-        const tuner::Record* own = best.own();
+        const records::Record* own = best.own();
         if (!own) continue;
         if (const std::string why = op->check(task.params, own->config, target.traits); !why.empty()) {
           report.notes.push_back(task.op + " " + ops::format_params(task.params) + ": the record of " + best.target +

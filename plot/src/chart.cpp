@@ -79,7 +79,7 @@ std::string legend_entry(const Curve& c) {
   s << std::fixed << c.label << ": " << c.trials << " trials, best " << c.best_gflops << " GFLOP/s";
   if (c.final) {
     s << ", final " << c.final->gflops;
-    if (c.final->implementation != tuner::kKestrelImplementation) s << " (" << c.final->implementation << ")";
+    if (c.final->implementation != records::kKestrelImplementation) s << " (" << c.final->implementation << ")";
     else if (c.final->is_default) s << " (default)";
   }
   return s.str();

@@ -25,16 +25,16 @@ std::string normalized(const std::string& workload) {
   return out;
 }
 
-bool is_trial(const tuner::Record& r) {
-  return !r.final_measurement && r.implementation == tuner::kKestrelImplementation;
+bool is_trial(const records::Record& r) {
+  return !r.final_measurement && r.implementation == records::kKestrelImplementation;
 }
 
 std::string short_session(const std::string& session) { return session.substr(0, 8); }
 
 }  // namespace
 
-std::vector<Panel> best_so_far(const tuner::RecordStore& db, const CurveQuery& query) {
-  std::vector<tuner::Record> records = db.all(query.op);
+std::vector<Panel> best_so_far(const records::RecordStore& db, const CurveQuery& query) {
+  std::vector<records::Record> records = db.all(query.op);
   std::stable_sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   const std::string want = normalized(query.workload);
   using PanelKey = std::tuple<std::string, std::string, std::string>;
@@ -43,7 +43,7 @@ std::vector<Panel> best_so_far(const tuner::RecordStore& db, const CurveQuery& q
   // Per panel: session -> curve index, and each curve's first record time.
   std::vector<std::map<std::string, std::size_t>> curve_index;
   std::vector<std::vector<std::int64_t>> first_ms;
-  for (const tuner::Record& r : records) {
+  for (const records::Record& r : records) {
     if (!is_trial(r)) continue;
     std::string workload = ops::format_params(r.workload);
     if (!want.empty() && normalized(workload) != want) continue;
@@ -72,22 +72,22 @@ std::vector<Panel> best_so_far(const tuner::RecordStore& db, const CurveQuery& q
   // Each curve's final recommendation: the final round's record marked kRecommended (the
   // newest, should a session hold two rounds of the task), else its fastest ok record.
   struct Pick {
-    const tuner::Record* marked = nullptr;
-    const tuner::Record* fastest = nullptr;
+    const records::Record* marked = nullptr;
+    const records::Record* fastest = nullptr;
   };
   std::map<std::pair<std::size_t, std::size_t>, Pick> picks;  // (panel, curve) -> records
-  for (const tuner::Record& r : records) {
+  for (const records::Record& r : records) {
     if (!r.final_measurement || !r.ok() || !(r.gflops > 0)) continue;
     auto panel = panel_index.find(PanelKey{r.op, ops::format_params(r.workload), r.target});
     if (panel == panel_index.end()) continue;
     auto curve = curve_index[panel->second].find(r.session);
     if (curve == curve_index[panel->second].end()) continue;
     Pick& pick = picks[{panel->second, curve->second}];
-    if (r.recommended & tuner::kRecommended) pick.marked = &r;  // records are in id order
+    if (r.recommended & records::kRecommended) pick.marked = &r;  // records are in id order
     if (!pick.fastest || r.cost < pick.fastest->cost) pick.fastest = &r;
   }
   for (const auto& [at, pick] : picks) {
-    const tuner::Record& r = pick.marked ? *pick.marked : *pick.fastest;
+    const records::Record& r = pick.marked ? *pick.marked : *pick.fastest;
     panels[at.first].curves[at.second].final =
         FinalMark{r.gflops, r.implementation, r.is_default, pick.marked != nullptr};
   }
@@ -107,9 +107,9 @@ std::vector<Panel> best_so_far(const tuner::RecordStore& db, const CurveQuery& q
   return drawn;
 }
 
-std::vector<std::string> tuned_workloads(const tuner::RecordStore& db) {
+std::vector<std::string> tuned_workloads(const records::RecordStore& db) {
   std::map<std::pair<std::string, std::string>, std::size_t> counts;
-  for (const tuner::Record& r : db.all()) ++counts[{r.op, ops::format_params(r.workload)}];
+  for (const records::Record& r : db.all()) ++counts[{r.op, ops::format_params(r.workload)}];
   std::vector<std::string> out;
   for (const auto& [key, n] : counts) out.push_back(key.first + " " + key.second + " (" + std::to_string(n) + " records)");
   return out;

@@ -21,7 +21,7 @@
 #include "kestrel/rpc/asio.h"
 #include "kestrel/rpc/tracker_client.h"
 #include "kestrel/tuner/evaluator.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/session.h"
 #include "kestrel/tuner/strategy.h"
 #include "kestrel/tuner/task.h"
@@ -380,7 +380,7 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
   o.done();
   if (!callback.is_none() && !PyCallable_Check(callback.ptr())) throw UsageError("callback must be callable");
 
-  std::unique_ptr<tuner::RecordStore> db = tuner::open_records(db_path);  // fails early on a bad file
+  std::unique_ptr<records::RecordStore> db = records::open_records(db_path);  // fails early on a bad file
   tuner::SessionResult session_result;
   std::exception_ptr failure;
   std::optional<py::error_already_set> interrupt;

@@ -9,7 +9,7 @@
 #include "kestrel/model/graph.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/tuner/cross_model.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::python {
 namespace {
@@ -47,7 +47,7 @@ void translate(std::exception_ptr p) {
     PyErr_SetString(exceptions.usage, e.what());
   } catch (const ops::OpError& e) {
     PyErr_SetString(exceptions.op, e.what());
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     PyErr_SetString(exceptions.records, e.what());
   } catch (const rpc::RpcError& e) {
     PyErr_SetString(exceptions.rpc, e.what());

@@ -1,7 +1,7 @@
 // The records as Python values: kestrel.read_records (one dict per record, which the
 // package turns into a pandas DataFrame), kestrel.best (what `kestrel best` shows) and
 // kestrel.export (a kernel library from the best records, model/export.h). Databases are
-// opened with tuner::open_records, read-only: a missing one is a RecordsError.
+// opened with records::open_records, read-only: a missing one is a RecordsError.
 #include <pybind11/stl.h>
 
 #include <set>
@@ -13,12 +13,12 @@
 #include "kestrel/model/export.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::python {
 namespace {
 
-py::dict record_dict(const tuner::Record& r) {
+py::dict record_dict(const records::Record& r) {
   py::dict out;
   out["id"] = r.id;
   out["op"] = r.op;
@@ -44,29 +44,29 @@ py::dict record_dict(const tuner::Record& r) {
   return out;
 }
 
-std::unique_ptr<tuner::RecordStore> open_existing(const std::string& db) {
-  return tuner::open_records(db, tuner::OpenMode::existing);
+std::unique_ptr<records::RecordStore> open_existing(const std::string& db) {
+  return records::open_records(db, records::OpenMode::existing);
 }
 
 py::list read_records(const std::string& db, const std::string& op) {
-  std::vector<tuner::Record> records;
+  std::vector<records::Record> records;
   {
     py::gil_scoped_release release;
     records = open_existing(db)->all(op);
   }
   py::list out;
-  for (const tuner::Record& r : records) out.append(record_dict(r));
+  for (const records::Record& r : records) out.append(record_dict(r));
   return out;
 }
 
 py::list best(const std::string& db) {
-  std::vector<tuner::Best> bests;
+  std::vector<records::Best> bests;
   {
     py::gil_scoped_release release;
     bests = open_existing(db)->best();
   }
   py::list out;
-  for (const tuner::Best& b : bests) {
+  for (const records::Best& b : bests) {
     py::dict one;
     one["op"] = b.op;
     one["workload"] = ops::format_params(b.workload);
@@ -91,11 +91,11 @@ py::list best(const std::string& db) {
 
 // One plan of every (op, workload) that has a best record for the target's triple: the
 // kernels `kestrel export` would build for a model made of exactly those tasks.
-model::Plan plan_from_records(tuner::RecordStore& records, const host::Target& target, const std::string& key) {
+model::Plan plan_from_records(records::RecordStore& records, const host::Target& target, const std::string& key) {
   model::Plan plan;
   const ops::Registry registry = ops::builtin_ops();
   std::set<std::string> seen;
-  for (const tuner::Best& b : records.best()) {
+  for (const records::Best& b : records.best()) {
     if (b.target.substr(0, b.target.find(' ')) != target.triple) continue;
     if (!key.empty() && b.device_class.key != key) continue;
     const ops::Op* op = registry.find(b.op, ops::Backend::cpu);

@@ -20,8 +20,8 @@ struct Gemm {
   ops::Params params = ops::parse_params(op, "24x20x16");
 };
 
-tuner::Best best_of(const Gemm& g, const std::string& target, const std::string& config, double gflops) {
-  tuner::Best b;
+records::Best best_of(const Gemm& g, const std::string& target, const std::string& config, double gflops) {
+  records::Best b;
   b.op = "gemm";
   b.workload = g.params;
   b.target = target;
@@ -56,7 +56,7 @@ TEST_CASE("the bench times the given config, else the target's best record, else
   CHECK(none.config == g.op.default_config(g.params, test::fixed_traits()));
   CHECK(none.detail == "no record for this workload and target");
 
-  std::vector<tuner::Best> best = {best_of(g, "other-target", config, 1.0), best_of(g, "x", config, 95.14)};
+  std::vector<records::Best> best = {best_of(g, "other-target", config, 1.0), best_of(g, "x", config, 95.14)};
   ConfigChoice recorded = choose_config(g.op, g.params, "x", test::fixed_traits(), best, nullptr, "");
   CHECK(recorded.source == "db");
   CHECK(recorded.detail == "best of 12 trials, 95.1 GFLOP/s when tuned");

@@ -13,7 +13,8 @@
 #include <thread>
 
 #include "kestrel/base/log.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
+#include "kestrel/records/sqlite_records.h"
 #include "support/kestrel_processes.h"
 #include "support/netns.h"
 
@@ -56,10 +57,10 @@ std::vector<std::string> tune_args(const std::string& db, const std::string& tra
 }
 
 // One best() entry per (op, workload, target): best() has one per device class.
-std::vector<tuner::Best> tasks_of(const tuner::RecordStore& records) {
-  std::vector<tuner::Best> out;
+std::vector<records::Best> tasks_of(const records::RecordStore& records) {
+  std::vector<records::Best> out;
   for (auto& b : records.best()) {
-    bool seen = std::any_of(out.begin(), out.end(), [&](const tuner::Best& o) {
+    bool seen = std::any_of(out.begin(), out.end(), [&](const records::Best& o) {
       return o.op == b.op && o.workload == b.workload && o.target == b.target;
     });
     if (!seen) out.push_back(std::move(b));
@@ -69,8 +70,8 @@ std::vector<tuner::Best> tasks_of(const tuner::RecordStore& records) {
 
 std::size_t record_count(const std::string& db) {
   try {
-    return tuner::SqliteRecords(db).count();
-  } catch (const tuner::RecordsError&) {
+    return records::SqliteRecords(db).count();
+  } catch (const records::RecordsError&) {
     return 0;
   }
 }
@@ -116,7 +117,7 @@ TEST_CASE("boards on their own networks run concurrent sessions per key and surv
   CHECK(*rpi4_code == 0);
   CHECK(*rpi3_code == 0);
 
-  tuner::SqliteRecords records(db);
+  records::SqliteRecords records(db);
   std::size_t rpi4_trials = 0, rpi3_trials = 0;
   std::set<std::string> rpi4_devices;
   for (const auto& best : tasks_of(records)) {
@@ -270,7 +271,7 @@ TEST_CASE("emulated aarch64 and armv7 boards tune beside the local device throug
     CHECK(*code == 0);
   }
 
-  tuner::SqliteRecords records(db);
+  records::SqliteRecords records(db);
   for (const auto& s : sessions) {
     INFO(s.key);
     std::size_t trials = 0, ok = 0;

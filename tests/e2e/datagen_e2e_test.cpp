@@ -8,7 +8,8 @@
 #include <set>
 
 #include "kestrel/host/target.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
+#include "kestrel/records/sqlite_records.h"
 #include "support/kestrel_processes.h"
 
 using namespace kestrel;
@@ -27,7 +28,7 @@ std::vector<std::string> datagen_args(const std::string& db, int trials) {
 // Trial records per workload.
 std::map<std::string, std::size_t> trials_by_workload(const std::string& db) {
   std::map<std::string, std::size_t> out;
-  for (const auto& r : tuner::SqliteRecords(db, tuner::OpenMode::existing).all()) {
+  for (const auto& r : records::SqliteRecords(db, records::OpenMode::existing).all()) {
     if (!r.final_measurement) ++out[r.op + " " + ops::format_params(r.workload)];
   }
   return out;

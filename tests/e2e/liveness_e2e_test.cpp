@@ -17,7 +17,8 @@
 #include <set>
 #include <thread>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
+#include "kestrel/records/sqlite_records.h"
 #include "support/kestrel_processes.h"
 
 using namespace kestrel;
@@ -67,11 +68,11 @@ std::map<std::string, std::size_t> statuses(const std::string& db) {
   std::map<std::string, std::size_t> out;
   if (::access(db.c_str(), F_OK) != 0) return out;
   try {
-    tuner::SqliteRecords records(db);
+    records::SqliteRecords records(db);
     for (const auto& r : records.all()) {
       ++out[std::string(kernel::to_string(r.status)) + (r.final_measurement ? " (final)" : "")];
     }
-  } catch (const tuner::RecordsError&) {
+  } catch (const records::RecordsError&) {
   }
   return out;
 }

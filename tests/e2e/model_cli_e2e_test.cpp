@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "kestrel/ops/op.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/space.h"
 #include "support/process.h"
 #include "support/python.h"
@@ -34,7 +34,7 @@ void write_records(const std::string& path, const std::string& op_name, const st
                    int per_workload) {
   auto registry = ops::builtin_ops();
   const ops::Op& op = registry.get(op_name);
-  auto db = tuner::open_records(path);
+  auto db = records::open_records(path);
   tuner::Rng rng(11);
   const ops::TargetTraits traits = ops::TargetTraits::of(ops::Isa::avx2);
   for (const auto& shape : shapes) {
@@ -43,7 +43,7 @@ void write_records(const std::string& path, const std::string& op_name, const st
     for (int i = 0; i < per_workload; ++i) {
       auto index = space.sample_valid(rng);
       REQUIRE(index);
-      tuner::Record r;
+      records::Record r;
       r.op = op_name;
       r.workload = params;
       r.target = kTarget;
@@ -218,7 +218,7 @@ TEST_CASE("e2e: kestrel model train writes a model file and prints its held-out 
 
 TEST_CASE("e2e: kestrel model train refuses a missing, empty or single-workload database and writes nothing") {
   TempDir dir;
-  tuner::open_records(dir.file("empty.db"));
+  records::open_records(dir.file("empty.db"));
   write_records(dir.file("one.db"), "gemm", {"64x128x256"}, 20);
   std::string out;
   int code = run_command({KESTREL_BIN, "model", "train", "--db", dir.file("missing.db"), "-o", dir.file("m.kcm")}, out,

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "support/kestrel_processes.h"
 #include "support/postgres.h"
 
@@ -38,14 +38,14 @@ nlohmann::json parse_json(const std::string& output) {
   return nlohmann::json::parse(output.substr(brace), nullptr, false);
 }
 
-std::vector<tuner::Record> all_records(const std::string& db) {
-  return tuner::open_records(db, tuner::OpenMode::existing)->all();
+std::vector<records::Record> all_records(const std::string& db) {
+  return records::open_records(db, records::OpenMode::existing)->all();
 }
 
 std::size_t record_count(const std::string& db) {
   try {
-    return tuner::open_records(db, tuner::OpenMode::existing)->count();
-  } catch (const tuner::RecordsError&) {
+    return records::open_records(db, records::OpenMode::existing)->count();
+  } catch (const records::RecordsError&) {
     return 0;  // not created yet
   }
 }
@@ -171,9 +171,9 @@ TEST_CASE("kestrel records migrate copies SQLite -> PostgreSQL -> SQLite and a r
   TempDir dir;
   const std::string source = dir.file("source.db"), back = dir.file("back.db");
   {
-    auto db = tuner::open_records(source);
+    auto db = records::open_records(source);
     for (int i = 0; i < 40; ++i) {
-      tuner::Record r;
+      records::Record r;
       r.op = i % 4 == 0 ? "conv2d" : "gemm";
       r.workload = i % 2 == 0 ? ops::Params{{"K", 32}, {"M", 48}, {"N", 40}} : ops::Params{{"K", 8}, {"M", 8}, {"N", 8}};
       r.target = "x86_64-linux-gnu (znver4)";

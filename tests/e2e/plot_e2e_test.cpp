@@ -8,7 +8,8 @@
 #include <unistd.h>
 #include <vector>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
+#include "kestrel/records/sqlite_records.h"
 #include "support/kestrel_processes.h"
 
 using namespace kestrel;
@@ -59,7 +60,7 @@ std::uint32_t big_endian(const std::string& bytes, std::size_t at) {
 }
 
 std::string first_session(const std::string& db) {
-  tuner::SqliteRecords records(db);
+  records::SqliteRecords records(db);
   return records.all().front().session;
 }
 

@@ -10,7 +10,8 @@
 #include <unistd.h>
 #include <sqlite3.h>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
+#include "kestrel/records/sqlite_records.h"
 #include "support/kestrel_processes.h"
 
 using namespace kestrel;
@@ -38,7 +39,7 @@ const ops::Params kWorkload{{"K", 32}, {"M", 48}, {"N", 40}};
 
 // Non-final records, and how many distinct configurations they cover.
 std::pair<std::size_t, std::size_t> trial_records(const std::string& db) {
-  tuner::SqliteRecords records(db);
+  records::SqliteRecords records(db);
   std::set<std::string> configs;
   std::size_t trials = 0;
   for (const auto& r : records.find("gemm", kWorkload, records.best().empty() ? "" : records.best()[0].target)) {
@@ -52,8 +53,8 @@ std::pair<std::size_t, std::size_t> trial_records(const std::string& db) {
 std::size_t record_count(const std::string& db) {
   if (::access(db.c_str(), F_OK) != 0) return 0;
   try {
-    return tuner::SqliteRecords(db).count();
-  } catch (const tuner::RecordsError&) {
+    return records::SqliteRecords(db).count();
+  } catch (const records::RecordsError&) {
     return 0;
   }
 }
@@ -63,12 +64,12 @@ std::string describe_records(const std::string& db) {
   std::map<std::string, std::size_t> by_status;
   std::size_t total = 0;
   try {
-    tuner::SqliteRecords records(db);
+    records::SqliteRecords records(db);
     for (const auto& r : records.all()) {
       ++total;
       ++by_status[std::string(kernel::to_string(r.status)) + (r.final_measurement ? " (final)" : "")];
     }
-  } catch (const tuner::RecordsError& e) {
+  } catch (const records::RecordsError& e) {
     return e.what();
   }
   std::string text = std::to_string(total) + " records:";
@@ -233,7 +234,7 @@ TEST_CASE("Ctrl-C to the whole process group stops cleanly, loses no device, and
   std::size_t kept = record_count(db);
   std::size_t lost = 0, ok = 0;
   {
-    tuner::SqliteRecords records(db);
+    records::SqliteRecords records(db);
     for (const auto& best : records.best()) {
       for (const auto& r : records.find(best.op, best.workload, best.target)) {
         lost += r.status == kernel::Status::device_lost ? 1 : 0;
@@ -298,7 +299,7 @@ TEST_CASE("kestrel tune rejects bad input with clear errors", "[e2e][tune][bad-i
   CHECK(test::read_text(dir.file("notes.db")) == "these are my notes, not a database\n");
 
   // A database from a newer Kestrel.
-  { tuner::SqliteRecords create(dir.file("future.db")); }
+  { records::SqliteRecords create(dir.file("future.db")); }
   sqlite3* handle = nullptr;
   REQUIRE(sqlite3_open(dir.file("future.db").c_str(), &handle) == SQLITE_OK);
   REQUIRE(sqlite3_exec(handle, "UPDATE meta SET value = '7' WHERE key = 'schema_version'", nullptr, nullptr, nullptr) ==
@@ -416,7 +417,7 @@ TEST_CASE("a tuning session whose tracker never comes back gives up clearly and 
   CHECK_THAT(tune.log(), Catch::Contains("tracker unreachable for 1500 ms"));
   CHECK(record_count(db) >= kept);  // nothing recorded was lost
   // And nothing was invented: candidates that could not be measured get no record.
-  tuner::SqliteRecords records(db);
+  records::SqliteRecords records(db);
   REQUIRE_FALSE(records.best().empty());
   for (const auto& r : records.find("gemm", kWorkload, records.best()[0].target)) {
     CHECK(r.status != kernel::Status::device_lost);
@@ -450,7 +451,7 @@ TEST_CASE("kestrel tune times OpenBLAS on the device beside Kestrel's kernels an
 
   // Recorded like any other measurement, under its implementation.
   std::size_t vendor_records = 0;
-  for (const auto& r : tuner::SqliteRecords(db, tuner::OpenMode::existing)
+  for (const auto& r : records::SqliteRecords(db, records::OpenMode::existing)
                            .find("gemm", {{"K", 224}, {"M", 192}, {"N", 160}}, result["target"].get<std::string>())) {
     if (r.implementation != "openblas") continue;
     ++vendor_records;

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "kestrel/ops/op.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/session.h"
 #include "support/async.h"
 #include "support/kestrel_processes.h"
@@ -20,7 +20,7 @@ namespace {
 std::vector<rpc::SessionReport> tune_and_collect(bool scheduled) {
   ::setenv("KESTREL_DEVICE_BIN", kDevice.c_str(), 1);
   TempDir dir;
-  auto db = tuner::open_records(dir.file("t.db"));
+  auto db = records::open_records(dir.file("t.db"));
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& gemm = registry.get("gemm");
   std::vector<tuner::TuneJob> jobs = {{"first", &gemm, ops::parse_params(gemm, "48x40x32"), 1},

@@ -16,7 +16,7 @@
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/cross_model.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "model/onnx_builder.h"
 #include "support/process.h"
 #include "tuner/synthetic_gemm.h"
@@ -164,7 +164,7 @@ TEST_CASE("e2e: kestrel tune --zero-shot-verify measures the model's top picks a
   for (const auto& f : json["final"]) CHECK(measured.contains(f["config"].get<std::string>()));
   CHECK(json["trials"] == measured.size());
 
-  auto records = tuner::open_records(db, tuner::OpenMode::existing);
+  auto records = records::open_records(db, records::OpenMode::existing);
   CHECK(records->count() == measured.size());
   for (const auto& r : records->all()) {
     CHECK(r.final_measurement);
@@ -183,7 +183,7 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
 
   // Without records for the target and without a cost model: refused, as before.
   {
-    auto records = tuner::open_records(db);
+    auto records = records::open_records(db);
     (void)records;
   }
   int code = run_command({KESTREL_BIN, "export", "--db", db, "--model", onnx, "-o", out_dir}, out, dir.file("log"));
@@ -232,7 +232,7 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
     const ops::Op& gemm = registry.get("gemm");
     const host::Target native = host::parse_target("native");
     const ops::Params params = ops::parse_params(gemm, gemm_params);
-    tuner::Record r;
+    records::Record r;
     r.op = "gemm";
     r.workload = params;
     r.target = native.to_string();
@@ -242,7 +242,7 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
     r.round_seconds = {1e-3};
     r.gflops = 42.5;
     r.session = "s";
-    tuner::open_records(db)->add(r);
+    records::open_records(db)->add(r);
   }
   report = export_json({"--model-file", cost_model});
   std::multiset<std::string> origins;

@@ -97,8 +97,8 @@ void run_on_board(const Board& board) {
   const ops::Op& softmax = registry.get("softmax", ops::Backend::cpu);
   const ops::Params tuned_params{{"M", 33}, {"N", 40}, {"K", 24}};
 
-  auto records = tuner::open_records((scratch.path() / "tune.db").string());
-  tuner::Record r;
+  auto records = records::open_records((scratch.path() / "tune.db").string());
+  records::Record r;
   r.op = "gemm";
   r.workload = tuned_params;
   r.target = board.triple + " (a board cpu)";  // measured on a board with a CPU name

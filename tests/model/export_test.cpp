@@ -37,9 +37,9 @@ ModelTask task_of(const std::string& op, const ops::Params& params, std::vector<
   return task;
 }
 
-tuner::Record record_for(const host::Target& target, const ops::Op& op, const ops::Params& params,
+records::Record record_for(const host::Target& target, const ops::Op& op, const ops::Params& params,
                          const ops::Config& config) {
-  tuner::Record r;
+  records::Record r;
   r.op = std::string(op.name());
   r.workload = params;
   r.target = target.to_string();
@@ -79,7 +79,7 @@ TEST_CASE("export writes a native library whose dispatcher runs the tuned and de
   const ops::Params gemm_params{{"M", 33}, {"N", 40}, {"K", 24}};
   const ops::Params softmax_params{{"rows", 9}, {"cols", 70}};
 
-  auto records = tuner::open_records((scratch.path() / "tune.db").string());
+  auto records = records::open_records((scratch.path() / "tune.db").string());
   // A valid configuration other than the default: what the record says must be compiled in.
   const ops::Config fallback = gemm.default_config(gemm_params, target.traits);
   ops::Config tuned = fallback;
@@ -180,7 +180,7 @@ TEST_CASE("exported kernels with run-time parameters compute sizes that were not
   Scratch scratch;
   const host::Target target = host::parse_target("native");
   const ops::Registry registry = ops::builtin_ops();
-  auto records = tuner::open_records((scratch.path() / "tune.db").string());
+  auto records = records::open_records((scratch.path() / "tune.db").string());
   // One record of some task, so the target has records; the dynamic kernels are defaults.
   const ops::Op& gemm = registry.get("gemm", ops::Backend::cpu);
   const ops::Params other{{"M", 8}, {"N", 8}, {"K", 8}};
@@ -235,7 +235,7 @@ TEST_CASE("exported kernels with run-time parameters compute sizes that were not
 TEST_CASE("export refuses a target with no records and an unwritable output folder") {
   Scratch scratch;
   const host::Target target = host::parse_target("native");
-  auto records = tuner::open_records((scratch.path() / "tune.db").string());
+  auto records = records::open_records((scratch.path() / "tune.db").string());
   Plan plan;
   plan.tasks = {task_of("softmax", {{"rows", 4}, {"cols", 8}})};
   ExportOptions options;
@@ -249,7 +249,7 @@ TEST_CASE("export refuses a target with no records and an unwritable output fold
   const ops::Registry registry = ops::builtin_ops();
   const ops::Op& gemm = registry.get("gemm", ops::Backend::cpu);
   const ops::Params p{{"M", 8}, {"N", 8}, {"K", 8}};
-  tuner::Record other = record_for(target, gemm, p, gemm.default_config(p, target.traits));
+  records::Record other = record_for(target, gemm, p, gemm.default_config(p, target.traits));
   other.target = "aarch64-linux-gnu (cortex-a72)";
   records->add(other);
   CHECK_THROWS_WITH(export_library(*records, compiler, options), Catch::Contains("no records for " + target.triple));
@@ -295,7 +295,7 @@ TEST_CASE("kernels of every CPU op link into one library and each runs through t
       {"elementwise", {{"n", 100}, {"kind", 0}}},
       {"elementwise", {{"n", 100}, {"kind", 6}}},
   };
-  auto records = tuner::open_records((scratch.path() / "tune.db").string());
+  auto records = records::open_records((scratch.path() / "tune.db").string());
   const ops::Op& gemm = registry.get("gemm", ops::Backend::cpu);
   const ops::Params some{{"M", 8}, {"N", 8}, {"K", 8}};
   records->add(record_for(target, gemm, some, gemm.default_config(some, target.traits)));

@@ -17,7 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
+#include "kestrel/records/sqlite_records.h"
 #include "support/kestrel_processes.h"
 
 using namespace kestrel;
@@ -67,14 +68,14 @@ std::string device_state(const TempDir& dir, const TrackerProcess& tracker, cons
 std::size_t records_in(const std::string& db) {
   if (::access(db.c_str(), F_OK) != 0) return 0;
   try {
-    return tuner::open_records(db, tuner::OpenMode::existing)->count();
-  } catch (const tuner::RecordsError&) {
+    return records::open_records(db, records::OpenMode::existing)->count();
+  } catch (const records::RecordsError&) {
     return 0;
   }
 }
 
-tuner::Record a_record(const std::string& config, double cost) {
-  tuner::Record r;
+records::Record a_record(const std::string& config, double cost) {
+  records::Record r;
   r.op = "gemm";
   r.workload = {{"K", 32}, {"M", 48}, {"N", 40}};
   r.target = "x86_64-linux-gnu";
@@ -140,7 +141,7 @@ TEST_CASE("a disk that fills up mid-session ends kestrel tune with a clear error
   std::string db = saved + "/t.db";
   std::size_t kept = records_in(db);
   CHECK(kept >= 2);
-  auto records = tuner::open_records(db, tuner::OpenMode::existing);
+  auto records = records::open_records(db, records::OpenMode::existing);
   std::size_t ok = 0;
   for (const auto& b : records->best()) ok += b.trials;
   CHECK(ok == kept);  // every record parses and belongs to the one task
@@ -181,7 +182,7 @@ TEST_CASE("the first SIGTERM ends a tuning session in the middle of a long batch
   // Nothing committed was lost, and the abandoned batch's candidates were not recorded as
   // lost with their device (a rerun measures them).
   CHECK(records_in(db) >= before);
-  auto records = tuner::open_records(db, tuner::OpenMode::existing);
+  auto records = records::open_records(db, records::OpenMode::existing);
   for (const auto& r : records->all()) CHECK(r.status != kernel::Status::device_lost);
 }
 
@@ -193,7 +194,7 @@ TEST_CASE("kestrel best and kestrel records export read a database in a read-onl
   REQUIRE(::mkdir(ro.c_str(), 0755) == 0);
   std::string db = ro + "/t.db";
   {
-    tuner::SqliteRecords records(db);  // WAL mode, as kestrel tune writes it
+    records::SqliteRecords records(db);  // WAL mode, as kestrel tune writes it
     records.add(a_record("mr=4,nr=8", 2e-5));
     records.add(a_record("mr=2,nr=16", 3e-5));
   }
@@ -230,5 +231,5 @@ TEST_CASE("kestrel best and kestrel records export read a database in a read-onl
   // Nothing was created beside the database, and it still opens for writing.
   CHECK(::access((db + "-wal").c_str(), F_OK) != 0);
   CHECK(::access((db + "-shm").c_str(), F_OK) != 0);
-  CHECK(tuner::SqliteRecords(db).count() == 2);
+  CHECK(records::SqliteRecords(db).count() == 2);
 }

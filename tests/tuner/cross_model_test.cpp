@@ -20,6 +20,7 @@
 
 using namespace kestrel;
 using namespace kestrel::tuner;
+using namespace kestrel::records;
 using Catch::Matchers::Contains;
 
 namespace {

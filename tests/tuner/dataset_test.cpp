@@ -12,6 +12,7 @@
 
 using namespace kestrel;
 using namespace kestrel::tuner;
+using namespace kestrel::records;
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/cross_model.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/space.h"
 
 namespace kestrel::test {
@@ -47,10 +47,10 @@ inline double synthetic_gemm_seconds(const ops::Params& p, const ops::Config& c)
 
 // `per_workload` distinct random valid configurations of each workload, measured on the
 // synthetic machine, as records of `target`.
-inline std::vector<tuner::Record> synthetic_gemm_records(const ops::Op& gemm, const std::vector<ops::Params>& workloads,
+inline std::vector<records::Record> synthetic_gemm_records(const ops::Op& gemm, const std::vector<ops::Params>& workloads,
                                                          const host::Target& target, std::size_t per_workload,
                                                          std::uint64_t seed = 1) {
-  std::vector<tuner::Record> out;
+  std::vector<records::Record> out;
   tuner::Rng rng(seed);
   for (const ops::Params& workload : workloads) {
     const tuner::Space space(gemm, workload, target.traits);
@@ -58,7 +58,7 @@ inline std::vector<tuner::Record> synthetic_gemm_records(const ops::Op& gemm, co
     for (int attempts = 0; seen.size() < per_workload && attempts < 100'000; ++attempts) {
       auto index = space.sample_valid(rng);
       if (!index || !seen.insert(*index).second) continue;
-      tuner::Record r;
+      records::Record r;
       r.op = "gemm";
       r.workload = workload;
       r.target = target.to_string();

@@ -13,7 +13,8 @@
 #include <set>
 
 #include "kestrel/tuner/evaluator.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
+#include "kestrel/records/sqlite_records.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/tuning_loop.h"
 #include "kestrel/tuner/zero_shot.h"
@@ -69,7 +70,7 @@ TuneOptions options(std::size_t trials, std::size_t batch = 5) {
   return o;
 }
 
-std::size_t search_records(const tuner::RecordStore& db, const tuner::Task& task) {
+std::size_t search_records(const records::RecordStore& db, const tuner::Task& task) {
   std::size_t n = 0;
   for (const auto& r : db.find(task.op_name(), task.params, task.target_name())) n += r.final_measurement ? 0 : 1;
   return n;
@@ -105,7 +106,7 @@ class LosingEvaluator final : public tuner::Evaluator {
 
 TEST_CASE("tuning loop: the trial budget is honoured exactly", "[tuning_loop]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   auto evaluator = SyntheticEvaluator::constant(bowl);
   TuningLoop loop(task_of(op), db, evaluator, options(23, 5));
@@ -120,7 +121,7 @@ TEST_CASE("tuning loop: the trial budget is honoured exactly", "[tuning_loop]") 
 
 TEST_CASE("tuning loop: resuming measures nothing twice", "[tuning_loop]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   auto first = SyntheticEvaluator::constant(bowl);
   {
@@ -151,12 +152,12 @@ TEST_CASE("tuning loop: records of another device class are not resumed", "[tuni
   // Two boards of one target (say a Pi 4 and a Jetson, both aarch64) tuned into one
   // database: the second measures its own trials instead of resuming the first's.
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   auto constant = [](const ops::Config& c, std::uint32_t) { return bowl(c); };
   TuneOptions pi4 = options(12, 4), jetson = options(12, 4);
-  pi4.device_class = tuner::DeviceClass{"synthetic", "pi4", "pi4"};
-  jetson.device_class = tuner::DeviceClass{"synthetic", "jetson", "jetson"};
+  pi4.device_class = records::DeviceClass{"synthetic", "pi4", "pi4"};
+  jetson.device_class = records::DeviceClass{"synthetic", "jetson", "jetson"};
   SyntheticEvaluator on_pi4(constant, "pi4"), on_jetson(constant, "jetson");
   {
     TuningLoop loop(task_of(op), db, on_pi4, pi4);
@@ -177,7 +178,7 @@ TEST_CASE("tuning loop: records of another device class are not resumed", "[tuni
 
 TEST_CASE("tuning loop: configurations lost with their device are measured again on resume", "[tuning_loop]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   auto inner = SyntheticEvaluator::constant(bowl);
   // The default is measured first, alone: lose it.
@@ -197,7 +198,7 @@ TEST_CASE("tuning loop: configurations lost with their device are measured again
 
 TEST_CASE("tuning loop: early stopping ends a search that stopped improving", "[tuning_loop]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   auto evaluator = SyntheticEvaluator::constant([](const ops::Config&) { return 1e-3; });
   auto o = options(60, 1);
@@ -210,7 +211,7 @@ TEST_CASE("tuning loop: early stopping ends a search that stopped improving", "[
 
 TEST_CASE("tuning loop: a failing configuration is counted as a failure and recorded", "[tuning_loop]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   auto evaluator = SyntheticEvaluator::constant([](const ops::Config& c) {
     return c.at("a") == 2 ? std::numeric_limits<double>::infinity() : bowl(c);
@@ -235,7 +236,7 @@ TEST_CASE("tuning loop: a failing configuration is counted as a failure and reco
 
 TEST_CASE("tuning loop: step() measures one batch at a time and reports progress", "[tuning_loop]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   auto evaluator = SyntheticEvaluator::constant(bowl);
   TuningLoop loop(task_of(op), db, evaluator, options(14, 4));
@@ -259,7 +260,7 @@ TEST_CASE("tuning loop: step() measures one batch at a time and reports progress
 
 TEST_CASE("tuning loop: the final round re-measures finalists and the default, interleaved", "[tuning_loop]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   // a=8,b=8 was lucky in the search (0.1 ms) but is slow in every later round (5 ms); the
   // a=7 configs were fast in the search, later their rounds disagree (0.5 ms, 3 ms, 3 ms);
@@ -315,7 +316,7 @@ TEST_CASE("tuning loop: the final round re-measures finalists and the default, i
 
 TEST_CASE("tuning loop: without a final round the best recorded configuration is the result", "[tuning_loop]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   auto evaluator = SyntheticEvaluator::constant(bowl);
   SECTION("final top 0") {
@@ -346,7 +347,7 @@ TEST_CASE("tuning loop: without a final round the best recorded configuration is
 TEST_CASE("tuning loop: vendor kernels run in the final round, are recorded, and never feed the search",
           "[tuning_loop][vendor]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   op.set_vendors({"fastlib", "slowlib", "missinglib"});
   auto evaluator = SyntheticEvaluator::constant(bowl);  // a=5,b=3: 1 ms; the default a=1,b=1: 21 ms
@@ -375,7 +376,7 @@ TEST_CASE("tuning loop: vendor kernels run in the final round, are recorded, and
   std::map<std::string, std::size_t> by_implementation;
   for (const auto& r : db.find("toy", {}, loop.task().target_name())) {
     ++by_implementation[r.implementation];
-    if (r.implementation == tuner::kKestrelImplementation) continue;
+    if (r.implementation == records::kKestrelImplementation) continue;
     CHECK(r.final_measurement);
     CHECK(r.config.empty());
     CHECK_FALSE(r.is_default);
@@ -399,14 +400,14 @@ TEST_CASE("tuning loop: vendor kernels run in the final round, are recorded, and
   CHECK(evaluator.counts().at("fastlib") == 3);
   CHECK(evaluator.counts().at("slowlib") == 6);
   std::size_t vendor_finals = 0;
-  for (const auto& f : second.final) vendor_finals += f.implementation == tuner::kKestrelImplementation ? 0 : 1;
+  for (const auto& f : second.final) vendor_finals += f.implementation == records::kKestrelImplementation ? 0 : 1;
   CHECK(vendor_finals == 1);
 }
 
 TEST_CASE("tuning loop: vendor kernels without a final round run once on their own; none with --vendors none",
           "[tuning_loop][vendor]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   op.set_vendors({"fastlib"});
   auto evaluator = SyntheticEvaluator::constant(bowl);
@@ -435,7 +436,7 @@ TEST_CASE("tuning loop: vendor kernels without a final round run once on their o
     TuningLoop loop(task_of(op), db, evaluator, o);
     auto result = sync(loop.run());
     CHECK(evaluator.counts().count("fastlib") == 0);
-    for (const auto& f : result.final) CHECK(f.implementation == tuner::kKestrelImplementation);
+    for (const auto& f : result.final) CHECK(f.implementation == records::kKestrelImplementation);
   }
 }
 
@@ -465,7 +466,7 @@ SyntheticEvaluator synthetic_gemm_evaluator(const ops::Params& workload) {
 
 TEST_CASE("tuning loop: zero-shot without verification measures and records nothing", "[tuning_loop][zero_shot]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   const ops::Registry registry = ops::builtin_ops();
   const ops::Params workload = test::synthetic_unseen_workloads().front();
   auto evaluator = synthetic_gemm_evaluator(workload);
@@ -499,7 +500,7 @@ TEST_CASE("tuning loop: zero-shot without verification measures and records noth
 TEST_CASE("tuning loop: zero-shot verification measures the model's top N and the default in one final round",
           "[tuning_loop][zero_shot]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   const ops::Registry registry = ops::builtin_ops();
   const ops::Params workload = test::synthetic_unseen_workloads().front();
   const tuner::Task task = gemm_task(registry, workload);
@@ -570,7 +571,7 @@ TEST_CASE("tuning loop: zero-shot verification measures the model's top N and th
 TEST_CASE("tuning loop: zero-shot for an op or target class the model lacks says so and takes the default",
           "[tuning_loop][zero_shot]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   const ops::Registry registry = ops::builtin_ops();
   const ops::Params workload = test::synthetic_unseen_workloads().front();
   const tuner::Task task = gemm_task(registry, workload, host::parse_target("aarch64-linux-gnu", "cortex-a72"));
@@ -628,7 +629,7 @@ TEST_CASE("tuning loop: a cross-workload model warm-starts the search to a good 
   // Trials until the best so far is good (budget + 1 when never).
   auto trials_to_good = [&](bool warm, std::uint64_t seed) {
     TempDir dir;
-    tuner::SqliteRecords db(dir.file("r.db"));
+    records::SqliteRecords db(dir.file("r.db"));
     auto evaluator = synthetic_gemm_evaluator(workload);
     auto o = options(48, 8);
     o.strategy = "sa";
@@ -656,7 +657,7 @@ TEST_CASE("tuning loop: a cross-workload model warm-starts the search to a good 
 TEST_CASE("tuning loop: a configuration is recommended only when it is faster than the default with confidence",
           "[tuning_loop][stats]") {
   TempDir dir;
-  tuner::SqliteRecords db(dir.file("r.db"));
+  records::SqliteRecords db(dir.file("r.db"));
   auto op = grid_op();
   std::mt19937 rng(11);
   // Each round's time: the config's base time under multiplicative noise of +-amplitude.

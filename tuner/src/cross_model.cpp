@@ -69,7 +69,7 @@ std::vector<std::pair<std::string, double>> named_cross_features(const ops::Op& 
   return out;
 }
 
-std::string device_class_key(const DeviceClass& c) { return c.key + "\x1f" + c.model + "\x1f" + c.fingerprint; }
+std::string device_class_key(const records::DeviceClass& c) { return c.key + "\x1f" + c.model + "\x1f" + c.fingerprint; }
 
 bool same_knobs(const std::vector<ops::Knob>& knobs, const ops::Config& config) {
   if (knobs.size() != config.size()) return false;
@@ -193,7 +193,7 @@ std::vector<std::string> cross_feature_names(const ops::Op& op, const ops::Param
 
 namespace detail {
 
-std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::vector<Record>& records,
+std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::vector<records::Record>& records,
                                                                    const ops::Registry& registry,
                                                                    const std::vector<std::string>& only_ops) {
   struct Measured {
@@ -209,8 +209,8 @@ std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::ve
   std::map<std::pair<std::string, std::string>, std::map<std::string, RawGroup>> raw;
   std::map<std::pair<std::string, std::string>, const ops::Op*> op_of;
   std::map<std::string, std::optional<host::Target>> targets;  // parse each target text once
-  for (const Record& r : records) {
-    if (r.implementation != kKestrelImplementation || r.workload.empty() || r.config.empty()) continue;
+  for (const records::Record& r : records) {
+    if (r.implementation != records::kKestrelImplementation || r.workload.empty() || r.config.empty()) continue;
     if (!only_ops.empty() && std::find(only_ops.begin(), only_ops.end(), r.op) == only_ops.end()) continue;
     auto [it, fresh] = targets.try_emplace(r.target);
     if (fresh) it->second = parse_record_target(r.target);
@@ -377,7 +377,7 @@ CrossModel::~CrossModel() = default;
 CrossModel::CrossModel(CrossModel&&) noexcept = default;
 CrossModel& CrossModel::operator=(CrossModel&&) noexcept = default;
 
-CrossModel CrossModel::train(const std::vector<Record>& records, const ops::Registry& registry,
+CrossModel CrossModel::train(const std::vector<records::Record>& records, const ops::Registry& registry,
                              const TrainOptions& options) {
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
@@ -501,7 +501,7 @@ void CrossModel::Impl::sync_infos() {
   for (const auto& e : entries) infos.push_back(e.info);
 }
 
-RankingQuality evaluate(const CrossModel& model, const std::vector<Record>& records, const ops::Registry& registry,
+RankingQuality evaluate(const CrossModel& model, const std::vector<records::Record>& records, const ops::Registry& registry,
                         std::string_view op, std::string_view cls) {
   auto data = detail::collect(records, registry, {std::string(op)});
   auto it = data.find({std::string(op), std::string(cls)});

@@ -63,7 +63,7 @@ struct OpClassData {
 };
 
 // The records' groups by (op, target class); only ops in `only_ops` when not empty.
-std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::vector<Record>& records,
+std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::vector<records::Record>& records,
                                                                    const ops::Registry& registry,
                                                                    const std::vector<std::string>& only_ops);
 // Distinct workloads with at least one rankable group, sorted.

@@ -39,12 +39,12 @@ std::string csv_cell(const std::string& text) {
 
 }  // namespace
 
-Dataset make_dataset(const ops::Op& op, const std::vector<Record>& records) {
+Dataset make_dataset(const ops::Op& op, const std::vector<records::Record>& records) {
   Dataset out;
   out.rows.reserve(records.size());
-  for (const Record& r : records) {
+  for (const records::Record& r : records) {
     // A vendor library's record has no configuration of the op's space: never a sample.
-    if (r.op != op.name() || r.workload.empty() || r.config.empty() || r.implementation != kKestrelImplementation) {
+    if (r.op != op.name() || r.workload.empty() || r.config.empty() || r.implementation != records::kKestrelImplementation) {
       ++out.skipped;
       continue;
     }
@@ -81,10 +81,10 @@ std::vector<double> Dataset::costs() const {
   return out;
 }
 
-CrossTable make_cross_table(const std::vector<Record>& records, const ops::Registry& registry,
+CrossTable make_cross_table(const std::vector<records::Record>& records, const ops::Registry& registry,
                             const std::vector<std::string>& only_ops, bool ok_only) {
   struct Usable {
-    const Record* record;
+    const records::Record* record;
     std::string target_class;
     ops::TargetTraits traits;
     std::vector<std::string> names;
@@ -95,12 +95,12 @@ CrossTable make_cross_table(const std::vector<Record>& records, const ops::Regis
   CrossTable table;
   std::map<std::string, std::optional<host::Target>> targets;
   std::map<std::string, double> best;  // by group
-  for (const Record& r : records) {
+  for (const records::Record& r : records) {
     if (!only_ops.empty() && std::find(only_ops.begin(), only_ops.end(), r.op) == only_ops.end()) continue;
     auto [it, fresh] = targets.try_emplace(r.target);
     if (fresh) it->second = detail::parse_record_target(r.target);
     const ops::Op* op = it->second ? registry.find(r.op, it->second->backend) : nullptr;
-    if (!op || r.implementation != kKestrelImplementation || r.workload.empty() || r.config.empty()) {
+    if (!op || r.implementation != records::kKestrelImplementation || r.workload.empty() || r.config.empty()) {
       ++table.skipped;
       continue;
     }
@@ -142,7 +142,7 @@ CrossTable make_cross_table(const std::vector<Record>& records, const ops::Regis
     table.columns.emplace_back(trait);
   }
   for (const Usable& u : usable) {
-    const Record& r = *u.record;
+    const records::Record& r = *u.record;
     const bool ok = r.ok() && std::isfinite(r.cost) && r.cost > 0;
     std::vector<std::string> row(table.columns.size());
     row[0] = r.op;

@@ -4,8 +4,8 @@
 
 namespace kestrel::tuner {
 
-DeviceClass device_class_of(const std::string& key, const rpc::DeviceInfo& device, const host::Target& target) {
-  DeviceClass c;
+records::DeviceClass device_class_of(const std::string& key, const rpc::DeviceInfo& device, const host::Target& target) {
+  records::DeviceClass c;
   c.key = key;
   c.fingerprint = host::device_fingerprint(device);
   if (!target.is_gpu()) {

@@ -17,11 +17,11 @@ std::int64_t now_unix_ms() {
 
 }  // namespace
 
-std::vector<Past> of_task(const RecordStore& db, const Task& task, const std::optional<DeviceClass>& device_class) {
+std::vector<Past> of_task(const records::RecordStore& db, const Task& task, const std::optional<records::DeviceClass>& device_class) {
   std::vector<Past> out;
-  for (const Record& r : db.find(task.op_name(), task.params, task.target_name(),
+  for (const records::Record& r : db.find(task.op_name(), task.params, task.target_name(),
                                  device_class ? &*device_class : nullptr)) {
-    if (r.implementation != kKestrelImplementation) continue;  // a vendor library: not a point of the space
+    if (r.implementation != records::kKestrelImplementation) continue;  // a vendor library: not a point of the space
     Past p;
     p.config = r.config;
     p.status = r.status;
@@ -32,10 +32,10 @@ std::vector<Past> of_task(const RecordStore& db, const Task& task, const std::op
   return out;
 }
 
-std::vector<Other> of_other_workloads(const RecordStore& db, const Task& task) {
+std::vector<Other> of_other_workloads(const records::RecordStore& db, const Task& task) {
   std::vector<Other> out;
-  for (const Record& r : db.find_other_workloads(task.op_name(), task.params, task.target_name())) {
-    if (r.workload.empty() || r.config.empty() || r.implementation != kKestrelImplementation) continue;
+  for (const records::Record& r : db.find_other_workloads(task.op_name(), task.params, task.target_name())) {
+    if (r.workload.empty() || r.config.empty() || r.implementation != records::kKestrelImplementation) continue;
     Other o;
     o.params = r.workload;
     o.config = r.config;
@@ -46,9 +46,9 @@ std::vector<Other> of_other_workloads(const RecordStore& db, const Task& task) {
   return out;
 }
 
-void add(RecordStore& db, const Task& task, const Evaluation& e, const Context& context, bool final_measurement,
+void add(records::RecordStore& db, const Task& task, const Evaluation& e, const Context& context, bool final_measurement,
          unsigned recommended) {
-  Record r;
+  records::Record r;
   r.op = task.op_name();
   r.workload = task.params;
   r.target = task.target_name();
@@ -57,7 +57,7 @@ void add(RecordStore& db, const Task& task, const Evaluation& e, const Context& 
   if (r.device_class.key.empty()) r.device_class.key = context.device_key;
   r.device = e.device;
   r.config = e.config;
-  r.is_default = e.implementation == kKestrelImplementation &&
+  r.is_default = e.implementation == records::kKestrelImplementation &&
                  e.config == task.op->default_config(task.params, task.target.traits);
   r.status = e.status;
   r.message = e.message;

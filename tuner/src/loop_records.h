@@ -10,7 +10,7 @@
 #include "kestrel/kernel/status.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/evaluator.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/task.h"
 
 namespace kestrel::tuner::loop_records {
@@ -24,7 +24,7 @@ struct Past {
 };
 
 // Records of the task measured on `device_class` (none: on any class), oldest first.
-std::vector<Past> of_task(const RecordStore& db, const Task& task, const std::optional<DeviceClass>& device_class);
+std::vector<Past> of_task(const records::RecordStore& db, const Task& task, const std::optional<records::DeviceClass>& device_class);
 
 struct Other {
   ops::Params params;
@@ -33,17 +33,17 @@ struct Other {
   double cost = 0;
 };
 // Records of the task's op and target for other workloads (the model's transfer).
-std::vector<Other> of_other_workloads(const RecordStore& db, const Task& task);
+std::vector<Other> of_other_workloads(const records::RecordStore& db, const Task& task);
 
 struct Context {
   std::string session;
   std::string device_key;
-  std::optional<DeviceClass> device_class;  // for evaluations that never reached a device
+  std::optional<records::DeviceClass> device_class;  // for evaluations that never reached a device
 };
 // Records one evaluation, committed at once; the op's default config is marked
 // is_default (how `best` knows the baseline of a final round); `recommended` carries the
 // final round's choice (Record::recommended).
-void add(RecordStore& db, const Task& task, const Evaluation& evaluation, const Context& context,
+void add(records::RecordStore& db, const Task& task, const Evaluation& evaluation, const Context& context,
          bool final_measurement, unsigned recommended = 0);
 
 }  // namespace kestrel::tuner::loop_records

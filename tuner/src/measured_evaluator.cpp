@@ -23,7 +23,7 @@ rpc::awaitable<std::vector<Evaluation>> Evaluator::evaluate_vendors(const Task&,
 MeasuredEvaluator::MeasuredEvaluator(host::Compiler& compiler, host::MeasureClient& measurer, std::string device_key)
     : compiler_(compiler), measurer_(measurer), device_key_(std::move(device_key)) {}
 
-DeviceClass MeasuredEvaluator::class_of(const std::string& device, const host::Target& target) const {
+records::DeviceClass MeasuredEvaluator::class_of(const std::string& device, const host::Target& target) const {
   for (const auto& lease : measurer_.leases()) {
     if (lease.info.name == device) return device_class_of(device_key_, lease.info, target);
   }

@@ -49,7 +49,7 @@ void report_failure(SessionReporter& reporter, std::exception_ptr failure, bool 
 
 }  // namespace
 
-TuneSession::TuneSession(std::vector<TuneJob> jobs, RecordStore& db, SessionOptions options)
+TuneSession::TuneSession(std::vector<TuneJob> jobs, records::RecordStore& db, SessionOptions options)
     : jobs_(std::move(jobs)), db_(db), options_(std::move(options)) {}
 
 bool TuneSession::request_stop() {

@@ -35,7 +35,7 @@ std::string new_session_id() {
   return text;
 }
 
-TuningLoop::TuningLoop(Task task, RecordStore& db, Evaluator& evaluator, TuneOptions options)
+TuningLoop::TuningLoop(Task task, records::RecordStore& db, Evaluator& evaluator, TuneOptions options)
     : task_(std::move(task)),
       db_(db),
       evaluator_(evaluator),
@@ -323,7 +323,7 @@ FinalEntry TuningLoop::entry_of(const Evaluation& m) const {
   FinalEntry entry;
   entry.implementation = m.implementation;
   entry.config = ops::format_config(m.config);
-  entry.is_default = m.implementation == kKestrelImplementation && entry.config == default_config_;
+  entry.is_default = m.implementation == records::kKestrelImplementation && entry.config == default_config_;
   entry.status = std::string(kernel::to_string(m.status));
   if (m.ok()) {
     std::vector<double> sorted = m.round_seconds;
@@ -548,7 +548,7 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
   for (std::size_t i = 0; i < merged.size(); ++i) {
     Evaluation& m = merged[i];
     if (i >= configs.size() && !vendor_measured[i - configs.size()]) continue;
-    unsigned flags = (overall == i ? kRecommended : 0u) | (own == i ? kOwnRecommended : 0u);
+    unsigned flags = (overall == i ? records::kRecommended : 0u) | (own == i ? records::kOwnRecommended : 0u);
     loop_records::add(db_, task_, m, context, true, flags);
     if (options_.zero_shot && i < configs.size()) {
       // The verification is this session's only measurement of the task.

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kestrel/ops/op.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::benchmark {
 
@@ -22,7 +22,7 @@ struct ConfigChoice {
 // Throws ops::OpError when `explicit_config` is not valid.
 ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
                            const ops::TargetTraits& traits,
-                           const std::vector<tuner::Best>& best, const tuner::RecordStore* db,
+                           const std::vector<records::Best>& best, const records::RecordStore* db,
                            const std::string& explicit_config);
 
 }  // namespace kestrel::benchmark

@@ -15,7 +15,7 @@
 #include "kestrel/benchmark/report.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/workload_sets.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::benchmark {
 
@@ -38,8 +38,8 @@ struct Options {
   std::string kernel_text;      // time this C kernel instead of the op's own (same #defines)
   std::string kernel_path;      // where kernel_text came from, for messages
   host::Target target;  // what kernels are compiled for: this machine (host::parse_target("native"))
-  std::vector<tuner::Best> best;           // the records database's best configurations
-  const tuner::RecordStore* db = nullptr;  // for trial counts; may be null
+  std::vector<records::Best> best;           // the records database's best configurations
+  const records::RecordStore* db = nullptr;  // for trial counts; may be null
   // Called before each workload is timed on a thread count.
   std::function<void(const ops::Workload&, unsigned threads)> on_workload;
 };

@@ -43,7 +43,7 @@ struct BatchSpec {
 
 // Runs one batch asynchronously on the caller's executor, forking workers as needed.
 // `on_result` is called once per candidate, in order, with the machine's state at that
-// moment (rpc::MachineState); then `on_done` once, with an empty message or the reason
+// moment (kernel::MachineState); then `on_done` once, with an empty message or the reason
 // the rest of the batch could not run. `on_progress` (optional) is called when a worker
 // starts preparing the batch (no candidate) and when a candidate starts, with the limit
 // the runtime enforces on that step: the next callback comes within it. The module fds

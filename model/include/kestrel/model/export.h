@@ -14,7 +14,7 @@
 #include "kestrel/host/target.h"
 #include "kestrel/model/tasks.h"
 #include "kestrel/tuner/cross_model.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::model {
 
@@ -67,7 +67,7 @@ struct ExportReport {
 // target and there is no cost model ("no records for aarch64-linux-gnu in tune.db: tune for it first"), on a compile
 // or link failure (with the diagnostics), and when out_dir cannot be written. `progress`
 // gets (done, total) as kernels compile.
-ExportReport export_library(tuner::RecordStore& records, host::Compiler& compiler, const ExportOptions& options,
+ExportReport export_library(records::RecordStore& records, host::Compiler& compiler, const ExportOptions& options,
                             const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 }  // namespace kestrel::model

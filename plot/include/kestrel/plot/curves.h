@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::plot {
 
@@ -22,7 +22,7 @@ struct Point {
 // A session's final recommendation on one workload, as its final round re-measured it.
 struct FinalMark {
   double gflops = 0;
-  std::string implementation = tuner::kKestrelImplementation;  // a vendor library's when it won
+  std::string implementation = records::kKestrelImplementation;  // a vendor library's when it won
   bool is_default = false;   // the op's default configuration
   bool recommended = false;  // the round marked it (Record::recommended & kRecommended); else the fastest
 };
@@ -57,10 +57,10 @@ struct CurveQuery {
 // are not trials), in record order, and each curve's final recommendation from the
 // session's final-round records. Sessions with no ok measurement in the search draw no
 // curve (nor a final mark); panels without a curve are left out.
-std::vector<Panel> best_so_far(const tuner::RecordStore& db, const CurveQuery& query);
+std::vector<Panel> best_so_far(const records::RecordStore& db, const CurveQuery& query);
 
 // What the database holds, one "op workload (N records)" line per (op, workload), for
 // a message saying that nothing matched.
-std::vector<std::string> tuned_workloads(const tuner::RecordStore& db);
+std::vector<std::string> tuned_workloads(const records::RecordStore& db);
 
 }  // namespace kestrel::plot

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/kernel/machine_state.h"
 #include "kestrel/kernel/status.h"
 #include "kestrel/wire/session.capnp.h"
 
@@ -58,19 +59,6 @@ struct BatchRequest {
   friend bool operator==(const BatchRequest&, const BatchRequest&) = default;
 };
 
-// The device's machine when a result was taken (session.capnp MachineState); negative:
-// the board does not expose it.
-struct MachineState {
-  double load1 = -1;
-  double cpu_mhz = -1;
-  double temperature_c = -1;
-  bool throttled = false;
-  double busy_cpus = -1;
-
-  bool known() const { return load1 >= 0 || cpu_mhz >= 0 || temperature_c >= 0 || busy_cpus >= 0; }
-  friend bool operator==(const MachineState&, const MachineState&) = default;
-};
-
 struct CandidateResult {
   std::uint64_t id = 0;
   kernel::Status status = kernel::Status::ok;
@@ -79,7 +67,7 @@ struct CandidateResult {
   std::vector<double> round_seconds;  // per-call seconds of every round
   double max_error = 0;               // largest |out - ref| seen
   double load_ms = 0;
-  MachineState machine;               // set by the device runtime, not the worker
+  kernel::MachineState machine;       // set by the device runtime, not the worker
 
   friend bool operator==(const CandidateResult&, const CandidateResult&) = default;
 };

@@ -21,7 +21,7 @@
 
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::tuner {
 
@@ -105,7 +105,7 @@ class CrossModel {
   // leave-workloads-out folds. Vendor records, records of unknown ops and knobs the op
   // no longer has are skipped. Throws ModelFileError when nothing qualifies, saying
   // what was found ("gemm/avx2: 1 workload; a model needs records of at least 2").
-  static CrossModel train(const std::vector<Record>& records, const ops::Registry& registry,
+  static CrossModel train(const std::vector<records::Record>& records, const ops::Registry& registry,
                           const TrainOptions& options);
   // Throws ModelFileError naming the path: no such file, not a Kestrel cost model, a
   // newer file version, another feature schema (retrain with `kestrel model train`).
@@ -133,7 +133,7 @@ class CrossModel {
 };
 
 // Evaluates `model` on the records' workloads (all treated as unseen), as in training.
-RankingQuality evaluate(const CrossModel& model, const std::vector<Record>& records, const ops::Registry& registry,
+RankingQuality evaluate(const CrossModel& model, const std::vector<records::Record>& records, const ops::Registry& registry,
                         std::string_view op, std::string_view target_class);
 
 }  // namespace kestrel::tuner

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kestrel/ops/op.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
 namespace kestrel::tuner {
 
@@ -32,7 +32,7 @@ struct Dataset {
 // any other. Records the op cannot turn into features (another op's, a knob renamed since)
 // are skipped and counted, never an error: a record must name exactly the knobs
 // op.knobs(workload) has, so that every row has the same features.
-Dataset make_dataset(const ops::Op& op, const std::vector<Record>& records);
+Dataset make_dataset(const ops::Op& op, const std::vector<records::Record>& records);
 
 // The dataset of `kestrel dataset`: every usable Kestrel record of any op, workload,
 // target and device as one row of text cells, for studying and training models outside
@@ -48,7 +48,7 @@ struct CrossTable {
   std::vector<std::vector<std::string>> rows;
   std::size_t skipped = 0;  // records not usable
 };
-CrossTable make_cross_table(const std::vector<Record>& records, const ops::Registry& registry,
+CrossTable make_cross_table(const std::vector<records::Record>& records, const ops::Registry& registry,
                             const std::vector<std::string>& only_ops = {}, bool ok_only = false);
 // RFC 4180 CSV: a header line, then one line per row; cells with a comma, quote or line
 // break quoted.

@@ -28,13 +28,13 @@ struct Evaluation {  // one configuration's outcome
   double cost = std::numeric_limits<double>::infinity();  // median of round_seconds when ok
   double compile_ms = 0;
   std::string device;  // device name that measured it
-  DeviceClass device_class;
+  records::DeviceClass device_class;
   std::uint32_t number = 0;  // calls per timed round
   double max_error = 0;      // largest |out - ref| seen
   // Who made the kernel: "kestrel" (a configuration of the op), or the vendor library of
   // a shim kernel ("openblas"); its config is then empty.
-  std::string implementation = kKestrelImplementation;
-  rpc::MachineState machine;  // the device's machine when it was measured
+  std::string implementation = records::kKestrelImplementation;
+  kernel::MachineState machine;  // the device's machine when it was measured
   bool ok() const { return status == kernel::Status::ok; }
 };
 
@@ -95,7 +95,7 @@ class MeasuredEvaluator final : public Evaluator {
                                                            ResultCallback on_result = {});
 
  private:
-  DeviceClass class_of(const std::string& device, const host::Target& target) const;
+  records::DeviceClass class_of(const std::string& device, const host::Target& target) const;
   static PreparedWorkload prepare_workload(const Task& task);
 
   host::Compiler& compiler_;

@@ -14,7 +14,7 @@
 #include "kestrel/host/leased_pool.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/scheduler.h"
 #include "kestrel/tuner/session_reporter.h"
 #include "kestrel/tuner/tuning_loop.h"
@@ -68,7 +68,7 @@ struct SessionResult {
 class TuneSession {
  public:
   // `db` is borrowed and must outlive the session.
-  TuneSession(std::vector<TuneJob> jobs, RecordStore& db, SessionOptions options);
+  TuneSession(std::vector<TuneJob> jobs, records::RecordStore& db, SessionOptions options);
 
   // Leases the pool, tunes the jobs in turn, releases the pool (leases none for a
   // zero-shot session that measures nothing on a known target: SessionOptions::target). `on_progress` gets the
@@ -92,7 +92,7 @@ class TuneSession {
 
  private:
   std::vector<TuneJob> jobs_;
-  RecordStore& db_;
+  records::RecordStore& db_;
   SessionOptions options_;
   rpc::awaitable<void> run_in_turn(Evaluator& evaluator, const host::Target& target, const TuneOptions& tune,
                                    SessionResult& session, SessionReporter& reporter,

@@ -1,34 +1,21 @@
-// What is tuned (a Task: one op on one workload for one compile target) and which
-// devices a measurement is valid for (a DeviceClass).
+// What is tuned (a Task: one op on one workload for one compile target), and the class
+// of devices a leased device's measurements hold for (records::DeviceClass).
 #pragma once
 
 #include <string>
 
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
+#include "kestrel/records/device_class.h"
 #include "kestrel/rpc/device_info.h"
 
 namespace kestrel::tuner {
-
-// The implementation of Kestrel's own kernels (a configuration of the op's space); any
-// other is a vendor library measured as a contender ("openblas", "onednn").
-inline constexpr const char* kKestrelImplementation = "kestrel";
-
-// Which devices a measurement is valid for: the pool key, the hardware model (CPU model
-// name, or GPU name for GPU targets), and the fingerprint (host::device_fingerprint:
-// triple|cpu model|cores). Two devices of one class are interchangeable for tuning.
-struct DeviceClass {
-  std::string key;
-  std::string model;
-  std::string fingerprint;
-  friend bool operator==(const DeviceClass&, const DeviceClass&) = default;
-};
 
 // The class of `device`, leased under `key`, when it runs code compiled for `target`:
 // the model is the name of the target's GPU (its backend and index on the device) for a
 // GPU target, else the device's CPU model. A GPU the device did not register leaves the
 // model empty.
-DeviceClass device_class_of(const std::string& key, const rpc::DeviceInfo& device, const host::Target& target);
+records::DeviceClass device_class_of(const std::string& key, const rpc::DeviceInfo& device, const host::Target& target);
 
 // What is tuned: one op on one workload for one compile target. `op` is borrowed and
 // must outlive the task (the registry owns it).

@@ -26,7 +26,7 @@
 #include "kestrel/ops/op.h"
 #include "kestrel/rpc/measure.h"
 #include "kestrel/tuner/evaluator.h"
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 #include "kestrel/tuner/task.h"
 
 namespace kestrel::tuner {
@@ -59,7 +59,7 @@ struct TuneOptions {
   // The class of the devices measuring (key, model, fingerprint): resume and the final
   // ranking read only that class's records, and evaluations that never reached a device
   // (invalid configs, compile errors) are recorded under it. None: every class.
-  std::optional<DeviceClass> device_class;
+  std::optional<records::DeviceClass> device_class;
   // Vendor libraries measured as contenders at the end: "all", "none", or a comma-
   // separated list of implementations ("openblas,onednn"). Once per session: in the final
   // round when there is one, else on their own (not when interrupted).
@@ -101,7 +101,7 @@ struct FinalEntry {
   double spread = 0;             // (p90 - p10) / median of the rounds
   bool noisy = false;            // spread above TuneOptions::noisy_spread
   bool is_default = false;       // the op's default configuration
-  std::string implementation = kKestrelImplementation;  // a vendor library's: config is empty
+  std::string implementation = records::kKestrelImplementation;  // a vendor library's: config is empty
   // Final rounds: its speed-up over the default (default's time / its time, from the
   // per-pass medians of the interleaved passes) with the 95% interval; 0 when unknown.
   double speedup = 0, speedup_low = 0, speedup_high = 0;
@@ -158,7 +158,7 @@ struct TuneResult {
 class TuningLoop {
  public:
   // `db` and `evaluator` are borrowed and must outlive the loop; so must the task's op.
-  TuningLoop(Task task, RecordStore& db, Evaluator& evaluator, TuneOptions options);
+  TuningLoop(Task task, records::RecordStore& db, Evaluator& evaluator, TuneOptions options);
   ~TuningLoop();
   TuningLoop(const TuningLoop&) = delete;
   TuningLoop& operator=(const TuningLoop&) = delete;
@@ -205,7 +205,7 @@ class TuningLoop {
   FinalEntry entry_of(const Evaluation& e) const;
 
   Task task_;
-  RecordStore& db_;
+  records::RecordStore& db_;
   Evaluator& evaluator_;
   TuneOptions options_;
   std::atomic<bool> stop_{false};

@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
-namespace kestrel::tuner {
+namespace kestrel::records {
 
 // One connection to the database named by a URI "postgresql://user:password@host:port/db"
 // (libpq's form; "postgres://" too; options=-csearch_path=NAME puts the tables in a schema
@@ -52,4 +52,4 @@ class PgRecords final : public RecordStore {
   std::string location_;  // the URI without its password
 };
 
-}  // namespace kestrel::tuner
+}  // namespace kestrel::records

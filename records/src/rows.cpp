@@ -1,5 +1,5 @@
 // The records backends' shared code: row <-> Record, JSON lines, best() (records_rows.h).
-#include "records_rows.h"
+#include "rows.h"
 
 #include <istream>
 #include <map>
@@ -8,7 +8,7 @@
 #include <tuple>
 #include <utility>
 
-namespace kestrel::tuner::detail {
+namespace kestrel::records::detail {
 namespace {
 
 std::vector<double> parse_round_seconds(const nlohmann::json& array) {
@@ -97,7 +97,7 @@ std::string round_seconds_json(const std::vector<double>& seconds) {
 
 std::string ok_text() { return std::string(kernel::to_string(kernel::Status::ok)); }
 
-nlohmann::ordered_json machine_json(const rpc::MachineState& m) {
+nlohmann::ordered_json machine_json(const kernel::MachineState& m) {
   if (!m.known()) return nullptr;
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   auto known = [&](const char* name, double value) {
@@ -111,17 +111,17 @@ nlohmann::ordered_json machine_json(const rpc::MachineState& m) {
   return j;
 }
 
-std::string machine_text(const rpc::MachineState& machine) {
+std::string machine_text(const kernel::MachineState& machine) {
   nlohmann::ordered_json j = machine_json(machine);
   return j.is_null() ? std::string() : j.dump();
 }
 
-std::optional<rpc::MachineState> parse_machine(const nlohmann::json& j, std::string& why) {
+std::optional<kernel::MachineState> parse_machine(const nlohmann::json& j, std::string& why) {
   if (!j.is_object()) {
     why = "expected a JSON object";
     return std::nullopt;
   }
-  rpc::MachineState m;
+  kernel::MachineState m;
   for (auto [name, field] : {std::pair{"load1", &m.load1}, std::pair{"cpu_mhz", &m.cpu_mhz},
                              std::pair{"temperature_c", &m.temperature_c}, std::pair{"busy_cpus", &m.busy_cpus}}) {
     auto it = j.find(name);
@@ -180,7 +180,7 @@ Record read_record(const Row& row, const std::string& path) {
   r.is_default = row.int64(19) != 0;
   r.implementation = row.text(20);
   if (const std::string machine = row.text(21); !machine.empty()) {  // NULL: unknown
-    std::optional<rpc::MachineState> parsed;
+    std::optional<kernel::MachineState> parsed;
     try {
       parsed = parse_machine(nlohmann::json::parse(machine), why);
     } catch (const nlohmann::json::exception& e) {
@@ -428,4 +428,4 @@ std::vector<Best> select_best(const Query& query, const std::string& source, con
   return out;
 }
 
-}  // namespace kestrel::tuner::detail
+}  // namespace kestrel::records::detail

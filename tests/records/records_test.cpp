@@ -1,7 +1,8 @@
 // Tests of the records database: round trips, best(), JSONL export/import, refusing
 // foreign and newer files, and the multi-process properties (a SIGKILLed writer loses
 // nothing it had committed; concurrent writers do not see SQLITE_BUSY).
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
+#include "kestrel/records/sqlite_records.h"
 
 #include <libpq-fe.h>
 #include <signal.h>
@@ -28,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "kestrel/tuner/pg_records.h"
+#include "kestrel/records/pg_records.h"
 #include "support/postgres.h"
 
 namespace {
@@ -36,13 +37,13 @@ namespace {
 using kestrel::kernel::Status;
 using kestrel::ops::Config;
 using kestrel::ops::Params;
-using kestrel::tuner::Best;
-using kestrel::tuner::DeviceClass;
-using kestrel::tuner::OpenMode;
-using kestrel::tuner::Record;
-using kestrel::tuner::RecordsError;
-using kestrel::tuner::RecordStore;
-using RecordsDb = kestrel::tuner::SqliteRecords;
+using kestrel::records::Best;
+using kestrel::records::DeviceClass;
+using kestrel::records::OpenMode;
+using kestrel::records::Record;
+using kestrel::records::RecordsError;
+using kestrel::records::RecordStore;
+using RecordsDb = kestrel::records::SqliteRecords;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -62,6 +63,7 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
 
  private:
   std::filesystem::path path_;
@@ -217,7 +219,7 @@ class Stores {
     return it->second;
   }
   std::unique_ptr<RecordStore> open(const std::string& name, OpenMode mode = OpenMode::create) {
-    return kestrel::tuner::open_records(location(name), mode);
+    return kestrel::records::open_records(location(name), mode);
   }
 
  private:
@@ -1024,7 +1026,7 @@ void raw(Stores& stores, const std::string& name, const std::string& sql) {
 
 std::string open_error(const std::string& location, OpenMode mode) {
   try {
-    kestrel::tuner::open_records(location, mode);
+    kestrel::records::open_records(location, mode);
   } catch (const RecordsError& e) {
     return e.what();
   }
@@ -1077,7 +1079,7 @@ TEST_CASE("records: best(BestQuery) gives best()'s answer for the tasks it selec
 
   const auto everything = db.best();
   REQUIRE(everything.size() == 3 * 2 * 2 + 1);
-  auto expect = [&](const kestrel::tuner::BestQuery& q) {
+  auto expect = [&](const kestrel::records::BestQuery& q) {
     std::vector<Best> wanted;
     for (const Best& b : everything) {
       if ((!q.op || b.op == *q.op) && (!q.workload || b.workload == *q.workload) && (!q.target || b.target == *q.target) &&
@@ -1090,7 +1092,7 @@ TEST_CASE("records: best(BestQuery) gives best()'s answer for the tasks it selec
     for (std::size_t i = 0; i < got.size(); ++i) require_same_best(got[i], wanted[i]);
     return got.size();
   };
-  kestrel::tuner::BestQuery q;
+  kestrel::records::BestQuery q;
   CHECK(expect(q) == everything.size());
   q.op = "gemm";
   CHECK(expect(q) == 12);
@@ -1102,7 +1104,7 @@ TEST_CASE("records: best(BestQuery) gives best()'s answer for the tasks it selec
   CHECK(expect(q) == 1);
   q.workload = pairs("nothing");
   CHECK(expect(q) == 0);
-  kestrel::tuner::BestQuery conv_only;
+  kestrel::records::BestQuery conv_only;
   conv_only.op = "conv2d";
   CHECK(expect(conv_only) == 1);
 }
@@ -1157,10 +1159,10 @@ TEST_CASE("records: OpenMode::existing on an empty PostgreSQL database creates n
   auto& server = kestrel::test::postgres();
   const std::string uri = server.create_database();
   CHECK_THAT(open_error(uri, OpenMode::existing), Catch::Contains("no records database at '" + uri + "'"));
-  CHECK_FALSE(kestrel::tuner::records_exist(uri));  // still no tables
-  CHECK(kestrel::tuner::open_records(uri)->count() == 0);  // created for writing
-  CHECK(kestrel::tuner::records_exist(uri));
-  CHECK(kestrel::tuner::open_records(uri, OpenMode::existing)->count() == 0);
+  CHECK_FALSE(kestrel::records::records_exist(uri));  // still no tables
+  CHECK(kestrel::records::open_records(uri)->count() == 0);  // created for writing
+  CHECK(kestrel::records::records_exist(uri));
+  CHECK(kestrel::records::open_records(uri, OpenMode::existing)->count() == 0);
 
   // A database with a table named records that is not Kestrel's is left alone.
   const std::string other = server.create_database();
@@ -1170,7 +1172,7 @@ TEST_CASE("records: OpenMode::existing on an empty PostgreSQL database creates n
 }
 
 TEST_CASE("records: PostgreSQL errors name the URI without its password", "[records]") {
-  using kestrel::tuner::without_password;
+  using kestrel::records::without_password;
   CHECK(without_password("postgresql://kestrel:s3cret@db.example:5432/records") ==
         "postgresql://kestrel@db.example:5432/records");
   CHECK(without_password("postgres://u:p%40ss@h/d?sslmode=require&password=s3cret") ==
@@ -1188,13 +1190,37 @@ TEST_CASE("records: PostgreSQL errors name the URI without its password", "[reco
 
 }
 
+TEST_CASE("records: a URI of another scheme is refused, never taken as a file name, and hides its password",
+          "[records]") {
+  TempDir dir;
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  struct Back {
+    std::filesystem::path to;
+    ~Back() { std::filesystem::current_path(to); }
+  } back{cwd};
+  for (OpenMode mode : {OpenMode::create, OpenMode::existing}) {
+    std::string error = open_error("postgresq://kestrel:s3cret@db.example/records", mode);
+    CHECK_THAT(error, Catch::Contains("'postgresq://kestrel@db.example/records' has an unknown scheme 'postgresq'") &&
+                          Catch::Contains("did you mean 'postgresql'?"));
+    CHECK_THAT(error, !Catch::Contains("s3cret"));
+  }
+  CHECK_THROWS_WITH(kestrel::records::records_exist("mysql://u:pw@h/d"),
+                    Catch::Contains("unknown scheme 'mysql'") && !Catch::Contains("pw@"));
+  // Nothing was created where a file of that name would go ("postgresq:" as a directory).
+  CHECK(std::filesystem::is_empty(dir.path()));
+  // SQLite's own URIs and plain paths still open.
+  CHECK_NOTHROW(kestrel::records::open_records("file:" + (dir.path() / "u.db").string()));
+  CHECK_NOTHROW(kestrel::records::open_records((dir.path() / "p.db").string()));
+}
+
 TEST_CASE("records: a PostgreSQL store's location has no password", "[records][postgres]") {
   // The tests' server (trust: the password is not checked).
   auto& server = kestrel::test::postgres();
   std::string uri = server.create_database();
   std::string with_password = uri;
   with_password.replace(with_password.find("kestrel@"), 8, "kestrel:s3cret@");
-  auto db = kestrel::tuner::open_records(with_password);
+  auto db = kestrel::records::open_records(with_password);
   CHECK(db->location() == uri);
 }
 
@@ -1212,7 +1238,7 @@ TEST_CASE("records: concurrent writers on their own connections lose and duplica
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&, w] {
       try {
-        auto db = kestrel::tuner::open_records(location);
+        auto db = kestrel::records::open_records(location);
         for (int i = 0; i < kAdds; ++i) {
           Record r = make_record("M=" + std::to_string(i), "tile=" + std::to_string(w), 1e-3 + i * 1e-6);
           r.session = "writer-" + std::to_string(w);
@@ -1255,7 +1281,7 @@ TEST_CASE("records: processes opening a fresh PostgreSQL database at the same mo
         ready.fetch_add(1);
         while (ready.load() < kOpeners) std::this_thread::yield();  // start together
         try {
-          kestrel::tuner::open_records(uri)->add(make_record("W", "c" + std::to_string(i), 1.0));
+          kestrel::records::open_records(uri)->add(make_record("W", "c" + std::to_string(i), 1.0));
         } catch (const std::exception& e) {
           errors[static_cast<std::size_t>(i)] = e.what();
         }
@@ -1263,7 +1289,7 @@ TEST_CASE("records: processes opening a fresh PostgreSQL database at the same mo
     }
     for (auto& t : openers) t.join();
     for (const auto& e : errors) CHECK(e == "");
-    CHECK(kestrel::tuner::open_records(uri, OpenMode::existing)->count() == static_cast<std::size_t>(kOpeners));
+    CHECK(kestrel::records::open_records(uri, OpenMode::existing)->count() == static_cast<std::size_t>(kOpeners));
   }
 }
 
@@ -1273,7 +1299,7 @@ TEST_CASE("records: a PostgreSQL server that goes away mid-session makes add() a
   // A server of this test's own, stopped under an open store.
   auto server = std::make_unique<kestrel::test::PostgresServer>(kestrel::test::postgres_bindir());
   const std::string uri = server->create_database();
-  auto db = kestrel::tuner::open_records(uri);
+  auto db = kestrel::records::open_records(uri);
   db->add(make_record("A", "c1", 1.0));
   db->add(make_record("A", "c2", 2.0));
   server.reset();  // fast shutdown: the store's connection is closed by the server
@@ -1294,8 +1320,8 @@ TEST_CASE("records: a PostgreSQL server that goes away mid-session makes add() a
 
 namespace {
 
-using kestrel::tuner::kOwnRecommended;
-using kestrel::tuner::kRecommended;
+using kestrel::records::kOwnRecommended;
+using kestrel::records::kRecommended;
 
 // One value of one SQL query on the PostgreSQL database at `uri` ("" for NULL).
 std::string raw_pg_value(const std::string& uri, const std::string& sql) {
@@ -1317,9 +1343,9 @@ std::string raw_text(Stores& stores, const std::string& name, const std::string&
   return stores.backend() == "sqlite" ? raw_value(stores.location(name), sql) : raw_pg_value(stores.location(name), sql);
 }
 
-kestrel::rpc::MachineState machine_of(double load1, double cpu_mhz, double temperature_c, bool throttled,
+kestrel::kernel::MachineState machine_of(double load1, double cpu_mhz, double temperature_c, bool throttled,
                                       double busy_cpus) {
-  kestrel::rpc::MachineState m;
+  kestrel::kernel::MachineState m;
   m.load1 = load1;
   m.cpu_mhz = cpu_mhz;
   m.temperature_c = temperature_c;
@@ -1663,7 +1689,7 @@ TEST_CASE("records: a version-3 PostgreSQL database is read as it is read-only a
       "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'records' AND column_name IN ('machine', "
       "'recommended')";
   {
-    auto reader = kestrel::tuner::open_records(uri, OpenMode::existing);
+    auto reader = kestrel::records::open_records(uri, OpenMode::existing);
     check_version3_records(*reader);
     CHECK(reader->count() == 3);
     auto best = reader->best();
@@ -1680,7 +1706,7 @@ TEST_CASE("records: a version-3 PostgreSQL database is read as it is read-only a
 
   // A reader opened before the upgrade goes on reading after it; writers opening it at the
   // same moment upgrade it once.
-  auto early_reader = kestrel::tuner::open_records(uri, OpenMode::existing);
+  auto early_reader = kestrel::records::open_records(uri, OpenMode::existing);
   constexpr int kOpeners = 6;
   std::vector<std::string> errors(kOpeners);
   std::atomic<int> ready{0};
@@ -1694,7 +1720,7 @@ TEST_CASE("records: a version-3 PostgreSQL database is read as it is read-only a
         r.machine = machine_of(0.5, 2400, -1, false, 1);
         r.recommended = i == 0 ? kRecommended | kOwnRecommended : 0;
         r.time_unix_ms = 1800000000000 + i;
-        kestrel::tuner::open_records(uri)->add(r);
+        kestrel::records::open_records(uri)->add(r);
       } catch (const std::exception& e) {
         errors[static_cast<std::size_t>(i)] = e.what();
       }
@@ -1707,7 +1733,7 @@ TEST_CASE("records: a version-3 PostgreSQL database is read as it is read-only a
   CHECK(early_reader->count() == 3 + kOpeners);
   check_version3_records(*early_reader);
 
-  auto db = kestrel::tuner::open_records(uri);
+  auto db = kestrel::records::open_records(uri);
   Record d = final_record("K=8,M=8,N=8", "mc=64", 0.0012, "s-new", true);
   d.time_unix_ms = 1900000000000;
   db->add(d);

@@ -1,7 +1,7 @@
 // The records in PostgreSQL over libpq: every value a parameter of PQexecParams (never
 // pasted into SQL), rows streamed in single-row mode, the row <-> Record conversions,
-// JSON lines and best() shared with the SQLite backend (records_rows.h).
-#include "kestrel/tuner/pg_records.h"
+// JSON lines and best() shared with the SQLite backend (rows.h).
+#include "kestrel/records/pg_records.h"
 
 #include <libpq-fe.h>
 
@@ -17,9 +17,9 @@
 #include <ostream>
 #include <utility>
 
-#include "records_rows.h"
+#include "rows.h"
 
-namespace kestrel::tuner {
+namespace kestrel::records {
 namespace {
 
 using detail::in_quotes;
@@ -198,36 +198,6 @@ class PgRow final : public detail::Row {
 void ignore_notice(void*, const char*) {}  // "relation ... already exists, skipping"
 
 }  // namespace
-
-std::string without_password(const std::string& uri) {
-  std::string out = uri;
-  const auto scheme = out.find("://");
-  if (scheme == std::string::npos) return out;
-  const auto start = scheme + 3;
-  const auto end = std::min(out.find_first_of("/?", start), out.size());
-  const auto at = out.rfind('@', end == 0 ? 0 : end - 1);
-  if (at != std::string::npos && at >= start) {
-    const auto colon = out.find(':', start);
-    if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
-  }
-  // A password=... parameter, with the separator before it.
-  for (auto q = out.find('?'); q != std::string::npos;) {
-    auto param = out.find("password=", q);
-    if (param == std::string::npos) break;
-    if (out[param - 1] != '?' && out[param - 1] != '&') {
-      q = param + 1;
-      continue;
-    }
-    auto stop = out.find('&', param);
-    if (out[param - 1] == '?') {
-      out.erase(param, stop == std::string::npos ? std::string::npos : stop + 1 - param);
-      if (out.back() == '?') out.pop_back();
-    } else {
-      out.erase(param - 1, stop == std::string::npos ? std::string::npos : stop - (param - 1));
-    }
-  }
-  return out;
-}
 
 struct PgRecords::Impl {
   PGconn* conn = nullptr;
@@ -568,4 +538,4 @@ std::size_t PgRecords::import_jsonl(std::istream& in) {
   }
 }
 
-}  // namespace kestrel::tuner
+}  // namespace kestrel::records

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/kernel/machine_state.h"
 #include "kestrel/kernel/status.h"
 #include "kestrel/ops/op.h"
-#include "kestrel/rpc/measure.h"
-#include "kestrel/tuner/task.h"
+#include "kestrel/records/device_class.h"
 
-namespace kestrel::tuner {
+namespace kestrel::records {
 
 // A database that cannot be used: missing (read-only commands), not a database, newer
 // schema, I/O error. The message names the file and says what to do.
@@ -59,7 +59,7 @@ struct Record {
   // The device's machine when the measurement was taken (load, CPU frequency,
   // temperature, busy CPUs; negative where the board does not expose it). Schema
   // version 4; unknown in older records.
-  rpc::MachineState machine;
+  kernel::MachineState machine;
   // Final rounds only: what the round's statistics chose (tuning_loop.h). kRecommended:
   // the round's recommendation (faster than the default with confidence, or the default
   // itself; vendors included); kOwnRecommended: the same among Kestrel's own kernels.
@@ -151,7 +151,8 @@ class RecordStore {
 };
 
 // Opens the records at `path`: a PostgreSQL URI ("postgresql://..." or "postgres://...",
-// see is_postgres_uri) gives PgRecords, anything else an SQLite file. Throws RecordsError
+// see is_postgres_uri) gives PgRecords (pg_records.h), anything else an SQLite file
+// (SqliteRecords, sqlite_records.h). Throws RecordsError
 // for a database that is not a records database, has a newer schema or cannot be opened
 // or reached, and in OpenMode::existing where there are no records ("no records database
 // at ...").
@@ -169,38 +170,4 @@ std::string without_password(const std::string& location);
 // when a PostgreSQL server cannot be reached.
 bool records_exist(const std::string& location);
 
-// SQLite in WAL mode, one autocommitted INSERT per record. Schema version 4 (version 1
-// plus the device model and is_default columns in 2, the implementation column in 3, the
-// machine and recommended columns in 4); an older file is upgraded in place when opened
-// for writing (models of CPU records filled in from their fingerprints, every earlier
-// record Kestrel's own, with no machine state and no recommendation) and read as it is
-// when opened read-only.
-class SqliteRecords final : public RecordStore {
- public:
-  static constexpr int kSchemaVersion = 4;
-
-  explicit SqliteRecords(const std::string& path, OpenMode mode = OpenMode::create);
-  ~SqliteRecords() override;
-  SqliteRecords(const SqliteRecords&) = delete;
-  SqliteRecords& operator=(const SqliteRecords&) = delete;
-
-  std::int64_t add(const Record& record) override;
-  std::vector<Record> find(const std::string& op, const ops::Params& workload, const std::string& target,
-                           const DeviceClass* device_class = nullptr) const override;
-  std::vector<Record> find_other_workloads(const std::string& op, const ops::Params& workload,
-                                           const std::string& target, std::size_t limit = 5000) const override;
-  using RecordStore::best;
-  std::vector<Best> best(const BestQuery& q) const override;
-  std::vector<Record> all(const std::string& op = "") const override;
-  std::size_t count() const override;
-  void export_jsonl(std::ostream& out) const override;
-  std::size_t import_jsonl(std::istream& in) override;
-  const std::string& location() const override { return path_; }
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-  std::string path_;
-};
-
-}  // namespace kestrel::tuner
+}  // namespace kestrel::records

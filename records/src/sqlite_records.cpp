@@ -2,12 +2,9 @@
 // measurement, so a tuning session killed at any point loses nothing it had added and
 // several sessions can share one file. Workloads, configurations and statuses are stored
 // as text (ops::format_params / format_config, kernel::to_string) and parsed back in one
-// place, shared with the PostgreSQL backend (records_rows.h: read_record, from_json_line,
+// place, shared with the PostgreSQL backend (rows.h: read_record, from_json_line,
 // and best()'s queries and rules). JSONL export/import moves records between databases.
-// open_records sends PostgreSQL URIs to PgRecords (pg_records.cpp).
-#include "kestrel/tuner/records.h"
-
-#include "kestrel/tuner/pg_records.h"
+#include "kestrel/records/sqlite_records.h"
 
 #include <sqlite3.h>
 
@@ -27,9 +24,9 @@
 #include <utility>
 
 #include "kestrel/base/log.h"
-#include "records_rows.h"
+#include "rows.h"
 
-namespace kestrel::tuner {
+namespace kestrel::records {
 namespace {
 
 using detail::in_quotes;
@@ -480,21 +477,6 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
 
 SqliteRecords::~SqliteRecords() = default;
 
-bool is_postgres_uri(const std::string& location) {
-  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
-}
-
-std::unique_ptr<RecordStore> open_records(const std::string& path, OpenMode mode) {
-  if (is_postgres_uri(path)) return std::make_unique<PgRecords>(path, mode);
-  return std::make_unique<SqliteRecords>(path, mode);
-}
-
-bool records_exist(const std::string& location) {
-  if (is_postgres_uri(location)) return PgRecords::holds_records(location);
-  std::error_code ec;
-  return std::filesystem::exists(location, ec);
-}
-
 namespace {
 [[noreturn]] void read_only(const std::string& path, const std::string& what) {
   throw RecordsError("records database " + in_quotes(path) + " was opened read-only: cannot " + what);
@@ -613,4 +595,4 @@ std::size_t SqliteRecords::import_jsonl(std::istream& in) {
   return added;
 }
 
-}  // namespace kestrel::tuner
+}  // namespace kestrel::records

@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "kestrel/tuner/records.h"
+#include "kestrel/records/records.h"
 
-namespace kestrel::tuner::detail {
+namespace kestrel::records::detail {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -68,12 +68,12 @@ std::string round_seconds_json(const std::vector<double>& seconds);
 // A machine state as a compact JSON object of its known fields ({"load1":..,"cpu_mhz":..,
 // "temperature_c":..,"throttled":..,"busy_cpus":..}, in that order; throttled whenever
 // any other is known); null when !machine.known().
-nlohmann::ordered_json machine_json(const rpc::MachineState& machine);
+nlohmann::ordered_json machine_json(const kernel::MachineState& machine);
 // The same as stored text (the `machine` column); empty when !machine.known() (NULL).
-std::string machine_text(const rpc::MachineState& machine);
+std::string machine_text(const kernel::MachineState& machine);
 // Parses machine_json's object (fields absent or null: unknown; others ignored); nullopt
 // (and `why`) when it is not such an object.
-std::optional<rpc::MachineState> parse_machine(const nlohmann::json& j, std::string& why);
+std::optional<kernel::MachineState> parse_machine(const nlohmann::json& j, std::string& why);
 
 // One result row of a SELECT of kColumns (or any columns), as a backend gives it.
 class Row {
@@ -146,4 +146,4 @@ using Query = std::function<void(const std::string& sql, const std::vector<std::
 std::vector<Best> select_best(const Query& query, const std::string& source, const BestQuery& q,
                               const std::string& location);
 
-}  // namespace kestrel::tuner::detail
+}  // namespace kestrel::records::detail

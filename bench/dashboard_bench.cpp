@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "kestrel/base/log.h"
+#include "kestrel/base/stats.h"
 #include "kestrel/base/str.h"
 #include "kestrel/device_runtime/agent.h"
 #include "kestrel/device_runtime/capabilities.h"
@@ -573,13 +574,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kestrel-bench-dashboard: %s\n", e.what());
     return 1;
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t mid = v.size() / 2;
-    return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
-  };
-  const double off = median(off_p99);
-  const double on = median(on_p99);
+  const double off = kestrel::stats::median(off_p99);
+  const double on = kestrel::stats::median(on_p99);
   std::printf("grant latency p99 (median of %zu rounds): dashboard off %.1f us, on %.1f us, ratio on/off %.3f "
               "(goal: at most 1.10)\n",
               settings.rounds, off, on, off > 0 ? on / off : 0.0);

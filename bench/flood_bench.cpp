@@ -47,6 +47,7 @@
 #include <capnp/message.h>
 
 #include "kestrel/base/log.h"
+#include "kestrel/base/stats.h"
 #include "kestrel/rpc/framing.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/rpc/tracker_client.h"
@@ -326,11 +327,7 @@ Cycles client_loop(std::uint16_t port, const Options& o, const std::string& toke
   return out;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+double median(const std::vector<double>& v) { return v.empty() ? 0 : kestrel::stats::median(v); }
 
 double worst(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "bench_pool.h"
+#include "kestrel/base/stats.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/cross_model.h"
@@ -198,7 +199,7 @@ std::vector<double> measure_side_by_side(Env& env, const tuner::Task& task, cons
     }
   }
   std::vector<double> out(configs.size());
-  for (std::size_t i = 0; i < configs.size(); ++i) out[i] = failed[i] ? kInf : tuner::median_of(rounds[i]);
+  for (std::size_t i = 0; i < configs.size(); ++i) out[i] = failed[i] ? kInf : stats::median(rounds[i]);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "args.h"
 #include "commands.h"
 #include "kestrel/base/log.h"
+#include "kestrel/base/stats.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/leased_pool.h"
 #include "kestrel/ops/op.h"
@@ -21,23 +22,6 @@
 
 namespace kestrel::tools {
 namespace {
-
-struct Stats {
-  double min = 0, median = 0, mean = 0, stddev = 0;
-};
-
-Stats stats_of(std::vector<double> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  s.min = v.front();
-  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  double sq = 0;
-  for (double x : v) sq += (x - s.mean) * (x - s.mean);
-  s.stddev = v.size() > 1 ? std::sqrt(sq / static_cast<double>(v.size() - 1)) : 0.0;
-  return s;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -122,7 +106,7 @@ void print_text(const Subject& subject, const tuner::Evaluation& m, const host::
   if (!m.message.empty()) std::cout << "message:  " << m.message << "\n";
   if (m.compile_ms > 0) std::cout << "compile:  " << std::fixed << std::setprecision(1) << m.compile_ms << " ms\n";
   if (m.status != kernel::Status::ok) return;
-  Stats s = stats_of(m.round_seconds);
+  const stats::Summary s = stats::summarize(m.round_seconds);
   std::cout << std::fixed << std::setprecision(3) << "rounds:   " << m.round_seconds.size() << " x " << m.number
             << " calls\n"
             << "min:      " << s.min * 1e3 << " ms\n"
@@ -136,7 +120,7 @@ void print_text(const Subject& subject, const tuner::Evaluation& m, const host::
 }
 
 nlohmann::json to_json(const Subject& subject, const tuner::Evaluation& m, const host::Target& target) {
-  Stats s = stats_of(m.round_seconds);
+  const stats::Summary s = stats::summarize(m.round_seconds);
   nlohmann::json out = {{"kernel", subject.label},      {"target", target.to_string()},
                         {"device", m.device},           {"status", kernel::to_string(m.status)},
                         {"message", m.message},         {"compile_ms", m.compile_ms},

@@ -22,6 +22,7 @@
 #include "args.h"
 #include "python_tool.h"
 #include "commands.h"
+#include "kestrel/base/stats.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
@@ -100,11 +101,11 @@ Latency time_runs(const std::function<void()>& run, int repeat) {
     run();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
-  std::sort(ms.begin(), ms.end());
+  const stats::Summary s = stats::summarize(ms);
   Latency l;
   l.runs = repeat;
-  l.min_ms = ms.front();
-  l.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  l.min_ms = s.min;
+  l.median_ms = s.median;
   return l;
 }
 

@@ -31,6 +31,23 @@ double spread(std::vector<double> values) {
   return mid > 0 ? (quantile(values, 0.9) - quantile(values, 0.1)) / mid : 0;
 }
 
+Summary summarize(std::vector<double> values) {
+  Summary s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.n = values.size();
+  s.min = values.front();
+  s.median = quantile(values, 0.5);
+  double sum = 0;
+  for (double x : values) sum += x;
+  s.mean = sum / static_cast<double>(values.size());
+  double sq = 0;
+  for (double x : values) sq += (x - s.mean) * (x - s.mean);
+  s.stddev = values.size() > 1 ? std::sqrt(sq / static_cast<double>(values.size() - 1)) : 0.0;
+  s.spread = values.size() > 1 && s.median > 0 ? (quantile(values, 0.9) - quantile(values, 0.1)) / s.median : 0;
+  return s;
+}
+
 double t_critical_95(std::size_t df) {
   // Two-sided 95% (the 0.975 quantile), df 1..30; beyond that the normal's 1.96 with a
   // small correction.

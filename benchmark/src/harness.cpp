@@ -1,5 +1,6 @@
 // The comparison harness (see harness.h): preparing workloads, the correctness gate and
 // the interleaved timing of Kestrel's kernel and the libraries.
+#include "kestrel/base/stats.h"
 #include "kestrel/benchmark/harness.h"
 
 #include <algorithm>
@@ -23,12 +24,8 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+// The median, 0 for none (a contender that timed nothing).
+double median(const std::vector<double>& v) { return v.empty() ? 0 : stats::median(v); }
 
 // "wrong answer: max error ... exceeds tolerance ...; first: element ..." when an output
 // is not within the tolerance of the expected one, else empty.

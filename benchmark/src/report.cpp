@@ -1,4 +1,5 @@
 // The bench report's columns and ratios (see report.h).
+#include "kestrel/base/stats.h"
 #include "kestrel/benchmark/report.h"
 
 #include <algorithm>
@@ -6,12 +7,8 @@
 namespace kestrel::benchmark {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+// The median, 0 for none (a contender that timed nothing).
+double median(const std::vector<double>& v) { return v.empty() ? 0 : stats::median(v); }
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "bindings.h"
+#include "kestrel/base/stats.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/leased_pool.h"
 #include "kestrel/host/local_pool.h"
@@ -323,18 +324,13 @@ py::dict profile(const std::string& name, py::object shape, py::object config, p
   out["max_error"] = result.max_error;
   out["flops"] = task.flops();
   if (result.ok() && !result.round_seconds.empty()) {
-    std::vector<double> v = result.round_seconds;
-    std::sort(v.begin(), v.end());
-    const double median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-    double sq = 0;
-    for (double x : v) sq += (x - mean) * (x - mean);
-    out["min_s"] = v.front();
-    out["median_s"] = median;
-    out["mean_s"] = mean;
-    out["stddev_s"] = v.size() > 1 ? std::sqrt(sq / static_cast<double>(v.size() - 1)) : 0.0;
-    out["cost"] = median;
-    out["gflops"] = task.flops() / median / 1e9;
+    const stats::Summary s = stats::summarize(result.round_seconds);
+    out["min_s"] = s.min;
+    out["median_s"] = s.median;
+    out["mean_s"] = s.mean;
+    out["stddev_s"] = s.stddev;
+    out["cost"] = s.median;
+    out["gflops"] = task.flops() / s.median / 1e9;
   } else {
     out["cost"] = std::numeric_limits<double>::infinity();
     out["gflops"] = 0.0;

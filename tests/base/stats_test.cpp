@@ -94,3 +94,22 @@ TEST_CASE("stats: the ratio interval of paired passes", "[stats]") {
     CHECK(covered < trials * 0.98);
   }
 }
+
+TEST_CASE("stats: summarize gives min, median, mean, sample deviation and spread in one pass", "[stats]") {
+  const stats::Summary none = stats::summarize({});
+  CHECK(none.n == 0);
+  CHECK(none.median == 0);
+  const stats::Summary one = stats::summarize({3.0});
+  CHECK(one.n == 1);
+  CHECK(one.min == 3.0);
+  CHECK(one.median == 3.0);
+  CHECK(one.stddev == 0);
+  const stats::Summary s = stats::summarize({4.0, 1.0, 3.0, 2.0});
+  CHECK(s.n == 4);
+  CHECK(s.min == 1.0);
+  CHECK(s.median == Approx(2.5));
+  CHECK(s.mean == Approx(2.5));
+  CHECK(s.stddev == Approx(std::sqrt(5.0 / 3.0)));
+  CHECK(s.median == stats::median({4.0, 1.0, 3.0, 2.0}));
+  CHECK(s.spread == Approx(stats::spread({4.0, 1.0, 3.0, 2.0})));
+}

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "json_text.h"
+#include "kestrel/base/stats.h"
 #include "kestrel/base/str.h"
 
 namespace kestrel::tracker {
@@ -545,10 +546,8 @@ const char* DashboardState::outcome_of(const Session& session) {
 
 std::chrono::milliseconds DashboardState::typical_interval(const Session& session) {
   if (session.intervals_ms.empty()) return std::chrono::milliseconds(0);
-  std::vector<std::int64_t> sorted(session.intervals_ms.begin(), session.intervals_ms.end());
-  auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
-  std::nth_element(sorted.begin(), middle, sorted.end());
-  return std::chrono::milliseconds(*middle);
+  const std::vector<double> ms(session.intervals_ms.begin(), session.intervals_ms.end());
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(stats::median(ms))));
 }
 
 std::chrono::milliseconds DashboardState::stall_after(std::chrono::milliseconds typical) {

@@ -13,6 +13,7 @@
 //
 // Booster parameters (cross_params) were chosen on held-out quality of records of many
 // workloads measured on an AVX2 EPYC (the comment there has the numbers).
+#include "kestrel/base/stats.h"
 #include "kestrel/tuner/cross_model.h"
 
 #include "kestrel/tuner/evaluator.h"
@@ -253,9 +254,9 @@ std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::ve
         auto& [config, measured] = entry;
         double cost = std::numeric_limits<double>::infinity();
         if (!measured.final_ok.empty()) {
-          cost = median_of(measured.final_ok);
+          cost = stats::median(measured.final_ok);
         } else if (!measured.ok.empty()) {
-          cost = median_of(measured.ok);
+          cost = stats::median(measured.ok);
         }
         std::vector<float> row;
         try {

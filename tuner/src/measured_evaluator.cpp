@@ -4,16 +4,11 @@
 #include <memory>
 #include <stdexcept>
 
+#include "kestrel/base/stats.h"
 #include "kestrel/host/compile_async.h"
 #include "kestrel/tuner/evaluator.h"
 
 namespace kestrel::tuner {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return std::numeric_limits<double>::infinity();
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 rpc::awaitable<std::vector<Evaluation>> Evaluator::evaluate_vendors(const Task&, const std::vector<ops::VendorKernel>&,
                                                                      const rpc::MeasureSettings&, ResultCallback) {
@@ -132,7 +127,7 @@ rpc::awaitable<std::vector<Evaluation>> MeasuredEvaluator::evaluate_kernels(cons
     e.status = m.status;
     e.message = m.message;
     e.round_seconds = m.round_seconds;
-    e.cost = m.status == kernel::Status::ok ? median_of(m.round_seconds) : std::numeric_limits<double>::infinity();
+    e.cost = m.status == kernel::Status::ok ? stats::median(m.round_seconds) : std::numeric_limits<double>::infinity();
     e.device = m.device;
     e.device_class = class_of(m.device, target);
     e.number = m.number;

@@ -1,6 +1,7 @@
 // SyntheticEvaluator: costs from a function, for tests and the strategy bench.
 #include <cmath>
 
+#include "kestrel/base/stats.h"
 #include "kestrel/tuner/evaluator.h"
 
 namespace kestrel::tuner {
@@ -40,7 +41,7 @@ rpc::awaitable<std::vector<Evaluation>> SyntheticEvaluator::evaluate(const Task&
         }
         e.round_seconds.push_back(seconds);
       }
-      if (e.ok()) e.cost = median_of(e.round_seconds);
+      if (e.ok()) e.cost = stats::median(e.round_seconds);
     }
     if (on_result) on_result(i, e);
   }

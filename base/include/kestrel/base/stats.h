@@ -19,6 +19,17 @@ double quantile(const std::vector<double>& sorted, double q);
 // (p90 - p10) / median: how much the values disagree; 0 for fewer than 2.
 double spread(std::vector<double> values);
 
+// What a list of timings says at a glance. All 0 for no values.
+struct Summary {
+  std::size_t n = 0;
+  double min = 0;
+  double median = 0;
+  double mean = 0;
+  double stddev = 0;  // sample standard deviation; 0 for fewer than 2
+  double spread = 0;  // as spread()
+};
+Summary summarize(std::vector<double> values);
+
 // The two-sided 95% critical value of Student's t with `df` degrees of freedom.
 double t_critical_95(std::size_t df);
 

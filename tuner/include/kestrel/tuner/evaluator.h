@@ -60,9 +60,6 @@ class Evaluator {
                                                                    ResultCallback on_result = {});
 };
 
-// The median (the robust statistic every cost is); +inf for no rounds.
-double median_of(std::vector<double> rounds);
-
 // A kernel made outside an op (a user kernel file), ready to compile.
 struct PreparedKernel {
   ops::Config config;        // recorded with its outcome (may be empty)

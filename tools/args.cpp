@@ -174,4 +174,12 @@ std::chrono::seconds parse_duration(const std::string& option, const std::string
   }
 }
 
+std::string unknown_action(const std::string& word, const std::vector<std::string>& actions) {
+  std::string list;
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == actions.size() ? " and " : ", ") + actions[i];
+  }
+  return "unknown action '" + word + "'" + did_you_mean(word, actions) + "; the actions are " + list;
+}
+
 }  // namespace kestrel::tools

@@ -69,4 +69,10 @@ class Args {
 // `option` ("--time-budget") for anything else.
 std::chrono::seconds parse_duration(const std::string& option, const std::string& text);
 
+// Commands made of actions ("kestrel records export", "kestrel model train"): the
+// message for a word that is none of `actions`, naming the closest one and listing
+// them all, e.g. "unknown action 'exprot' (did you mean 'export'?); the actions are
+// export, import and migrate".
+std::string unknown_action(const std::string& word, const std::vector<std::string>& actions);
+
 }  // namespace kestrel::tools

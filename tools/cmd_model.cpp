@@ -26,7 +26,8 @@ const char* kUsage =
     "\n"
     "The cross-workload cost model: one ranking model per op and target class, trained on the\n"
     "records of many workloads, that orders the configurations of a workload it never saw\n"
-    "(kestrel tune --zero-shot, kestrel export --model-file).\n";
+    "(kestrel tune --zero-shot, kestrel export --model-file).\n"
+    "`kestrel model ACTION --help` explains each action.\n";
 
 std::string fixed(double value, int digits) {
   char buffer[64];
@@ -220,7 +221,7 @@ int run_cost_model(int argc, char** argv) {
     if (action == "train") return train(argc, argv);
     if (action == "show") return show(argc, argv);
     if (action == "eval") return eval(argc, argv);
-    std::cerr << "kestrel model: unknown action '" << action << "' (train, show or eval)\n" << kUsage;
+    std::cerr << "kestrel model: " << unknown_action(action, {"train", "show", "eval"}) << "\n\n" << kUsage;
     return 2;
   } catch (const UsageError& e) {
     std::cerr << program << ": " << e.what() << "\n(see " << program << " --help)\n";

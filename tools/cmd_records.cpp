@@ -109,72 +109,111 @@ int run_best(int argc, char** argv) {
   }
 }
 
+namespace {
+
+const char* kRecordsUsage =
+    "usage: kestrel records export [--db DB] [--out FILE]\n"
+    "       kestrel records import [--db DB] FILE.jsonl\n"
+    "       kestrel records migrate --from DB --to DB\n"
+    "\n"
+    "Writes every record as one JSON object per line, or reads such a file into the\n"
+    "database (records already present are skipped). migrate copies every record of one\n"
+    "database into another, in either direction between SQLite and PostgreSQL, skipping\n"
+    "those already there (a rerun copies 0); the destination is created if missing.\n"
+    "DB: an SQLite file (default kestrel.db) or a URI postgresql://user:password@host:port/db.\n"
+    "`kestrel records ACTION --help` explains each action.\n";
+
+const char* kDbHelp = "records database: an SQLite file or postgresql://user:password@host:port/db";
+
+int export_records(int argc, char** argv) {
+  Args args("kestrel records export",
+            "Writes every record of a database as one JSON object per line, to --out or to stdout: a backup,\n"
+            "or records to carry into another database (kestrel records import). The database is only read: a\n"
+            "mistyped --db is an error, never a new empty database, and then no output file is created.");
+  args.option("db", "FILE|URI", kDbHelp, "kestrel.db");
+  args.option("o,out", "FILE", "the JSON-lines file to write (- or none: stdout)");
+  if (!args.parse(argc, argv, 3)) {
+    std::cout << args.help();
+    return 0;
+  }
+  const std::string file = args.get("out");
+  // Opened before the output file is created: a mistyped --db leaves no empty export.
+  auto db = records::open_records(args.get("db", "kestrel.db"), records::OpenMode::existing);
+  if (file.empty() || file == "-") {
+    db->export_jsonl(std::cout);
+  } else {
+    std::ofstream out(file);
+    if (!out) throw UsageError("cannot write '" + file + "'");
+    db->export_jsonl(out);
+    std::cerr << "exported " << db->count() << " records to " << file << "\n";
+  }
+  return 0;
+}
+
+int import_records(int argc, char** argv) {
+  Args args("kestrel records import",
+            "Reads a JSON-lines file (as kestrel records export writes it) into a database, created if missing.\n"
+            "Records already there (same session, configuration and time) are skipped, so importing a file twice\n"
+            "adds nothing the second time. A malformed line refuses the whole file, naming the line.");
+  args.option("db", "FILE|URI", kDbHelp, "kestrel.db");
+  args.positional("file", "the JSON-lines file to read (FILE.jsonl)");
+  if (!args.parse(argc, argv, 3)) {
+    std::cout << args.help();
+    return 0;
+  }
+  if (!args.has("file")) throw UsageError("import needs a FILE.jsonl");
+  const std::string file = args.get("file");
+  std::ifstream in(file);
+  if (!in) throw UsageError("cannot read '" + file + "'");
+  auto db = records::open_records(args.get("db", "kestrel.db"));
+  std::size_t added = db->import_jsonl(in);
+  std::cout << "imported " << added << " records into " << db->location() << " (" << db->count() << " in all)\n";
+  return 0;
+}
+
+int migrate_records(int argc, char** argv) {
+  Args args("kestrel records migrate",
+            "Copies every record of one database into another, in either direction between SQLite and\n"
+            "PostgreSQL, skipping those already there (a rerun copies 0). The source is only read; the\n"
+            "destination is created if missing.");
+  args.option("from", "FILE|URI", "the database to copy from (an SQLite file or a PostgreSQL URI)");
+  args.option("to", "FILE|URI", "the database to copy into");
+  if (!args.parse(argc, argv, 3)) {
+    std::cout << args.help();
+    return 0;
+  }
+  if (!args.has("from") || !args.has("to")) throw UsageError("migrate needs --from DB and --to DB");
+  auto source = records::open_records(args.get("from"), records::OpenMode::existing);  // before the destination
+  auto destination = records::open_records(args.get("to"));
+  std::stringstream lines;
+  source->export_jsonl(lines);
+  std::size_t copied = destination->import_jsonl(lines);
+  std::cout << "copied " << copied << " records from " << source->location() << " to " << destination->location()
+            << " (" << destination->count() << " in all)\n";
+  return 0;
+}
+
+}  // namespace
+
 int run_records(int argc, char** argv) {
-  const char* usage =
-      "usage: kestrel records export [--db DB] [--out FILE]\n"
-      "       kestrel records import [--db DB] FILE.jsonl\n"
-      "       kestrel records migrate --from DB --to DB\n"
-      "\n"
-      "Writes every record as one JSON object per line, or reads such a file into the\n"
-      "database (records already present are skipped). migrate copies every record of one\n"
-      "database into another, in either direction between SQLite and PostgreSQL, skipping\n"
-      "those already there (a rerun copies 0); the destination is created if missing.\n"
-      "DB: an SQLite file (default kestrel.db) or a URI postgresql://user:password@host:port/db.\n";
-  if (argc < 3 || std::string(argv[2]) == "--help") {
-    std::cout << usage;
+  if (argc < 3 || std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h") {
+    std::cout << kRecordsUsage;
     return argc < 3 ? 2 : 0;
   }
-  std::string action = argv[2];
+  const std::string action = argv[2];
+  const std::string program = "kestrel records " + action;
   try {
-    std::string db_path = "kestrel.db", file, from, to;
-    for (int i = 3; i < argc; ++i) {
-      std::string a = argv[i];
-      if ((a == "--db" || a == "--out" || a == "--from" || a == "--to") && i + 1 < argc) {
-        (a == "--db" ? db_path : a == "--out" ? file : a == "--from" ? from : to) = argv[++i];
-      } else if (a.rfind("--", 0) == 0) {
-        throw UsageError("unknown option '" + a + "'");
-      } else {
-        file = a;
-      }
-    }
-    if (action == "export") {
-      auto db = records::open_records(db_path, records::OpenMode::existing);  // before creating the output file
-      if (file.empty() || file == "-") {
-        db->export_jsonl(std::cout);
-      } else {
-        std::ofstream out(file);
-        if (!out) throw UsageError("cannot write '" + file + "'");
-        db->export_jsonl(out);
-        std::cerr << "exported " << db->count() << " records to " << file << "\n";
-      }
-      return 0;
-    }
-    if (action == "import") {
-      if (file.empty()) throw UsageError("import needs a FILE.jsonl");
-      std::ifstream in(file);
-      if (!in) throw UsageError("cannot read '" + file + "'");
-      auto db = records::open_records(db_path);
-      std::size_t added = db->import_jsonl(in);
-      std::cout << "imported " << added << " records into " << db->location() << " (" << db->count() << " in all)\n";
-      return 0;
-    }
-    if (action == "migrate") {
-      if (from.empty() || to.empty()) throw UsageError("migrate needs --from DB and --to DB");
-      auto source = records::open_records(from, records::OpenMode::existing);  // before creating the destination
-      auto destination = records::open_records(to);
-      std::stringstream lines;
-      source->export_jsonl(lines);
-      std::size_t copied = destination->import_jsonl(lines);
-      std::cout << "copied " << copied << " records from " << source->location() << " to " << destination->location()
-                << " (" << destination->count() << " in all)\n";
-      return 0;
-    }
-    throw UsageError("unknown action '" + action + "' (export, import or migrate)");
+    if (action == "export") return export_records(argc, argv);
+    if (action == "import") return import_records(argc, argv);
+    if (action == "migrate") return migrate_records(argc, argv);
+    std::cerr << "kestrel records: " << unknown_action(action, {"export", "import", "migrate"}) << "\n\n"
+              << kRecordsUsage;
+    return 2;
   } catch (const UsageError& e) {
-    std::cerr << "kestrel records: " << e.what() << "\n" << usage;
+    std::cerr << program << ": " << e.what() << "\n(see " << program << " --help)\n";
     return 2;
   } catch (const records::RecordsError& e) {
-    std::cerr << "kestrel records: " << e.what() << "\n";
+    std::cerr << program << ": " << e.what() << "\n";
     return 2;
   }
 }

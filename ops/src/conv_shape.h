@@ -58,16 +58,16 @@ inline void add_conv_epilogue_tensors(std::vector<TensorSpec>& tensors, const Pa
 // optional groups.
 inline std::vector<ParamSpec> conv_params() {
   return {
-      {"N", "batch size (default 1)", 1, 65536, 1},
+      {"N", "batch size", 1, 65536, 1},
       {"C", "input channels", 1, 65536, 0},
       {"H", "input height", 1, 65536, 0},
       {"W", "input width", 1, 65536, 0},
       {"K", "output channels", 1, 65536, 0},
       {"R", "filter height", 1, 1024, 0},
       {"S", "filter width", 1, 1024, 0},
-      {"stride", "stride in both dimensions (default 1)", 1, 64, 1},
-      {"pad", "zero padding on each side in both dimensions (default 0)", 0, 1024, 0},
-      {"dilation", "filter dilation in both dimensions (default 1)", 1, 64, 1},
+      {"stride", "stride in both dimensions", 1, 64, 1},
+      {"pad", "zero padding on each side in both dimensions", 0, 1024, 0},
+      {"dilation", "filter dilation in both dimensions", 1, 64, 1},
       {"groups", "channel groups: each output channel sums over the C/groups input channels of its group "
                  "(ResNeXt)", 1, 65536, 1, true},
   };

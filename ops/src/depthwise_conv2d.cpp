@@ -45,16 +45,16 @@ class DepthwiseConv2dOp final : public Op {
 
   std::vector<ParamSpec> params() const override {
     std::vector<ParamSpec> out = {
-        {"N", "batch size (default 1)", 1, 65536, 1},
+        {"N", "batch size", 1, 65536, 1},
         {"C", "channels (input and output)", 1, 65536, 0},
         {"H", "input height", 1, 65536, 0},
         {"W", "input width", 1, 65536, 0},
         // The kernel unrolls the filter window of a tile completely: small filters only.
         {"R", "filter height", 1, 15, 3},
         {"S", "filter width", 1, 15, 3},
-        {"stride", "stride in both dimensions (default 1)", 1, 64, 1},
-        {"pad", "zero padding on each side in both dimensions (default 0)", 0, 1024, 0},
-        {"dilation", "filter dilation in both dimensions (default 1)", 1, 16, 1},
+        {"stride", "stride in both dimensions", 1, 64, 1},
+        {"pad", "zero padding on each side in both dimensions", 0, 1024, 0},
+        {"dilation", "filter dilation in both dimensions", 1, 16, 1},
         {"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1, 64, 16},
     };
     for (auto& spec : detail::conv_epilogue_params()) out.push_back(std::move(spec));

@@ -22,7 +22,7 @@ class LayoutNchwcOp final : public Op {
 
   std::vector<ParamSpec> params() const override {
     return {
-        {"N", "batch size (default 1)", 1, 65536, 1},
+        {"N", "batch size", 1, 65536, 1},
         {"C", "channels", 1, 65536, 0},
         {"H", "height", 1, 65536, 0},
         {"W", "width", 1, 65536, 0},

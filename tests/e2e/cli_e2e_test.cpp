@@ -1,8 +1,10 @@
 // The command line of the real `kestrel` binary where a new user first meets it: every
 // action of `kestrel records` and `kestrel model` explains itself with --help, a mistyped
-// action is named with the closest one and the list.
+// action is named with the closest one and the list, and `kestrel ops` states each
+// parameter's default once.
 #include <catch2/catch.hpp>
 
+#include <sstream>
 #include <string>
 
 #include "support/kestrel_processes.h"
@@ -56,4 +58,20 @@ TEST_CASE("a mistyped action of kestrel records or kestrel model names the close
   CHECK(test::run_command({kKestrel, "records", "export", "--dbb", dir.file("t.db")}, output, dir.file("o4")) == 2);
   CHECK_THAT(output, Contains("kestrel records export: unknown option '--dbb' (did you mean '--db'?)") &&
                          Contains("(see kestrel records export --help)"));
+}
+
+TEST_CASE("kestrel ops states each parameter's default once", "[e2e][cli]") {
+  TempDir dir;
+  std::string output;
+  REQUIRE(test::run_command({kKestrel, "ops"}, output, dir.file("ops.out")) == 0);
+  std::istringstream lines(output);
+  std::size_t defaults = 0;
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    const std::size_t n = test::count_of(line, "(default ");
+    CHECK(n <= 1);
+    defaults += n;
+  }
+  CHECK(defaults > 10);  // conv2d's N, stride, pad, dilation, ... each state theirs
+  CHECK_THAT(output, Contains("    stride  stride in both dimensions (default 1)\n"));
 }

@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "kestrel/base/suggest.h"
 #include "kestrel/plot/chart.h"
 #include "kestrel/plot/curves.h"
 #include "kestrel/records/records.h"
@@ -13,14 +14,59 @@
 namespace kestrel::tools {
 namespace {
 
-// --label PREFIX=TEXT: the curves of sessions whose id starts with PREFIX show TEXT.
-void apply_labels(std::vector<plot::Panel>& panels, const std::vector<std::string>& labels) {
-  for (const std::string& spec : labels) {
+// A database's name in the legend and for --label: its file name without the directory
+// and extension ("sa" for runs/sa.db), the database name of a PostgreSQL URI.
+std::string database_name(const std::string& location) {
+  const std::string path = location.substr(0, location.find('?'));
+  const std::string stem = std::filesystem::path(path).stem().string();
+  return stem.empty() ? path : stem;
+}
+
+// What --label asks for.
+struct Labels {
+  std::vector<std::string> sources;                           // per --db: the name its curves show
+  std::vector<std::pair<std::string, std::string>> sessions;  // session id prefix, its text
+};
+
+// --label NAME=TEXT: TEXT names, in the legend, the curves of the database called NAME
+// (database_name, or the --db value as given), else those of the sessions whose id starts
+// with NAME (checked once the curves are drawn: apply_session_labels).
+Labels parse_labels(const std::vector<std::string>& paths, const std::vector<std::string>& specs) {
+  Labels out;
+  for (const auto& path : paths) out.sources.push_back(database_name(path));
+  const std::vector<std::string> names = out.sources;
+  for (const std::string& spec : specs) {
     const auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      throw UsageError("--label " + spec + ": give SESSION=TEXT, e.g. --label 3fa2c1d0=sa");
+      throw UsageError("--label " + spec + ": give NAME=TEXT, NAME a database (sa for --db sa.db) or the start of "
+                       "a session id, e.g. --label sa=annealing");
     }
-    const std::string prefix = spec.substr(0, eq), text = spec.substr(eq + 1);
+    const std::string name = spec.substr(0, eq), text = spec.substr(eq + 1);
+    bool database = false;
+    for (std::size_t d = 0; d < paths.size(); ++d) {
+      if (names[d] == name || paths[d] == name) {
+        out.sources[d] = text;
+        database = true;
+      }
+    }
+    if (!database) out.sessions.emplace_back(name, text);
+  }
+  return out;
+}
+
+// Names each curve after its database (plot::label_by_source), then gives the sessions
+// that --label names their text. UsageError for a NAME that is neither a database nor
+// the start of a session drawn.
+void apply_session_labels(std::vector<plot::Panel>& panels, const std::vector<std::string>& paths,
+                          const Labels& labels) {
+  plot::label_by_source(panels);
+  std::vector<std::string> names;
+  std::string listed;
+  for (const auto& path : paths) {
+    names.push_back(database_name(path));
+    listed += (listed.empty() ? "" : ", ") + names.back();
+  }
+  for (const auto& [prefix, text] : labels.sessions) {
     bool used = false;
     for (auto& panel : panels) {
       for (auto& curve : panel.curves) {
@@ -30,7 +76,10 @@ void apply_labels(std::vector<plot::Panel>& panels, const std::vector<std::strin
         }
       }
     }
-    if (!used) throw UsageError("--label " + spec + ": no session drawn starts with " + prefix);
+    if (!used) {
+      throw UsageError("--label " + prefix + "=" + text + ": no database or session drawn is called " + prefix +
+                       did_you_mean(prefix, names) + " (databases: " + listed + "; or give the start of a session id)");
+    }
   }
 }
 
@@ -41,7 +90,8 @@ int run_plot(int argc, char** argv) {
             "Draws best-so-far curves from a records database: the best GFLOP/s measured so far against the\n"
             "trials (or the time) of each tuning session, one panel per op, workload and target, one line per\n"
             "session. To compare strategies, tune each into its own database (a task's trials count across the\n"
-            "sessions of one database) and give them all: --db sa.db --db ga.db --label ...\n"
+            "sessions of one database) and give them all: --db sa.db --db ga.db. Each line is named after its\n"
+            "database (sa), with its session's id where a database holds several; --label sa=annealing renames.\n"
             "The format follows -o's extension: .svg (vector, text as outlines) or .png.");
   args.multi_option("db", "FILE|URI", "records database (default kestrel.db); several --db draw their sessions side by side, "
                     "e.g. one database per strategy");
@@ -50,7 +100,8 @@ int run_plot(int argc, char** argv) {
   args.option("workload", "PARAMS", "only this workload, as the records name it, e.g. K=64,M=64,N=64");
   args.option("x", "AXIS", "trials (the session's measurements in order) or time (seconds since its first)", "trials");
   args.option("title", "TEXT", "the chart's title", "best-so-far GFLOP/s");
-  args.multi_option("label", "SESSION=TEXT", "legend text for the sessions whose id starts with SESSION (e.g. sa)");
+  args.multi_option("label", "NAME=TEXT", "legend text for the curves of a database (NAME: sa for --db sa.db) or of "
+                    "the sessions whose id starts with NAME");
   args.option("width", "N", "width in pixels (PNG) or points (SVG)", "900");
   args.option("height", "N", "height in pixels (PNG) or points (SVG)", "560");
   try {
@@ -79,15 +130,13 @@ int run_plot(int argc, char** argv) {
 
     std::vector<std::string> paths = args.get_all("db");
     if (paths.empty()) paths.push_back("kestrel.db");
+    const Labels labels = parse_labels(paths, args.get_all("label"));
     std::vector<std::unique_ptr<records::RecordStore>> dbs;
     for (const auto& path : paths) dbs.push_back(records::open_records(path, records::OpenMode::existing));
     std::vector<plot::Panel> panels;
     for (std::size_t d = 0; d < dbs.size(); ++d) {
       for (plot::Panel& panel : plot::best_so_far(*dbs[d], query)) {
-        if (dbs.size() > 1) {
-          const std::string stem = std::filesystem::path(paths[d]).stem().string();
-          for (auto& curve : panel.curves) curve.label = stem + " " + curve.label;
-        }
+        for (auto& curve : panel.curves) curve.source = labels.sources[d];
         auto same = std::find_if(panels.begin(), panels.end(), [&](const plot::Panel& p) {
           return p.op == panel.op && p.workload == panel.workload && p.target == panel.target;
         });
@@ -113,7 +162,7 @@ int run_plot(int argc, char** argv) {
       }
       return 1;
     }
-    apply_labels(panels, args.get_all("label"));
+    apply_session_labels(panels, paths, labels);
     plot::write_chart(panels, chart, out);
     std::size_t curves = 0;
     for (const auto& p : panels) curves += p.curves.size();

@@ -57,7 +57,7 @@ std::vector<Panel> best_so_far(const records::RecordStore& db, const CurveQuery&
     const std::size_t p = it->second;
     auto [cit, new_curve] = curve_index[p].emplace(r.session, panels[p].curves.size());
     if (new_curve) {
-      panels[p].curves.push_back({r.session, "session " + short_session(r.session), 0, 0, {}, std::nullopt});
+      panels[p].curves.push_back({r.session, "session " + short_session(r.session), "", 0, 0, {}, std::nullopt});
       first_ms[p].push_back(r.time_unix_ms);
     }
     Curve& curve = panels[p].curves[cit->second];
@@ -105,6 +105,16 @@ std::vector<Panel> best_so_far(const records::RecordStore& db, const CurveQuery&
     }
   }
   return drawn;
+}
+
+void label_by_source(std::vector<Panel>& panels) {
+  for (Panel& panel : panels) {
+    std::map<std::string, std::size_t> per_source;
+    for (const Curve& c : panel.curves) ++per_source[c.source];
+    for (Curve& c : panel.curves) {
+      if (!c.source.empty()) c.label = per_source[c.source] > 1 ? c.source + " " + c.label : c.source;
+    }
+  }
 }
 
 std::vector<std::string> tuned_workloads(const records::RecordStore& db) {

@@ -2,9 +2,12 @@
 // (SVG, PNG) of their best-so-far curves, and the errors that write nothing.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <unistd.h>
 #include <vector>
 
@@ -64,6 +67,45 @@ std::string first_session(const std::string& db) {
   return records.all().front().session;
 }
 
+// Records of one search as `kestrel records export` writes them: one ok trial of gemm
+// 64x64x64 per value of `gflops`, in order, a second apart.
+std::string session_lines(const std::string& session, const std::vector<double>& gflops) {
+  std::string out;
+  for (std::size_t i = 0; i < gflops.size(); ++i) {
+    const double cost = 2.0 * 64 * 64 * 64 / (gflops[i] * 1e9);
+    nlohmann::json r = {{"op", "gemm"},
+                        {"workload", "K=64,M=64,N=64"},
+                        {"target", "x86_64-linux-gnu (test)"},
+                        {"device_key", "local"},
+                        {"device_model", "test cpu"},
+                        {"device", "cpu0"},
+                        {"device_fingerprint", "x86_64-linux-gnu (test)|test cpu|2"},
+                        {"config", "mr=" + std::to_string(i + 1)},
+                        {"status", "ok"},
+                        {"message", ""},
+                        {"round_seconds", {cost, cost, cost}},
+                        {"cost", cost},
+                        {"gflops", gflops[i]},
+                        {"compile_ms", 10.0},
+                        {"tool_version", "0.1.0"},
+                        {"time_unix_ms", 1795446543004 + 1000 * static_cast<std::int64_t>(i)},
+                        {"session", session},
+                        {"final_measurement", false},
+                        {"is_default", false},
+                        {"implementation", "kestrel"}};
+    out += r.dump() + "\n";
+  }
+  return out;
+}
+
+// A records database at `db` holding `lines` (kestrel records import).
+void import_lines(const std::string& db, const std::string& lines) {
+  const std::string file = db + ".jsonl";
+  std::ofstream(file) << lines;
+  std::string output;
+  REQUIRE(test::run_command({kKestrel, "records", "import", "--db", db, file}, output, file + ".out") == 0);
+}
+
 }  // namespace
 
 TEST_CASE("kestrel plot draws one line per tuning session as SVG and PNG, with a legend and the size asked for",
@@ -89,7 +131,7 @@ TEST_CASE("kestrel plot draws one line per tuning session as SVG and PNG, with a
   CHECK(test::count_of(text, "stroke-width:2;stroke-linecap:butt;stroke-linejoin:round") == 2);
   CHECK(text.find("<title>gemm 48x40x32</title>") != std::string::npos);
   CHECK(text.find("simulated annealing: 12 trials, best ") != std::string::npos);
-  CHECK(text.find("random session ") != std::string::npos);
+  CHECK(text.find("random: 12 trials, best ") != std::string::npos);  // one session: its database's name
   CHECK(text.find("gemm K=32,M=48,N=40 on ") != std::string::npos);
 
   const std::string png = dir.file("curve.png");
@@ -140,10 +182,52 @@ TEST_CASE("kestrel plot says clearly what is wrong and writes nothing", "[e2e][p
   CHECK(output.find("-o/--output FILE is required") != std::string::npos);
   CHECK(test::run_command({kKestrel, "plot", "--db", db, "-o", dir.file("a.png"), "--label", "zzzz=x"}, output,
                           dir.file("o6")) == 2);
-  CHECK(output.find("no session drawn starts with zzzz") != std::string::npos);
+  CHECK(output.find("no database or session drawn is called zzzz") != std::string::npos);
   // A directory that does not exist: a clear error, no partial file.
   CHECK(test::run_command({kKestrel, "plot", "--db", db, "-o", dir.file("no/such/dir/a.png")}, output,
                           dir.file("o7")) == 1);
   CHECK(output.find("cannot write") != std::string::npos);
   CHECK_FALSE(exists(dir.file("a.png")));
+}
+
+TEST_CASE("kestrel plot --label names a database's curves as the README shows, and the legend names databases",
+          "[e2e][plot]") {
+  TempDir dir;
+  const std::string sa = dir.file("sa.db"), ga = dir.file("ga.db"), tune = dir.file("tune.db");
+  import_lines(sa, session_lines("aaaa1111bbbb2222", {10, 20, 30}));
+  import_lines(ga, session_lines("cccc3333dddd4444", {15, 25, 28, 29}));
+  import_lines(tune, session_lines("eeee5555ffff6666", {5, 6}) + session_lines("9999000011112222", {7, 8}));
+  std::string output;
+
+  // The README's example: --label sa=annealing renames the curves of sa.db.
+  const std::string svg = dir.file("strategies.svg");
+  REQUIRE(test::run_command({kKestrel, "plot", "--db", sa, "--db", ga, "--label", "sa=annealing", "--label",
+                             "ga=genetic", "-o", svg},
+                            output, dir.file("o1")) == 0);
+  INFO(output);
+  CHECK(output.find("    annealing: 3 trials, best 30.0 GFLOP/s") != std::string::npos);
+  CHECK(output.find("    genetic: 4 trials, best 29.0 GFLOP/s") != std::string::npos);
+  std::string text = read_file(svg);
+  CHECK(text.find("  annealing: 3 trials, best 30.0 GFLOP/s") != std::string::npos);
+  CHECK(text.find("  genetic: 4 trials, best 29.0 GFLOP/s") != std::string::npos);
+  CHECK(text.find("session") == std::string::npos);
+
+  // Without --label: each line is named after its database, not a session hash...
+  REQUIRE(test::run_command({kKestrel, "plot", "--db", sa, "--db", ga, "-o", svg}, output, dir.file("o2")) == 0);
+  CHECK(output.find("    sa: 3 trials") != std::string::npos);
+  CHECK(output.find("    ga: 4 trials") != std::string::npos);
+  // ... and with its session's id where a database holds several.
+  REQUIRE(test::run_command({kKestrel, "plot", "--db", tune, "-o", svg}, output, dir.file("o3")) == 0);
+  CHECK(output.find("    tune session eeee5555: 2 trials") != std::string::npos);
+  CHECK(output.find("    tune session 99990000: 2 trials") != std::string::npos);
+  // A session's id still names one session.
+  REQUIRE(test::run_command({kKestrel, "plot", "--db", tune, "--label", "9999=second run", "-o", svg}, output,
+                            dir.file("o4")) == 0);
+  CHECK(output.find("    tune session eeee5555: 2 trials") != std::string::npos);
+  CHECK(output.find("    second run: 2 trials") != std::string::npos);
+  // A name that is neither: the closest database, and what to give.
+  CHECK(test::run_command({kKestrel, "plot", "--db", sa, "--db", ga, "--label", "saa=annealing", "-o", svg}, output,
+                          dir.file("o5")) == 2);
+  CHECK(output.find("--label saa=annealing: no database or session drawn is called saa (did you mean 'sa'?) "
+                    "(databases: sa, ga; or give the start of a session id)") != std::string::npos);
 }

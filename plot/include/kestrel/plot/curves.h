@@ -30,7 +30,8 @@ struct FinalMark {
 // One session's search on one workload.
 struct Curve {
   std::string session;
-  std::string label;  // shown in the legend
+  std::string label;   // shown in the legend: "session " and the session id's first 8 characters
+  std::string source;  // where its records came from, set by the caller (kestrel plot: the database's name)
   std::size_t trials = 0;
   double best_gflops = 0;
   std::vector<Point> points;  // from the first ok measurement on, x ascending
@@ -58,6 +59,11 @@ struct CurveQuery {
 // session's final-round records. Sessions with no ok measurement in the search draw no
 // curve (nor a final mark); panels without a curve are left out.
 std::vector<Panel> best_so_far(const records::RecordStore& db, const CurveQuery& query);
+
+// Names each curve that has a source after it in the legend: the source alone ("sa"), or
+// the source and the session ("tune session 3fa2c1d0") where several curves of a panel
+// share that source. Curves without a source keep their label.
+void label_by_source(std::vector<Panel>& panels);
 
 // What the database holds, one "op workload (N records)" line per (op, workload), for
 // a message saying that nothing matched.

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <numbers>
 #include <sstream>
@@ -36,9 +37,8 @@ struct Rect {
   double x, y, w, h;
 };
 
-// Round steps (1, 2, 5 x 10^k) covering [lo, hi] with about `want` intervals.
-std::vector<double> ticks(double lo, double hi, int want) {
-  if (!(hi > lo)) hi = lo + 1;
+// The round step (1, 2, 5 x 10^k) that cuts [lo, hi] into about `want` intervals.
+double nice_step(double lo, double hi, int want) {
   const double raw = (hi - lo) / want;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   double step = mag;
@@ -46,9 +46,21 @@ std::vector<double> ticks(double lo, double hi, int want) {
     step = m * mag;
     if (step >= raw) break;
   }
+  return step;
+}
+
+// The multiples of `step` in [lo, hi].
+std::vector<double> multiples(double lo, double hi, double step) {
   std::vector<double> out;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
+  const double first = std::ceil(lo / step - 1e-9);
+  for (double k = first; k * step <= hi + step * 1e-9; k += 1) out.push_back(std::abs(k) < 0.5 ? 0 : k * step);
   return out;
+}
+
+// Round steps covering [lo, hi] with about `want` intervals.
+std::vector<double> ticks(double lo, double hi, int want) {
+  if (!(hi > lo)) hi = lo + 1;
+  return multiples(lo, hi, nice_step(lo, hi, want));
 }
 
 std::string number(double v) {
@@ -136,20 +148,24 @@ void draw_panel(Painter& p, const Panel& panel, Rect cell, XAxis x_axis) {
   const Rect area{cell.x + 62, cell.y + 28, cell.w - 62 - 14, cell.h - 28 - 46};
   if (area.w < 20 || area.h < 20) return;
 
-  double x_max = 1, y_max = 0;
+  double x_max = 1, y_min = std::numeric_limits<double>::infinity(), y_max = 0;
   for (const Curve& c : panel.curves) {
     for (const Point& pt : c.points) {
       x_max = std::max(x_max, pt.x);
+      y_min = std::min(y_min, pt.best_gflops);
       y_max = std::max(y_max, pt.best_gflops);
     }
-    if (c.final) y_max = std::max(y_max, c.final->gflops);
+    if (c.final) {
+      y_min = std::min(y_min, c.final->gflops);
+      y_max = std::max(y_max, c.final->gflops);
+    }
   }
-  y_max = y_max > 0 ? y_max * 1.08 : 1;
-  const std::vector<double> xt = ticks(0, x_max, 6), yt = ticks(0, y_max, 5);
+  const std::vector<double> xt = ticks(0, x_max, 6);
   x_max = std::max(x_max, xt.back());
-  y_max = std::max(y_max, yt.back());
+  const Axis y_axis = value_axis(y_min, y_max);
+  const std::vector<double>& yt = y_axis.ticks;
   auto sx = [&](double x) { return area.x + x / x_max * area.w; };
-  auto sy = [&](double y) { return area.y + area.h - y / y_max * area.h; };
+  auto sy = [&](double y) { return area.y + area.h - (y - y_axis.lo) / (y_axis.hi - y_axis.lo) * area.h; };
 
   // Grid, axes, ticks and their labels.
   cairo_set_line_width(cr, 0.6);
@@ -315,6 +331,24 @@ void check(cairo_status_t status, const std::string& what) {
 }
 
 }  // namespace
+
+Axis value_axis(double lo, double hi, int want) {
+  if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo || hi <= 0) return {0, 1, ticks(0, 1, want)};
+  lo = std::max(lo, 0.0);
+  // A margin of 8% of the data's span on each side; a flat curve gets 5% of its value.
+  const double margin = hi - lo > hi * 1e-3 ? (hi - lo) * 0.08 : hi * 0.05;
+  const double a = std::max(0.0, lo - margin), b = hi + margin;
+  // The smallest round step whose ticks around [a, b] make at most want + 1 intervals.
+  double step = std::pow(10.0, std::floor(std::log10((b - a) / want)) - 1);
+  for (int i = 0; std::ceil(b / step - 1e-9) - std::floor(a / step + 1e-9) > want + 1; ++i) {
+    step *= i % 3 == 1 ? 2.5 : 2;  // 1 -> 2 -> 5 -> 10
+  }
+  Axis axis;
+  axis.lo = std::floor(a / step + 1e-9) * step;
+  axis.hi = std::ceil(b / step - 1e-9) * step;
+  axis.ticks = multiples(axis.lo, axis.hi, step);
+  return axis;
+}
 
 std::string chart_format(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();

@@ -106,6 +106,25 @@ void import_lines(const std::string& db, const std::string& lines) {
   REQUIRE(test::run_command({kKestrel, "records", "import", "--db", db, file}, output, file + ".out") == 0);
 }
 
+// The y coordinates of the points of the first SVG path drawn with `style` (cairo writes
+// "M x y L x y ..." in its d attribute).
+std::vector<double> path_ys(const std::string& svg, const std::string& style) {
+  const auto at = svg.find(style);
+  if (at == std::string::npos) return {};
+  const auto d = svg.find(" d=\"", at);
+  const auto end = svg.find('"', d + 4);
+  std::istringstream in(svg.substr(d + 4, end - d - 4));
+  std::vector<double> ys;
+  std::string word;
+  std::vector<double> numbers;
+  while (in >> word) {
+    if (word == "M" || word == "L" || word == "Z") continue;
+    numbers.push_back(std::stod(word));
+  }
+  for (std::size_t i = 1; i < numbers.size(); i += 2) ys.push_back(numbers[i]);
+  return ys;
+}
+
 }  // namespace
 
 TEST_CASE("kestrel plot draws one line per tuning session as SVG and PNG, with a legend and the size asked for",
@@ -230,4 +249,20 @@ TEST_CASE("kestrel plot --label names a database's curves as the README shows, a
                           dir.file("o5")) == 2);
   CHECK(output.find("--label saa=annealing: no database or session drawn is called saa (did you mean 'sa'?) "
                     "(databases: sa, ga; or give the start of a session id)") != std::string::npos);
+}
+
+TEST_CASE("kestrel plot fits the value axis to the data: curves far from zero fill the panel", "[e2e][plot]") {
+  TempDir dir;
+  const std::string db = dir.file("high.db");
+  import_lines(db, session_lines("abcdef0123456789", {80, 84, 88, 91, 95}));
+  const std::string svg = dir.file("high.svg");
+  std::string output;
+  REQUIRE(test::run_command({kKestrel, "plot", "--db", db, "-o", svg, "--height", "560"}, output, dir.file("o1")) ==
+          0);
+  // The curve's one stroked path (round joins), from 80 to 95 GFLOP/s: on an axis from 0
+  // it would span 15% of the panel's height (about 65 of 560 points); fitted, most of it.
+  const std::vector<double> ys = path_ys(read_file(svg), "stroke-width:2;stroke-linecap:butt;stroke-linejoin:round");
+  REQUIRE(ys.size() >= 2);
+  const auto [low, high] = std::minmax_element(ys.begin(), ys.end());
+  CHECK(*high - *low > 0.4 * 560);
 }

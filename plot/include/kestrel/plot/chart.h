@@ -23,6 +23,20 @@ struct ChartError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A value (GFLOP/s) axis: from lo to hi, with ticks at round steps (1, 2 or 5 x 10^k) from
+// lo to hi, both of which are ticks.
+struct Axis {
+  double lo = 0;
+  double hi = 1;
+  std::vector<double> ticks;
+};
+
+// The value axis for data between `lo` and `hi` (the lowest and highest value drawn):
+// about `want` intervals spanning the data with a margin on each side, starting at 0 only
+// when the data come close to it (curves between 80 and 95 GFLOP/s get 75 to 100, not 0
+// to 100). Without data (hi <= 0, or not finite) 0 to 1.
+Axis value_axis(double lo, double hi, int want = 5);
+
 // "svg" or "png" for a path ending in .svg or .png (any case); throws ChartError otherwise.
 std::string chart_format(const std::string& path);
 

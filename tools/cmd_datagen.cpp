@@ -91,11 +91,12 @@ std::vector<tuner::TuneJob> family_jobs(const Family& family, const ops::Registr
 
   std::vector<tuner::TuneJob> jobs;
   std::set<std::string> seen;
+  // An empty label: the op and its workload as the records name it ("gemm K=64,M=48,N=40").
   auto add = [&](std::string label, const ops::Op& op, ops::Params params) {
     params = with_block(op, std::move(params));
     std::string k = key(op, params);
     if (excluded.count(k) != 0 || !seen.insert(k).second) return;
-    jobs.push_back({std::move(label), &op, std::move(params)});
+    jobs.push_back({label.empty() ? k : std::move(label), &op, std::move(params)});
   };
 
   if (!family.sets.empty()) {
@@ -114,9 +115,7 @@ std::vector<tuner::TuneJob> family_jobs(const Family& family, const ops::Registr
     options.block = block;
     options.max_gflop = family.max_gflop;
     if (family.random == 0) continue;
-    for (auto& params : tuner::shape_family(op, options)) {
-      add(ops::describe_workload(op, params), op, std::move(params));
-    }
+    for (auto& params : tuner::shape_family(op, options)) add("", op, std::move(params));
   }
   return jobs;
 }

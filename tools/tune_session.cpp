@@ -7,6 +7,7 @@
 #include <csignal>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 
@@ -28,7 +29,8 @@ class ProgressView {
   ProgressView(bool quiet, std::string prefix)
       : tty_(::isatty(STDERR_FILENO) == 1), quiet_(quiet), prefix_(std::move(prefix)) {}
 
-  void update(const tuner::TuneProgress& p) {
+  // `overall`: the time left for every job of the session, shown when there are several.
+  void update(const tuner::TuneProgress& p, std::optional<std::chrono::steady_clock::duration> overall = {}) {
     if (quiet_) return;
     std::ostringstream line;
     std::size_t width = 24;
@@ -41,6 +43,7 @@ class ProgressView {
     }
     line << " | " << p.failures << " failed | " << duration_text(p.elapsed);
     if (p.eta) line << " | ETA " << duration_text(*p.eta);
+    if (overall) line << " | overall ETA " << duration_text(*overall);
     if (p.phase == "final") line << " | re-measuring the best";
     if (tty_) {
       std::cerr << "\r\033[K" << line.str() << std::flush;
@@ -58,6 +61,50 @@ class ProgressView {
   std::string prefix_;
   std::size_t last_trials_ = static_cast<std::size_t>(-1);
   std::string last_phase_;
+};
+
+// The time left for a session of several jobs tuned in turn (kestrel datagen's workloads):
+// the trials left at this session's pace so far, a job not started yet counted at the
+// current job's trial budget (it may hold trials of earlier runs: then it ends sooner),
+// each job's time capped by the per-job time budget.
+class OverallEta {
+ public:
+  explicit OverallEta(std::chrono::seconds per_job_budget)
+      : budget_(per_job_budget), started_(std::chrono::steady_clock::now()) {}
+
+  // Returns nothing for a single job (its own ETA says it all) or before any measurement.
+  std::optional<std::chrono::steady_clock::duration> update(std::size_t jobs, std::size_t job,
+                                                             const tuner::TuneProgress& p) {
+    if (latest_.size() != jobs) latest_.assign(jobs, std::nullopt);
+    latest_[job] = p;
+    std::size_t measured = 0;
+    for (const auto& q : latest_) measured += q ? q->this_session : 0;
+    if (jobs < 2 || measured == 0) return std::nullopt;
+    const auto per_trial = (std::chrono::steady_clock::now() - started_) / static_cast<long>(measured);
+    std::chrono::steady_clock::duration left{};
+    for (std::size_t i = 0; i < jobs; ++i) {
+      const auto& q = latest_[i];
+      if (q && q->phase == "done") continue;
+      std::chrono::steady_clock::duration time{};
+      if (i == job && q->eta) {
+        time = *q->eta;
+      } else {
+        const std::size_t total = q ? q->total : p.total, trials = q ? std::min(q->trials, total) : 0;
+        time = per_trial * static_cast<long>(total - trials);
+      }
+      if (budget_.count() > 0) {
+        const auto elapsed = q ? q->elapsed : std::chrono::steady_clock::duration{};
+        time = std::min(time, std::max<std::chrono::steady_clock::duration>(budget_ - elapsed, {}));
+      }
+      left += time;
+    }
+    return left;
+  }
+
+ private:
+  std::chrono::seconds budget_;
+  std::chrono::steady_clock::time_point started_;
+  std::vector<std::optional<tuner::TuneProgress>> latest_;
 };
 
 // One view for a whole model's scheduled session: trials over all tasks, tasks started,
@@ -174,6 +221,7 @@ tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, r
     }
   };
   ModelProgressView model_view(options.quiet, options.session.time_budget);
+  OverallEta overall(options.session.tune.time_budget);
   std::exception_ptr failure;
   asio::co_spawn(
       io,
@@ -183,7 +231,7 @@ tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, r
             model_view.update(session.jobs(), job, p);
           } else {
             if (views.size() != session.jobs().size()) make_views(session.jobs());
-            views[job].update(p);
+            views[job].update(p, overall.update(session.jobs().size(), job, p));
           }
         });
         model_view.done();

@@ -63,6 +63,24 @@ TEST_CASE("kestrel datagen tunes every workload of the family and resumes", "[e2
   }
 }
 
+TEST_CASE("kestrel datagen's progress names each workload and shows the whole run's ETA", "[e2e][datagen]") {
+  TempDir dir;
+  const std::string db = dir.file("data.db");
+  std::vector<std::string> argv = datagen_args(db, 4);
+  argv.pop_back();  // --quiet
+  argv[std::find(argv.begin(), argv.end(), "--batch") - argv.begin() + 1] = "2";
+  std::string out;
+  REQUIRE(test::run_command(argv, out, dir.file("progress.out")) == 0);
+  INFO(out);
+  const auto workloads = trials_by_workload(db);
+  REQUIRE(workloads.size() == 2);
+  // Each line names its workload as the records do ("(1/2 gemm K=..,M=..,N=..) [##..] ..."),
+  // never "gemm ?x?x?".
+  for (const auto& [workload, trials] : workloads) CHECK_THAT(out, Contains("/2 " + workload + ") ["));
+  CHECK_THAT(out, !Contains("?x?"));
+  CHECK_THAT(out, Contains(" | overall ETA "));
+}
+
 TEST_CASE("kestrel datagen --list shows the family and keeps held-out sets out", "[e2e][datagen]") {
   TempDir dir;
   std::string out;

@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "kestrel/base/stats.h"
 #include "kestrel/host/target.h"
+#include "kestrel/records/config_choice.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/kernel_provider.h"
@@ -217,7 +218,8 @@ Comparison compare(const std::string& name, const model::Tensor& got, const mode
 int run_model(int argc, char** argv) {
   Args args("kestrel run",
             "Runs an ONNX model with Kestrel's kernels for its tuned operators (from an exported\n"
-            "library with --kernels, else compiled here at the ops' default configurations) and\n"
+            "library with --kernels, else compiled here: at each task's best record of --db, chosen\n"
+            "as kestrel export chooses, or the op's default configuration) and\n"
             "portable implementations for the rest, on seeded random inputs. Checks the outputs\n"
             "against ONNX Runtime's (scripts/ort_run.py; install it with scripts/setup-python.sh):\n"
             "pass when the largest absolute difference is at most --tolerance times the largest\n"
@@ -226,6 +228,9 @@ int run_model(int argc, char** argv) {
             "Runtime (unless --no-check).");
   args.option("model", "FILE", "the ONNX model");
   args.option("kernels", "DIR", "an exported kernel library (kestrel export -o DIR)");
+  args.option("db", "FILE|URI", "records (from kestrel tune) whose best configurations the kernels compiled here "
+                                "use; tasks without a record use the op's default");
+  args.option("key", "KEY", "with --db: only records measured on devices of this pool key");
   args.option("threads", "N", "threads of Kestrel's kernels and of ONNX Runtime (intra-op)", "1");
   args.option("shape", "SYM=N", "values of the model's symbolic dimensions, e.g. seq=50");
   args.option("repeat", "R", "timed runs of each (after one untimed run)", "10");
@@ -242,6 +247,10 @@ int run_model(int argc, char** argv) {
       return 0;
     }
     if (!args.has("model")) throw UsageError("--model is required");
+    if (args.has("kernels") && args.has("db")) {
+      throw UsageError("--kernels and --db contradict each other: an exported library already holds its configurations");
+    }
+    if (args.has("key") && !args.has("db")) throw UsageError("--key goes with --db");
     const int threads = static_cast<int>(args.get_int("threads", 1, 1, 1024));
     const int repeat = static_cast<int>(args.get_int("repeat", 10, 1, 100000));
     const auto seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, std::int64_t{1} << 62));
@@ -283,17 +292,36 @@ int run_model(int argc, char** argv) {
     plan_options.symbols = symbols;
     std::unique_ptr<model::KernelProvider> kernels;
     std::string kernels_text;
+    plan_options.block = args.has("kernels") ? manifest_block(args.get("kernels")) : model::default_block(native.traits);
+    model::Plan plan = model::plan_model(m, plan_options);
     if (args.has("kernels")) {
-      plan_options.block = manifest_block(args.get("kernels"));
       auto lib = std::make_unique<model::ExportedLibrary>(args.get("kernels"), ops, static_cast<unsigned>(threads));
       kernels_text = lib->path();
       kernels = std::move(lib);
     } else {
-      plan_options.block = model::default_block(native.traits);
-      kernels = std::make_unique<model::CompiledKernels>(ops, static_cast<unsigned>(threads));
-      kernels_text = "compiled here at the ops' default configurations (" + native.to_string() + ")";
+      std::map<std::string, ops::Config> configs;
+      if (args.has("db")) {
+        const auto db = records::open_records(args.get("db"), records::OpenMode::existing);
+        const std::vector<records::Best> bests = db->best();
+        records::ChoiceRules rules;
+        rules.same_triple = true;
+        rules.device_key = args.get("key");
+        for (const model::ModelTask& task : plan.tasks) {
+          const ops::Op* op = ops.find(task.op, ops::Backend::cpu);
+          if (op == nullptr) continue;
+          const records::ConfigChoice choice =
+              records::choose_config(*op, task.params, native.to_string(), native.triple, native.traits, bests, rules);
+          for (const std::string& note : choice.notes) std::cerr << "kestrel run: note: " << task.key() << ": " << note << "\n";
+          if (choice.source == records::ConfigSource::recorded) configs[task.key()] = choice.config;
+        }
+        kernels_text = "compiled here: " + std::to_string(configs.size()) + " of " + std::to_string(plan.tasks.size()) +
+                       " tasks at their best record in " + db->location() + ", the rest at the ops' defaults (" +
+                       native.to_string() + ")";
+      } else {
+        kernels_text = "compiled here at the ops' default configurations (" + native.to_string() + ")";
+      }
+      kernels = std::make_unique<model::CompiledKernels>(ops, static_cast<unsigned>(threads), std::move(configs));
     }
-    model::Plan plan = model::plan_model(m, plan_options);
     if (!args.has("json")) std::cerr << "kestrel run: preparing " << plan.tasks.size() << " kernels\n";
     // From here on a model error is a failure of the run (a kernel that fails, a step that
     // cannot execute), not of the input.
@@ -433,6 +461,9 @@ int run_model(int argc, char** argv) {
   } catch (const ops::OpError& e) {
     std::cerr << "kestrel run: " << e.what() << "\n";
     return 1;
+  } catch (const records::RecordsError& e) {
+    std::cerr << "kestrel run: " << e.what() << "\n";
+    return 2;
   }
 }
 

@@ -21,6 +21,7 @@
 
 #include "dispatcher.h"
 #include "kestrel/host/link.h"
+#include "kestrel/records/config_choice.h"
 #include "kestrel/tuner/space.h"
 #include "kestrel/tuner/zero_shot.h"
 
@@ -34,7 +35,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string triple_of(const std::string& recorded_target) { return recorded_target.substr(0, recorded_target.find(' ')); }
 
 void write_file(const fs::path& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -89,7 +89,7 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
   // The best own records of this target (any CPU of its triple; the exact target first).
   std::vector<records::Best> bests;
   for (records::Best& best : records.best()) {
-    if (triple_of(best.target) != target.triple) continue;
+    if (records::triple_of_recorded(best.target) != target.triple) continue;
     if (!options.device_key.empty() && best.device_class.key != options.device_key) continue;
     bests.push_back(std::move(best));
   }
@@ -134,46 +134,41 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
       }
       std::erase_if(entry.kernel.dynamic, [&](const DynamicParam& d) { return d.symbol != entry.symbol; });
 
-      // The best own record (exact target first, then the fastest), else the default.
-      const ops::Params workload = ops::normalize_params(*op, task.params);
-      const records::Record* chosen = nullptr;
-      bool chosen_exact = false;
-      for (const records::Best& best : bests) {
-        if (best.op != task.op || ops::normalize_params(*op, best.workload) != workload) continue;
-        const records::Record* own = best.own();
-        if (!own) continue;
-        if (const std::string why = op->check(task.params, own->config, target.traits); !why.empty()) {
-          report.notes.push_back(task.op + " " + ops::format_params(task.params) + ": the record of " + best.target +
-                                 " (" + ops::format_config(own->config) + ") does not fit " + target.to_string() +
-                                 " (" + why + ")");
-          continue;
-        }
-        const bool exact = best.target == target.to_string();
-        if (!chosen || (exact && !chosen_exact) || (exact == chosen_exact && own->gflops > chosen->gflops)) {
-          chosen = own;
-          chosen_exact = exact;
-        }
-      }
-      ops::Config config = chosen ? chosen->config : op->default_config(task.params, target.traits);
-      entry.kernel.origin = chosen ? "tuned" : "default";
-      if (!chosen && options.cost_model) {
-        // No record: the cost model's pick, when it has a model for the op on this target.
-        if (std::string missing = tuner::missing_model(*options.cost_model, task.op, target); missing.empty()) {
+      // The best own record (exact target first, then the fastest of the triple), else the
+      // cost model's pick, else the default.
+      records::ChoiceRules rules;
+      rules.same_triple = true;
+      rules.device_key = options.device_key;
+      if (options.cost_model) {
+        rules.fallback = [&](std::vector<std::string>& notes) -> std::optional<ops::Config> {
+          // The cost model's pick, when it has a model for the op on this target.
+          if (std::string missing = tuner::missing_model(*options.cost_model, task.op, target); !missing.empty()) {
+            if (unmodelled.insert(task.op).second) {
+              notes.push_back(task.op + ": " + missing + "; its tasks without a record are at the op's default");
+            }
+            return std::nullopt;
+          }
           const tuner::Space space(*op, task.params, target.traits);
           try {
             const tuner::ZeroShotPick pick = tuner::zero_shot_pick(*options.cost_model, space, target);
-            config = space.config(pick.points.front());
-            entry.kernel.origin = "zero-shot";
+            return space.config(pick.points.front());
           } catch (const std::invalid_argument& e) {  // no valid point to score
-            report.notes.push_back(task.op + " " + ops::format_params(task.params) + ": " + e.what() +
-                                   "; at the op's default");
+            notes.push_back(task.op + " " + ops::format_params(task.params) + ": " + e.what() + "; at the op's default");
+            return std::nullopt;
           }
-        } else if (unmodelled.insert(task.op).second) {
-          report.notes.push_back(task.op + ": " + missing + "; its tasks without a record are at the op's default");
-        }
+        };
       }
+      const records::ConfigChoice choice =
+          records::choose_config(*op, task.params, target.to_string(), target.triple, target.traits, bests, rules);
+      for (const std::string& note : choice.notes) {
+        report.notes.push_back(note.rfind(task.op, 0) == 0 ? note : task.op + " " + ops::format_params(task.params) + ": " + note);
+      }
+      const ops::Config& config = choice.config;
+      entry.kernel.origin = choice.source == records::ConfigSource::recorded ? "tuned"
+                            : choice.source == records::ConfigSource::fallback ? "zero-shot"
+                                                                               : "default";
       entry.kernel.config = ops::format_config(config);
-      entry.kernel.gflops = chosen ? chosen->gflops : 0;
+      entry.kernel.gflops = choice.record ? choice.record->gflops : 0;
       entries.push_back(std::move(entry));
     }
   }

@@ -13,6 +13,7 @@
 #include "kestrel/model/export.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
+#include "kestrel/records/config_choice.h"
 #include "kestrel/records/records.h"
 
 namespace kestrel::python {
@@ -96,7 +97,7 @@ model::Plan plan_from_records(records::RecordStore& records, const host::Target&
   const ops::Registry registry = ops::builtin_ops();
   std::set<std::string> seen;
   for (const records::Best& b : records.best()) {
-    if (b.target.substr(0, b.target.find(' ')) != target.triple) continue;
+    if (records::triple_of_recorded(b.target) != target.triple) continue;
     if (!key.empty() && b.device_class.key != key) continue;
     const ops::Op* op = registry.find(b.op, ops::Backend::cpu);
     if (!op) continue;  // a GPU-only op: export builds CPU libraries

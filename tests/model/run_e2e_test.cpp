@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kestrel/host/target.h"
+#include "kestrel/ops/op.h"
 #include "support/process.h"
 #include "support/python.h"
 
@@ -161,4 +163,71 @@ TEST_CASE("model: kestrel run on an exported library dispatches untuned sequence
   bool bucket = false;
   for (const auto& used : j["kernels_used"]) bucket = bucket || used.get<std::string>().find("bucket seq=32") != std::string::npos;
   CHECK(bucket);
+}
+
+TEST_CASE("model: kestrel run --db compiles each task at its best record and still matches", "[model][e2e]") {
+  require_onnxruntime();
+  kestrel::test::TempDir dir;
+  std::string model = make_model(dir, "bert_layer");
+  // The model's first task (from kestrel tasks), recorded for this machine's native target
+  // at a valid configuration other than the op's default.
+  Result tasks = run({KESTREL_BIN, "tasks", "--model", model, "--shape", "seq=3", "--json"}, dir, "tasks.log");
+  INFO(tasks.output);
+  REQUIRE(tasks.code == 0);
+  const json plan = json::parse(tasks.output.substr(tasks.output.find('{')));
+  REQUIRE(!plan["plans"].empty());
+  REQUIRE(!plan["plans"][0]["tasks"].empty());
+  const json& task = plan["plans"][0]["tasks"][0];
+  std::string params;
+  for (const auto& [name, value] : task["params"].items()) {
+    params += (params.empty() ? "" : ",") + name + "=" + std::to_string(value.get<long long>());
+  }
+  const kestrel::host::Target native = kestrel::host::parse_target("native");
+  const kestrel::ops::Registry registry = kestrel::ops::builtin_ops();
+  const kestrel::ops::Op& op = registry.get(task["op"].get<std::string>());
+  const kestrel::ops::Params workload = kestrel::ops::parse_params(op, params);
+  const kestrel::ops::Config fallback = op.default_config(workload, native.traits);
+  kestrel::ops::Config tuned = fallback;
+  for (const auto& knob : op.knobs(workload)) {
+    for (auto value : knob.values) {
+      kestrel::ops::Config candidate = fallback;
+      candidate[knob.name] = value;
+      if (tuned == fallback && candidate != fallback && op.check(workload, candidate, native.traits).empty()) {
+        tuned = candidate;
+      }
+    }
+  }
+  json record = {{"id", 1}, {"op", task["op"]}, {"workload", params}, {"target", native.to_string()},
+                 {"device_key", "local"}, {"device_model", "test"}, {"device", "local-0"},
+                 {"device_fingerprint", native.triple + "|test|1"}, {"config", kestrel::ops::format_config(tuned)},
+                 {"status", "ok"}, {"message", ""}, {"round_seconds", {0.001}}, {"cost", 0.001}, {"gflops", 0.5},
+                 {"compile_ms", 1.0}, {"tool_version", "0.1.0"}, {"time_unix_ms", 1}, {"session", "test"},
+                 {"final_measurement", false}, {"is_default", tuned == fallback}, {"implementation", "kestrel"}};
+  {
+    std::ofstream out(dir.file("records.jsonl"));
+    out << record.dump() << "\n";
+  }
+  const std::string db = dir.file("tune.db");
+  Result imported = run({KESTREL_BIN, "records", "import", "--db", db, dir.file("records.jsonl")}, dir, "import.log");
+  INFO(imported.output);
+  REQUIRE(imported.code == 0);
+
+  json j = run_json(dir, {"--model", model, "--shape", "seq=3", "--db", db}, 0);
+  check_match(j, 6);
+  CHECK_THAT(j["kernels"].get<std::string>(), Catch::StartsWith("compiled here: 1 of ") &&
+                                                  Catch::Contains("at their best record in " + db));
+  // The recorded configuration is the one compiled for that task.
+  bool used = false;
+  for (const auto& k : j["kernels_used"]) {
+    used = used || k.get<std::string>().find("compiled " + kestrel::ops::format_config(tuned)) != std::string::npos;
+  }
+  CHECK(used);
+
+  Result both = run({KESTREL_BIN, "run", "--model", model, "--db", db, "--kernels", dir.path()}, dir, "both.log");
+  CHECK(both.code == 2);
+  CHECK_THAT(both.output, Catch::Contains("--kernels and --db contradict"));
+  Result missing = run({KESTREL_BIN, "run", "--model", model, "--shape", "seq=3", "--db", dir.file("none.db"), "--no-check"},
+                       dir, "missing.log");
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("none.db"));
 }

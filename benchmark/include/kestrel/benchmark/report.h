@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/benchmark/config_choice.h"
+#include "kestrel/benchmark/timed_config.h"
 #include "kestrel/benchmark/libraries.h"
 #include "kestrel/ops/workload_sets.h"
 
@@ -36,7 +36,7 @@ struct WorkloadReport {
   ops::Workload workload;
   std::string text;  // describe_workload
   std::optional<Problem> problem;
-  ConfigChoice choice;
+  TimedConfig choice;
 };
 
 struct Report {

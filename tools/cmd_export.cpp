@@ -12,10 +12,10 @@
 
 #include "args.h"
 #include "commands.h"
+#include "kestrel/deploy/export.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/buckets.h"
-#include "kestrel/model/export.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
 #include "kestrel/tuner/cross_model.h"
@@ -25,15 +25,15 @@ namespace kestrel::tools {
 namespace {
 
 // The workload with its run-time parameters: "K=768,M=16,N=768 [M=seq]".
-std::string workload_text(const model::ExportedKernel& k) {
+std::string workload_text(const deploy::ExportedKernel& k) {
   std::string text = ops::format_params(k.params);
   const std::string dynamic = model::to_string(k.dynamic);
   return dynamic.empty() ? text : text + " [" + dynamic + "]";
 }
 
-void print_table(const model::ExportReport& report, const std::string& out_dir) {
+void print_table(const deploy::ExportReport& report, const std::string& out_dir) {
   std::size_t op_width = 4, workload_width = 10;
-  for (const model::ExportedKernel& k : report.kernels) {
+  for (const deploy::ExportedKernel& k : report.kernels) {
     op_width = std::max(op_width, k.op.size() + 2);
     workload_width = std::max(workload_width, workload_text(k).size() + 2);
   }
@@ -41,7 +41,7 @@ void print_table(const model::ExportReport& report, const std::string& out_dir) 
   std::cout << "\n" << std::left << std::setw(ow) << "OP" << std::setw(ww) << "WORKLOAD" << std::setw(11) << "ORIGIN"
             << std::setw(10) << "GFLOP/s" << std::setw(13) << "ENTRY" << "CONFIG\n";
   std::size_t tuned = 0, picked = 0;
-  for (const model::ExportedKernel& k : report.kernels) {
+  for (const deploy::ExportedKernel& k : report.kernels) {
     std::ostringstream gflops;
     if (k.origin == "tuned") gflops << std::fixed << std::setprecision(1) << k.gflops;
     else gflops << "-";
@@ -57,10 +57,10 @@ void print_table(const model::ExportReport& report, const std::string& out_dir) 
   std::cout << (report.runtime_copied ? "" : "warning: ") << report.runtime_note << "\n";
 }
 
-nlohmann::json report_json(const model::ExportReport& report, const std::string& target,
+nlohmann::json report_json(const deploy::ExportReport& report, const std::string& target,
                            const std::string& cost_model) {
   nlohmann::json kernels = nlohmann::json::array();
-  for (const model::ExportedKernel& k : report.kernels) {
+  for (const deploy::ExportedKernel& k : report.kernels) {
     nlohmann::json dynamic = nlohmann::json::array();
     for (const model::DynamicParam& d : k.dynamic)
       dynamic.push_back({{"param", d.param}, {"symbol", d.symbol}, {"multiplier", d.multiplier}});
@@ -127,7 +127,7 @@ int run_export(int argc, char** argv) {
     const model::Model loaded = model::Model::load(args.get("model"));
     const std::vector<model::Binding> buckets = model::parse_buckets(loaded.graph().symbols(), args.get("buckets"));
 
-    model::ExportOptions options;
+    deploy::ExportOptions options;
     options.target = target;
     options.out_dir = args.get("out");
     options.device_key = args.get("key");
@@ -147,8 +147,8 @@ int run_export(int argc, char** argv) {
     const bool json = args.has("json");
     host::Compiler compiler;
     if (!json) std::cerr << "exporting " << args.get("model") << " for " << target.to_string() << "\n";
-    const model::ExportReport report =
-        model::export_library(*records, compiler, options, [&](std::size_t done, std::size_t total) {
+    const deploy::ExportReport report =
+        deploy::export_library(*records, compiler, options, [&](std::size_t done, std::size_t total) {
           if (json) return;
           // In place on a terminal; one line at the end otherwise (logs).
           if (::isatty(2)) std::cerr << "\rcompiling kernels " << done << "/" << total << std::flush;

@@ -23,12 +23,12 @@
 #include "python_tool.h"
 #include "commands.h"
 #include "kestrel/base/stats.h"
+#include "kestrel/deploy/kernel_provider.h"
+#include "kestrel/deploy/runner.h"
 #include "kestrel/host/target.h"
 #include "kestrel/records/config_choice.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
-#include "kestrel/model/kernel_provider.h"
-#include "kestrel/model/runner.h"
 #include "kestrel/model/tasks.h"
 
 namespace kestrel::tools {
@@ -50,7 +50,7 @@ struct RunError : std::runtime_error {
 };
 
 // Uniform in [-1, 1) from a seed (splitmix64), one stream per input.
-void fill_random(model::AlignedFloats& values, std::uint64_t seed) {
+void fill_random(deploy::AlignedFloats& values, std::uint64_t seed) {
   std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
   for (float& v : values) {
     std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -113,13 +113,13 @@ Latency time_runs(const std::function<void()>& run, int repeat) {
 struct OrtResult {
   bool available = false;
   std::string why;  // when not available
-  std::map<std::string, model::Tensor> outputs;
+  std::map<std::string, deploy::Tensor> outputs;
   Latency latency;
   std::string version;
 };
 
 OrtResult run_ort(const std::string& python, const std::string& script, const std::string& model_path,
-                  const std::map<std::string, model::Tensor>& inputs, int threads, int repeat, const fs::path& dir) {
+                  const std::map<std::string, deploy::Tensor>& inputs, int threads, int repeat, const fs::path& dir) {
   std::string command = shell_quote(python) + " " + shell_quote(script) + " " + shell_quote(model_path);
   for (const auto& [name, t] : inputs) {
     const fs::path file = dir / ("input_" + std::to_string(std::distance(inputs.begin(), inputs.find(name))) + ".bin");
@@ -166,7 +166,7 @@ OrtResult run_ort(const std::string& python, const std::string& script, const st
   r.latency.min_ms = j["latency_ms"]["min"].get<double>();
   r.latency.runs = j["latency_ms"]["runs"].get<int>();
   for (const auto& o : j["outputs"]) {
-    model::Tensor t;
+    deploy::Tensor t;
     t.shape = o["shape"].get<std::vector<std::int64_t>>();
     t.f32.resize(static_cast<std::size_t>(t.elements()));
     std::ifstream in(o["file"].get<std::string>(), std::ios::binary);
@@ -185,7 +185,7 @@ struct Comparison {
   std::string problem;
 };
 
-Comparison compare(const std::string& name, const model::Tensor& got, const model::Tensor* want, double tolerance) {
+Comparison compare(const std::string& name, const deploy::Tensor& got, const deploy::Tensor* want, double tolerance) {
   Comparison c;
   c.name = name;
   c.shape = got.shape;
@@ -194,7 +194,7 @@ Comparison compare(const std::string& name, const model::Tensor& got, const mode
     return c;
   }
   if (want->shape != got.shape) {
-    c.problem = "shape " + model::shape_text(got.shape) + ", onnxruntime's is " + model::shape_text(want->shape);
+    c.problem = "shape " + deploy::shape_text(got.shape) + ", onnxruntime's is " + deploy::shape_text(want->shape);
     return c;
   }
   for (std::size_t i = 0; i < got.f32.size(); ++i) {
@@ -290,12 +290,12 @@ int run_model(int argc, char** argv) {
     model::PlanOptions plan_options;
     plan_options.traits = native.traits;
     plan_options.symbols = symbols;
-    std::unique_ptr<model::KernelProvider> kernels;
+    std::unique_ptr<deploy::KernelProvider> kernels;
     std::string kernels_text;
     plan_options.block = args.has("kernels") ? manifest_block(args.get("kernels")) : model::default_block(native.traits);
     model::Plan plan = model::plan_model(m, plan_options);
     if (args.has("kernels")) {
-      auto lib = std::make_unique<model::ExportedLibrary>(args.get("kernels"), ops, static_cast<unsigned>(threads));
+      auto lib = std::make_unique<deploy::ExportedLibrary>(args.get("kernels"), ops, static_cast<unsigned>(threads));
       kernels_text = lib->path();
       kernels = std::move(lib);
     } else {
@@ -320,20 +320,20 @@ int run_model(int argc, char** argv) {
       } else {
         kernels_text = "compiled here at the ops' default configurations (" + native.to_string() + ")";
       }
-      kernels = std::make_unique<model::CompiledKernels>(ops, static_cast<unsigned>(threads), std::move(configs));
+      kernels = std::make_unique<deploy::CompiledKernels>(ops, static_cast<unsigned>(threads), std::move(configs));
     }
     if (!args.has("json")) std::cerr << "kestrel run: preparing " << plan.tasks.size() << " kernels\n";
     // From here on a model error is a failure of the run (a kernel that fails, a step that
     // cannot execute), not of the input.
-    std::unique_ptr<model::Runner> runner_ptr;
+    std::unique_ptr<deploy::Runner> runner_ptr;
     try {
-      runner_ptr = std::make_unique<model::Runner>(graph, plan, *kernels, ops, symbols);
+      runner_ptr = std::make_unique<deploy::Runner>(graph, plan, *kernels, ops, symbols);
     } catch (const model::ModelError& e) {
       throw RunError(e.what());
     }
-    model::Runner& runner = *runner_ptr;
+    deploy::Runner& runner = *runner_ptr;
 
-    std::map<std::string, model::Tensor> inputs;
+    std::map<std::string, deploy::Tensor> inputs;
     std::uint64_t stream = seed;
     for (const auto& in : graph.inputs) {
       if (in.type != model::ElemType::f32) {
@@ -341,11 +341,11 @@ int run_model(int argc, char** argv) {
       }
       std::vector<std::int64_t> shape;
       for (const auto& d : *in.shape) shape.push_back(d.value);
-      model::Tensor t = model::Tensor::floats(shape);
+      deploy::Tensor t = deploy::Tensor::floats(shape);
       fill_random(t.f32, stream++);
       inputs[in.name] = std::move(t);
     }
-    std::map<std::string, model::Tensor> outputs;
+    std::map<std::string, deploy::Tensor> outputs;
     Latency ours;
     try {
       outputs = runner.run(inputs);
@@ -421,7 +421,7 @@ int run_model(int argc, char** argv) {
                 << plan.steps.size() - task_steps << " portable\n";
       if (!ort.available) std::cout << "check: skipped (--no-check; " << ort.why << ")\n";
       for (const auto& c : comparisons) {
-        std::cout << "output " << c.name << " " << model::shape_text(c.shape) << ": max abs error " << c.max_abs
+        std::cout << "output " << c.name << " " << deploy::shape_text(c.shape) << ": max abs error " << c.max_abs
                   << ", relative to max |onnxruntime| " << c.relative << " (tolerance " << tolerance << "): "
                   << (c.ok ? "match" : "MISMATCH: " + c.problem) << "\n";
       }

@@ -7,10 +7,10 @@
 #include <set>
 
 #include "bindings.h"
+#include "kestrel/deploy/export.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/buckets.h"
-#include "kestrel/model/export.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
 #include "kestrel/records/config_choice.h"
@@ -135,11 +135,11 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
     throw UsageError(e.what());
   }
 
-  model::ExportReport report;
+  deploy::ExportReport report;
   {
     py::gil_scoped_release release;
     auto records = open_existing(db);
-    model::ExportOptions export_options;
+    deploy::ExportOptions export_options;
     export_options.target = target;
     export_options.out_dir = out_dir;
     export_options.device_key = key;
@@ -163,10 +163,10 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
       }
     }
     host::Compiler compiler;
-    report = model::export_library(*records, compiler, export_options);
+    report = deploy::export_library(*records, compiler, export_options);
   }
   py::list kernels;
-  for (const model::ExportedKernel& k : report.kernels) {
+  for (const deploy::ExportedKernel& k : report.kernels) {
     py::dict one;
     one["op"] = k.op;
     one["params"] = ops::format_params(k.params);

@@ -6,7 +6,10 @@
 #include <cctype>
 #include <sstream>
 
-namespace kestrel::model::detail {
+namespace kestrel::deploy::detail {
+
+using model::DynamicParam;
+
 namespace {
 
 std::string upper(std::string text) {
@@ -313,4 +316,4 @@ std::string library_header(const std::vector<TableEntry>& entries) {
   return out.str();
 }
 
-}  // namespace kestrel::model::detail
+}  // namespace kestrel::deploy::detail

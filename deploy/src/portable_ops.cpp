@@ -2,7 +2,7 @@
 // kernel. Straightforward loops over plain row-major tensors; ONNX semantics of opset 13
 // to 17 (Softmax over one axis, Unsqueeze/Squeeze axes as an input, Clip bounds as inputs;
 // the attribute forms of older opsets are read too).
-#include "kestrel/model/portable_ops.h"
+#include "kestrel/deploy/portable_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,13 @@
 #include <map>
 #include <numeric>
 
-namespace kestrel::model {
+namespace kestrel::deploy {
+
+using model::Attribute;
+using model::ElemType;
+using model::ModelError;
+using model::Node;
+
 namespace {
 
 using Dims = std::vector<std::int64_t>;
@@ -841,4 +847,4 @@ std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tenso
   fail(node, "no portable implementation of ONNX operator " + op);
 }
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

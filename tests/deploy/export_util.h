@@ -11,7 +11,7 @@
 #include "kestrel/kernel/abi.h"
 #include "kestrel/ops/op.h"
 
-namespace kestrel::model::test {
+namespace kestrel::deploy::test {
 
 // A folder under the temporary directory, removed with its content.
 class Scratch {
@@ -63,4 +63,4 @@ bool dispatch_matches(const Library& library, const kestrel_services* svc, const
 bool typed_matches(const Library& library, const kestrel_services* svc, const ops::Op& op, const std::string& typed,
                    const ops::Params& params, host::Compiler& compiler);
 
-}  // namespace kestrel::model::test
+}  // namespace kestrel::deploy::test

@@ -5,9 +5,13 @@
 #include <filesystem>
 
 #include "kestrel/device_runtime/kernel_services.h"
-#include "kestrel/model/kernel_provider.h"
+#include "kestrel/deploy/kernel_provider.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
+
+using model::ModelError;
+using model::ModelTask;
+
 namespace {
 
 using DispatchFn = std::int32_t (*)(const kestrel_services*, const char*, const std::int64_t*, std::int32_t,
@@ -79,4 +83,4 @@ std::string ExportedLibrary::describe_error(std::int32_t code) const {
 
 const std::string& ExportedLibrary::path() const { return impl_->path; }
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

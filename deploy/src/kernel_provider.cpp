@@ -1,7 +1,7 @@
 // What every kernel provider shares: the dispatch convention for params, task keys.
-#include "kestrel/model/kernel_provider.h"
+#include "kestrel/deploy/kernel_provider.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
 
 std::string KernelProvider::describe_error(std::int32_t code) const {
   if (code == -1) return "no kernel for that op and shape";
@@ -19,4 +19,4 @@ std::vector<std::int64_t> ordered_params(const ops::Op& op, const ops::Params& p
   return out;
 }
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

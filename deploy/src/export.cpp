@@ -1,8 +1,8 @@
 // Export: every task of a model's plans, at its best record or the op's default,
 // compiled for one target into one library with a dispatcher (dispatcher.cpp), a header,
 // the runtime, and a manifest.
-#include "kestrel/model/export.h"
-#include "kestrel/model/kernel_provider.h"
+#include "kestrel/deploy/export.h"
+#include "kestrel/deploy/kernel_provider.h"
 
 #include <unistd.h>
 
@@ -26,11 +26,17 @@
 #include "kestrel/tuner/zero_shot.h"
 
 namespace kestrel::embedded {
-std::string_view kernel_abi_h();      // model/CMakeLists.txt: kestrel_embed
+std::string_view kernel_abi_h();      // deploy/CMakeLists.txt: kestrel_embed
 std::string_view kernel_runtime_h();
 }  // namespace kestrel::embedded
 
-namespace kestrel::model {
+namespace kestrel::deploy {
+
+using model::DynamicParam;
+using model::ModelError;
+using model::ModelTask;
+using model::Plan;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -273,4 +279,4 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
   return report;
 }
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

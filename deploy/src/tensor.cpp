@@ -1,9 +1,12 @@
 // Tensor construction helpers.
-#include "kestrel/model/tensor.h"
+#include "kestrel/deploy/tensor.h"
 
 #include <algorithm>
 
-namespace kestrel::model {
+namespace kestrel::deploy {
+
+using model::ElemType;
+using model::Initializer;
 
 std::int64_t element_count(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
@@ -46,4 +49,4 @@ Tensor Tensor::of(const Initializer& init) {
   return ints(init.shape, init.i64);
 }
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

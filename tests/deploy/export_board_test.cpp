@@ -1,5 +1,5 @@
 // The exported library on emulated boards (aarch64, armv7): export for the triple, build
-// tests/model/fixtures/export_board.c with the cross compiler against out/ (static
+// tests/deploy/fixtures/export_board.c with the cross compiler against out/ (static
 // libraries only), run it under qemu user-mode emulation and compare its outputs with the
 // reference kernels run on this host. Skipped (exit 77) without the cross toolchain,
 // qemu or the cross-built runtime (scripts/build-device.sh <triple>).
@@ -14,10 +14,14 @@
 #include <iostream>
 #include <sstream>
 
-#include "kestrel/model/export.h"
-#include "model/export_util.h"
+#include "deploy/export_util.h"
+#include "kestrel/deploy/export.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
+
+using model::ModelTask;
+using model::Plan;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -138,7 +142,7 @@ void run_on_board(const Board& board) {
   const fs::path program = scratch.path() / "board";
   const auto [built, build_log] =
       shell(board.gcc + " -std=c11 -O1 -Wall -Werror -I'" + out.string() + "' '" KESTREL_SOURCE_DIR
-            "/tests/model/fixtures/export_board.c' '" + (out / "libkestrel_kernels.a").string() + "' '" +
+            "/tests/deploy/fixtures/export_board.c' '" + (out / "libkestrel_kernels.a").string() + "' '" +
             (out / "libkestrel_rt.a").string() + "' -lstdc++ -lpthread -ldl -lm -o '" + program.string() + "'");
   INFO(build_log);
   REQUIRE(built == 0);
@@ -191,4 +195,4 @@ TEST_CASE("an armv7 export runs on the emulated board from a C program linked wi
 }
 
 }  // namespace
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

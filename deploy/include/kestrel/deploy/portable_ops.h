@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/deploy/tensor.h"
 #include "kestrel/model/graph.h"
-#include "kestrel/model/tensor.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
 
 // True when run_portable() implements `op_type` (default ONNX domain).
 bool has_portable(const std::string& op_type);
@@ -21,10 +21,10 @@ bool has_portable(const std::string& op_type);
 // returns its outputs in order. Throws ModelError naming the node for an operator with no
 // portable implementation, an attribute it does not support, or inputs of the wrong
 // shape.
-std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tensor*>& inputs);
+std::vector<Tensor> run_portable(const model::Node& node, const std::vector<const Tensor*>& inputs);
 
 // The shape numpy broadcasting gives two shapes; throws ModelError when they do not
 // broadcast.
 std::vector<std::int64_t> broadcast_shape(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b);
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

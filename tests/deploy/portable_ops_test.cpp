@@ -4,8 +4,9 @@
 
 #include <cmath>
 
-#include "kestrel/model/portable_ops.h"
+#include "kestrel/deploy/portable_ops.h"
 
+using namespace kestrel::deploy;
 using namespace kestrel::model;
 
 namespace {

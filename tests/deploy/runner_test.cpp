@@ -6,9 +6,10 @@
 #include <cmath>
 #include <random>
 
-#include "kestrel/model/runner.h"
+#include "kestrel/deploy/runner.h"
 
 using namespace kestrel;
+using namespace kestrel::deploy;
 using namespace kestrel::model;
 
 namespace {

@@ -9,16 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/deploy/kernel_provider.h"
+#include "kestrel/deploy/tensor.h"
 #include "kestrel/model/graph.h"
-#include "kestrel/model/kernel_provider.h"
 #include "kestrel/model/tasks.h"
-#include "kestrel/model/tensor.h"
 #include "kestrel/ops/op.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
 
 // A plan with every node a portable step (no task): the reference execution.
-Plan portable_plan(const Graph& graph);
+model::Plan portable_plan(const model::Graph& graph);
 
 class Runner {
  public:
@@ -28,7 +28,7 @@ class Runner {
   // graph, plan, kernels and ops are borrowed and must outlive the runner. Throws
   // ModelError for a step that cannot run (a portable step of an operator with no
   // portable implementation, a task of an op not in `ops`) and from kernels.prepare().
-  Runner(const Graph& graph, const Plan& plan, KernelProvider& kernels, const ops::Registry& ops,
+  Runner(const model::Graph& graph, const model::Plan& plan, KernelProvider& kernels, const ops::Registry& ops,
          std::map<std::string, std::int64_t> symbols = {});
   ~Runner();
   Runner(const Runner&) = delete;
@@ -56,4 +56,4 @@ class Runner {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

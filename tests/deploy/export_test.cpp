@@ -1,7 +1,7 @@
 // export_library: a library for this machine, loaded and called through its dispatcher
 // and typed entries against the ops' reference kernels; run-time (dynamic) parameters at
 // sizes that were not exported; the archive's members; no NEEDED entries; the errors.
-#include "kestrel/model/export.h"
+#include "kestrel/deploy/export.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -19,10 +19,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "deploy/export_util.h"
 #include "kestrel/kernel/runtime.h"
-#include "model/export_util.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
+
+using model::DynamicParam;
+using model::ModelTask;
+using model::Plan;
+
 namespace {
 
 using test::Library;
@@ -270,9 +275,9 @@ TEST_CASE("export refuses a target with no records and an unwritable output fold
 }
 
 }  // namespace
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy
 
-namespace kestrel::model {
+namespace kestrel::deploy {
 namespace {
 
 TEST_CASE("kernels of every CPU op link into one library and each runs through the dispatcher") {
@@ -330,4 +335,4 @@ TEST_CASE("kernels of every CPU op link into one library and each runs through t
 }
 
 }  // namespace
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

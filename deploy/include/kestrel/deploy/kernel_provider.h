@@ -15,12 +15,12 @@
 #include "kestrel/model/tasks.h"
 #include "kestrel/ops/op.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
 
 // One task at the workload it runs with (the task's params with its dynamic params at the
 // run's symbol values).
 struct TaskCall {
-  const ModelTask* task = nullptr;
+  const model::ModelTask* task = nullptr;
   ops::Params actual;
 };
 
@@ -33,10 +33,10 @@ class KernelProvider {
   // Runs the kernel of `task` at workload `actual` on `args` (the op's tensors, output
   // last). Returns 0, KESTREL_NO_KERNEL (-1) when there is none for that op and shape, or
   // the kernel's error code.
-  virtual std::int32_t run(const ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) = 0;
+  virtual std::int32_t run(const model::ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) = 0;
   // Which kernel run() uses, for reports: "tuned <config>", "default <config>", ... or
   // "none".
-  virtual std::string which(const ModelTask& task, const ops::Params& actual) = 0;
+  virtual std::string which(const model::ModelTask& task, const ops::Params& actual) = 0;
   // What a non-zero code of run() means.
   virtual std::string describe_error(std::int32_t code) const;
 };
@@ -53,8 +53,8 @@ class ExportedLibrary final : public KernelProvider {
   ExportedLibrary(const ExportedLibrary&) = delete;
   ExportedLibrary& operator=(const ExportedLibrary&) = delete;
 
-  std::int32_t run(const ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) override;
-  std::string which(const ModelTask& task, const ops::Params& actual) override;
+  std::int32_t run(const model::ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) override;
+  std::string which(const model::ModelTask& task, const ops::Params& actual) override;
   std::string describe_error(std::int32_t code) const override;
   const std::string& path() const;
 
@@ -75,8 +75,8 @@ class CompiledKernels final : public KernelProvider {
   CompiledKernels& operator=(const CompiledKernels&) = delete;
 
   void prepare(const std::vector<TaskCall>& calls) override;
-  std::int32_t run(const ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) override;
-  std::string which(const ModelTask& task, const ops::Params& actual) override;
+  std::int32_t run(const model::ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) override;
+  std::string which(const model::ModelTask& task, const ops::Params& actual) override;
   std::string describe_error(std::int32_t code) const override;
   // The traits of this host's CPU, which the default configurations follow.
   const ops::TargetTraits& traits() const;
@@ -93,4 +93,4 @@ std::string task_key(const std::string& op, const ops::Params& params);
 // convention).
 std::vector<std::int64_t> ordered_params(const ops::Op& op, const ops::Params& params);
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

@@ -13,7 +13,7 @@
 
 #include "kestrel/model/graph.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
 
 // std::allocator with 64-byte alignment (kernel buffers), value-initialising.
 template <typename T>
@@ -38,7 +38,7 @@ enum class TensorLayout {
 };
 
 struct Tensor {
-  ElemType type = ElemType::f32;        // f32 (data in f32) or i64 (data in i64)
+  model::ElemType type = model::ElemType::f32;  // f32 (data in f32) or i64 (data in i64)
   std::vector<std::int64_t> shape;      // logical shape, whatever the layout
   TensorLayout layout = TensorLayout::plain;
   std::int64_t block = 0;               // B of the nchwc layout
@@ -52,11 +52,11 @@ struct Tensor {
   static Tensor floats(std::vector<std::int64_t> shape, std::span<const float> values);
   static Tensor ints(std::vector<std::int64_t> shape, std::vector<std::int64_t> values);
   // An initializer as a plain tensor (f32 or i64 as stored).
-  static Tensor of(const Initializer& init);
+  static Tensor of(const model::Initializer& init);
 };
 
 std::int64_t element_count(const std::vector<std::int64_t>& shape);
 // "[1,3,224,224]"
 std::string shape_text(const std::vector<std::int64_t>& shape);
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

@@ -1,17 +1,31 @@
 // The model runner: steps of a Plan over a bound Graph, task steps through a
 // KernelProvider, portable steps through run_portable(); activations keep the layout
 // they were written in and are converted (once) when a step wants the other one.
-#include "kestrel/model/runner.h"
+#include "kestrel/deploy/runner.h"
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
 #include <set>
 
-#include "kestrel/model/layout.h"
-#include "kestrel/model/portable_ops.h"
+#include "kestrel/deploy/layout.h"
+#include "kestrel/deploy/portable_ops.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
+
+using model::ArgLayout;
+using model::Dim;
+using model::DynamicParam;
+using model::ElemType;
+using model::Graph;
+using model::Initializer;
+using model::ModelError;
+using model::ModelTask;
+using model::Node;
+using model::Plan;
+using model::Step;
+using model::StepArg;
+using model::ValueInfo;
 
 Plan portable_plan(const Graph& graph) {
   Plan plan;
@@ -285,4 +299,4 @@ std::vector<std::string> Runner::kernels_used() const { return impl_->used; }
 
 std::vector<Runner::StepTime> Runner::step_times() const { return impl_->times; }
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

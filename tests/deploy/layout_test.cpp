@@ -2,8 +2,9 @@
 // weight layouts of ops/conv2d/*_ref.c element by element.
 #include <catch2/catch.hpp>
 
-#include "kestrel/model/layout.h"
+#include "kestrel/deploy/layout.h"
 
+using namespace kestrel::deploy;
 using namespace kestrel::model;
 
 namespace {

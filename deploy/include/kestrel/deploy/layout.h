@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
+#include "kestrel/deploy/tensor.h"
 #include "kestrel/model/tasks.h"
-#include "kestrel/model/tensor.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
 
 // A plain 4-D [N][C][H][W] float tensor as [N][ceil(C/B)][H][W][B], lanes past C zero.
 // Throws ModelError when the tensor is not 4-D float.
@@ -26,6 +26,6 @@ Tensor to_plain(const Tensor& tensor);
 //   channel_vector a vector, zero-padded
 //   nchwc          a 4-D tensor as to_nchwc()
 // Throws ModelError naming the initializer when its rank or size does not fit.
-AlignedFloats pack_initializer(const Initializer& init, ArgLayout layout, std::int64_t block, std::int64_t elements);
+AlignedFloats pack_initializer(const model::Initializer& init, model::ArgLayout layout, std::int64_t block, std::int64_t elements);
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

@@ -1,7 +1,7 @@
 // Helpers of the export tests (see export_util.h).
-#include "model/export_util.h"
+#include "deploy/export_util.h"
 
-#include "kestrel/model/kernel_provider.h"
+#include "kestrel/deploy/kernel_provider.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@
 #include <random>
 #include <stdexcept>
 
-namespace kestrel::model::test {
+namespace kestrel::deploy::test {
 
 Scratch::Scratch() {
   std::string pattern = (std::filesystem::temp_directory_path() / "kestrel-export-XXXXXX").string();
@@ -44,7 +44,7 @@ void* Library::raw_symbol(const char* name) const {
 
 std::string Library::which(const ops::Op& op, const ops::Params& params) const {
   using which_fn = const char* (*)(const char*, const std::int64_t*, std::int32_t);
-  const std::vector<std::int64_t> values = model::ordered_params(op, params);
+  const std::vector<std::int64_t> values = ordered_params(op, params);
   const char* text = symbol<which_fn>("kestrel_dispatch_which")(std::string(op.name()).c_str(), values.data(),
                                                                  static_cast<std::int32_t>(values.size()));
   return text ? text : "";
@@ -169,7 +169,7 @@ bool dispatch_matches(const Library& library, const kestrel_services* svc, const
   using dispatch_fn = std::int32_t (*)(const kestrel_services*, const char*, const std::int64_t*, std::int32_t,
                                        const kestrel_arg*, std::int32_t);
   auto dispatch = library.symbol<dispatch_fn>("kestrel_dispatch");
-  const std::vector<std::int64_t> values = model::ordered_params(op, params);
+  const std::vector<std::int64_t> values = ordered_params(op, params);
   const std::string name(op.name());
   return run_and_compare(op, params, compiler, [&](const kestrel_arg* args, std::int32_t n) {
     return dispatch(svc, name.c_str(), values.data(), static_cast<std::int32_t>(values.size()), args, n);
@@ -180,9 +180,9 @@ bool typed_matches(const Library& library, const kestrel_services* svc, const op
                    const ops::Params& params, host::Compiler& compiler) {
   using typed_fn = std::int32_t (*)(const kestrel_services*, const std::int64_t*, const kestrel_arg*, std::int32_t);
   auto entry = library.symbol<typed_fn>(typed.c_str());
-  const std::vector<std::int64_t> shape = model::ordered_params(op, params);
+  const std::vector<std::int64_t> shape = ordered_params(op, params);
   return run_and_compare(op, params, compiler,
                          [&](const kestrel_arg* args, std::int32_t n) { return entry(svc, shape.data(), args, n); });
 }
 
-}  // namespace kestrel::model::test
+}  // namespace kestrel::deploy::test

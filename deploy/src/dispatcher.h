@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/model/export.h"
+#include "kestrel/deploy/export.h"
 #include "kestrel/ops/op.h"
 
-namespace kestrel::model::detail {
+namespace kestrel::deploy::detail {
 
 // One kernel of the library as the generators see it.
 struct TableEntry {
@@ -36,4 +36,4 @@ std::string library_header(const std::vector<TableEntry>& entries);
 // The ops present in the library, in order of first appearance.
 std::vector<const ops::Op*> ops_of(const std::vector<TableEntry>& entries);
 
-}  // namespace kestrel::model::detail
+}  // namespace kestrel::deploy::detail

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <optional>
 
+#include "kestrel/deploy/kernel_provider.h"
 #include "kestrel/device_runtime/kernel_runner.h"
 #include "kestrel/device_runtime/kernel_services.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/target.h"
-#include "kestrel/model/kernel_provider.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
+
+using model::ModelError;
+using model::ModelTask;
 
 struct CompiledKernels::Impl {
   Impl(const ops::Registry& registry, unsigned threads, std::map<std::string, ops::Config> records)
@@ -105,4 +108,4 @@ std::string CompiledKernels::describe_error(std::int32_t code) const { return im
 
 const ops::TargetTraits& CompiledKernels::traits() const { return impl_->target.traits; }
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

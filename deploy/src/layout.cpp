@@ -1,10 +1,16 @@
 // Layout conversions between ONNX's plain tensors and the blocked layouts of the
 // convolution kernels (ops/conv2d/conv2d_nchwc_ref.c, depthwise_conv2d_ref.c).
-#include "kestrel/model/layout.h"
+#include "kestrel/deploy/layout.h"
 
 #include <algorithm>
 
-namespace kestrel::model {
+namespace kestrel::deploy {
+
+using model::ArgLayout;
+using model::ElemType;
+using model::Initializer;
+using model::ModelError;
+
 namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -124,4 +130,4 @@ AlignedFloats pack_initializer(const Initializer& init, ArgLayout layout, std::i
   throw ModelError(what + ": unknown argument layout");
 }
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

@@ -16,14 +16,14 @@
 #include "kestrel/tuner/cross_model.h"
 #include "kestrel/records/records.h"
 
-namespace kestrel::model {
+namespace kestrel::deploy {
 
 struct ExportOptions {
   host::Target target;
   std::string out_dir;
   // One plan per bucket (a model with no symbol: one plan). All plans of one model and
   // one block.
-  std::vector<Plan> plans;
+  std::vector<model::Plan> plans;
   // Only records of this pool key (empty: any device class of the target).
   std::string device_key;
   // Where the target's runtime library (libkestrel_rt.a/.so, cross-built with the device
@@ -44,7 +44,7 @@ struct ExportOptions {
 struct ExportedKernel {
   std::string op;
   ops::Params params;                 // at its bucket
-  std::vector<DynamicParam> dynamic;  // run-time parameters
+  std::vector<model::DynamicParam> dynamic;  // run-time parameters
   std::string config;                 // format_config of what was compiled
   std::string origin;                 // "tuned" (a record), "zero-shot" (the cost model's pick, no
                                       // record) or "default" (no record, no cost model for the op)
@@ -70,4 +70,4 @@ struct ExportReport {
 ExportReport export_library(records::RecordStore& records, host::Compiler& compiler, const ExportOptions& options,
                             const std::function<void(std::size_t, std::size_t)>& progress = {});
 
-}  // namespace kestrel::model
+}  // namespace kestrel::deploy

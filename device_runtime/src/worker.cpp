@@ -1,5 +1,5 @@
 // Worker process: confines itself, loads kernel modules, prepares data, hands outputs to
-// the runtime for the check and times candidates. Runs in a forked child with a single
+// the runtime for the check and has candidates timed (timing_loop.h). Runs in a forked child with a single
 // purpose, so it uses plain blocking I/O and one process-wide thread pool (the kernel
 // ABI's services are plain C function pointers).
 #include "worker.h"
@@ -16,16 +16,15 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <map>
 #include <new>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "gpu_session.h"
 #include "sandbox.h"
+#include "timing_loop.h"
 #include "kestrel/device_runtime/kernel_runner.h"
 #include "kestrel/device_runtime/kernel_services.h"
 #include "kestrel/kernel/abi.h"
@@ -36,7 +35,6 @@ namespace kestrel::device::worker {
 namespace {
 
 using Result = rpc::CandidateResult;
-using Settings = rpc::MeasureSettings;
 
 // ---- records to the parent ------------------------------------------------------
 
@@ -80,12 +78,6 @@ void send(Record type, std::uint32_t index, std::span<const std::uint8_t> payloa
   std::memcpy(payload.data() + 4, message.data(), message.size());
   send(Record::fatal, 0, payload);
   std::_Exit(0);
-}
-
-double now_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // ---- kernel services: thread pool and scratch memory -------------------------------
@@ -135,7 +127,7 @@ struct Batch {
   std::vector<FloatBuffer> buffers;
   std::vector<kestrel_arg> args;
   kestrel_services services{};
-  std::vector<std::uint8_t> flush;
+  CacheFlush cache{false};
   // GPU sessions by (backend, device index), opened on the first candidate that needs
   // one (contexts are created here in the worker, never in the runtime before a fork).
   struct GpuSlot {
@@ -161,7 +153,7 @@ struct Batch {
     }
     for (const auto& b : buffers) args.push_back(kestrel_arg{b.data(), b.size(), 0.0});
     services = *g_services->table();
-    if (spec.settings.flush_cache) flush.resize(flush_bytes());
+    if (spec.settings.flush_cache) cache = CacheFlush(true);
     if (reference_fd >= 0) run_reference();
   }
 
@@ -182,22 +174,6 @@ struct Batch {
   bool outputs_match(std::uint32_t index) {
     send_outputs(Record::outputs, index);
     return verdict();
-  }
-
-  static std::size_t flush_bytes() {
-    std::size_t largest = 0;
-    for (int index = 0; index < 8; ++index) {
-      auto content = read_file("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
-      if (!content) break;
-      std::string text = *content;
-      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-      if (text.empty()) break;
-      std::size_t value = std::strtoull(text.c_str(), nullptr, 10);
-      if (text.back() == 'K') value <<= 10;
-      if (text.back() == 'M') value <<= 20;
-      largest = std::max(largest, value);
-    }
-    return std::max<std::size_t>(largest * 2, std::size_t(8) << 20);
   }
 
   // Runs the reference (unloaded again before any candidate) and hands its outputs to
@@ -227,10 +203,6 @@ struct Batch {
     int32_t rc = module.call(&services, args);
     reclaim_scratch();
     return rc;
-  }
-
-  void flush_caches() {
-    for (std::size_t i = 0; i < flush.size(); i += 64) flush[i] = static_cast<std::uint8_t>(flush[i] + 1);
   }
 
   // The whole module image behind an fd, or nothing when it is not a GPU module.
@@ -298,29 +270,7 @@ struct Batch {
       result.status = Status::wrong_answer;  // the parent has the details
       return result;
     }
-    const Settings& s = spec.settings;
-    std::uint32_t number = s.number;
-    double seconds = 0;
-    if (number == 0) {
-      if ((result.status = session->time_round(1, false, seconds, result.message)) != Status::ok) return result;
-      number = static_cast<std::uint32_t>(std::clamp(std::ceil(s.min_repeat_ms * 1e-3 / std::max(seconds, 1e-9)), 1.0, 1e7));
-      for (int attempt = 0; attempt < 4 && s.min_repeat_ms > 0; ++attempt) {
-        if ((result.status = session->time_round(number, false, seconds, result.message)) != Status::ok) return result;
-        double round = seconds * number;
-        if (round >= s.min_repeat_ms * 1e-3 || number >= 10'000'000) break;
-        double grow = s.min_repeat_ms * 1e-3 / std::max(round, 1e-9) * 1.1;
-        number = static_cast<std::uint32_t>(std::clamp(std::ceil(number * grow), number + 1.0, 1e7));
-      }
-    }
-    result.number = number;
-    for (std::uint32_t round = 0; round < std::max<std::uint32_t>(s.repeat, 1); ++round) {
-      if (round > 0 && s.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(s.cooldown_ms));
-      if ((result.status = session->time_round(number, s.flush_cache, seconds, result.message)) != Status::ok) {
-        result.round_seconds.clear();
-        return result;
-      }
-      result.round_seconds.push_back(seconds);
-    }
+    time_gpu(spec.settings, *session, result);
     return result;
   }
 
@@ -345,35 +295,7 @@ struct Batch {
       result.status = Status::wrong_answer;  // the parent has the details
       return result;
     }
-    const Settings& s = spec.settings;
-    std::uint32_t number = s.number;
-    if (number == 0) {
-      // A warm call estimates the per-call time; number grows to fill min_repeat_ms.
-      number = calibrate_number(s.min_repeat_ms * 1e-3, [&](std::uint32_t calls) {
-        double start = now_seconds();
-        for (std::uint32_t i = 0; i < calls; ++i) module->call(&services, args);
-        double seconds = now_seconds() - start;
-        reclaim_scratch();
-        return seconds;
-      });
-    }
-    result.number = number;
-    for (std::uint32_t round = 0; round < std::max<std::uint32_t>(s.repeat, 1); ++round) {
-      if (round > 0 && s.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(s.cooldown_ms));
-      if (!flush.empty()) flush_caches();
-      double start = now_seconds();
-      for (std::uint32_t i = 0; i < number; ++i) {
-        if (module->call(&services, args) != 0) {
-          result.status = Status::runtime_error;
-          result.message = "kernel returned an error code in a timed round";
-          reclaim_scratch();
-          return result;
-        }
-      }
-      double elapsed = now_seconds() - start;
-      reclaim_scratch();
-      result.round_seconds.push_back(elapsed / number);
-    }
+    time_cpu(spec.settings, *module, &services, args, *g_services, cache, result);
     return result;
   }
 };
@@ -402,7 +324,7 @@ sandbox::Plan plan_for(const BatchSpec& spec, std::size_t first, bool gpu, unsig
   if (!gpu) {  // GPU drivers (CUDA above all) reserve address space far beyond their use
     std::uint64_t buffers = 0;
     for (const auto& arg : request.args) buffers += FloatBuffer::bytes_for(arg.elements);
-    const std::uint64_t flush = request.settings.flush_cache ? Batch::flush_bytes() : 0;
+    const std::uint64_t flush = request.settings.flush_cache ? CacheFlush::bytes() : 0;
     plan.address_space_bytes = process_address_space() + 2 * buffers + flush +
                                static_cast<std::uint64_t>(threads) * (72ull << 20) + (1ull << 30);
     if (sizeof(void*) == 4 && plan.address_space_bytes >= (4ull << 30)) plan.address_space_bytes = 0;

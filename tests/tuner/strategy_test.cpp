@@ -329,8 +329,8 @@ TEST_CASE("strategies: sa keeps its batches diverse", "[tuner][strategy]") {
   CHECK(near < 0.1);
 }
 
-// The evidence of the diagnosis in model_annealing.cpp (a table, no checks; run it with
-// kestrel_tuner_tests "[diagnose]"; several minutes).
+// The evidence of the diagnosis in cost_model_annealing.cpp (a table, no checks; run it
+// with kestrel_tuner_tests "[diagnose]"; several minutes).
 TEST_CASE("strategies: diagnosis on two basins", "[.][diagnose]") {
   ToyOp op = synthetic_op();
   Space space(op, {}, test::fixed_traits());

@@ -613,7 +613,7 @@ TEST_CASE("tuning loop: zero-shot for an op or target class the model lacks says
   }
 }
 
-// Needs the "sa" strategy to read StrategyOptions::prior (tuner/src/model_annealing.cpp).
+// Needs the "sa" strategy to read StrategyOptions::prior (tuner/src/cost_model_annealing.cpp).
 TEST_CASE("tuning loop: a cross-workload model warm-starts the search to a good configuration in fewer trials",
           "[tuning_loop][zero_shot]") {
   const ops::Registry registry = ops::builtin_ops();

@@ -7,11 +7,17 @@
 
 namespace kestrel::tuner {
 
-std::unique_ptr<Strategy> make_random_search(const Space& space, const StrategyOptions& options);      // random_search.cpp
-std::unique_ptr<Strategy> make_grid_search(const Space& space, const StrategyOptions& options);        // grid_search.cpp
-std::unique_ptr<Strategy> make_genetic(const Space& space, const StrategyOptions& options);            // genetic.cpp
-std::unique_ptr<Strategy> make_annealing(const Space& space, const StrategyOptions& options);          // annealing.cpp
-std::unique_ptr<Strategy> make_model_annealing(const Space& space, const StrategyOptions& options);    // model_annealing.cpp
-std::unique_ptr<Strategy> make_bayes_opt(const Space& space, const StrategyOptions& options);          // bayes_opt.cpp
+// random_search.cpp
+std::unique_ptr<Strategy> make_random_search(const Space& space, const StrategyOptions& options);
+// grid_search.cpp
+std::unique_ptr<Strategy> make_grid_search(const Space& space, const StrategyOptions& options);
+// genetic.cpp
+std::unique_ptr<Strategy> make_genetic(const Space& space, const StrategyOptions& options);
+// annealing.cpp
+std::unique_ptr<Strategy> make_annealing(const Space& space, const StrategyOptions& options);
+// cost_model_annealing.cpp
+std::unique_ptr<Strategy> make_cost_model_annealing(const Space& space, const StrategyOptions& options);
+// bayes_opt.cpp
+std::unique_ptr<Strategy> make_bayes_opt(const Space& space, const StrategyOptions& options);
 
 }  // namespace kestrel::tuner

@@ -11,7 +11,7 @@ const std::vector<std::string>& strategy_names() {
 }
 
 std::unique_ptr<Strategy> make_strategy(std::string_view name, const Space& space, const StrategyOptions& options) {
-  if (name == "sa") return make_model_annealing(space, options);
+  if (name == "sa") return make_cost_model_annealing(space, options);
   if (name == "bo") return make_bayes_opt(space, options);
   if (name == "anneal") return make_annealing(space, options);
   if (name == "ga") return make_genetic(space, options);

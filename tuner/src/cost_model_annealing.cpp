@@ -72,10 +72,14 @@ constexpr double kMaxRandomShare = 0.5;       // the random share's ceiling whil
 constexpr int kPriorSample = 512;             // points to standardise the prior's scores
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-class ModelAnnealing final : public Strategy {
+class CostModelAnnealing final : public Strategy {
  public:
-  ModelAnnealing(const Space& space, const StrategyOptions& options)
-      : space_(&space), options_(options), fresh_(space), rng_(options.seed), model_(make_xgboost_model(options.seed)) {
+  CostModelAnnealing(const Space& space, const StrategyOptions& options)
+      : space_(&space),
+        options_(options),
+        fresh_(space),
+        rng_(options.seed),
+        cost_model_(make_xgboost_model(options.seed)) {
     StrategyOptions explorer = options;
     explorer.seed = options.seed * 0x9e3779b97f4a7c15ull + 1;
     explorer_ = make_annealing(space, explorer);
@@ -99,7 +103,7 @@ class ModelAnnealing final : public Strategy {
     bool planned = false;
     if (known >= std::max(n, kMinObservations)) {
       if (dirty_) refit();
-      planned = model_->trained();
+      planned = cost_model_->trained();
     }
     if (!planned && prior_weight() > 0) planned = true;  // scores from the prior alone
     if (planned) {
@@ -204,11 +208,11 @@ class ModelAnnealing final : public Strategy {
 
   std::vector<float> predict(const std::vector<std::uint64_t>& points) {
     std::vector<float> margin = margins(points);
-    if (!model_->trained()) return margin.empty() ? std::vector<float>(points.size(), 0.0f) : margin;
+    if (!cost_model_->trained()) return margin.empty() ? std::vector<float>(points.size(), 0.0f) : margin;
     std::vector<std::vector<float>> rows;
     rows.reserve(points.size());
     for (auto index : points) rows.push_back(features(index));
-    return model_->predict(rows, margin);
+    return cost_model_->predict(rows, margin);
   }
 
   void refit() {
@@ -228,7 +232,7 @@ class ModelAnnealing final : public Strategy {
     std::vector<float> margin = margins(points);
     // Transfer records are no points of this space: no prior for them (a neutral 0).
     if (!margin.empty()) margin.insert(margin.begin(), options_.transfer.size(), 0.0f);
-    model_->fit(rows, costs, {}, margin);
+    cost_model_->fit(rows, costs, {}, margin);
     dirty_ = false;
   }
 
@@ -330,7 +334,7 @@ class ModelAnnealing final : public Strategy {
   StrategyOptions options_;
   detail::FreshPoints fresh_;
   Rng rng_;
-  std::unique_ptr<CostModel> model_;
+  std::unique_ptr<CostModel> cost_model_;
   std::unique_ptr<Strategy> explorer_;
   std::size_t columns_ = 0;
   std::vector<Observation> observations_;
@@ -344,8 +348,8 @@ class ModelAnnealing final : public Strategy {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_model_annealing(const Space& space, const StrategyOptions& options) {
-  return std::make_unique<ModelAnnealing>(space, options);
+std::unique_ptr<Strategy> make_cost_model_annealing(const Space& space, const StrategyOptions& options) {
+  return std::make_unique<CostModelAnnealing>(space, options);
 }
 
 }  // namespace kestrel::tuner

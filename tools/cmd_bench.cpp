@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/benchmark/harness.h"
 #include "kestrel/host/target.h"
@@ -433,18 +434,8 @@ int run_bench(int argc, char** argv) {
     }
     bool wrong = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.kestrel.status != "ok"; });
     return wrong ? 1 : 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel bench: " << e.what() << "\n(see kestrel bench --help)\n";
-    return 2;
-  } catch (const ops::OpError& e) {
-    std::cerr << "kestrel bench: " << e.what() << "\n";
-    return 2;
-  } catch (const records::RecordsError& e) {
-    std::cerr << "kestrel bench: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "kestrel bench: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel bench", std::current_exception());
   }
 }
 

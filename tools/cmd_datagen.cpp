@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
@@ -18,7 +19,8 @@
 #include "kestrel/tuner/shape_family.h"
 #include "kestrel/tuner/strategy.h"
 #include "measure_args.h"
-#include "model_jobs.h"
+#include "kestrel/frontend/model_jobs.h"
+#include "kestrel/frontend/options.h"
 #include "tune_session.h"
 
 namespace kestrel::tools {
@@ -105,7 +107,7 @@ std::vector<tuner::TuneJob> family_jobs(const Family& family, const ops::Registr
   for (const auto& path : family.model_paths) {
     model::Model m = model::Model::load(path);
     auto buckets = model::parse_buckets(m.graph().symbols(), "");
-    for (auto& job : model_jobs(m, buckets, block, registry, target)) add(job.label, *job.op, job.params);
+    for (auto& job : frontend::model_jobs(m, buckets, block, registry, target)) add(job.label, *job.op, job.params);
   }
   for (std::size_t i = 0; i < family.ops.size(); ++i) {
     const ops::Op& op = registry.get(family.ops[i]);
@@ -201,11 +203,7 @@ int run_datagen(int argc, char** argv) {
     }
 
     tuner::TuneOptions options;
-    options.strategy = args.get("strategy", "sa");
-    const auto& names = tuner::strategy_names();
-    if (std::find(names.begin(), names.end(), options.strategy) == names.end()) {
-      throw UsageError("unknown strategy '" + options.strategy + "' (see kestrel tune --help)");
-    }
+    options.strategy = frontend::checked_strategy(args.get("strategy", "sa"));
     options.trials = static_cast<std::size_t>(args.get_int("trials-per-workload", 48, 1, 100'000'000));
     options.batch_size = static_cast<std::size_t>(args.get_int("batch", 16, 1, 4096));
     options.seed = family.seed;
@@ -259,12 +257,8 @@ int run_datagen(int argc, char** argv) {
       std::cout << jobs.size() - session.results.size() << " workloads left: run the same command again to go on\n";
     }
     return session.interrupted ? 130 : 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel datagen: " << e.what() << "\n(see kestrel datagen --help)\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "kestrel datagen: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel datagen", std::current_exception());
   }
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "args.h"
+#include "report_error.h"
 #include "python_tool.h"
 #include "commands.h"
 #include "kestrel/ops/op.h"
@@ -146,15 +147,8 @@ int run_dataset(int argc, char** argv) {
     if (table.skipped) std::cerr << " (" << table.skipped << " records skipped: not usable)";
     std::cerr << "\n";
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel dataset: " << e.what() << "\n(see kestrel dataset --help)\n";
-    return 2;
-  } catch (const DatasetError& e) {
-    std::cerr << "kestrel dataset: " << e.what() << "\n";
-    return 1;
-  } catch (const records::RecordsError& e) {
-    std::cerr << "kestrel dataset: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel dataset", std::current_exception());
   }
 }
 

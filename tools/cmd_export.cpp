@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/deploy/export.h"
 #include "kestrel/host/compiler.h"
@@ -157,21 +158,8 @@ int run_export(int argc, char** argv) {
     if (json) std::cout << report_json(report, target.to_string(), args.get("model-file")).dump(2) << "\n";
     else print_table(report, options.out_dir);
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel export: " << e.what() << "\n";
-    return 2;
-  } catch (const records::RecordsError& e) {
-    std::cerr << "kestrel export: " << e.what() << "\n";
-    return 1;
-  } catch (const model::ModelError& e) {
-    std::cerr << "kestrel export: " << e.what() << "\n";
-    return 1;
-  } catch (const ops::OpError& e) {
-    std::cerr << "kestrel export: " << e.what() << "\n";
-    return 1;
-  } catch (const tuner::ModelFileError& e) {
-    std::cerr << "kestrel export: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel export", std::current_exception());
   }
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/cross_model.h"
@@ -223,15 +224,8 @@ int run_cost_model(int argc, char** argv) {
     if (action == "eval") return eval(argc, argv);
     std::cerr << "kestrel model: " << unknown_action(action, {"train", "show", "eval"}) << "\n\n" << kUsage;
     return 2;
-  } catch (const UsageError& e) {
-    std::cerr << program << ": " << e.what() << "\n(see " << program << " --help)\n";
-    return 2;
-  } catch (const tuner::ModelFileError& e) {
-    std::cerr << program << ": " << e.what() << "\n";
-    return 1;
-  } catch (const records::RecordsError& e) {
-    std::cerr << program << ": " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error(program, std::current_exception());
   }
 }
 

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
@@ -98,12 +99,8 @@ int run_ops(int argc, char** argv) {
       std::cout << "\n";
     }
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel ops: " << e.what() << "\n(see kestrel ops --help)\n";
-    return 2;
-  } catch (const ops::OpError& e) {
-    std::cerr << "kestrel ops: " << e.what() << "\n";
-    return 2;
+  } catch (...) {
+    return report_error("kestrel ops", std::current_exception());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/base/suggest.h"
 #include "kestrel/plot/chart.h"
@@ -176,15 +177,8 @@ int run_plot(int argc, char** argv) {
       }
     }
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel plot: " << e.what() << "\n(see kestrel plot --help)\n";
-    return 2;
-  } catch (const records::RecordsError& e) {
-    std::cerr << "kestrel plot: " << e.what() << "\n";
-    return 1;
-  } catch (const plot::ChartError& e) {
-    std::cerr << "kestrel plot: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel plot", std::current_exception());
   }
 }
 

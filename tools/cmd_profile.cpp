@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/base/log.h"
 #include "kestrel/base/stats.h"
@@ -202,15 +203,8 @@ int run_profile(int argc, char** argv) {
       print_text(subject, result, target);
     }
     return result.ok() ? 0 : 1;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel profile: " << e.what() << "\n(see kestrel profile --help)\n";
-    return 2;
-  } catch (const ops::OpError& e) {
-    std::cerr << "kestrel profile: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "kestrel profile: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel profile", std::current_exception());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
@@ -137,12 +138,8 @@ int run_query(int argc, char** argv) {
       print_summary(*summary, endpoint.to_string());
     }
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel query: " << e.what() << "\n(see kestrel query --help)\n";
-    return 2;
-  } catch (const rpc::RpcError& e) {
-    std::cerr << "kestrel query: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel query", std::current_exception());
   }
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/records/records.h"
 
@@ -97,15 +98,8 @@ int run_best(int argc, char** argv) {
                 << config << "\n";
     }
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel best: " << e.what() << "\n";
-    return 2;
-  } catch (const ops::OpError& e) {
-    std::cerr << "kestrel best: " << e.what() << "\n";
-    return 2;
-  } catch (const records::RecordsError& e) {
-    std::cerr << "kestrel best: " << e.what() << "\n";
-    return 2;
+  } catch (...) {
+    return report_error("kestrel best", std::current_exception());
   }
 }
 
@@ -209,12 +203,8 @@ int run_records(int argc, char** argv) {
     std::cerr << "kestrel records: " << unknown_action(action, {"export", "import", "migrate"}) << "\n\n"
               << kRecordsUsage;
     return 2;
-  } catch (const UsageError& e) {
-    std::cerr << program << ": " << e.what() << "\n(see " << program << " --help)\n";
-    return 2;
-  } catch (const records::RecordsError& e) {
-    std::cerr << program << ": " << e.what() << "\n";
-    return 2;
+  } catch (...) {
+    return report_error(program, std::current_exception());
   }
 }
 

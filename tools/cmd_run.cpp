@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "report_error.h"
 #include "python_tool.h"
 #include "commands.h"
 #include "kestrel/base/stats.h"
@@ -449,21 +450,8 @@ int run_model(int argc, char** argv) {
       }
     }
     return ok ? 0 : 1;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel run: " << e.what() << "\n(see kestrel run --help)\n";
-    return 2;
-  } catch (const model::ModelError& e) {
-    std::cerr << "kestrel run: " << e.what() << "\n";
-    return 2;
-  } catch (const RunError& e) {
-    std::cerr << "kestrel run: " << e.what() << "\n";
-    return 1;
-  } catch (const ops::OpError& e) {
-    std::cerr << "kestrel run: " << e.what() << "\n";
-    return 1;
-  } catch (const records::RecordsError& e) {
-    std::cerr << "kestrel run: " << e.what() << "\n";
-    return 2;
+  } catch (...) {
+    return report_error("kestrel run", std::current_exception());
   }
 }
 

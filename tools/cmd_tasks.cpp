@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/buckets.h"
@@ -239,12 +240,8 @@ int run_tasks(int argc, char** argv) {
       print_table(plan, registry, std::cout);
     }
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel tasks: " << e.what() << "\n(see kestrel tasks --help)\n";
-    return 2;
-  } catch (const model::ModelError& e) {
-    std::cerr << "kestrel tasks: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel tasks", std::current_exception());
   }
 }
 

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
@@ -182,12 +183,8 @@ int run_tracker(int argc, char** argv) {
     io.run();
     log::info("tracker", "stopped");
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel tracker: " << e.what() << "\n(see kestrel tracker --help)\n";
-    return 2;
-  } catch (const rpc::RpcError& e) {
-    std::cerr << "kestrel tracker: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel tracker", std::current_exception());
   }
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "report_error.h"
 #include "commands.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
@@ -21,7 +22,11 @@
 #include "kestrel/tuner/tuning_loop.h"
 #include "kestrel/tuner/zero_shot.h"
 #include "measure_args.h"
-#include "model_jobs.h"
+#include "kestrel/frontend/model_jobs.h"
+#include "kestrel/frontend/options.h"
+#include "kestrel/frontend/json.h"
+#include "kestrel/frontend/session_runner.h"
+#include "kestrel/frontend/tune_setup.h"
 #include "tune_session.h"
 
 namespace kestrel::tools {
@@ -53,7 +58,7 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
             << "target traits: " << r.traits << "\n"
             << "trials: " << r.trials << " (" << r.this_session << " this session";
   if (r.resumed) std::cout << ", " << r.resumed << " resumed";
-  std::cout << "), stopped by " << r.stop_reason << "\n";
+  std::cout << "), stopped by " << tuner::to_string(r.stop_reason) << "\n";
   if (!r.statuses.empty()) {
     std::cout << "statuses:";
     for (const auto& [status, count] : r.statuses) std::cout << " " << status << "=" << count;
@@ -158,50 +163,6 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
   std::cout << "records: " << db_path << " (kestrel best --db " << db_path << ")\n";
 }
 
-nlohmann::json entry_json(const tuner::FinalEntry& f) {
-  nlohmann::json out = {{"config", f.config}, {"median_s", f.median_s}, {"gflops", f.gflops},     {"status", f.status},
-                        {"spread", f.spread}, {"noisy", f.noisy},       {"is_default", f.is_default},
-                        {"implementation", f.implementation}, {"recommended", f.recommended}};
-  if (f.speedup > 0) {
-    out["speedup"] = f.speedup;
-    out["speedup_low"] = f.speedup_low;
-    out["speedup_high"] = f.speedup_high;
-  }
-  return out;
-}
-
-nlohmann::json result_json(const tuner::TuneResult& result) {
-  nlohmann::json zero_shot = nullptr;
-  if (result.zero_shot) {
-    const tuner::TuneResult::ZeroShot& z = *result.zero_shot;
-    zero_shot = {{"pick", z.picks.empty() ? "" : z.picks.front()},
-                 {"picks", z.picks},
-                 {"seconds", z.seconds},
-                 {"scored", z.scored},
-                 {"fallback", z.fallback}};
-  }
-  nlohmann::json final = nlohmann::json::array();
-  for (const auto& f : result.final) final.push_back(entry_json(f));
-  nlohmann::json out = {{"session", result.session},         {"op", result.op},
-                        {"workload", result.workload},       {"target", result.target},       {"traits", result.traits},
-                        {"trials", result.trials},           {"this_session", result.this_session},
-                        {"resumed", result.resumed},         {"statuses", result.statuses},
-                        {"stop_reason", result.stop_reason}, {"default_gflops", result.default_gflops},
-                        {"default_is_best", result.default_is_best}, {"final", final}};
-  if (result.best_recorded) out["best_recorded"] = entry_json(*result.best_recorded);
-  // The recommendation: the final round's choice, or the best recorded without one.
-  const tuner::FinalEntry* best = result.recommendation();
-  out["best"] = best ? entry_json(*best) : nlohmann::json(nullptr);
-  out["verdict"] = result.verdict;
-  out["passes"] = result.passes;
-  if (result.zero_shot) out["zero_shot"] = zero_shot;
-  if (!result.prior.empty()) out["prior"] = result.prior;
-  nlohmann::json vendors = nlohmann::json::array();
-  for (const auto& v : result.vendors) vendors.push_back(entry_json(v));
-  out["vendors"] = vendors;
-  return out;
-}
-
 void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::SessionResult& session,
                          const std::string& db_path) {
   std::cout << "\n" << std::left << std::setw(6) << "TASK" << std::setw(6) << "x" << std::setw(8) << "TRIALS"
@@ -230,7 +191,8 @@ void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::S
               << std::setw(12) << std::setprecision(3) << est * 1e3 << r.op << " " << r.workload << "\n";
   }
   std::cout << "\n" << session.results.size() << "/" << jobs.size() << " tasks, " << trials
-            << " trials; stopped by " << (session.stop_reason.empty() ? "trials" : session.stop_reason) << "\n";
+            << " trials; stopped by "
+            << (session.stop_reason == tuner::StopReason::none ? "trials" : tuner::to_string(session.stop_reason)) << "\n";
   if (best_s > 0) {
     std::cout << std::fixed << std::setprecision(3) << "tuned operators, estimated: " << best_s * 1e3 << " ms";
     if (default_s > 0) std::cout << std::setprecision(2) << " (defaults: " << default_s * 1e3 << " ms, " << default_s / best_s << "x)";
@@ -343,12 +305,12 @@ int run_tune(int argc, char** argv) {
     bool from_set = args.has("workloads");
     bool from_model = args.has("model");
     std::vector<tuner::TuneJob> jobs;
-    std::optional<model::Model> model;
+    std::shared_ptr<const model::Model> model;
     std::vector<model::Binding> buckets;
     if (from_model) {
       if (args.has("shape") || from_set) throw UsageError("give one of --model, --shape and --workloads");
       if (args.has("trials")) throw UsageError("with --model, give --trials-per-task or --time-budget (--trials is per workload)");
-      model = model::Model::load(args.get("model"));
+      model = std::make_shared<const model::Model>(model::Model::load(args.get("model")));
       buckets = model::parse_buckets(model->graph().symbols(), args.get("buckets"));
     } else if (args.has("buckets") || args.has("trials-per-task") || args.has("block")) {
       throw UsageError("--buckets, --trials-per-task and --block go with --model");
@@ -366,13 +328,7 @@ int run_tune(int argc, char** argv) {
       jobs.push_back({"", &op, ops::parse_params(op, args.get("shape"))});
     }
     tuner::TuneOptions options;
-    options.strategy = args.get("strategy", "sa");
-    const auto& names = tuner::strategy_names();
-    if (std::find(names.begin(), names.end(), options.strategy) == names.end()) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      throw UsageError("unknown strategy '" + options.strategy + "' (strategies: " + list + ")");
-    }
+    options.strategy = frontend::checked_strategy(args.get("strategy", "sa"));
     options.trials = static_cast<std::size_t>(args.get_int("trials", 200, 1, 100'000'000));
     if (args.has("time-budget")) options.time_budget = parse_duration("--time-budget", args.get("time-budget"));
     if (from_model) {
@@ -387,21 +343,8 @@ int run_tune(int argc, char** argv) {
     options.final_repeat = static_cast<std::uint32_t>(args.get_int("final-repeat", 15, 1, 10'000));
     options.final_max_passes = static_cast<std::uint32_t>(args.get_int("final-max-passes", 12, 1, 1000));
     options.transfer = !args.has("no-transfer");
-    options.vendors = args.get("vendors", "all");
-    for (std::size_t start = 0; options.vendors != "all" && options.vendors != "none";) {
-      std::size_t comma = options.vendors.find(',', start);
-      std::string name = options.vendors.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
-        throw UsageError("--vendors '" + options.vendors + "' is not all, none or a list of libraries such as "
-                         "openblas,onednn");
-      }
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+    options.vendors = frontend::checked_vendors("--vendors", args.get("vendors", "all"));
     options.measure = measure_options(args);
-    options.prior_model = cost_model;
-    options.zero_shot = zero_shot;
-    options.zero_shot_verify = zero_shot_verify;
     host::PoolOptions pool = pool_options(args, "kestrel tune");
     if (args.has("http")) {
       if (pool.tracker) {
@@ -418,11 +361,9 @@ int run_tune(int argc, char** argv) {
     const std::string db_path = records::without_password(db_arg);  // what messages show
     // Zero-shot picks without verification record nothing: an existing database is read
     // (never written), and none is created.
-    const bool measures = !zero_shot || zero_shot_verify > 0;
-    std::unique_ptr<records::RecordStore> db;
-    if (measures) db = records::open_records(db_arg);  // fails early on a bad file
-    else if (records::records_exist(db_arg)) db = records::open_records(db_arg, records::OpenMode::existing);
-    else db = records::open_records(":memory:");
+    const frontend::CostModelUse cost_model_use{cost_model, args.get("model-file"), zero_shot, zero_shot_verify};
+    const bool measures = frontend::measures(cost_model_use);
+    std::unique_ptr<records::RecordStore> db = frontend::open_session_records(db_arg, measures);
 
     TuneSessionOptions session_options;
     session_options.session.pool = pool;
@@ -432,51 +373,24 @@ int run_tune(int argc, char** argv) {
     session_options.session.tune = options;
     // One workload tuned with a cost model that has none for its op and target class: an
     // error before anything is measured (with --workloads each such workload says so).
-    auto check_cost_model = [&](const host::Target& target) {
-      if (!cost_model || from_set || from_model) return;
-      const ops::Op& op = registry.get(jobs.front().op->name(), target.backend);
-      if (std::string missing = tuner::missing_model(*cost_model, op.name(), target); !missing.empty()) {
-        throw tuner::ModelFileError(args.get("model-file") + ": " + missing);
-      }
-    };
-    session_options.session.choose_target = [&args, check_cost_model](const rpc::DeviceInfo& device) {
-      host::Target target = resolve_target(args, device);
-      check_cost_model(target);
-      return target;
-    };
-    if (zero_shot && zero_shot_verify == 0) {
-      // Nothing is measured, so no pool is started when the target is known without a
-      // device: named (native or a triple), or this machine's (the embedded pool's
-      // device). A GPU target, or a tracker's device with --target auto, is leased only
-      // to learn the target.
-      const std::string spec = args.get("target", "auto");
-      if (!host::is_gpu_target_spec(spec) && (spec != "auto" || !pool.tracker)) {
-        try {
-          session_options.session.target =
-              host::parse_target(spec == "auto" ? "native" : spec, args.get("mcpu"), args.get("features"));
-        } catch (const std::invalid_argument& e) {
-          throw UsageError(e.what());
-        }
-        check_cost_model(*session_options.session.target);
-      }
-    }
+    ArgsSource source(args);
+    frontend::use_cost_model(session_options.session, cost_model_use, frontend::target_policy(source),
+                             from_set || from_model ? nullptr : jobs.front().op, registry);
     session_options.session.registry = &registry;
     if (from_model) {
-      std::int64_t block = args.get_int("block", 0, 0, 64);
-      if (block != 0 && block != 4 && block != 8 && block != 16) throw UsageError("--block must be 4, 8 or 16");
-      // Fail before leasing a device when the model has nothing to tune (the jobs are
-      // made again for the leased device's target).
-      model_jobs(*model, buckets, block, registry, host::parse_target("native", ""));
-      session_options.session.scheduled = true;
-      session_options.session.time_budget = options.time_budget;
-      session_options.session.make_jobs = [&](const host::Target& target) {
-        jobs = model_jobs(*model, buckets, block, registry, target);
-        if (!session_options.quiet) {
-          std::cerr << "tune: " << args.get("model") << ": " << jobs.size() << " tasks for " << target.to_string()
-                    << (buckets.size() > 1 ? " at " + std::to_string(buckets.size()) + " bucket sizes" : "") << "\n";
-        }
-        return jobs;
-      };
+      const std::int64_t block = frontend::checked_block("--block", args.get_int("block", 0, 0, 64));
+      frontend::tune_model_tasks(session_options.session, model, buckets, block, registry,
+                                 [&](const std::vector<tuner::TuneJob>& made, const host::Target& target) {
+                                   jobs = made;
+                                   if (!session_options.quiet) {
+                                     std::cerr << "tune: " << args.get("model") << ": " << jobs.size() << " tasks for "
+                                               << target.to_string()
+                                               << (buckets.size() > 1
+                                                       ? " at " + std::to_string(buckets.size()) + " bucket sizes"
+                                                       : "")
+                                               << "\n";
+                                   }
+                                 });
     }
     // A pick without measurements has no progress to show.
     session_options.quiet = args.has("quiet") || args.has("json") || !measures;
@@ -490,20 +404,20 @@ int run_tune(int argc, char** argv) {
     } else if (args.has("json")) {
       if (from_model) {
         nlohmann::json list = nlohmann::json::array();
-        for (const auto& r : session.results) list.push_back(result_json(r));
+        for (const auto& r : session.results) list.push_back(frontend::to_json(r));
         nlohmann::json out = {{"model", args.get("model")}, {"tasks", jobs.size()}, {"results", list},
-                              {"stop_reason", session.stop_reason}, {"db", db_path},
+                              {"stop_reason", std::string(tuner::to_string(session.stop_reason))}, {"db", db_path},
                               {"interrupted", session.interrupted}};
         std::cout << out.dump(2) << "\n";
       } else if (!from_set) {
-        nlohmann::json out = result_json(session.results.front());
+        nlohmann::json out = frontend::to_json(session.results.front());
         out["db"] = measures ? nlohmann::json(db_path) : nlohmann::json(nullptr);
         if (cost_model) out["model_file"] = args.get("model-file");
         std::cout << out.dump(2) << "\n";
       } else {
         nlohmann::json list = nlohmann::json::array();
         for (std::size_t i = 0; i < session.results.size(); ++i) {
-          nlohmann::json one = result_json(session.results[i]);
+          nlohmann::json one = frontend::to_json(session.results[i]);
           one["label"] = jobs[i].label;
           list.push_back(std::move(one));
         }
@@ -523,27 +437,8 @@ int run_tune(int argc, char** argv) {
       }
     }
     return session.interrupted ? 130 : 0;
-  } catch (const SessionTerminated& e) {
-    std::cerr << "kestrel tune: " << e.what() << "\n";
-    return 143;
-  } catch (const UsageError& e) {
-    std::cerr << "kestrel tune: " << e.what() << "\n(see kestrel tune --help)\n";
-    return 2;
-  } catch (const ops::OpError& e) {
-    std::cerr << "kestrel tune: " << e.what() << "\n";
-    return 2;
-  } catch (const records::RecordsError& e) {
-    std::cerr << "kestrel tune: " << e.what() << "\n";
-    return 2;
-  } catch (const model::ModelError& e) {
-    std::cerr << "kestrel tune: " << e.what() << "\n";
-    return 2;
-  } catch (const tuner::ModelFileError& e) {
-    std::cerr << "kestrel tune: " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "kestrel tune: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error("kestrel tune", std::current_exception());
   }
 }
 

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     }
     log::Level level;
     if (!log::parse_level(args.get("log-level", "info"), level)) {
-      throw tools::UsageError("--log-level must be debug, info, warn, error or off");
+      throw kestrel::UsageError("--log-level must be debug, info, warn, error or off");
     }
     log::set_level(level);
     if (args.has("exit-with-parent")) {
@@ -88,15 +88,15 @@ int main(int argc, char** argv) {
     }
     if (args.has("cpus")) {
       std::string refused = device::pin_to_cpus(args.get("cpus"));
-      if (!refused.empty()) throw tools::UsageError("--cpus: " + refused);
+      if (!refused.empty()) throw kestrel::UsageError("--cpus: " + refused);
     }
     rpc::DeviceInfo info = device::detect_device_info(args.get("name"));
     if (args.has("print-info")) {
       print_info(info);
       return 0;
     }
-    if (!args.has("tracker")) throw tools::UsageError("--tracker HOST:PORT is required");
-    if (!args.has("key")) throw tools::UsageError("--key KEY is required");
+    if (!args.has("tracker")) throw kestrel::UsageError("--tracker HOST:PORT is required");
+    if (!args.has("key")) throw kestrel::UsageError("--key KEY is required");
 
     device::AgentOptions options;
     options.tracker = rpc::parse_endpoint(args.get("tracker"));
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     options.tls.disabled = args.has("no-tls");
     options.tls.ca_file = args.get("tls-ca");
     if (options.tls.disabled && !options.tls.ca_file.empty()) {
-      throw tools::UsageError("--tls-ca and --no-tls contradict each other: drop one");
+      throw kestrel::UsageError("--tls-ca and --no-tls contradict each other: drop one");
     }
     rpc::peer_tls_context(options.tls, options.token.has_value());  // a bad --tls-ca fails here, with its reason
     options.max_backoff = std::chrono::milliseconds(args.get_int("max-backoff-ms", 5000, 100, 3'600'000));
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
               info.cores, " cores) serving key '", options.key, "' via ", options.tracker.to_string());
     io.run();
     return status;
-  } catch (const tools::UsageError& e) {
+  } catch (const kestrel::UsageError& e) {
     err(str("kestrel-device: ", e.what(), "\n(see kestrel-device --help)\n"));
     return 2;
   } catch (const rpc::RpcError& e) {

@@ -10,6 +10,9 @@
 #include <optional>
 #include <sstream>
 
+#include "kestrel/frontend/errors.h"
+#include "kestrel/frontend/session_runner.h"
+
 
 namespace kestrel::tools {
 namespace {
@@ -175,37 +178,6 @@ class ModelProgressView {
 
 tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, records::RecordStore& db,
                                       const TuneSessionOptions& options) {
-  tuner::SessionResult result;
-  if (jobs.empty() && !options.session.make_jobs) return result;
-  tuner::TuneSession session(jobs, db, options.session);
-  asio::io_context io;
-  int interrupts = 0;
-  bool terminated = false;
-  asio::signal_set signals(io, SIGINT, SIGTERM);
-  std::function<void()> wait_signal = [&] {
-    signals.async_wait([&](std::error_code ec, int signo) {
-      if (ec) return;
-      const bool term = signo == SIGTERM;
-      // Quitting at once leaves nothing half-written (every record is its own commit), and
-      // the tracker ends the leases of a client whose connection closes.
-      if (++interrupts > 1 || !(term ? session.abort() : session.request_stop())) {
-        std::cerr << "\n" << options.program << ": " << (term ? "terminated" : "interrupted")
-                  << "; records so far are in " << db.location() << "\n";
-        std::_Exit(term ? 143 : 130);
-      }
-      if (term) {
-        terminated = true;
-        std::cerr << "\n" << options.program << ": signal " << signo
-                  << ": stopping now and releasing the devices; records are kept\n";
-      } else {
-        std::cerr << "\n" << options.program << ": signal " << signo
-                  << ": stopping now: the batch in flight is dropped (again to quit at once); records are kept\n";
-      }
-      wait_signal();
-    });
-  };
-  wait_signal();
-
   // One view per job, made once the session's jobs are known (make_jobs makes them when
   // the device is leased).
   std::vector<ProgressView> views;
@@ -222,30 +194,44 @@ tuner::SessionResult run_tune_session(const std::vector<tuner::TuneJob>& jobs, r
   };
   ModelProgressView model_view(options.quiet, options.session.time_budget);
   OverallEta overall(options.session.tune.time_budget);
-  std::exception_ptr failure;
-  asio::co_spawn(
-      io,
-      [&]() -> rpc::awaitable<void> {
-        result = co_await session.run([&](std::size_t job, const tuner::TuneProgress& p) {
-          if (options.session.scheduled) {
-            model_view.update(session.jobs(), job, p);
-          } else {
-            if (views.size() != session.jobs().size()) make_views(session.jobs());
-            views[job].update(p, overall.update(session.jobs().size(), job, p));
-          }
-        });
-        model_view.done();
-      },
-      [&](std::exception_ptr e) {
-        failure = e;
-        signals.cancel();
+  auto on_progress = [&](const std::vector<tuner::TuneJob>& all, std::size_t job, const tuner::TuneProgress& p) {
+    if (options.session.scheduled) {
+      model_view.update(all, job, p);
+    } else {
+      if (views.size() != all.size()) make_views(all);
+      views[job].update(p, overall.update(all.size(), job, p));
+    }
+  };
+  // Ctrl-C: stop now (the batch in flight is dropped, records kept); SIGTERM: stop now and
+  // release the devices; a second signal, or one before any device is leased, quits at
+  // once. Quitting at once leaves nothing half-written (every record is its own commit),
+  // and the tracker ends the leases of a client whose connection closes.
+  asio::io_context io;
+  std::optional<asio::signal_set> signals;
+  std::function<void()> wait_signal;
+  int interrupts = 0;
+  auto watch = [&](frontend::SessionControl& control) -> std::function<void()> {
+    signals.emplace(control.io(), SIGINT, SIGTERM);
+    wait_signal = [&] {
+      signals->async_wait([&](std::error_code ec, int signo) {
+        if (ec) return;
+        const bool term = signo == SIGTERM;
+        if (++interrupts > 1 || !(term ? control.terminate() : control.request_stop())) {
+          std::cerr << "\n" << options.program << ": " << (term ? "terminated" : "interrupted")
+                    << "; records so far are in " << control.records_location() << "\n";
+          std::_Exit(term ? frontend::kExitTerminated : frontend::kExitInterrupted);
+        }
+        std::cerr << "\n" << options.program << ": signal " << signo
+                  << (term ? ": stopping now and releasing the devices; records are kept\n"
+                           : ": stopping now: the batch in flight is dropped (again to quit at once); records are kept\n");
+        wait_signal();
       });
-  io.run();
-  if (failure) std::rethrow_exception(failure);
-  if (terminated) {
-    throw SessionTerminated("terminated by SIGTERM: the devices were released; records so far are in " +
-                            db.location());
-  }
+    };
+    wait_signal();
+    return [&signals] { signals->cancel(); };
+  };
+  tuner::SessionResult result = frontend::run_session(io, jobs, db, options.session, on_progress, watch);
+  model_view.done();
   return result;
 }
 

@@ -1,7 +1,6 @@
-// The wiring of a tuning session in a command: an io_context, Ctrl-C (stop after the
-// batch in flight; again to quit at once), SIGTERM (stop now, leases released) and the
-// progress bar on stderr. The session
-// itself is tuner::TuneSession.
+// A tuning session in a command: the progress bar on stderr and the signals (Ctrl-C:
+// stop now; again to quit at once; SIGTERM: stop now, leases released) around
+// frontend::run_session, which runs the tuner::TuneSession.
 #pragma once
 
 #include <stdexcept>
@@ -19,14 +18,9 @@ struct TuneSessionOptions {
   std::string program = "kestrel tune";  // prefix of messages on stderr
 };
 
-// SIGTERM ended the session: the measurement in flight was abandoned, the leases were
-// released, every record committed before is kept. Commands exit with status 143.
-struct SessionTerminated : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Runs the session to its end. Ctrl-C (SIGINT) stops after the batch in flight; SIGTERM
-// stops now (TuneSession::abort) and throws SessionTerminated once the leases are
+// Runs the session to its end (frontend::run_session) with a progress view on stderr.
+// Ctrl-C (SIGINT) stops now, dropping the batch in flight; SIGTERM stops now
+// (TuneSession::abort) and throws frontend::SessionTerminated once the leases are
 // released. A second signal (or one before any device is leased) exits the process at
 // once with status 130 (SIGINT) or 143 (SIGTERM). Otherwise throws what
 // tuner::TuneSession::run throws.

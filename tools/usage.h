@@ -1,17 +1,15 @@
 // What both command-line parsers share (args.h for kestrel, device_args.h for
-// kestrel-device): the user's error type and integer options with a range.
+// kestrel-device): the user's error type (kestrel::UsageError, base/usage_error.h) and
+// integer options with a range.
 #pragma once
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
-namespace kestrel::tools {
+#include "kestrel/base/usage_error.h"
 
-// A user error on the command line; main prints it with a hint to --help.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace kestrel::tools {
 
 // The value `text` of option --`name` as an integer in [min, max]; UsageError naming the
 // option otherwise.

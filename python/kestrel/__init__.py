@@ -101,13 +101,24 @@ def profile(op, shape, config=None, *, tracker=None, **options):
     return Result(_kestrel.profile(op, shape, config, options))
 
 
-def tune(op, shape, *, trials=200, batch=16, db="kestrel.db", strategy="sa", seed=1, callback=None,
-         tracker=None, **options):
-    """Tunes `op` at `shape` in a tuning session (tuner::TuneSession): proposes
-    configurations with `strategy` (sa, anneal, ga, random, grid), compiles and measures
-    them `batch` at a time until `trials` (earlier sessions in `db` included: running it
-    again resumes), records every measurement in `db` (an SQLite path, or any URI
-    tuner::open_records accepts), then re-measures the best beside the default.
+def tune(op=None, shape=None, *, model=None, buckets=None, trials=None, batch=16, db="kestrel.db", strategy="sa",
+         seed=1, callback=None, tracker=None, cost_model=None, zero_shot=False, zero_shot_verify=0, **options):
+    """Tunes `op` at `shape`, or every task of an ONNX `model`, in a tuning session
+    (tuner::TuneSession): proposes configurations with `strategy` (sa, anneal, ga,
+    random, grid), compiles and measures them `batch` at a time until `trials` (200 for
+    an op; 64 per task for a model; earlier sessions in `db` included: running it again
+    resumes), records every measurement in `db` (an SQLite path, or a postgresql:// URI),
+    then re-measures the best beside the default.
+
+    model: an ONNX file, tuned as `kestrel tune --model` does: its tasks (at each size of
+    buckets=, e.g. "seq=8,32"; block= the NCHWc channels per block) made for the leased
+    device's target and interleaved, the trials going to the tasks expected to cut the
+    model's latency most, until each has `trials` or time_budget_s runs out.
+
+    cost_model: a file of `kestrel model train`: warm-starts the search; with
+    zero_shot=True it picks the configuration without searching (without a device when
+    the target is known: target="native", a triple, or this machine's), and
+    zero_shot_verify=N measures its top N and the default once.
 
     callback(progress) is called as the search starts, after the default configuration's
     measurement and after every batch (phase "tuning"), and as the session ends (phases
@@ -117,23 +128,39 @@ def tune(op, shape, *, trials=200, batch=16, db="kestrel.db", strategy="sa", see
     propagates. Ctrl-C stops at once (the batch in flight is dropped) and raises
     KeyboardInterrupt; records are kept.
 
-    Returns a Result: best (config, gflops, median_s, implementation, ...), best_config,
-    best_gflops, trials, this_session, stop_reason, default_gflops, final, session, op,
-    workload, target, db, interrupted.
+    Returns a Result (the form of `kestrel tune --json`, configurations as dicts with
+    their text in config_text): best (the recommendation: config, gflops, median_s,
+    speedup, implementation, ...), best_config, best_gflops, verdict, passes, trials,
+    this_session, stop_reason, default_gflops, final, vendors, zero_shot, session, op,
+    workload, target, db, interrupted. For a model: tasks (one such Result per task),
+    stop_reason, db, interrupted.
 
     tracker: "HOST:PORT" or a LocalPool; None starts the embedded pool for this session.
-    options: time_budget_s, early_stopping, final_top (3; 0: no final round),
-    final_repeat, transfer, vendors, compile_threads, reconnect_ms, devices, the pool's
-    and the measuring options of profile(), target, mcpu, features.
+    options: time_budget_s, early_stopping, final_top (3, 2 for a model; 0: no final
+    round), final_repeat, transfer, vendors, compile_threads, reconnect_ms, devices, the
+    pool's and the measuring options of profile(), target, mcpu, features.
     """
-    options.update(trials=trials, batch=batch, db=_os.fspath(db), strategy=strategy, seed=seed,
-                   tracker=_tracker(tracker))
-    out = _kestrel.tune(op, shape, options, callback)
-    result = Result(out["results"][0]) if out["results"] else Result(best=None, trials=0)
-    best = result.get("best")
-    result["best"] = Result(best) if best else None
-    result["best_config"] = best["config"] if best else None
-    result["best_gflops"] = best["gflops"] if best else 0.0
+    if trials is not None:
+        options["trials"] = trials
+    options.update(batch=batch, db=_os.fspath(db), strategy=strategy, seed=seed, tracker=_tracker(tracker),
+                   model=None if model is None else _os.fspath(model), buckets=buckets,
+                   cost_model=None if cost_model is None else _os.fspath(cost_model), zero_shot=zero_shot,
+                   zero_shot_verify=zero_shot_verify)
+    out = _kestrel.tune(op or "", shape, options, callback)
+
+    def one(r):
+        result = Result(r)
+        best = result.get("best")
+        result["best"] = Result(best) if best else None
+        result["best_config"] = best["config"] if best else None
+        result["best_gflops"] = best["gflops"] if best else 0.0
+        return result
+
+    if model is not None:
+        return Result(model=_os.fspath(model), tasks=[one(r) for r in out["results"]], stop_reason=out["stop_reason"],
+                      db=out["db"], interrupted=out["interrupted"])
+    result = one(out["results"][0]) if out["results"] else Result(best=None, best_config=None, best_gflops=0.0,
+                                                                   trials=0)
     result["db"] = out["db"]
     result["interrupted"] = out["interrupted"]
     return result
@@ -237,15 +264,16 @@ def best(db):
 
 
 def export(db, out, *, model=None, buckets=None, target="native", cpu=None, key=None, block=None,
-           runtime_dir=None):
+           runtime_dir=None, cost_model=None):
     """Writes a kernel library into the folder `out` (model/export.h, as `kestrel
     export` does): libkestrel_kernels.so and .a, kestrel_kernels.h (a dispatcher by
     shape and a typed entry per op), kestrel_abi.h, kestrel_runtime.h, manifest.json and
     the target's libkestrel_rt (this package's for native).
 
     With model= (an ONNX file; buckets= e.g. "seq=8,32") every task of the model, at its
-    best record or the op's default; without it, every (op, workload) that has a best
-    record for the target's triple in `db`. key: only records of that pool key. Returns a
+    best record, else (with cost_model=, a file of `kestrel model train`) the cost
+    model's zero-shot pick, else the op's default; without it, every (op, workload) that
+    has a best record for the target's triple in `db`. key: only records of that pool key. Returns a
     Result: kernels (op, params, config, origin, gflops, entry), files, runtime_copied,
     runtime_note, notes. Raises RecordsError (no database), ModelError (no record for the
     target, a compile failure, an unwritable folder)."""
@@ -254,5 +282,6 @@ def export(db, out, *, model=None, buckets=None, target="native", cpu=None, key=
         runtime_dir = _runtime_dir
     options = {"model": None if model is None else _os.fspath(model), "buckets": buckets, "target": target,
                "cpu": cpu, "key": key, "block": block,
-               "runtime_dir": None if runtime_dir is None else _os.fspath(runtime_dir)}
+               "runtime_dir": None if runtime_dir is None else _os.fspath(runtime_dir),
+               "cost_model": None if cost_model is None else _os.fspath(cost_model)}
     return Result(_kestrel.export(_os.fspath(db), _os.fspath(out), options))

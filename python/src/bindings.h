@@ -7,17 +7,15 @@
 
 #include <string>
 
+#include "kestrel/base/usage_error.h"
 #include "kestrel/ops/op.h"
 
 namespace kestrel::python {
 
 namespace py = pybind11;
 
-// A user error in the arguments of a call (not the op's or the database's): raised as
-// kestrel.UsageError, a ValueError.
-struct UsageError : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
+// kestrel::UsageError (base/usage_error.h), a user error in the arguments of a call (not
+// the op's or the database's), is raised as kestrel.UsageError, a ValueError.
 
 void bind_ops(py::module_& m);
 void bind_measure(py::module_& m);

@@ -14,6 +14,13 @@
 
 #include "bindings.h"
 #include "kestrel/base/stats.h"
+#include "kestrel/frontend/json.h"
+#include "kestrel/frontend/options.h"
+#include "kestrel/frontend/session_runner.h"
+#include "kestrel/frontend/tune_setup.h"
+#include "kestrel/model/buckets.h"
+#include "kestrel/model/graph.h"
+#include "kestrel/tuner/cross_model.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/leased_pool.h"
 #include "kestrel/host/local_pool.h"
@@ -39,6 +46,11 @@ class Options {
   Options(py::dict values, std::string what) : values_(std::move(values)), what_(std::move(what)) {}
 
   bool has(const char* key) const { return values_.contains(key) && !values_[key].is_none(); }
+  // has(), and the key counts as known (done() does not refuse it, None or not).
+  bool given(const char* key) {
+    taken_.insert(key);
+    return has(key);
+  }
 
   std::string str(const char* key, const std::string& fallback = "") {
     py::object v = take(key);
@@ -105,132 +117,101 @@ std::optional<rpc::Token> token_of(Options& o) {
   return std::nullopt;
 }
 
-// The pool a call measures on (measure_args.cpp's pool_options for the commands).
+// The shared options (frontend/options.h) as a call's keywords give them: "wait_ms".
+class DictSource final : public frontend::OptionSource {
+ public:
+  explicit DictSource(Options& o) : o_(o) {}
+  bool has(const frontend::OptionSpec& spec) override { return o_.given(key(spec).c_str()); }
+  std::string text(const frontend::OptionSpec& spec) override { return o_.str(key(spec).c_str()); }
+  std::int64_t integer(const frontend::OptionSpec& spec) override {
+    return o_.integer(key(spec).c_str(), 0, INT64_MIN, INT64_MAX);
+  }
+  bool flag(const frontend::OptionSpec& spec) override { return o_.flag(key(spec).c_str()); }
+  std::string spell(const frontend::OptionSpec& spec) const override { return key(spec); }
+
+ private:
+  static std::string key(const frontend::OptionSpec& spec) {
+    std::string k(spec.name);
+    std::replace(k.begin(), k.end(), '-', '_');
+    return k;
+  }
+  Options& o_;
+};
+
+// The pool a call measures on: a tracker's, or the embedded one.
 host::PoolOptions pool_of(Options& o, std::string client_name) {
-  host::PoolOptions pool;
-  if (std::optional<std::string> tracker = o.optional_str("tracker")) pool.tracker = rpc::parse_endpoint(*tracker);
-  pool.key = o.str("key", "local");
-  if (!pool.tracker && pool.key != "local") {
-    throw UsageError("key '" + pool.key + "' needs tracker=\"HOST:PORT\" (without a tracker a local device is used)");
-  }
-  pool.token = token_of(o);
-  pool.tls.disabled = o.flag("no_tls");
-  pool.tls.ca_file = o.str("tls_ca");
-  if (pool.tls.disabled && !pool.tls.ca_file.empty()) throw UsageError("tls_ca and no_tls contradict each other: drop one");
-  if (!pool.tracker && (pool.tls.disabled || !pool.tls.ca_file.empty())) {
-    throw UsageError("no_tls and tls_ca apply to a tracker: give tracker=\"HOST:PORT\"");
-  }
-  rpc::peer_tls_context(pool.tls, pool.token.has_value());  // a bad tls_ca fails here, with its reason
-  pool.wait = std::chrono::milliseconds(o.integer("wait_ms", 30'000, 1, 24 * 3'600'000));
-  pool.priority = static_cast<std::int32_t>(o.integer("priority", 0, -1000, 1000));
+  DictSource source(o);
+  std::optional<rpc::Token> token = token_of(o);
+  host::PoolOptions pool = frontend::pool_options(source, std::move(token), std::move(client_name));
   pool.devices = static_cast<unsigned>(o.integer("devices", 1, 1, 4096));
-  pool.client_name = std::move(client_name);
   return pool;
 }
 
 rpc::MeasureSettings measure_of(Options& o) {
-  rpc::MeasureSettings m;
-  m.number = static_cast<std::uint32_t>(o.integer("number", 0, 0, 100'000'000));
-  m.repeat = static_cast<std::uint32_t>(o.integer("repeat", 5, 1, 10'000));
-  m.min_repeat_ms = static_cast<std::uint32_t>(o.integer("min_repeat_ms", 100, 0, 600'000));
-  m.cooldown_ms = static_cast<std::uint32_t>(o.integer("cooldown_ms", 0, 0, 600'000));
-  m.flush_cache = o.flag("flush_cache");
-  m.timeout_ms = static_cast<std::uint32_t>(o.integer("timeout_ms", 10'000, 1, 3'600'000));
-  m.threads = static_cast<std::uint32_t>(o.integer("threads", 0, 0, 1024));
-  m.seed = static_cast<std::uint64_t>(o.integer("data_seed", 1, 0, INT64_MAX));
-  return m;
+  DictSource source(o);
+  return frontend::measure_settings(source);
 }
 
-// The compile target for the leased device (measure_args.cpp's resolve_target): auto
-// (its CPU), native, a triple, or a GPU spec of the device (cuda, cuda:sm_XX, opencl).
-struct TargetSpec {
-  std::string spec = "auto";
-  std::string mcpu;
-  std::string features;
+frontend::TargetPolicy target_of(Options& o) {
+  DictSource source(o);
+  return frontend::target_policy(source);
+}
 
-  host::Target resolve(const rpc::DeviceInfo& device) const {
-    try {
-      if (host::is_gpu_target_spec(spec) || spec == "auto") {
-        host::Target target = host::is_gpu_target_spec(spec) ? host::gpu_target_for_device(spec, device)
-                                                             : host::target_for_device(device);
-        if (!mcpu.empty()) target.cpu = mcpu;
-        if (!features.empty()) target.features = features;
-        return target;
-      }
-      return host::parse_target(spec, mcpu, features);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
+
+// A JSON value as the Python object json.loads would make of it.
+py::object to_python(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return py::none();
+    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
+    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string: return py::str(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      py::list out;
+      for (const auto& item : j) out.append(to_python(item));
+      return out;
     }
+    case nlohmann::json::value_t::object: {
+      py::dict out;
+      for (const auto& [key, item] : j.items()) out[py::str(key)] = to_python(item);
+      return out;
+    }
+    default: return py::none();
   }
-};
-
-TargetSpec target_of(Options& o) {
-  TargetSpec t;
-  t.spec = o.str("target", "auto");
-  t.mcpu = o.str("mcpu");
-  t.features = o.str("features");
-  return t;
 }
 
-double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+// A configuration's text as Python's dict of knobs ({} for none: a vendor library's).
+py::dict config_dict(const std::string& text) { return text.empty() ? py::dict() : to_dict(ops::parse_pairs(text)); }
 
+// frontend::to_json's forms, with each configuration as a dict ("config") beside its
+// text ("config_text").
 py::dict progress_dict(const tuner::TuneProgress& p) {
-  py::dict out;
-  out["trials"] = p.trials;
-  out["total"] = p.total;
-  out["this_session"] = p.this_session;
-  out["failures"] = p.failures;
-  out["statuses"] = p.statuses;
-  out["best_gflops"] = p.best_gflops;
-  out["default_gflops"] = p.default_gflops;
-  out["best_config"] = p.best_config.empty() ? py::dict() : to_dict(ops::parse_pairs(p.best_config));
-  out["elapsed_s"] = seconds(p.elapsed);
-  out["eta_s"] = p.eta ? py::object(py::float_(seconds(*p.eta))) : py::object(py::none());
-  out["phase"] = p.phase;
+  py::dict out = to_python(frontend::to_json(p));
+  out["best_config"] = config_dict(p.best_config);
   return out;
 }
 
-py::dict entry_dict(const tuner::FinalEntry& f) {
-  py::dict out;
-  out["config"] = f.config.empty() ? py::dict() : to_dict(ops::parse_pairs(f.config));
-  out["config_text"] = f.config;
-  out["median_s"] = f.median_s;
-  out["gflops"] = f.gflops;
-  out["status"] = f.status;
-  out["spread"] = f.spread;
-  out["noisy"] = f.noisy;
-  out["is_default"] = f.is_default;
-  out["implementation"] = f.implementation;
+py::object entry_dict(const nlohmann::json& entry) {
+  if (entry.is_null()) return py::none();
+  py::dict out = to_python(entry);
+  const std::string text = entry.value("config", "");
+  out["config"] = config_dict(text);
+  out["config_text"] = text;
   return out;
 }
 
 py::dict result_dict(const tuner::TuneResult& r) {
-  py::dict out;
-  out["session"] = r.session;
-  out["op"] = r.op;
-  out["workload"] = r.workload;
-  out["target"] = r.target;
-  out["traits"] = r.traits;
-  out["trials"] = r.trials;
-  out["this_session"] = r.this_session;
-  out["resumed"] = r.resumed;
-  out["transfer_records"] = r.transfer_records;
-  out["statuses"] = r.statuses;
-  out["stop_reason"] = r.stop_reason;
-  out["default_gflops"] = r.default_gflops;
-  out["default_is_best"] = r.default_is_best;
-  py::list final;
-  for (const auto& f : r.final) final.append(entry_dict(f));
+  const nlohmann::json j = frontend::to_json(r);
+  py::dict out = to_python(j);
+  py::list final, vendors;
+  for (const auto& f : j["final"]) final.append(entry_dict(f));
+  for (const auto& v : j["vendors"]) vendors.append(entry_dict(v));
   out["final"] = final;
-  py::list vendors;
-  for (const auto& v : r.vendors) vendors.append(entry_dict(v));
   out["vendors"] = vendors;
-  out["best_recorded"] = r.best_recorded ? py::object(entry_dict(*r.best_recorded)) : py::object(py::none());
-  // The recommendation: the final round's winner, else the best recorded (none: nothing
-  // was measured successfully).
-  if (!r.final.empty()) out["best"] = entry_dict(r.final.front());
-  else if (r.best_recorded) out["best"] = entry_dict(*r.best_recorded);
-  else out["best"] = py::none();
+  out["best"] = entry_dict(j["best"]);
+  out["best_recorded"] = j.contains("best_recorded") ? entry_dict(j["best_recorded"]) : py::object(py::none());
+  if (!j.contains("zero_shot")) out["zero_shot"] = py::none();
   return out;
 }
 
@@ -286,7 +267,7 @@ py::dict profile(const std::string& name, py::object shape, py::object config, p
   host::PoolOptions pool_options = pool_of(o, "kestrel.profile (python)");
   pool_options.reconnect_window = 0ms;
   const rpc::MeasureSettings measure = measure_of(o);
-  const TargetSpec target_spec = target_of(o);
+  const frontend::TargetPolicy target_spec = target_of(o);
   o.done();
 
   tuner::Evaluation result;
@@ -341,26 +322,39 @@ py::dict profile(const std::string& name, py::object shape, py::object config, p
 py::dict tune(const std::string& name, py::object shape, py::dict options, py::object callback) {
   Options o(std::move(options), "tune");
   const ops::Registry registry = ops::builtin_ops();
-  const ops::Op& op = registry.get(name);
-  std::vector<tuner::TuneJob> jobs{{"", &op, params_of(op, shape)}};
+  // What is tuned: one op at a workload, or an ONNX model's tasks (as kestrel tune --model).
+  std::vector<tuner::TuneJob> jobs;
+  std::shared_ptr<const model::Model> model;
+  std::vector<model::Binding> buckets;
+  std::int64_t block = 0;
+  const std::optional<std::string> model_path = o.optional_str("model");
+  const std::string buckets_text = o.str("buckets");
+  const bool has_block = o.has("block");
+  block = frontend::checked_block("block", o.integer("block", 0, 0, 64));
+  if (model_path) {
+    if (!name.empty() || !shape.is_none()) throw UsageError("give either op and shape, or model=, not both");
+    model = std::make_shared<const model::Model>(model::Model::load(*model_path));
+    buckets = model::parse_buckets(model->graph().symbols(), buckets_text);
+  } else {
+    if (!buckets_text.empty() || has_block) throw UsageError("buckets and block go with model=");
+    if (name.empty()) throw UsageError("an op is required (or model=\"file.onnx\")");
+    const ops::Op& op = registry.get(name);
+    jobs.push_back({"", &op, params_of(op, shape)});
+  }
 
   tuner::TuneOptions tune;
-  tune.strategy = o.str("strategy", "sa");
-  const auto& names = tuner::strategy_names();
-  if (std::find(names.begin(), names.end(), tune.strategy) == names.end()) {
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    throw UsageError("unknown strategy '" + tune.strategy + "' (strategies: " + list + ")");
-  }
-  tune.trials = static_cast<std::size_t>(o.integer("trials", 200, 1, 100'000'000));
+  tune.strategy = frontend::checked_strategy(o.str("strategy", "sa"));
+  // A model has tens of tasks, each tuned to `trials` (64 by default) and re-measured
+  // after the search: two finalists each.
+  tune.trials = static_cast<std::size_t>(o.integer("trials", model ? 64 : 200, 1, 100'000'000));
   tune.time_budget = std::chrono::seconds(o.integer("time_budget_s", 0, 0, 365LL * 24 * 3600));
   tune.early_stopping = static_cast<std::size_t>(o.integer("early_stopping", 0, 0, 100'000'000));
   tune.batch_size = static_cast<std::size_t>(o.integer("batch", 16, 1, 4096));
   tune.seed = static_cast<std::uint64_t>(o.integer("seed", 1, 0, INT64_MAX));
-  tune.final_top = static_cast<std::size_t>(o.integer("final_top", 3, 0, 100));
+  tune.final_top = static_cast<std::size_t>(o.integer("final_top", model ? 2 : 3, 0, 100));
   tune.final_repeat = static_cast<std::uint32_t>(o.integer("final_repeat", 15, 1, 10'000));
   tune.transfer = o.flag("transfer", true);
-  tune.vendors = o.str("vendors", "all");
+  tune.vendors = frontend::checked_vendors("vendors", o.str("vendors", "all"));
   tune.measure = measure_of(o);
   const std::string db_path = o.str("db", "kestrel.db");
 
@@ -370,59 +364,76 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
   session_options.compile_threads = static_cast<unsigned>(o.integer("compile_threads", 0, 0, 256));
   tune.device_key = session_options.pool.key;
   session_options.tune = tune;
-  const TargetSpec target_spec = target_of(o);
-  session_options.choose_target = [target_spec](const rpc::DeviceInfo& device) { return target_spec.resolve(device); };
   session_options.registry = &registry;
+  // A cost model (kestrel model train) as the search's prior, or picking without a search.
+  frontend::CostModelUse cost_model;
+  if (std::optional<std::string> path = o.optional_str("cost_model")) {
+    cost_model.path = *path;
+    cost_model.model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(*path));
+  }
+  cost_model.zero_shot = o.flag("zero_shot");
+  cost_model.zero_shot_verify = static_cast<std::size_t>(o.integer("zero_shot_verify", 0, 0, 1000));
+  if (cost_model.zero_shot && !cost_model.model) throw UsageError("zero_shot needs cost_model= (a file of kestrel model train)");
+  if (cost_model.zero_shot_verify > 0 && !cost_model.zero_shot) throw UsageError("zero_shot_verify goes with zero_shot");
+  if (cost_model.zero_shot && model) {
+    throw UsageError("zero_shot picks for an op's workload; for a model's tasks, kestrel.export(cost_model=...) picks "
+                     "each one without tuning");
+  }
+  frontend::use_cost_model(session_options, cost_model, target_of(o), model ? nullptr : jobs.front().op, registry);
+  if (model) frontend::tune_model_tasks(session_options, model, buckets, block, registry);
   o.done();
   if (!callback.is_none() && !PyCallable_Check(callback.ptr())) throw UsageError("callback must be callable");
 
-  std::unique_ptr<records::RecordStore> db = records::open_records(db_path);  // fails early on a bad file
+  std::unique_ptr<records::RecordStore> db = frontend::open_session_records(db_path, frontend::measures(cost_model));
   tuner::SessionResult session_result;
   std::exception_ptr failure;
   std::optional<py::error_already_set> interrupt;
   {
     py::gil_scoped_release release;
-    tuner::TuneSession session(jobs, *db, session_options);
     asio::io_context io;
-    // Ctrl-C: stop now (waits end, the batch in flight is dropped, every record is kept); again: abort.
+    // Ctrl-C: stop now (waits end, the batch in flight is dropped, every record is kept);
+    // again: abort. One before any device is leased is kept and tried again every 100 ms.
+    std::optional<SignalPoll> poll;
+    std::optional<asio::steady_timer> retry;
+    std::function<void()> retry_stop;
     int signals = 0;
     bool stop_pending = false;
-    auto stop = [&] {
-      if (signals++ > 0) {
-        session.abort();
-        return;
-      }
-      stop_pending = !session.request_stop() && !session.abort();
-    };
-    SignalPoll poll(io, [&] { stop(); });
-    asio::steady_timer retry(io);  // a stop asked for before any device was leased
-    std::function<void()> retry_stop = [&] {
-      retry.expires_after(100ms);
-      retry.async_wait([&](std::error_code ec) {
-        if (ec) return;
-        if (stop_pending) stop_pending = !session.request_stop() && !session.abort();
-        retry_stop();
+    auto watch = [&](frontend::SessionControl& control) -> std::function<void()> {
+      poll.emplace(io, [&] {
+        if (signals++ > 0) {
+          control.abort();
+          return;
+        }
+        stop_pending = !control.request_stop() && !control.abort();
       });
+      retry.emplace(io);
+      retry_stop = [&] {
+        retry->expires_after(100ms);
+        retry->async_wait([&](std::error_code ec) {
+          if (ec) return;
+          if (stop_pending) stop_pending = !control.request_stop() && !control.abort();
+          retry_stop();
+        });
+      };
+      retry_stop();
+      return [&] {
+        poll->stop();
+        retry->cancel();
+      };
     };
-    retry_stop();
-    std::function<void(std::size_t, const tuner::TuneProgress&)> on_progress = [&callback](std::size_t,
-                                                                                        const tuner::TuneProgress& p) {
+    auto on_progress = [&callback](const std::vector<tuner::TuneJob>&, std::size_t, const tuner::TuneProgress& p) {
       if (callback.is_none()) return;
       py::gil_scoped_acquire gil;
       callback(progress_dict(p));  // a Python exception propagates: the session ends, its pool released
     };
-    asio::co_spawn(
-        io,
-        [&]() -> rpc::awaitable<void> { session_result = co_await session.run(on_progress); },
-        [&](std::exception_ptr e) {
-          failure = e;
-          poll.stop();
-          retry.cancel();
-        });
-    io.run();
+    try {
+      session_result = frontend::run_session(io, jobs, *db, session_options, on_progress, watch);
+    } catch (...) {
+      failure = std::current_exception();
+    }
     {
       py::gil_scoped_acquire gil;
-      if (poll.raised()) interrupt = std::move(poll.raised());
+      if (poll && poll->raised()) interrupt = std::move(poll->raised());
     }
   }
   if (interrupt) throw *interrupt;  // KeyboardInterrupt: the session stopped, records kept
@@ -435,6 +446,7 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
   out["db"] = db->location();
   out["interrupted"] = session_result.interrupted;
   out["aborted"] = session_result.aborted;
+  out["stop_reason"] = std::string(tuner::to_string(session_result.stop_reason));
   return out;
 }
 

@@ -6,10 +6,7 @@
 #include "bindings.h"
 #include "kestrel/base/log.h"
 #include "kestrel/base/version.h"
-#include "kestrel/model/graph.h"
-#include "kestrel/rpc/errors.h"
-#include "kestrel/tuner/cross_model.h"
-#include "kestrel/records/records.h"
+#include "kestrel/frontend/errors.h"
 
 namespace kestrel::python {
 namespace {
@@ -36,6 +33,8 @@ struct ExceptionTypes {
 };
 ExceptionTypes exceptions;
 
+// The Python class of each error kind (frontend/errors.h: the table the commands' exit
+// statuses come from too).
 void translate(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
@@ -43,22 +42,20 @@ void translate(std::exception_ptr p) {
     throw;  // a Python exception: pybind11 restores it
   } catch (const py::builtin_exception&) {
     throw;  // pybind11's own (cast errors, StopIteration): its translator
-  } catch (const UsageError& e) {
-    PyErr_SetString(exceptions.usage, e.what());
-  } catch (const ops::OpError& e) {
-    PyErr_SetString(exceptions.op, e.what());
-  } catch (const records::RecordsError& e) {
-    PyErr_SetString(exceptions.records, e.what());
-  } catch (const rpc::RpcError& e) {
-    PyErr_SetString(exceptions.rpc, e.what());
-  } catch (const model::ModelError& e) {
-    PyErr_SetString(exceptions.model, e.what());
-  } catch (const tuner::ModelFileError& e) {
-    PyErr_SetString(exceptions.model, e.what());
-  } catch (const std::invalid_argument& e) {  // a bad target triple, strategy, ...
-    PyErr_SetString(exceptions.usage, e.what());
-  } catch (const std::runtime_error& e) {  // e.g. no kestrel-device to start
-    PyErr_SetString(exceptions.error, e.what());
+  } catch (...) {
+    const frontend::ClassifiedError e = frontend::classify(std::current_exception());
+    PyObject* type = exceptions.error;
+    switch (e.kind) {
+      case frontend::ErrorKind::usage: type = exceptions.usage; break;
+      case frontend::ErrorKind::op: type = exceptions.op; break;
+      case frontend::ErrorKind::records: type = exceptions.records; break;
+      case frontend::ErrorKind::device: type = exceptions.rpc; break;
+      case frontend::ErrorKind::model:
+      case frontend::ErrorKind::cost_model: type = exceptions.model; break;
+      case frontend::ErrorKind::terminated:
+      case frontend::ErrorKind::failure: type = exceptions.error; break;
+    }
+    PyErr_SetString(type, e.message.c_str());
   }
 }
 

@@ -15,6 +15,7 @@
 #include "kestrel/model/tasks.h"
 #include "kestrel/records/config_choice.h"
 #include "kestrel/records/records.h"
+#include "kestrel/tuner/cross_model.h"
 
 namespace kestrel::python {
 namespace {
@@ -125,6 +126,7 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
   const std::string cpu = take("cpu");
   const std::string key = take("key");
   const std::string runtime_dir = take("runtime_dir");
+  const std::string cost_model_path = take("cost_model");
   const std::int64_t block = options.contains("block") && !options["block"].is_none() ? options["block"].cast<std::int64_t>() : 0;
   if (block != 0 && block != 4 && block != 8 && block != 16) throw UsageError("block must be 4, 8 or 16");
   if (model_path.empty() && !buckets_text.empty()) throw UsageError("buckets go with model=");
@@ -144,6 +146,10 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
     export_options.out_dir = out_dir;
     export_options.device_key = key;
     export_options.runtime_dir = runtime_dir;
+    if (!cost_model_path.empty()) {
+      export_options.cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(cost_model_path));
+      export_options.cost_model_path = cost_model_path;
+    }
     if (!model_path.empty()) {
       // A model's tasks, at each bucket, as `kestrel export --model` does.
       const model::Model loaded = model::Model::load(model_path);

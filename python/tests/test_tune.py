@@ -100,3 +100,65 @@ def test_ctrl_c_stops_the_session_and_keeps_the_records(tmp_path):
                      callback=lambda p: started.set() if p["trials"] >= 1 else None, **FAST)
     n = len(kestrel.read_records(db))
     assert 1 <= n < 400
+
+
+def _two_matmul_model(path):
+    """An ONNX model of two MatMul+Add layers (8x32 @ 32x16, then 8x16 @ 16x8), written with
+    onnx.helper: the tasks kestrel.tune(model=...) tunes."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    w1 = numpy_helper.from_array(rng.standard_normal((32, 16)).astype(np.float32), "w1")
+    b1 = numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b1")
+    w2 = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w2")
+    b2 = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("MatMul", ["hb", "w2"], ["y0"]), helper.make_node("Add", ["y0", "b2"], ["y"])]
+    graph = helper.make_graph(nodes, "two_layers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 8])], [w1, b1, w2, b2])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+
+
+def test_tune_a_model_tunes_each_of_its_tasks(tmp_path):
+    pytest.importorskip("onnx")
+    model = tmp_path / "two.onnx"
+    _two_matmul_model(model)
+    db = tmp_path / "model.db"
+    calls = []
+    result = kestrel.tune(model=model, trials=4, batch=2, db=db, callback=lambda p: calls.append(dict(p)), **FAST)
+    assert result.model == os.fspath(model)
+    assert len(result.tasks) == 2, result
+    assert {t.op for t in result.tasks} == {"gemm"}
+    assert {t.workload for t in result.tasks} == {"K=32,M=8,N=16,bias=1", "K=16,M=8,N=8,bias=1"}
+    assert all(t.trials == 4 and t.best_gflops > 0 for t in result.tasks)
+    assert result.stop_reason == "trials" and result.interrupted is False
+    assert calls and calls[-1]["phase"] == "done"
+    records = kestrel.read_records(db)
+    assert len(records) >= 8
+
+
+def test_tune_model_refuses_an_op_beside_it_and_options_of_models_without_one(tmp_path):
+    with pytest.raises(kestrel.UsageError, match="not both"):
+        kestrel.tune("gemm", SHAPE, model=tmp_path / "m.onnx")
+    with pytest.raises(kestrel.UsageError, match="buckets and block go with model="):
+        kestrel.tune("gemm", SHAPE, buckets="seq=8")
+    with pytest.raises(kestrel.ModelError, match="missing.onnx"):
+        kestrel.tune(model=tmp_path / "missing.onnx")
+    with pytest.raises(kestrel.UsageError, match="zero_shot needs cost_model"):
+        kestrel.tune("gemm", SHAPE, zero_shot=True)
+
+
+def test_tune_zero_shot_picks_without_a_device_or_records(tmp_path):
+    # The shipped AVX2 cost model (tests/data), on an AVX2 target named without a device.
+    cost_model = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "cost_model_avx2.kcm")
+    db = tmp_path / "none.db"
+    result = kestrel.tune("gemm", "M=200,N=300,K=100", cost_model=cost_model, zero_shot=True,
+                          target="x86_64-linux-gnu", features="+avx2,+fma", db=db)
+    assert result.stop_reason == "zero-shot"
+    assert result.this_session == 0
+    assert result.zero_shot["fallback"] == ""
+    pick = dict(kv.split("=") for kv in result.zero_shot["pick"].split(","))
+    assert set(pick) == {k["name"] for k in kestrel.space("gemm", "M=200,N=300,K=100").knobs}
+    assert not db.exists()  # nothing measured, nothing recorded

@@ -63,12 +63,12 @@ TEST_CASE("e2e: kestrel export writes a library of default and tuned kernels, an
   std::string out;
 
   int code = run_command({KESTREL_BIN, "export", "--db", db, "--model", model, "-o", out_dir}, out, dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("no records database at"));
 
   REQUIRE(import_record(dir, record_line("gemm", "K=8,M=8,N=8", "aarch64-linux-gnu (cortex-a72)", "", 1, "a")) == 0);
   code = run_command({KESTREL_BIN, "export", "--db", db, "--model", model, "-o", out_dir}, out, dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("no records for x86_64-linux-gnu in " + db + ": tune for it first"));
 
   // A record for the target (of another workload): every task at the op's default.
@@ -103,12 +103,12 @@ TEST_CASE("e2e: kestrel export writes a library of default and tuned kernels, an
 
   code = run_command({KESTREL_BIN, "export", "--db", db, "--model", dir.file("missing.onnx"), "-o", out_dir}, out,
                      dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("missing.onnx"));
   std::ofstream(dir.file("file")) << "x";
   code = run_command({KESTREL_BIN, "export", "--db", db, "--model", model, "-o", dir.file("file") + "/out"}, out,
                      dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("cannot write to the output folder"));
   code = run_command({KESTREL_BIN, "export", "--db", db, "--model", model}, out, dir.file("log"));
   CHECK(code == 2);

@@ -1,7 +1,7 @@
 // `kestrel dataset` and `kestrel model train|show|eval` as a user runs them: the real
 // binary on records databases written by the test (gemm and depthwise workloads with a
 // synthetic cost), the CSV's header and rows, the model file and its quality table, and
-// the errors (missing, empty and single-workload databases: exit 1, nothing written).
+// the errors (missing, empty and single-workload databases: exit 2, nothing written).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -119,7 +119,7 @@ TEST_CASE("e2e: kestrel dataset writes one CSV row per usable record with featur
   CHECK_FALSE(fs::exists(dir.file("none.csv")));
   code = run_command({KESTREL_BIN, "dataset", "--db", dir.file("missing.db"), "-o", dir.file("m.csv")}, out,
                      dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("missing.db"));
   CHECK_FALSE(fs::exists(dir.file("m.csv")));
   code = run_command({KESTREL_BIN, "dataset", "--db", dir.file("a.db"), "-o", dir.file("x.txt")}, out,
@@ -208,7 +208,7 @@ TEST_CASE("e2e: kestrel model train writes a model file and prints its held-out 
 
   // Errors: a missing model file, a usage error.
   code = run_command({KESTREL_BIN, "model", "show", dir.file("nope.kcm")}, out, dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("no model file") && Contains("nope.kcm"));
   code = run_command({KESTREL_BIN, "model", "eval", "--db", dir.file("held.db")}, out, dir.file("log"));
   CHECK(code == 2);
@@ -223,15 +223,15 @@ TEST_CASE("e2e: kestrel model train refuses a missing, empty or single-workload 
   std::string out;
   int code = run_command({KESTREL_BIN, "model", "train", "--db", dir.file("missing.db"), "-o", dir.file("m.kcm")}, out,
                          dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("missing.db"));
   code = run_command({KESTREL_BIN, "model", "train", "--db", dir.file("empty.db"), "-o", dir.file("m.kcm")}, out,
                      dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("no usable records"));
   code = run_command({KESTREL_BIN, "model", "train", "--db", dir.file("one.db"), "-o", dir.file("m.kcm")}, out,
                      dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("gemm/avx2: 1 workload") && Contains("at least 2 workloads"));
   CHECK_FALSE(fs::exists(dir.file("m.kcm")));
   // No model and no temporary file beside the databases.

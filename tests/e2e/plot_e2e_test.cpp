@@ -177,7 +177,7 @@ TEST_CASE("kestrel plot says clearly what is wrong and writes nothing", "[e2e][p
   std::string output;
 
   CHECK(test::run_command({kKestrel, "plot", "--db", dir.file("missing.db"), "-o", dir.file("a.svg")}, output,
-                          dir.file("o1")) == 1);
+                          dir.file("o1")) == 2);
   CHECK(output.find("no records database at") != std::string::npos);
   CHECK_FALSE(exists(dir.file("missing.db")));
   CHECK_FALSE(exists(dir.file("a.svg")));

@@ -82,18 +82,18 @@ TEST_CASE("e2e: kestrel tasks lists a model's tasks per bucket, as a table and a
 TEST_CASE("e2e: kestrel tasks explains a missing or corrupt model, an unsupported opset, nothing to tune") {
   TempDir dir;
   std::string out;
-  CHECK(run_command({KESTREL_BIN, "tasks", "--model", dir.file("none.onnx")}, out, dir.file("log")) == 1);
+  CHECK(run_command({KESTREL_BIN, "tasks", "--model", dir.file("none.onnx")}, out, dir.file("log")) == 2);
   CHECK_THAT(out, Contains("none.onnx: no such file"));
 
   { std::ofstream(dir.file("bad.onnx")) << "\x08\x07garbage garbage garbage"; }
-  CHECK(run_command({KESTREL_BIN, "tasks", "--model", dir.file("bad.onnx")}, out, dir.file("log")) == 1);
+  CHECK(run_command({KESTREL_BIN, "tasks", "--model", dir.file("bad.onnx")}, out, dir.file("log")) == 2);
   CHECK_THAT(out, Contains("bad.onnx: not an ONNX model"));
 
   OnnxBuilder future(18);
   future.input("x", {1, 4}).output("y");
   future.node("Relu", {"x"}, {"y"});
   future.save(dir.file("future.onnx"));
-  CHECK(run_command({KESTREL_BIN, "tasks", "--model", dir.file("future.onnx")}, out, dir.file("log")) == 1);
+  CHECK(run_command({KESTREL_BIN, "tasks", "--model", dir.file("future.onnx")}, out, dir.file("log")) == 2);
   CHECK_THAT(out, Contains("opset 18 is not supported: Kestrel reads opsets 11 to 17"));
 
   OnnxBuilder nothing;

@@ -38,7 +38,8 @@ std::vector<rpc::SessionReport> tune_and_collect(bool scheduled) {
   options.report_id = "test-host:1:1";
   std::vector<rpc::SessionReport> reports;
   options.report = [&](const rpc::SessionReport& r) { reports.push_back(r); };
-  tuner::TuneSession session(jobs, *db, options);
+  tuner::LeasedDevices devices(options.pool, options.compile_threads);
+  tuner::TuneSession session(jobs, *db, options, devices);
   asio::io_context io;
   test::run_async(
       io, [&]() -> rpc::awaitable<void> { co_await session.run(); }, {}, std::chrono::seconds(120));

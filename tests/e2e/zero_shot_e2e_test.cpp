@@ -112,16 +112,16 @@ TEST_CASE("e2e: kestrel tune --zero-shot picks in seconds without measuring or r
                       "N=1,C=16,H=14,W=14,K=16,R=3,S=3,pad=1,block=8", "--zero-shot", "--model-file", model, "--db",
                       db},
                      out, dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("no model for conv2d_nchwc") && Contains("gemm/"));
 
   // A missing or garbage model file fails first; --zero-shot needs one.
   code = run_command(zero_shot_args(dir.file("missing.kcm"), db, "64x64x64"), out, dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("missing.kcm"));
   std::ofstream(dir.file("garbage.kcm")) << "not a model";
   code = run_command(zero_shot_args(dir.file("garbage.kcm"), db, "64x64x64"), out, dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("garbage.kcm"));
   code = run_command({KESTREL_BIN, "tune", "--shape", "64x64x64", "--zero-shot", "--db", db}, out, dir.file("log"));
   CHECK(code == 2);
@@ -187,7 +187,7 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
     (void)records;
   }
   int code = run_command({KESTREL_BIN, "export", "--db", db, "--model", onnx, "-o", out_dir}, out, dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("tune for it first"));
 
   // With one: every task without a record gets the model's pick (gemm) or, for an op the
@@ -260,7 +260,7 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
   code = run_command({KESTREL_BIN, "export", "--db", db, "--model", onnx, "-o", out_dir, "--model-file",
                       dir.file("missing.kcm")},
                      out, dir.file("log"));
-  CHECK(code == 1);
+  CHECK(code == 2);
   CHECK_THAT(out, Contains("missing.kcm"));
   CHECK_FALSE(std::filesystem::exists(out_dir));
 }

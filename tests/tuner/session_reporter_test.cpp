@@ -114,7 +114,7 @@ TEST_CASE("progress reports carry the ETA, and the last report the final round's
   reporter.progress(0, progress_at(12, 20, "tuning"));  // no ETA known
 
   tuner::TuneResult result;
-  result.stop_reason = "trials";
+  result.stop_reason = tuner::StopReason::trials;
   result.verdict = "faster";
   tuner::FinalEntry best;
   best.config = "tile_m=16";
@@ -157,7 +157,7 @@ TEST_CASE("an interrupted job's last report says so; without a result its figure
   std::vector<rpc::SessionReport> sent;
   tuner::SessionReporter reporter("h:1:1", [&](const rpc::SessionReport& r) { sent.push_back(r); });
   tuner::TuneResult interrupted;
-  interrupted.stop_reason = "interrupted";
+  interrupted.stop_reason = tuner::StopReason::interrupted;
   tuner::FinalEntry recorded;  // no final round: the best recorded configuration
   recorded.status = "ok";
   recorded.gflops = 9;
@@ -166,7 +166,7 @@ TEST_CASE("an interrupted job's last report says so; without a result its figure
   reporter.finish(1, progress_at(8, 9, "done"), nullptr);
   reporter.finish(2, progress_at(8, 9, "done"));
   tuner::TuneResult nothing;  // nothing measured successfully
-  nothing.stop_reason = "trials";
+  nothing.stop_reason = tuner::StopReason::trials;
   reporter.finish(3, progress_at(8, 0, "done"), &nothing);
 
   REQUIRE(sent.size() == 4);

@@ -113,7 +113,7 @@ TEST_CASE("tuning loop: the trial budget is honoured exactly", "[tuning_loop]") 
   auto result = sync(loop.run());
   CHECK(result.trials == 23);
   CHECK(result.this_session == 23);
-  CHECK(result.stop_reason == "trials");
+  CHECK(result.stop_reason == tuner::StopReason::trials);
   CHECK(evaluator.evaluations() == 23);
   CHECK(search_records(db, loop.task()) == 23);
   for (const auto& [config, count] : evaluator.counts()) CHECK(count == 1);
@@ -205,7 +205,7 @@ TEST_CASE("tuning loop: early stopping ends a search that stopped improving", "[
   o.early_stopping = 5;
   TuningLoop loop(task_of(op), db, evaluator, o);
   auto result = sync(loop.run());
-  CHECK(result.stop_reason == "early stopping");
+  CHECK(result.stop_reason == tuner::StopReason::early_stopping);
   CHECK(result.trials == 6);  // the default, then five without improvement
 }
 
@@ -231,7 +231,7 @@ TEST_CASE("tuning loop: a failing configuration is counted as a failure and reco
     }
   }
   CHECK(failed == 8);
-  CHECK(result.stop_reason == "trials");
+  CHECK(result.stop_reason == tuner::StopReason::trials);
 }
 
 TEST_CASE("tuning loop: step() measures one batch at a time and reports progress", "[tuning_loop]") {
@@ -252,7 +252,7 @@ TEST_CASE("tuning loop: step() measures one batch at a time and reports progress
     CHECK(evaluator.evaluations() == progress->trials);
   }
   CHECK(trials == std::vector<std::size_t>{5, 9, 13, 14});
-  CHECK(loop.result().stop_reason == "trials");
+  CHECK(loop.result().stop_reason == tuner::StopReason::trials);
   CHECK_FALSE(sync(loop.step()));  // done stays done
   auto result = sync(loop.finish());
   CHECK(result.trials == 14);
@@ -336,7 +336,7 @@ TEST_CASE("tuning loop: without a final round the best recorded configuration is
     loop.request_stop();
     CHECK_FALSE(sync(loop.step()));
     auto result = sync(loop.finish());
-    CHECK(result.stop_reason == "interrupted");
+    CHECK(result.stop_reason == tuner::StopReason::interrupted);
     CHECK(result.trials == 5);
     CHECK(result.final.empty());
     REQUIRE(result.best_recorded);
@@ -483,7 +483,7 @@ TEST_CASE("tuning loop: zero-shot without verification measures and records noth
   CHECK(result.this_session == 0);
   CHECK(result.final.empty());
   CHECK_FALSE(result.best_recorded);
-  CHECK(result.stop_reason == "zero-shot");
+  CHECK(result.stop_reason == tuner::StopReason::zero_shot);
   REQUIRE(result.zero_shot);
   CHECK(result.zero_shot->fallback.empty());
   REQUIRE(result.zero_shot->picks.size() == 1);

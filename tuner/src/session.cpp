@@ -6,7 +6,6 @@
 #include <memory>
 #include <stdexcept>
 
-#include "kestrel/host/compiler.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/tuner/evaluator.h"
 
@@ -49,8 +48,9 @@ void report_failure(SessionReporter& reporter, std::exception_ptr failure, bool 
 
 }  // namespace
 
-TuneSession::TuneSession(std::vector<TuneJob> jobs, records::RecordStore& db, SessionOptions options)
-    : jobs_(std::move(jobs)), db_(db), options_(std::move(options)) {}
+TuneSession::TuneSession(std::vector<TuneJob> jobs, records::RecordStore& db, SessionOptions options,
+                         SessionDevices& devices)
+    : jobs_(std::move(jobs)), db_(db), options_(std::move(options)), devices_(devices) {}
 
 bool TuneSession::request_stop() {
   stop_ = true;
@@ -58,15 +58,15 @@ bool TuneSession::request_stop() {
   loop_->request_stop();
   for (TuningLoop* loop : loops_) loop->request_stop();
   // Waits for a device or a result end now; what was measured is kept.
-  if (measurer_) measurer_->interrupt();
+  if (devices_open_) devices_.interrupt();
   return true;
 }
 
 bool TuneSession::abort() {
   request_stop();
-  if (!measurer_) return false;
+  if (!devices_open_) return false;
   aborted_ = true;
-  measurer_->abort();
+  devices_.abort();
   return true;
 }
 
@@ -98,7 +98,7 @@ rpc::awaitable<void> TuneSession::run_in_turn(Evaluator& evaluator, const host::
     });
     loop_ = nullptr;
     reporter.finish(i, loop.progress(), &result);
-    if (result.stop_reason == "interrupted") stop_ = true;
+    if (result.stop_reason == StopReason::interrupted) stop_ = true;
     session.results.push_back(std::move(result));
   }
 }
@@ -126,7 +126,7 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
   auto out_of_time = [&] {
     return options_.time_budget.count() > 0 && std::chrono::steady_clock::now() - started >= options_.time_budget;
   };
-  session.stop_reason = "trials";
+  session.stop_reason = StopReason::trials;
   std::vector<bool> live(loops.size(), false);
   for (std::size_t i = 0; i < loops.size(); ++i) loops_.push_back(loops[i].get());
   // Start every job: resume its records, measure its default (the baseline of its gain).
@@ -141,7 +141,7 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
   }
   while (!stop_) {
     if (out_of_time()) {
-      session.stop_reason = "time budget";
+      session.stop_reason = StopReason::time_budget;
       break;
     }
     std::optional<std::size_t> pick = scheduler.next();
@@ -154,7 +154,7 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
     }
     scheduler.observe(*pick, best_cost(*p, tasks[*pick].flops), p->trials);
   }
-  if (stop_) session.stop_reason = "interrupted";
+  if (stop_) session.stop_reason = StopReason::interrupted;
   // Each job's final round (not after an interruption: its loop then takes the best recorded).
   for (std::size_t i = 0; i < loops.size(); ++i) {
     if (!live[i]) continue;
@@ -172,7 +172,7 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
   SessionReporter::Sink sink = options_.report;
   if (!sink) {
     sink = [this](const rpc::SessionReport& report) {
-      if (measurer_) measurer_->report(report);
+      if (devices_open_) devices_.report(report);
     };
   }
   SessionReporter reporter(options_.report_id.empty() ? new_report_session_id() : options_.report_id,
@@ -198,19 +198,17 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
     session.interrupted = stop_;
     co_return session;
   }
-  host::LeasedPool pool(options_.pool);
   std::exception_ptr failure;
   try {
-    co_await pool.open();
-    measurer_ = &pool.measurer();
-    host::Target target =
-        options_.choose_target ? options_.choose_target(pool.device()) : host::target_for_device(pool.device());
+    co_await devices_.open();
+    devices_open_ = true;
+    const rpc::DeviceInfo& device = devices_.device();
+    host::Target target = options_.choose_target ? options_.choose_target(device) : host::target_for_device(device);
     if (options_.make_jobs) jobs_ = options_.make_jobs(target);
-    host::Compiler compiler({options_.compile_threads});
-    MeasuredEvaluator evaluator(compiler, pool.measurer(), options_.pool.key);
+    Evaluator& evaluator = devices_.evaluator();
     TuneOptions tune = options_.tune;
     tune.device_key = options_.pool.key;
-    tune.device_class = device_class_of(options_.pool.key, pool.device(), target);
+    tune.device_class = devices_.device_class(target);
     if (options_.scheduled) {
       co_await run_scheduled(evaluator, target, tune, session, reporter, on_progress);
     } else {
@@ -222,8 +220,8 @@ rpc::awaitable<SessionResult> TuneSession::run(std::function<void(std::size_t, c
     loops_.clear();
     failure = std::current_exception();
   }
-  co_await pool.close();
-  measurer_ = nullptr;
+  co_await devices_.close();
+  devices_open_ = false;
   if (failure && aborted_) {
     // abort() closed the tracker connection: the measurement in flight throws
     // RpcError(cancelled), a lease request in flight connection_lost. The stop asked for.

@@ -44,7 +44,7 @@ void SessionReporter::progress(std::size_t job, const TuneProgress& progress) {
 void SessionReporter::finish(std::size_t job, const TuneProgress& progress) { finish(job, progress, nullptr); }
 
 void SessionReporter::finish(std::size_t job, const TuneProgress& progress, const TuneResult* result) {
-  const bool interrupted = result && result->stop_reason == "interrupted";
+  const bool interrupted = result && result->stop_reason == StopReason::interrupted;
   send(job, progress, true, interrupted ? "interrupted" : "done", result, {});
 }
 

@@ -19,6 +19,19 @@
 #include "loop_records.h"
 
 namespace kestrel::tuner {
+
+std::string_view to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::none: return "";
+    case StopReason::trials: return "trials";
+    case StopReason::time_budget: return "time budget";
+    case StopReason::early_stopping: return "early stopping";
+    case StopReason::interrupted: return "interrupted";
+    case StopReason::space_exhausted: return "space exhausted";
+    case StopReason::zero_shot: return "zero-shot";
+  }
+  return "";
+}
 namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -137,7 +150,7 @@ rpc::awaitable<void> TuningLoop::start() {
     log::info(kLog, "resuming: ", result_.resumed, " configurations already measured on ", result_.target);
   }
   started_ok_ = true;
-  result_.stop_reason = "trials";
+  result_.stop_reason = StopReason::trials;
   report("tuning");
 
   // ---- the default configuration first: the baseline of every speed-up ---------
@@ -184,7 +197,7 @@ rpc::awaitable<void> TuningLoop::start_zero_shot() {
     log::warn(kLog, task_.op_name(), " ", result_.workload, ": ", missing, ": the op's default stands in");
   }
   result_.zero_shot = std::move(zero_shot);
-  result_.stop_reason = "zero-shot";
+  result_.stop_reason = StopReason::zero_shot;
   started_ok_ = true;
   done_ = true;
   report("tuning");
@@ -247,17 +260,17 @@ rpc::awaitable<bool> TuningLoop::evaluate_unless_interrupted(const std::vector<s
     // what arrived before is recorded, the rest was never measured.
     if (e.code() != rpc::ErrorCode::cancelled || !stop_.load()) throw;
   }
-  result_.stop_reason = "interrupted";
+  result_.stop_reason = StopReason::interrupted;
   done_ = true;
   report("tuning");
   co_return false;
 }
 
-std::optional<std::string> TuningLoop::stop_reason() const {
-  if (measured_.size() >= options_.trials) return "trials";
-  if (stop_.load()) return "interrupted";
-  if (options_.time_budget.count() > 0 && Clock::now() - started_ >= options_.time_budget) return "time budget";
-  if (options_.early_stopping > 0 && since_improvement_ >= options_.early_stopping) return "early stopping";
+std::optional<StopReason> TuningLoop::stop_reason() const {
+  if (measured_.size() >= options_.trials) return StopReason::trials;
+  if (stop_.load()) return StopReason::interrupted;
+  if (options_.time_budget.count() > 0 && Clock::now() - started_ >= options_.time_budget) return StopReason::time_budget;
+  if (options_.early_stopping > 0 && since_improvement_ >= options_.early_stopping) return StopReason::early_stopping;
   return std::nullopt;
 }
 
@@ -287,7 +300,7 @@ rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
     }
   }
   if (batch.empty()) {
-    result_.stop_reason = "space exhausted";
+    result_.stop_reason = StopReason::space_exhausted;
     done_ = true;
     co_return std::nullopt;
   }

@@ -16,6 +16,7 @@
 #include "kestrel/ops/op.h"
 #include "kestrel/records/records.h"
 #include "kestrel/tuner/scheduler.h"
+#include "kestrel/tuner/session_devices.h"
 #include "kestrel/tuner/session_reporter.h"
 #include "kestrel/tuner/tuning_loop.h"
 
@@ -29,8 +30,10 @@ struct TuneJob {
 };
 
 struct SessionOptions {
+  // The pool the front end leases (LeasedDevices) and the compiler's threads (0: one per
+  // core); the session reads the pool's key for its records and reports.
   host::PoolOptions pool;
-  unsigned compile_threads = 0;  // 0: one per core
+  unsigned compile_threads = 0;
   TuneOptions tune;              // its device_key is the pool's key
   // The compile target for the leased device (throws to refuse it); empty: the device's CPU.
   std::function<host::Target(const rpc::DeviceInfo&)> choose_target;
@@ -51,8 +54,8 @@ struct SessionOptions {
   SchedulerOptions scheduler;
   std::chrono::seconds time_budget{0};
   // Where the jobs' progress goes as rpc::SessionReports (after each batch, and a last
-  // one, finished, when a job is done: SessionReporter); empty: the pool's tracker
-  // (host::MeasureClient::report), which shows them on its dashboard when it takes them.
+  // one, finished, when a job is done: SessionReporter); empty: the devices' tracker
+  // (SessionDevices::report), which shows them on its dashboard when it takes them.
   SessionReporter::Sink report;
   // The id the reports carry; empty: a fresh new_report_session_id().
   std::string report_id;
@@ -62,30 +65,31 @@ struct SessionResult {
   std::vector<TuneResult> results;  // one per job tuned, in order
   bool interrupted = false;         // request_stop(): the remaining jobs were not tuned
   bool aborted = false;             // abort(): the job in flight has no result either
-  std::string stop_reason;          // scheduled: "trials", "time budget" or "interrupted"
+  StopReason stop_reason = StopReason::none;  // scheduled: trials, time_budget or interrupted
 };
 
 class TuneSession {
  public:
-  // `db` is borrowed and must outlive the session.
-  TuneSession(std::vector<TuneJob> jobs, records::RecordStore& db, SessionOptions options);
+  // `db` and `devices` are borrowed and must outlive the session.
+  TuneSession(std::vector<TuneJob> jobs, records::RecordStore& db, SessionOptions options, SessionDevices& devices);
 
-  // Leases the pool, tunes the jobs in turn, releases the pool (leases none for a
-  // zero-shot session that measures nothing on a known target: SessionOptions::target). `on_progress` gets the
-  // job's index with each progress report. Throws what the pool, the compiler or the
-  // loop throw (rpc errors, ops::OpError, RecordsError), after releasing the pool.
+  // Opens the devices, tunes the jobs (in turn, or interleaved), closes the devices
+  // (opens none for a zero-shot session that measures nothing on a known target:
+  // SessionOptions::target). `on_progress` gets the job's index with each progress
+  // report. Throws what the devices, the compiler or the loop throw (rpc errors,
+  // ops::OpError, RecordsError), after closing the devices.
   rpc::awaitable<SessionResult> run(std::function<void(std::size_t job, const TuneProgress&)> on_progress = {});
 
   // Stops now and tunes no further job: a wait for a device or for a result ends at once
-  // (MeasureClient::interrupt: the batch in flight is dropped, what arrived before is
+  // (SessionDevices::interrupt: the batch in flight is dropped, what arrived before is
   // kept); the job in flight ends "interrupted" with the best recorded configuration, no
   // final round. Returns false when no job is being tuned yet (the pool is still being
   // leased): nothing to stop gracefully.
   bool request_stop();
   // Stops now (SIGTERM): the measurement in flight is abandoned (nothing more recorded),
-  // the pool's tracker connection is closed, which ends its leases, and run() returns
-  // (interrupted, aborted) once it has unwound. Returns false when no pool is leased yet
-  // (nothing to stop: the caller may simply exit).
+  // the devices' leases end (SessionDevices::abort), and run() returns (interrupted,
+  // aborted) once it has unwound. Returns false when no device is open yet (nothing to
+  // stop: the caller may simply exit).
   bool abort();
 
   const std::vector<TuneJob>& jobs() const { return jobs_; }
@@ -103,7 +107,8 @@ class TuneSession {
   Task task_of(const TuneJob& job, const host::Target& target) const;
   ReportedJob reported_job(std::size_t job, const Task& task, const TuneOptions& tune) const;
 
-  host::MeasureClient* measurer_ = nullptr;  // while run() holds a leased pool
+  SessionDevices& devices_;
+  bool devices_open_ = false;  // while run() holds them
   bool aborted_ = false;
   TuningLoop* loop_ = nullptr;
   std::vector<TuningLoop*> loops_;  // scheduled: every job's loop

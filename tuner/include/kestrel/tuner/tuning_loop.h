@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kestrel/ops/op.h"
@@ -30,6 +31,20 @@
 #include "kestrel/tuner/task.h"
 
 namespace kestrel::tuner {
+
+// Why a tuning loop (or a scheduled session) stopped.
+enum class StopReason {
+  none,             // still running, or a session of jobs in turn (each job has its own)
+  trials,           // the trial budget is measured
+  time_budget,      // the time budget ran out
+  early_stopping,   // no improvement within --early-stopping trials
+  interrupted,      // a stop was asked for (Ctrl-C, request_stop)
+  space_exhausted,  // every configuration of the space is measured
+  zero_shot,        // the cost model picked without a search
+};
+// "trials", "time budget", "early stopping", "interrupted", "space exhausted",
+// "zero-shot"; "" for none: what the records, the dashboard and --json show.
+std::string_view to_string(StopReason reason);
 
 class CrossModel;
 class Space;
@@ -138,7 +153,7 @@ struct TuneResult {
   bool default_is_best = false;               // no finalist beat the default: it is the recommendation
   std::optional<FinalEntry> best_recorded;    // without a final round: the best recorded config
   std::vector<FinalEntry> vendors;            // without a final round: the vendor kernels, measured once
-  std::string stop_reason;  // "trials", "time budget", "early stopping", "interrupted", "space exhausted", "zero-shot"
+  StopReason stop_reason = StopReason::none;
   // Zero-shot runs: the model's picks, best-scored first (configs), and how long the
   // pick took; the first is the recommendation unless verification measured another faster.
   struct ZeroShot {
@@ -196,7 +211,7 @@ class TuningLoop {
   // flight: the loop is then done, "interrupted".
   rpc::awaitable<bool> evaluate_unless_interrupted(const std::vector<std::uint64_t>& indices,
                                                    std::vector<Evaluation>& out);
-  std::optional<std::string> stop_reason() const;
+  std::optional<StopReason> stop_reason() const;
   void report(const std::string& phase);
   // The best recorded result (`cost` of the config at space `index`) as the outcome.
   void final_round_from_records(double cost, std::uint64_t index);

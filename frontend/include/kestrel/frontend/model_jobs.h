@@ -10,7 +10,7 @@
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/session.h"
 
-namespace kestrel::tools {
+namespace kestrel::frontend {
 
 // The tasks of a model at every bucket, for `target`: one job per distinct task,
 // weighted by its occurrences (the most of any bucket). `block` 0: the target's floats
@@ -18,4 +18,4 @@ namespace kestrel::tools {
 std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vector<model::Binding>& buckets,
                                        std::int64_t block, const ops::Registry& registry, const host::Target& target);
 
-}  // namespace kestrel::tools
+}  // namespace kestrel::frontend

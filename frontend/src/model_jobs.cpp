@@ -1,5 +1,5 @@
 // Tuning jobs from an ONNX model's tasks.
-#include "model_jobs.h"
+#include "kestrel/frontend/model_jobs.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 
 #include "kestrel/model/tasks.h"
 
-namespace kestrel::tools {
+namespace kestrel::frontend {
 
 std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vector<model::Binding>& buckets,
                                        std::int64_t block, const ops::Registry& registry, const host::Target& target) {
@@ -44,4 +44,4 @@ std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vec
   return jobs;
 }
 
-}  // namespace kestrel::tools
+}  // namespace kestrel::frontend

@@ -1,0 +1,197 @@
+// The shared options (see options.h).
+#include "kestrel/frontend/options.h"
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+
+#include "kestrel/base/suggest.h"
+#include "kestrel/base/usage_error.h"
+#include "kestrel/tuner/strategy.h"
+
+namespace kestrel::frontend {
+namespace {
+
+constexpr std::int64_t kDay = 24LL * 3'600'000;
+
+const std::vector<OptionSpec> kPool = {
+    {"tracker", OptionKind::text, "HOST:PORT",
+     "tracker to lease devices from; without it, a local tracker and device are started", "", 0, 0},
+    {"key", OptionKind::text, "KEY", "device key to lease", "local", 0, 0},
+    {"token-file", OptionKind::text, "FILE", "the client token (the tracker's --client-token-file, or its --token-file)",
+     "", 0, 0},
+    {"tls-ca", OptionKind::text, "FILE", "PEM certificate (the tracker's own, or its CA) the tracker must present", "",
+     0, 0},
+    {"no-tls", OptionKind::flag, "",
+     "plain TCP to the tracker: frames carry per-frame MACs instead (the tracker needs --no-tls too)", "", 0, 0},
+    {"wait-ms", OptionKind::integer, "MS", "how long to wait for a free device", "30000", 1, kDay},
+    {"device-wait-s", OptionKind::integer, "S",
+     "when every leased device is lost (stopped, rebooting, unreachable), how long to wait for one of the key to "
+     "come back before stopping with an error; 0 = until interrupted",
+     "300", 0, 7 * 24 * 3600},
+    {"priority", OptionKind::integer, "N",
+     "priority of the lease requests, -1000..1000: while clients wait for a busy key, the tracker grants the highest "
+     "priority first (equal ones in arrival order)",
+     "0", -1000, 1000},
+};
+
+const std::vector<OptionSpec> kTarget = {
+    {"target", OptionKind::text, "TARGET",
+     "auto (the device's CPU, from its registered triple), native, a triple (x86_64-linux-gnu, aarch64-linux-gnu, "
+     "armv7a-linux-gnueabihf, riscv64-linux-gnu), cuda (the sm_XX of the device's CUDA GPU), cuda:sm_XX (cubin), "
+     "cuda:compute_XX (PTX), or opencl; #N picks the device's Nth GPU (opencl#1)",
+     "auto", 0, 0},
+    {"mcpu", OptionKind::text, "CPU", "CPU to tune the code for, e.g. cortex-a72 (with a triple)", "", 0, 0},
+    {"features", OptionKind::text, "FEATURES", "extra target features, e.g. +avx2", "", 0, 0},
+};
+
+const std::vector<OptionSpec> kMeasure = {
+    {"number", OptionKind::integer, "N", "calls per timed round; 0 grows it until a round lasts --min-repeat-ms", "0",
+     0, 100'000'000},
+    {"repeat", OptionKind::integer, "N", "timed rounds", "5", 1, 10'000},
+    {"min-repeat-ms", OptionKind::integer, "MS", "minimum length of a round when --number is 0", "100", 0, 600'000},
+    {"cooldown-ms", OptionKind::integer, "MS", "pause between rounds", "0", 0, 600'000},
+    {"flush-cache", OptionKind::flag, "", "overwrite the CPU caches before every round", "", 0, 0},
+    {"timeout-ms", OptionKind::integer, "MS", "time limit per candidate on the device", "10000", 1, 3'600'000},
+    {"threads", OptionKind::integer, "N", "threads the kernel may use; 0 = all cores", "0", 0, 1024},
+    {"data-seed", OptionKind::integer, "N", "seed of the random input data", "1", 0, INT64_MAX},
+};
+
+std::int64_t fallback_integer(const OptionSpec& spec) {
+  return spec.fallback.empty() ? 0 : std::stoll(std::string(spec.fallback));
+}
+
+bool flag_of(OptionSource& source, std::string_view name) { return source.flag(option_spec(name)); }
+
+}  // namespace
+
+std::string text_of(OptionSource& source, const OptionSpec& spec) {
+  return source.has(spec) ? source.text(spec) : std::string(spec.fallback);
+}
+
+std::int64_t integer_of(OptionSource& source, const OptionSpec& spec) {
+  if (!source.has(spec)) return fallback_integer(spec);
+  const std::int64_t value = source.integer(spec);
+  if (value < spec.min || value > spec.max) {
+    throw UsageError(source.spell(spec) + " must be between " + std::to_string(spec.min) + " and " +
+                     std::to_string(spec.max) + ", got " + std::to_string(value));
+  }
+  return value;
+}
+
+const std::vector<OptionSpec>& pool_option_specs() { return kPool; }
+const std::vector<OptionSpec>& target_option_specs() { return kTarget; }
+const std::vector<OptionSpec>& measure_option_specs() { return kMeasure; }
+
+const OptionSpec& option_spec(std::string_view name) {
+  for (const auto* list : {&kPool, &kTarget, &kMeasure}) {
+    for (const OptionSpec& spec : *list) {
+      if (spec.name == name) return spec;
+    }
+  }
+  throw std::logic_error("no shared option named " + std::string(name));
+}
+
+host::PoolOptions pool_options(OptionSource& source, std::optional<rpc::Token> token, std::string client_name) {
+  const OptionSpec& tracker = option_spec("tracker");
+  const OptionSpec& key = option_spec("key");
+  const OptionSpec& no_tls = option_spec("no-tls");
+  const OptionSpec& tls_ca = option_spec("tls-ca");
+  host::PoolOptions pool;
+  if (source.has(tracker)) {
+    try {
+      pool.tracker = rpc::parse_endpoint(source.text(tracker));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(source.spell(tracker) + ": " + e.what());
+    }
+  }
+  pool.key = text_of(source, key);
+  if (!pool.tracker && pool.key != "local") {
+    throw UsageError(source.spell(key) + " '" + pool.key + "' needs " + source.spell(tracker) +
+                     " HOST:PORT (without a tracker a local device is used)");
+  }
+  pool.token = std::move(token);
+  pool.tls.disabled = source.flag(no_tls);
+  pool.tls.ca_file = text_of(source, tls_ca);
+  if (pool.tls.disabled && !pool.tls.ca_file.empty()) {
+    throw UsageError(source.spell(tls_ca) + " and " + source.spell(no_tls) + " contradict each other: drop one");
+  }
+  if (!pool.tracker && (pool.tls.disabled || !pool.tls.ca_file.empty())) {
+    throw UsageError(source.spell(no_tls) + " and " + source.spell(tls_ca) + " apply to a tracker: give " +
+                     source.spell(tracker) + " HOST:PORT");
+  }
+  rpc::peer_tls_context(pool.tls, pool.token.has_value());  // a bad CA file fails here, with its reason
+  pool.wait = std::chrono::milliseconds(integer_of(source, option_spec("wait-ms")));
+  pool.replacement_wait = std::chrono::seconds(integer_of(source, option_spec("device-wait-s")));
+  pool.priority = static_cast<std::int32_t>(integer_of(source, option_spec("priority")));
+  pool.client_name = std::move(client_name);
+  return pool;
+}
+
+rpc::MeasureSettings measure_settings(OptionSource& source) {
+  rpc::MeasureSettings m;
+  m.number = static_cast<std::uint32_t>(integer_of(source, option_spec("number")));
+  m.repeat = static_cast<std::uint32_t>(integer_of(source, option_spec("repeat")));
+  m.min_repeat_ms = static_cast<std::uint32_t>(integer_of(source, option_spec("min-repeat-ms")));
+  m.cooldown_ms = static_cast<std::uint32_t>(integer_of(source, option_spec("cooldown-ms")));
+  m.flush_cache = flag_of(source, "flush-cache");
+  m.timeout_ms = static_cast<std::uint32_t>(integer_of(source, option_spec("timeout-ms")));
+  m.threads = static_cast<std::uint32_t>(integer_of(source, option_spec("threads")));
+  m.seed = static_cast<std::uint64_t>(integer_of(source, option_spec("data-seed")));
+  return m;
+}
+
+host::Target TargetPolicy::resolve(const rpc::DeviceInfo& device) const {
+  try {
+    if (host::is_gpu_target_spec(spec) || spec == "auto") {
+      host::Target target =
+          host::is_gpu_target_spec(spec) ? host::gpu_target_for_device(spec, device) : host::target_for_device(device);
+      if (!mcpu.empty()) target.cpu = mcpu;  // for a GPU target: of the reference kernel
+      if (!features.empty()) target.features = features;
+      return target;
+    }
+    return host::parse_target(spec, mcpu, features);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::optional<host::Target> TargetPolicy::without_device() const {
+  if (spec == "auto" || host::is_gpu_target_spec(spec)) return std::nullopt;
+  try {
+    return host::parse_target(spec, mcpu, features);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+TargetPolicy target_policy(OptionSource& source) {
+  TargetPolicy policy;
+  policy.spec = text_of(source, option_spec("target"));
+  policy.mcpu = text_of(source, option_spec("mcpu"));
+  policy.features = text_of(source, option_spec("features"));
+  return policy;
+}
+
+std::string checked_strategy(const std::string& name) {
+  const auto& names = tuner::strategy_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return name;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  throw UsageError("unknown strategy '" + name + "'" + did_you_mean(name, names) + " (strategies: " + list + ")");
+}
+
+std::string checked_vendors(const std::string& option, const std::string& text) {
+  for (std::size_t start = 0; text != "all" && text != "none";) {
+    const std::size_t comma = text.find(',', start);
+    const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
+      throw UsageError(option + " '" + text + "' is not all, none or a list of libraries such as openblas,onednn");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return text;
+}
+
+}  // namespace kestrel::frontend

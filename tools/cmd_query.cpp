@@ -7,8 +7,8 @@
 #include "args.h"
 #include "report_error.h"
 #include "commands.h"
-#include "kestrel/rpc/errors.h"
 #include "kestrel/base/log.h"
+#include "kestrel/frontend/tracker_query.h"
 #include "kestrel/host/summary_json.h"
 #include "kestrel/rpc/tracker_client.h"
 
@@ -117,25 +117,11 @@ int run_query(int argc, char** argv) {
       throw UsageError("--tls-ca and --no-tls contradict each other: drop one");
     }
     auto timeout = std::chrono::milliseconds(args.get_int("timeout-ms", 5000, 1, 3'600'000));
-    options.connect_timeout = timeout;
-
-    asio::io_context io;
-    std::optional<rpc::TrackerSummary> summary;
-    std::exception_ptr failure;
-    asio::co_spawn(
-        io,
-        [&]() -> rpc::awaitable<void> {
-          auto client = co_await rpc::TrackerClient::connect(endpoint, options);
-          summary = co_await client->summary(timeout);
-          client->close();
-        },
-        [&](std::exception_ptr e) { failure = e; });
-    io.run();
-    if (failure) std::rethrow_exception(failure);
+    const rpc::TrackerSummary summary = frontend::query_tracker(endpoint, options, timeout);
     if (args.has("json")) {
-      std::cout << host::to_json(*summary, endpoint.to_string()).dump(2) << "\n";
+      std::cout << host::to_json(summary, endpoint.to_string()).dump(2) << "\n";
     } else {
-      print_summary(*summary, endpoint.to_string());
+      print_summary(summary, endpoint.to_string());
     }
     return 0;
   } catch (...) {

@@ -1,0 +1,23 @@
+// Asking a tracker for its pool, for every front end: `kestrel query` and Python's
+// kestrel.query. Both print or return the summary in the one JSON form of
+// host/summary_json.h (`host::to_json(summary, endpoint.to_string())`).
+#pragma once
+
+#include <chrono>
+
+#include "kestrel/rpc/connection.h"
+#include "kestrel/rpc/device_info.h"
+#include "kestrel/rpc/tracker_client.h"
+
+namespace kestrel::frontend {
+
+// Connects to the tracker at `tracker` as `options` say (name, token, TLS), asks for its
+// summary and closes the connection, on an io_context of its own run on the calling
+// thread (a caller holding Python's GIL releases it first). `timeout` bounds the
+// connection (it replaces options.connect_timeout) and, again, the answer. Throws
+// rpc::RpcError: connection_lost (unreachable, with the address), auth_failed or
+// version_mismatch (what to change), timeout.
+rpc::TrackerSummary query_tracker(const rpc::Endpoint& tracker, rpc::ClientOptions options,
+                                  std::chrono::milliseconds timeout);
+
+}  // namespace kestrel::frontend

@@ -11,13 +11,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "args.h"
 #include "report_error.h"
-#include "python_tool.h"
 #include "commands.h"
+#include "kestrel/deploy/python_tool.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/dataset.h"
 #include "kestrel/records/records.h"
@@ -38,7 +39,7 @@ bool ends_with(const std::string& text, const std::string& tail) {
 
 // Runs `command`, its stderr captured; the exit status, and the captured text in `err`.
 int run_captured(const std::string& command, const fs::path& err_file, std::string& err) {
-  const int status = std::system((command + " 2> " + shell_quote(err_file.string())).c_str());
+  const int status = std::system((command + " 2> " + deploy::shell_quote(err_file.string())).c_str());
   std::ifstream in(err_file);
   err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
@@ -93,9 +94,9 @@ int run_dataset(int argc, char** argv) {
 
     std::string python;
     if (parquet) {
-      python = find_python(args);
+      python = deploy::find_python(args.has("python") ? std::optional(args.get("python")) : std::nullopt);
       std::string err;
-      const int code = run_captured(shell_quote(python) + " -c 'import pyarrow.parquet, pyarrow.csv' > /dev/null",
+      const int code = run_captured(deploy::shell_quote(python) + " -c 'import pyarrow.parquet, pyarrow.csv' > /dev/null",
                                     fs::temp_directory_path() / ("kestrel-dataset-" + std::to_string(::getpid())), err);
       if (code != 0) {
         throw DatasetError(python + (code == 127 ? " was not found" : code == 126 ? " cannot be run" : " cannot import pyarrow") +
@@ -126,8 +127,8 @@ int run_dataset(int argc, char** argv) {
     if (parquet) {
       const fs::path script = fs::path(KESTREL_SOURCE_DIR) / "scripts" / "to_parquet.py";
       std::string err;
-      const int code = run_captured(shell_quote(python) + " " + shell_quote(script.string()) + " " + shell_quote(csv_tmp.string()) + " " +
-                                        shell_quote(parquet_tmp.string()),
+      const int code = run_captured(deploy::shell_quote(python) + " " + deploy::shell_quote(script.string()) + " " +
+                                        deploy::shell_quote(csv_tmp.string()) + " " + deploy::shell_quote(parquet_tmp.string()),
                                     parquet_tmp.string() + ".err", err);
       if (code != 0) {
         cleanup();

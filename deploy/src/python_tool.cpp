@@ -1,14 +1,14 @@
-// The helper scripts' Python and shell quoting.
-#include "python_tool.h"
+// The helper scripts' Python and shell quoting (see python_tool.h).
+#include "kestrel/deploy/python_tool.h"
 
 #include <cstdlib>
 #include <filesystem>
 
-namespace kestrel::tools {
+namespace kestrel::deploy {
 
-std::string find_python(const Args& args) {
+std::string find_python(const std::optional<std::string>& given) {
   namespace fs = std::filesystem;
-  if (args.has("python")) return args.get("python");
+  if (given) return *given;
   if (const char* env = std::getenv("KESTREL_PYTHON"); env && *env) return env;
   if (const char* env = std::getenv("KESTREL_VENV"); env && *env) {
     fs::path python = fs::path(env) / "bin" / "python";
@@ -25,4 +25,4 @@ std::string shell_quote(const std::string& text) {
   return out + "'";
 }
 
-}  // namespace kestrel::tools
+}  // namespace kestrel::deploy

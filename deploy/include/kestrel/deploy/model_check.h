@@ -1,0 +1,118 @@
+// Checking a model run against ONNX Runtime and timing it: what `kestrel run` does
+// between parsing its options and printing. Seeded random inputs, the runner run once for
+// its outputs and then timed, ONNX Runtime run on the same inputs at the same thread count
+// (scripts/ort_run.py, by a Python found with python_tool.h), each output compared within
+// a tolerance relative to ONNX Runtime's largest magnitude, and the latency figures.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kestrel/deploy/runner.h"
+#include "kestrel/deploy/tensor.h"
+#include "kestrel/model/graph.h"
+
+namespace kestrel::deploy {
+
+// The run failed after its inputs were accepted: a kernel or step that fails, ONNX
+// Runtime's script failing or answering nonsense, a scratch file that cannot be written.
+// A failure of the work (`kestrel run` exits 1), not of its input.
+struct ModelRunError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The default of --tolerance: the largest absolute difference allowed, relative to the
+// largest magnitude of ONNX Runtime's output.
+inline constexpr double kDefaultTolerance = 1e-3;
+
+// One plain float tensor per graph input, at its bound shape, uniform in [-1, 1): the
+// first input from `seed`, the next from seed + 1, ... (splitmix64; the same seed gives
+// the same inputs everywhere). Throws UsageError for an input that is not float.
+std::map<std::string, Tensor> random_inputs(const model::Graph& graph, std::uint64_t seed);
+
+// The runner built for a check: as Runner's constructor, with a ModelError (a step that
+// cannot run, a kernel that cannot be prepared) thrown as ModelRunError.
+std::unique_ptr<Runner> make_checked_runner(const model::Graph& graph, const model::Plan& plan, KernelProvider& kernels,
+                                            const ops::Registry& ops, std::map<std::string, std::int64_t> symbols);
+
+struct Latency {
+  double median_ms = 0, min_ms = 0;
+  int runs = 0;
+};
+
+// Wall-clock times of `repeat` calls of `run` (at least 1).
+Latency time_runs(const std::function<void()>& run, int repeat);
+
+struct TimedRun {
+  std::map<std::string, Tensor> outputs;  // of the first, untimed run
+  Latency latency;                        // of the `repeat` runs after it
+};
+// Runs the runner once for its outputs, then `repeat` times timed. A ModelError of the
+// runner is thrown as ModelRunError.
+TimedRun run_and_time(Runner& runner, const std::map<std::string, Tensor>& inputs, int repeat);
+
+// ONNX Runtime as scripts/ort_run.py runs it.
+struct OnnxRuntime {
+  std::string python;  // find_python()
+  std::string script;  // default_ort_script() unless given
+};
+// scripts/ort_run.py of the source tree.
+std::string default_ort_script();
+// Why ONNX Runtime cannot check a run ("no script ... (give its path with --ort-script)",
+// "<python> cannot import onnxruntime and numpy"); nullopt when it can. Starts the Python.
+std::optional<std::string> ort_unavailable(const OnnxRuntime& ort);
+
+struct OrtRun {
+  bool available = false;
+  std::string why;  // when not available: the script is missing, the Python is not found or lacks a package
+  std::map<std::string, Tensor> outputs;  // by output name, plain float
+  Latency latency;
+  std::string version;  // onnxruntime.__version__
+};
+// Runs `model_path` under ONNX Runtime on `inputs` with `threads` intra-op threads: one
+// untimed run, then `repeat` timed. The inputs and outputs pass through files in a
+// temporary directory, removed before returning. Returns available = false with the reason
+// when the script, the Python or onnxruntime is missing; throws ModelRunError when the
+// script fails or its output cannot be read.
+OrtRun run_onnxruntime(const OnnxRuntime& ort, const std::string& model_path, const std::map<std::string, Tensor>& inputs,
+                       int threads, int repeat);
+
+// One graph output against ONNX Runtime's.
+struct OutputCheck {
+  std::string name;
+  std::vector<std::int64_t> shape;  // ours
+  double max_abs = 0;               // the largest absolute difference (infinite for a NaN)
+  double magnitude = 0;             // the largest |value| of ONNX Runtime's output
+  double relative = 0;              // max_abs / magnitude
+  bool ok = false;                  // relative <= tolerance
+  std::string problem;              // why not ok: a missing output, another shape, the error above the tolerance
+};
+// `got` against `want` (null: ONNX Runtime has no output of that name).
+OutputCheck compare_output(const std::string& name, const Tensor& got, const Tensor* want, double tolerance);
+// Every graph output in the graph's order, compared with ONNX Runtime's; empty when
+// ONNX Runtime did not run (`ort.available` false). `outputs` must hold every graph output.
+std::vector<OutputCheck> compare_outputs(const model::Graph& graph, const std::map<std::string, Tensor>& outputs,
+                                         const OrtRun& ort, double tolerance);
+
+// ONNX Runtime's median latency over ours (0 when ours is 0).
+double speedup(const Latency& ours, const Latency& onnxruntime);
+
+// Where the last run's time went: the steps' total, the task steps' share, the steps
+// slowest first.
+struct StepProfile {
+  double total_s = 0, task_s = 0;
+  std::vector<Runner::StepTime> slowest;
+};
+StepProfile step_profile(const Runner& runner);
+
+// "AMD EPYC (2 cores)": this machine's CPU model (from /proc/cpuinfo; "unknown CPU") and
+// hardware threads, the latency figures' context.
+std::string machine_description();
+
+}  // namespace kestrel::deploy

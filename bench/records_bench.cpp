@@ -93,7 +93,7 @@ records::Record record_to_add(std::size_t i) {
   records::Record r;
   r.op = "gemm";
   r.workload = ops::parse_pairs("K=8,M=8,N=" + std::to_string(8 + i % 500));
-  r.target = kTargets[0];
+  r.target = *ops::TargetId::parse(kTargets[0]);
   r.device_class = {"local/0", "AMD EPYC", "x86_64-linux-gnu|AMD EPYC|16"};
   r.device = "cpu0";
   r.config = ops::parse_pairs("mc=" + std::to_string(i));
@@ -151,7 +151,7 @@ void run(const std::string& name, const std::string& location, const Settings& s
     records::BestQuery query;
     query.op = "gemm";
     query.workload = ops::parse_pairs(workload_of(task / 3));
-    query.target = kTargets[task % 3];
+    query.target = *ops::TargetId::parse(kTargets[task % 3]);
     auto t = Clock::now();
     answers += db->best(query).size();
     latencies.push_back(seconds_since(t) * 1e3);

@@ -282,7 +282,7 @@ class Oracle {
     target_name_ = env_.target.to_string();
     flops_ = op_.flops(params_);
     session_ = "bench-strategies-" + tuner::new_session_id();
-    for (const records::Record& r : db_.find(std::string(op_.name()), params_, target_name_)) {
+    for (const records::Record& r : db_.find(std::string(op_.name()), params_, env_.target.id())) {
       if (r.final_measurement) continue;
       const std::string config = ops::format_config(r.config);
       if (cache_.contains(config)) continue;
@@ -364,7 +364,7 @@ class Oracle {
     records::Record r;
     r.op = std::string(op_.name());
     r.workload = params_;
-    r.target = target_name_;
+    r.target = env_.target.id();
     r.device_class = e.device_class;
     r.device = e.device;
     r.config = e.config;

@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     std::vector<tuner::Task> transfer_tasks;
     for (const records::Best& best : db->best()) {
-      if (best.target != target.to_string()) continue;
+      if (best.target != target.id()) continue;
       if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), best.op) == o.ops.end()) continue;
       const tuner::OpModelInfo* info = model->find(best.op, cls);
       const records::Record* own = best.own();

@@ -42,7 +42,10 @@ int run_best(int argc, char** argv) {
       ops::Registry registry = ops::builtin_ops();
       query.workload = ops::parse_params(registry.get(args.get("op")), args.get("shape"));
     }
-    if (args.has("target")) query.target = args.get("target");
+    if (args.has("target")) {
+      query.target = ops::TargetId::parse(args.get("target"));
+      if (!query.target) throw UsageError("--target '" + args.get("target") + "' is not a target such as x86_64-linux-gnu (znver4)");
+    }
     auto db = records::open_records(path, records::OpenMode::existing);
     std::vector<records::Best> best = db->best(query);
     if (args.has("json")) {
@@ -52,7 +55,7 @@ int run_best(int argc, char** argv) {
             {"key", b.device_class.key}, {"model", b.device_class.model}, {"fingerprint", b.device_class.fingerprint}};
         nlohmann::json one = {{"op", b.op},
                               {"workload", ops::format_params(b.workload)},
-                              {"target", b.target},
+                              {"target", b.target.to_string()},
                               {"device_class", device_class},
                               {"config", ops::format_config(b.record.config)},
                               {"gflops", b.record.gflops},
@@ -92,7 +95,7 @@ int run_best(int argc, char** argv) {
                  (b.own_record ? ops::format_config(b.own_record->config) + ", " : std::string()) + own;
       }
       std::cout << std::left << std::setw(8) << b.op << std::setw(44) << ops::format_params(b.workload)
-                << std::setw(30) << b.target << std::setw(40) << device_class << std::setw(10) << std::fixed
+                << std::setw(30) << b.target.to_string() << std::setw(40) << device_class << std::setw(10) << std::fixed
                 << std::setprecision(1) << b.record.gflops << std::setw(11) << std::setprecision(3)
                 << b.record.cost * 1e3 << std::setw(8) << b.trials << std::setw(10) << b.record.implementation
                 << config << "\n";

@@ -145,7 +145,7 @@ int run_model(int argc, char** argv) {
           const ops::Op* op = ops.find(task.op, ops::Backend::cpu);
           if (op == nullptr) continue;
           const records::ConfigChoice choice =
-              records::choose_config(*op, task.params, native.to_string(), native.triple, native.traits, bests, rules);
+              records::choose_config(*op, task.params, native.id(), native.traits, bests, rules);
           for (const std::string& note : choice.notes) std::cerr << "kestrel run: note: " << task.key() << ": " << note << "\n";
           if (choice.source == records::ConfigSource::recorded) configs[task.key()] = choice.config;
         }

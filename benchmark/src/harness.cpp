@@ -275,8 +275,7 @@ Report run(const Options& options) {
       w.report.workload = options.workloads[i];
       const ops::Op& op = *w.report.workload.op;
       w.report.text = ops::describe_workload(op, w.report.workload.params);
-      w.report.choice = config_to_time(op, w.report.workload.params, options.target.to_string(), options.target.triple,
-                                      options.target.traits, options.best, options.db, options.config);
+      w.report.choice = config_to_time(op, w.report.workload.params, options.target.id(), options.target.traits, options.best, options.db, options.config);
       if (!options.kernel_path.empty()) {
         w.report.choice.detail = "kernel " + options.kernel_path + " with the " + w.report.choice.source + " config";
         w.report.choice.source = "file";

@@ -17,8 +17,8 @@ std::string fixed1(double value) {
 
 }  // namespace
 
-TimedConfig config_to_time(const ops::Op& op, const ops::Params& params, const std::string& target,
-                           const std::string& triple, const ops::TargetTraits& traits,
+TimedConfig config_to_time(const ops::Op& op, const ops::Params& params, const ops::TargetId& target,
+                           const ops::TargetTraits& traits,
                            const std::vector<records::Best>& best, const records::RecordStore* db,
                            const std::string& explicit_config) {
   TimedConfig timed;
@@ -27,7 +27,7 @@ TimedConfig config_to_time(const ops::Op& op, const ops::Params& params, const s
     timed.source = "--config";
     return timed;
   }
-  const records::ConfigChoice choice = records::choose_config(op, params, target, triple, traits, best);
+  const records::ConfigChoice choice = records::choose_config(op, params, target, traits, best);
   timed.config = choice.config;
   if (choice.source != records::ConfigSource::recorded) {
     timed.source = "default";

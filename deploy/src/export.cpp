@@ -95,7 +95,7 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
   // The best own records of this target (any CPU of its triple; the exact target first).
   std::vector<records::Best> bests;
   for (records::Best& best : records.best()) {
-    if (records::triple_of_recorded(best.target) != target.triple) continue;
+    if (best.target.is_gpu() || best.target.triple != target.triple) continue;
     if (!options.device_key.empty() && best.device_class.key != options.device_key) continue;
     bests.push_back(std::move(best));
   }
@@ -165,7 +165,7 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
         };
       }
       const records::ConfigChoice choice =
-          records::choose_config(*op, task.params, target.to_string(), target.triple, target.traits, bests, rules);
+          records::choose_config(*op, task.params, target.id(), target.traits, bests, rules);
       for (const std::string& note : choice.notes) {
         report.notes.push_back(note.rfind(task.op, 0) == 0 ? note : task.op + " " + ops::format_params(task.params) + ": " + note);
       }

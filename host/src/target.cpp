@@ -123,22 +123,34 @@ Target Target::reference_target() const {
   return out;
 }
 
-std::string Target::to_string() const {
-  if (backend != ops::Backend::cpu) {
-    std::string out(ops::to_string(backend));
-    if (!gpu_arch.empty()) out += " " + gpu_arch;
-    if (gpu_index != 0) out += " #" + std::to_string(gpu_index);
-    return out;
+ops::TargetId Target::id() const {
+  ops::TargetId id;
+  id.backend = backend;
+  if (is_gpu()) {
+    id.gpu_arch = gpu_arch;
+    id.gpu_index = gpu_index;
+  } else {
+    id.triple = triple;
+    id.cpu = cpu;
+    id.features = features;
   }
-  std::string out = triple;
-  if (!cpu.empty() || !features.empty()) {
-    out += " (";
-    out += cpu;
-    if (!cpu.empty() && !features.empty()) out += ", ";
-    out += features;
-    out += ")";
+  return id;
+}
+
+std::optional<Target> target_of(const ops::TargetId& id) {
+  if (id.is_gpu()) {
+    Target gpu;
+    gpu.backend = id.backend;
+    gpu.gpu_arch = id.gpu_arch;
+    gpu.gpu_index = id.gpu_index;
+    return gpu;
   }
-  return out;
+  if (id.triple == "native") return std::nullopt;  // never stored: records name the triple
+  try {
+    return parse_target(id.triple, id.cpu, id.features);
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
 }
 
 const std::vector<std::string>& supported_triples() {

@@ -47,10 +47,10 @@ std::vector<Panel> best_so_far(const records::RecordStore& db, const CurveQuery&
     if (!is_trial(r)) continue;
     std::string workload = ops::format_params(r.workload);
     if (!want.empty() && normalized(workload) != want) continue;
-    PanelKey key{r.op, workload, r.target};
+    PanelKey key{r.op, workload, r.target.to_string()};
     auto [it, added] = panel_index.emplace(key, panels.size());
     if (added) {
-      panels.push_back({r.op, workload, r.target, {}});
+      panels.push_back({r.op, workload, r.target.to_string(), {}});
       curve_index.emplace_back();
       first_ms.emplace_back();
     }
@@ -78,7 +78,7 @@ std::vector<Panel> best_so_far(const records::RecordStore& db, const CurveQuery&
   std::map<std::pair<std::size_t, std::size_t>, Pick> picks;  // (panel, curve) -> records
   for (const records::Record& r : records) {
     if (!r.final_measurement || !r.ok() || !(r.gflops > 0)) continue;
-    auto panel = panel_index.find(PanelKey{r.op, ops::format_params(r.workload), r.target});
+    auto panel = panel_index.find(PanelKey{r.op, ops::format_params(r.workload), r.target.to_string()});
     if (panel == panel_index.end()) continue;
     auto curve = curve_index[panel->second].find(r.session);
     if (curve == curve_index[panel->second].end()) continue;

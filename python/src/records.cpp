@@ -25,7 +25,7 @@ py::dict record_dict(const records::Record& r) {
   out["id"] = r.id;
   out["op"] = r.op;
   out["workload"] = ops::format_params(r.workload);
-  out["target"] = r.target;
+  out["target"] = r.target.to_string();
   out["device_key"] = r.device_class.key;
   out["device_model"] = r.device_class.model;
   out["device_fingerprint"] = r.device_class.fingerprint;
@@ -72,7 +72,7 @@ py::list best(const std::string& db) {
     py::dict one;
     one["op"] = b.op;
     one["workload"] = ops::format_params(b.workload);
-    one["target"] = b.target;
+    one["target"] = b.target.to_string();
     one["device_key"] = b.device_class.key;
     one["device_model"] = b.device_class.model;
     one["device_fingerprint"] = b.device_class.fingerprint;
@@ -98,7 +98,7 @@ model::Plan plan_from_records(records::RecordStore& records, const host::Target&
   const ops::Registry registry = ops::builtin_ops();
   std::set<std::string> seen;
   for (const records::Best& b : records.best()) {
-    if (records::triple_of_recorded(b.target) != target.triple) continue;
+    if (b.target.is_gpu() || b.target.triple != target.triple) continue;
     if (!key.empty() && b.device_class.key != key) continue;
     const ops::Op* op = registry.find(b.op, ops::Backend::cpu);
     if (!op) continue;  // a GPU-only op: export builds CPU libraries

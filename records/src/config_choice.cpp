@@ -12,20 +12,17 @@ std::string_view to_string(ConfigSource source) {
   return "default";
 }
 
-std::string triple_of_recorded(std::string_view recorded_target) {
-  return std::string(recorded_target.substr(0, recorded_target.find(' ')));
-}
-
-ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
-                           const std::string& triple, const ops::TargetTraits& traits,
-                           const std::vector<Best>& bests, const ChoiceRules& rules) {
+ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const ops::TargetId& target,
+                           const ops::TargetTraits& traits, const std::vector<Best>& bests,
+                           const ChoiceRules& rules) {
   ConfigChoice choice;
   const ops::Params workload = ops::normalize_params(op, params);
   bool chosen_exact = false;
   for (const Best& best : bests) {
     if (best.op != op.name()) continue;
     const bool exact = best.target == target;
-    if (!exact && !(rules.same_triple && triple_of_recorded(best.target) == triple)) continue;
+    const bool same_triple = !target.is_gpu() && !best.target.is_gpu() && best.target.triple == target.triple;
+    if (!exact && !(rules.same_triple && same_triple)) continue;
     if (!rules.device_key.empty() && best.device_class.key != rules.device_key) continue;
     if (ops::normalize_params(op, best.workload) != workload) continue;
     const Record* own = best.own();
@@ -42,8 +39,8 @@ ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const s
       why = e.what();
     }
     if (!why.empty()) {
-      choice.notes.push_back("the recorded best of " + best.target + " (" + recorded + ") is no longer valid for " +
-                             target + ": " + why);
+      choice.notes.push_back("the recorded best of " + best.target.to_string() + " (" + recorded +
+                             ") is no longer valid for " + target.to_string() + ": " + why);
       continue;
     }
     const bool better = choice.record == nullptr || (exact && !chosen_exact) ||

@@ -413,13 +413,13 @@ std::int64_t PgRecords::add(const Record& record) {
   return std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10);
 }
 
-std::vector<Record> PgRecords::find(const std::string& op, const ops::Params& workload, const std::string& target,
+std::vector<Record> PgRecords::find(const std::string& op, const ops::Params& workload, const ops::TargetId& target,
                                     const DeviceClass* device_class) const {
   std::string where = "WHERE op = ?1 AND workload = ?2 AND target = ?3";
   Params p;
   p.bind(1, op);
   p.bind(2, ops::format_params(workload));
-  p.bind(3, target);
+  p.bind(3, target.to_string());
   if (device_class != nullptr) {
     where += " AND device_key = ?4 AND device_model = ?5 AND device_fingerprint = ?6";
     p.bind(4, device_class->key);
@@ -432,10 +432,10 @@ std::vector<Record> PgRecords::find(const std::string& op, const ops::Params& wo
 }
 
 std::vector<Record> PgRecords::find_other_workloads(const std::string& op, const ops::Params& workload,
-                                                    const std::string& target, std::size_t limit) const {
+                                                    const ops::TargetId& target, std::size_t limit) const {
   Params p;
   p.bind(1, op);
-  p.bind(2, target);
+  p.bind(2, target.to_string());
   p.bind(3, ops::format_params(workload));
   constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
   p.bind(4, static_cast<std::int64_t>(limit > kMax ? kMax : limit));

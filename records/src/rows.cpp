@@ -155,7 +155,9 @@ Record read_record(const Row& row, const std::string& path) {
   auto workload = parse_map(row.text(2), why);
   if (!workload) throw unreadable("workload", why);
   r.workload = std::move(*workload);
-  r.target = row.text(3);
+  auto target = ops::TargetId::parse(row.text(3));
+  if (!target) throw unreadable("target", "'" + row.text(3) + "'");
+  r.target = std::move(*target);
   r.device_class.key = row.text(4);
   r.device = row.text(5);
   r.device_class.fingerprint = row.text(6);
@@ -198,7 +200,7 @@ nlohmann::ordered_json to_json(const Record& r) {
   j["id"] = r.id;
   j["op"] = r.op;
   j["workload"] = ops::format_params(r.workload);
-  j["target"] = r.target;
+  j["target"] = r.target.to_string();
   j["device_key"] = r.device_class.key;
   j["device_model"] = r.device_class.model;
   j["device"] = r.device;
@@ -234,7 +236,10 @@ Record from_json_line(const std::string& text, std::size_t line) {
   Record r;
   r.op = in.string("op", required);
   const std::string workload_text = in.string("workload", required);
-  r.target = in.string("target", required);
+  const std::string target_text = in.string("target", required);
+  auto target = ops::TargetId::parse(target_text);
+  if (!target) bad_line(line, "'target' is not a target such as \"x86_64-linux-gnu (znver4)\": '" + target_text + "'");
+  r.target = std::move(*target);
   r.device_class.key = in.string("device_key", optional);
   r.device_class.model = in.string("device_model", optional);  // absent before schema version 2
   r.device = in.string("device", optional);
@@ -367,7 +372,7 @@ std::string filter_of(const BestQuery& q, std::vector<std::string>& params) {
   };
   if (q.op) add("op", *q.op);
   if (q.workload) add("workload", ops::format_params(*q.workload));
-  if (q.target) add("target", *q.target);
+  if (q.target) add("target", q.target->to_string());
   if (q.device_class) {
     add("device_key", q.device_class->key);
     add("device_model", q.device_class->model);
@@ -383,7 +388,7 @@ std::vector<Best> select_best(const Query& query, const std::string& source, con
   // (op, workload text, target, key, model, fingerprint): a task on a device class.
   using Group = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>;
   auto group_of = [](const Record& r) {
-    return Group{r.op, ops::format_params(r.workload), r.target, r.device_class.key, r.device_class.model,
+    return Group{r.op, ops::format_params(r.workload), r.target.to_string(), r.device_class.key, r.device_class.model,
                  r.device_class.fingerprint};
   };
   std::map<Group, Found> groups;

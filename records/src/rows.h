@@ -96,7 +96,7 @@ template <typename Binder>
 void bind_record(Binder& s, const Record& r) {
   s.bind(1, r.op);
   s.bind(2, ops::format_params(r.workload));
-  s.bind(3, r.target);
+  s.bind(3, r.target.to_string());
   s.bind(4, r.device_class.key);
   s.bind(5, r.device);
   s.bind(6, r.device_class.fingerprint);

@@ -494,14 +494,14 @@ std::int64_t SqliteRecords::add(const Record& record) {
   return id;
 }
 
-std::vector<Record> SqliteRecords::find(const std::string& op, const ops::Params& workload, const std::string& target,
+std::vector<Record> SqliteRecords::find(const std::string& op, const ops::Params& workload, const ops::TargetId& target,
                                         const DeviceClass* device_class) const {
   std::string where = "WHERE op = ?1 AND workload = ?2 AND target = ?3";
   if (device_class != nullptr) where += " AND device_key = ?4 AND device_model = ?5 AND device_fingerprint = ?6";
   Statement s(impl_->db.get(), path_, impl_->select(where + " ORDER BY time_unix_ms, id"));
   s.bind(1, op);
   s.bind(2, ops::format_params(workload));
-  s.bind(3, target);
+  s.bind(3, target.to_string());
   if (device_class != nullptr) {
     s.bind(4, device_class->key);
     s.bind(5, device_class->model);
@@ -511,7 +511,7 @@ std::vector<Record> SqliteRecords::find(const std::string& op, const ops::Params
 }
 
 std::vector<Record> SqliteRecords::find_other_workloads(const std::string& op, const ops::Params& workload,
-                                                        const std::string& target, std::size_t limit) const {
+                                                        const ops::TargetId& target, std::size_t limit) const {
   // The newest `limit` records, returned oldest first.
   Statement s(impl_->db.get(), path_,
               "SELECT * FROM (" +
@@ -519,7 +519,7 @@ std::vector<Record> SqliteRecords::find_other_workloads(const std::string& op, c
                                 " ORDER BY time_unix_ms DESC, id DESC LIMIT ?4") +
                   ") ORDER BY time_unix_ms, id");
   s.bind(1, op);
-  s.bind(2, target);
+  s.bind(2, target.to_string());
   s.bind(3, ops::format_params(workload));
   constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
   s.bind(4, static_cast<std::int64_t>(limit > kMax ? kMax : limit));
@@ -580,7 +580,7 @@ std::size_t SqliteRecords::import_jsonl(std::istream& in) {
     present.bind(3, ops::format_config(r.config));
     present.bind(4, r.op);
     present.bind(5, ops::format_params(r.workload));
-    present.bind(6, r.target);
+    present.bind(6, r.target.to_string());
     present.bind(7, static_cast<std::int64_t>(r.final_measurement ? 1 : 0));
     present.bind(8, before);
     present.bind(9, r.implementation);

@@ -24,7 +24,7 @@ records::Best best_of(const Gemm& g, const std::string& target, const std::strin
   records::Best b;
   b.op = "gemm";
   b.workload = g.params;
-  b.target = target;
+  b.target = *ops::TargetId::parse(target);
   b.record.config = ops::parse_config(g.op, g.params, config, test::fixed_traits());
   b.record.gflops = gflops;
   b.trials = 12;
@@ -47,28 +47,28 @@ Options quick(const Gemm& g) {
 TEST_CASE("the bench times the given config, else the target's best record, else the default", "[benchmark]") {
   Gemm g;
   const std::string config = ops::format_config(g.op.default_config(g.params, test::fixed_traits()));
-  TimedConfig given = config_to_time(g.op, g.params, "x", "x", test::fixed_traits(), {}, nullptr, config);
+  TimedConfig given = config_to_time(g.op, g.params, *ops::TargetId::parse("x"), test::fixed_traits(), {}, nullptr, config);
   CHECK(given.source == "--config");
   CHECK(ops::format_config(given.config) == config);
 
-  TimedConfig none = config_to_time(g.op, g.params, "x", "x", test::fixed_traits(), {}, nullptr, "");
+  TimedConfig none = config_to_time(g.op, g.params, *ops::TargetId::parse("x"), test::fixed_traits(), {}, nullptr, "");
   CHECK(none.source == "default");
   CHECK(none.config == g.op.default_config(g.params, test::fixed_traits()));
   CHECK(none.detail == "no record for this workload and target");
 
   std::vector<records::Best> best = {best_of(g, "other-target", config, 1.0), best_of(g, "x", config, 95.14)};
-  TimedConfig recorded = config_to_time(g.op, g.params, "x", "x", test::fixed_traits(), best, nullptr, "");
+  TimedConfig recorded = config_to_time(g.op, g.params, *ops::TargetId::parse("x"), test::fixed_traits(), best, nullptr, "");
   CHECK(recorded.source == "db");
   CHECK(recorded.detail == "best of 12 trials, 95.1 GFLOP/s when tuned");
-  CHECK(config_to_time(g.op, g.params, "y", "y", test::fixed_traits(), best, nullptr, "").source == "default");
+  CHECK(config_to_time(g.op, g.params, *ops::TargetId::parse("y"), test::fixed_traits(), best, nullptr, "").source == "default");
 
   // A record whose knob no longer exists falls back to the default, saying why.
   best[1].record.config["no_such_knob"] = 1;
-  TimedConfig stale = config_to_time(g.op, g.params, "x", "x", test::fixed_traits(), best, nullptr, "");
+  TimedConfig stale = config_to_time(g.op, g.params, *ops::TargetId::parse("x"), test::fixed_traits(), best, nullptr, "");
   CHECK(stale.source == "default");
   CHECK_THAT(stale.detail, Catch::StartsWith("the recorded best of x (") && Catch::Contains("is no longer valid"));
 
-  CHECK_THROWS_AS(config_to_time(g.op, g.params, "x", "x", test::fixed_traits(), {}, nullptr, "no_such_knob=1"), ops::OpError);
+  CHECK_THROWS_AS(config_to_time(g.op, g.params, *ops::TargetId::parse("x"), test::fixed_traits(), {}, nullptr, "no_such_knob=1"), ops::OpError);
 }
 
 TEST_CASE("the speed ratio is the median of the per-round ratios", "[benchmark]") {

@@ -122,7 +122,7 @@ TEST_CASE("boards on their own networks run concurrent sessions per key and surv
   std::set<std::string> rpi4_devices;
   for (const auto& best : tasks_of(records)) {
     for (const auto& r : records.find(best.op, best.workload, best.target)) {
-      CHECK(r.target.rfind("x86_64-linux-gnu", 0) == 0);
+      CHECK(r.target.triple == "x86_64-linux-gnu");
       CHECK(r.status <= kernel::Status::last);  // every candidate ended with a real status
       if (r.device_class.key == "rpi4") {
         CHECK(r.workload == ops::Params{{"K", 32}, {"M", 48}, {"N", 40}});
@@ -280,7 +280,7 @@ TEST_CASE("emulated aarch64 and armv7 boards tune beside the local device throug
       for (const auto& r : records.find(best.op, best.workload, best.target)) {
         if (r.device_class.key != s.key) continue;
         CHECK(ops::format_params(r.workload) == s.workload);
-        CHECK(r.target.rfind(s.triple, 0) == 0);  // compiled for the key's boards
+        CHECK(r.target.triple == s.triple);  // compiled for the key's boards
         CHECK(r.status <= kernel::Status::last);
         CHECK((r.device.empty() || r.device == s.device_a || r.device == s.device_b));
         if (!r.final_measurement) ++trials;

@@ -105,7 +105,7 @@ void run_on_board(const Board& board) {
   records::Record r;
   r.op = "gemm";
   r.workload = tuned_params;
-  r.target = board.triple + " (a board cpu)";  // measured on a board with a CPU name
+  r.target = *ops::TargetId::parse(board.triple + " (a board cpu)");  // measured on a board with a CPU name
   r.device_class = {"board", "Board CPU", board.triple + "|Board CPU|4"};
   r.config = gemm.default_config(tuned_params, target.traits);
   r.round_seconds = {1e-3};

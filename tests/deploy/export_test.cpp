@@ -47,7 +47,7 @@ records::Record record_for(const host::Target& target, const ops::Op& op, const 
   records::Record r;
   r.op = std::string(op.name());
   r.workload = params;
-  r.target = target.to_string();
+  r.target = target.id();
   r.device_class = {"local", "test cpu", target.triple + "|test cpu|2"};
   r.device = "cpu0";
   r.config = config;
@@ -255,7 +255,7 @@ TEST_CASE("export refuses a target with no records and an unwritable output fold
   const ops::Op& gemm = registry.get("gemm", ops::Backend::cpu);
   const ops::Params p{{"M", 8}, {"N", 8}, {"K", 8}};
   records::Record other = record_for(target, gemm, p, gemm.default_config(p, target.traits));
-  other.target = "aarch64-linux-gnu (cortex-a72)";
+  other.target = *ops::TargetId::parse("aarch64-linux-gnu (cortex-a72)");
   records->add(other);
   CHECK_THROWS_WITH(export_library(*records, compiler, options), Catch::Contains("no records for " + target.triple));
 

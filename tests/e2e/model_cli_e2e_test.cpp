@@ -46,7 +46,7 @@ void write_records(const std::string& path, const std::string& op_name, const st
       records::Record r;
       r.op = op_name;
       r.workload = params;
-      r.target = kTarget;
+      r.target = *kestrel::ops::TargetId::parse(kTarget);
       r.device_class = {"local", "AMD EPYC", "fp"};
       r.device = "local";
       r.config = space.config(*index);

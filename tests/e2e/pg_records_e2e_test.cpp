@@ -176,7 +176,7 @@ TEST_CASE("kestrel records migrate copies SQLite -> PostgreSQL -> SQLite and a r
       records::Record r;
       r.op = i % 4 == 0 ? "conv2d" : "gemm";
       r.workload = i % 2 == 0 ? ops::Params{{"K", 32}, {"M", 48}, {"N", 40}} : ops::Params{{"K", 8}, {"M", 8}, {"N", 8}};
-      r.target = "x86_64-linux-gnu (znver4)";
+      r.target = *kestrel::ops::TargetId::parse("x86_64-linux-gnu (znver4)");
       r.device_class = {"local/0", "AMD EPYC", "x86_64-linux-gnu|AMD EPYC|16"};
       r.device = "cpu0";
       r.config = {{"mc", 16 * (i + 1)}};

@@ -42,7 +42,7 @@ std::pair<std::size_t, std::size_t> trial_records(const std::string& db) {
   records::SqliteRecords records(db);
   std::set<std::string> configs;
   std::size_t trials = 0;
-  for (const auto& r : records.find("gemm", kWorkload, records.best().empty() ? "" : records.best()[0].target)) {
+  for (const auto& r : records.find("gemm", kWorkload, records.best().empty() ? kestrel::ops::TargetId{} : records.best()[0].target)) {
     if (r.final_measurement) continue;
     ++trials;
     configs.insert(ops::format_config(r.config));
@@ -452,7 +452,7 @@ TEST_CASE("kestrel tune times OpenBLAS on the device beside Kestrel's kernels an
   // Recorded like any other measurement, under its implementation.
   std::size_t vendor_records = 0;
   for (const auto& r : records::SqliteRecords(db, records::OpenMode::existing)
-                           .find("gemm", {{"K", 224}, {"M", 192}, {"N", 160}}, result["target"].get<std::string>())) {
+                           .find("gemm", {{"K", 224}, {"M", 192}, {"N", 160}}, *kestrel::ops::TargetId::parse(result["target"].get<std::string>()))) {
     if (r.implementation != "openblas") continue;
     ++vendor_records;
     CHECK(r.final_measurement);

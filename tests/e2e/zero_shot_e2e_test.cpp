@@ -235,7 +235,7 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
     records::Record r;
     r.op = "gemm";
     r.workload = params;
-    r.target = native.to_string();
+    r.target = native.id();
     r.device_class = {"local", "test cpu", "x86_64-linux-gnu|test cpu|2"};
     r.config = gemm.default_config(params, native.traits);
     r.cost = 1e-3;

@@ -36,15 +36,17 @@ struct Gemm {
   }
 };
 
+ops::TargetId id(const std::string& text) { return *ops::TargetId::parse(text); }
+
 Best best_of(const Gemm& g, const std::string& target, const Config& config, double gflops, const std::string& key = "k") {
   Best b;
   b.op = "gemm";
   b.workload = g.params;
-  b.target = target;
+  b.target = id(target);
   b.device_class.key = key;
   b.record.config = config;
   b.record.gflops = gflops;
-  b.record.target = target;
+  b.record.target = id(target);
   b.trials = 12;
   return b;
 }
@@ -56,13 +58,13 @@ TEST_CASE("records: choose_config takes the exact target's own best, else the de
   const Config other = g.other();
   const std::vector<Best> bests = {best_of(g, "x86_64-linux-gnu (znver3)", other, 50),
                                    best_of(g, "x86_64-linux-gnu", g.fallback, 90)};
-  auto c = choose_config(g.op, g.params, "x86_64-linux-gnu (znver3)", "x86_64-linux-gnu", test::fixed_traits(), bests);
+  auto c = choose_config(g.op, g.params, id("x86_64-linux-gnu (znver3)"), test::fixed_traits(), bests);
   CHECK(c.source == ConfigSource::recorded);
   CHECK(c.config == other);
   REQUIRE(c.best != nullptr);
-  CHECK(c.best->target == "x86_64-linux-gnu (znver3)");
+  CHECK(c.best->target == id("x86_64-linux-gnu (znver3)"));
   // Another CPU of the triple does not count unless the rules say so.
-  c = choose_config(g.op, g.params, "x86_64-linux-gnu (znver4)", "x86_64-linux-gnu", test::fixed_traits(), bests);
+  c = choose_config(g.op, g.params, id("x86_64-linux-gnu (znver4)"), test::fixed_traits(), bests);
   CHECK(c.source == ConfigSource::default_config);
   CHECK(c.config == g.fallback);
   CHECK(c.record == nullptr);
@@ -77,14 +79,14 @@ TEST_CASE("records: choose_config over a triple prefers the exact target, then t
                              best_of(g, "aarch64-linux-gnu", other, 500)};
   ChoiceRules rules;
   rules.same_triple = true;
-  auto c = choose_config(g.op, g.params, "x86_64-linux-gnu (znver4)", "x86_64-linux-gnu", test::fixed_traits(), bests,
+  auto c = choose_config(g.op, g.params, id("x86_64-linux-gnu (znver4)"), test::fixed_traits(), bests,
                          rules);
   CHECK(c.source == ConfigSource::recorded);
-  CHECK(c.best->target == "x86_64-linux-gnu (skylake)");  // the fastest of the triple; never aarch64's
-  c = choose_config(g.op, g.params, "x86_64-linux-gnu (znver3)", "x86_64-linux-gnu", test::fixed_traits(), bests, rules);
-  CHECK(c.best->target == "x86_64-linux-gnu (znver3)");  // exact beats faster
+  CHECK(c.best->target == id("x86_64-linux-gnu (skylake)"));  // the fastest of the triple; never aarch64's
+  c = choose_config(g.op, g.params, id("x86_64-linux-gnu (znver3)"), test::fixed_traits(), bests, rules);
+  CHECK(c.best->target == id("x86_64-linux-gnu (znver3)"));  // exact beats faster
   rules.device_key = "other-key";
-  c = choose_config(g.op, g.params, "x86_64-linux-gnu (znver3)", "x86_64-linux-gnu", test::fixed_traits(), bests, rules);
+  c = choose_config(g.op, g.params, id("x86_64-linux-gnu (znver3)"), test::fixed_traits(), bests, rules);
   CHECK(c.source == ConfigSource::default_config);
 }
 
@@ -97,7 +99,7 @@ TEST_CASE("records: choose_config passes over vendor-only and stale records, say
   Best stale = best_of(g, "t", other, 80);
   stale.record.config["no_such_knob"] = 1;
   const std::vector<Best> bests = {vendor, stale};
-  auto c = choose_config(g.op, g.params, "t", "t", test::fixed_traits(), bests);
+  auto c = choose_config(g.op, g.params, id("t"), test::fixed_traits(), bests);
   CHECK(c.source == ConfigSource::default_config);
   REQUIRE(c.notes.size() == 1);
   CHECK_THAT(c.notes[0], Catch::StartsWith("the recorded best of t (") && Catch::Contains("is no longer valid"));
@@ -109,7 +111,7 @@ TEST_CASE("records: choose_config passes over vendor-only and stale records, say
     notes.push_back("picked by the test");
     return other;
   };
-  c = choose_config(g.op, g.params, "t", "t", test::fixed_traits(), bests, rules);
+  c = choose_config(g.op, g.params, id("t"), test::fixed_traits(), bests, rules);
   CHECK(asked == 1);
   CHECK(c.source == ConfigSource::fallback);
   CHECK(c.config == other);
@@ -120,7 +122,7 @@ TEST_CASE("records: choose_config passes over vendor-only and stale records, say
   vendor.own_record->implementation = "kestrel";
   vendor.own_record->config = other;
   vendor.own_record->gflops = 100;
-  c = choose_config(g.op, g.params, "t", "t", test::fixed_traits(), {vendor}, rules);
+  c = choose_config(g.op, g.params, id("t"), test::fixed_traits(), {vendor}, rules);
   CHECK(c.source == ConfigSource::recorded);
   CHECK(c.config == other);
   CHECK(asked == 1);

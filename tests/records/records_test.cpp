@@ -45,6 +45,9 @@ using kestrel::records::RecordsError;
 using kestrel::records::RecordStore;
 using RecordsDb = kestrel::records::SqliteRecords;
 
+// A target from its text ("x86_64-linux-gnu (znver4)"), as records store it.
+kestrel::ops::TargetId tid(const std::string& text) { return *kestrel::ops::TargetId::parse(text); }
+
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A fresh directory under $TMPDIR, removed with everything in it.
@@ -84,7 +87,7 @@ Record make_record(const std::string& workload, const std::string& config, doubl
   Record r;
   r.op = "gemm";
   r.workload = pairs(workload);
-  r.target = "x86_64-linux-gnu (znver4)";
+  r.target = tid("x86_64-linux-gnu (znver4)");
   r.device_class = kEpyc;
   r.device = "cpu0";
   r.config = pairs(config);
@@ -251,7 +254,7 @@ TEST_CASE("records: add and find round-trip every field", "[records]") {
   CHECK(id_ok != id_failed);
   CHECK(db.count() == 2);
 
-  auto found = db.find("gemm", pairs("K=512,M=512,N=512"), "x86_64-linux-gnu (znver4)");
+  auto found = db.find("gemm", pairs("K=512,M=512,N=512"), tid("x86_64-linux-gnu (znver4)"));
   REQUIRE(found.size() == 2);
   CHECK(found[0].id == id_ok);
   CHECK(found[1].id == id_failed);
@@ -260,13 +263,13 @@ TEST_CASE("records: add and find round-trip every field", "[records]") {
   CHECK(found[0].round_seconds.size() == 5);
   CHECK(std::isinf(found[1].cost));
 
-  CHECK(db.find("gemm", pairs("K=1,M=1,N=1"), "x86_64-linux-gnu (znver4)").empty());
-  CHECK(db.find("conv2d", pairs("K=512,M=512,N=512"), "x86_64-linux-gnu (znver4)").empty());
+  CHECK(db.find("gemm", pairs("K=1,M=1,N=1"), tid("x86_64-linux-gnu (znver4)")).empty());
+  CHECK(db.find("conv2d", pairs("K=512,M=512,N=512"), tid("x86_64-linux-gnu (znver4)")).empty());
 
   // Reopening sees the same records.
   auto again_store = stores.open("records.db");
   auto& again = *again_store;
-  auto reread = again.find("gemm", pairs("K=512,M=512,N=512"), "x86_64-linux-gnu (znver4)");
+  auto reread = again.find("gemm", pairs("K=512,M=512,N=512"), tid("x86_64-linux-gnu (znver4)"));
   REQUIRE(reread.size() == 2);
   require_same(reread[0], ok);
 }
@@ -306,7 +309,7 @@ TEST_CASE("records: best picks the lowest-cost ok record, preferring final ones"
   CHECK(best[0].record.cost == 1.0);
   CHECK(best[0].trials == 4);
   CHECK(best[0].op == "gemm");
-  CHECK(best[0].target == "x86_64-linux-gnu (znver4)");
+  CHECK(best[0].target == tid("x86_64-linux-gnu (znver4)"));
 
   CHECK(best[1].workload == pairs("B"));
   CHECK(best[1].record.config == pairs("c4"));
@@ -335,18 +338,18 @@ TEST_CASE("records: find_other_workloads excludes the workload and honours the l
     db.add(r);
   }
   Record other_target = make_record("elsewhere", "c", 1.0);
-  other_target.target = "aarch64-linux-gnu";
+  other_target.target = tid("aarch64-linux-gnu");
   db.add(other_target);
 
-  auto others = db.find_other_workloads("gemm", pairs("mine"), "x86_64-linux-gnu (znver4)");
+  auto others = db.find_other_workloads("gemm", pairs("mine"), tid("x86_64-linux-gnu (znver4)"));
   REQUIRE(others.size() == 5);
   for (const auto& r : others) {
     CHECK(r.workload != pairs("mine"));
-    CHECK(r.target == "x86_64-linux-gnu (znver4)");
+    CHECK(r.target == tid("x86_64-linux-gnu (znver4)"));
   }
-  auto limited = db.find_other_workloads("gemm", pairs("mine"), "x86_64-linux-gnu (znver4)", 2);
+  auto limited = db.find_other_workloads("gemm", pairs("mine"), tid("x86_64-linux-gnu (znver4)"), 2);
   CHECK(limited.size() == 2);
-  CHECK(db.find_other_workloads("conv2d", pairs("mine"), "x86_64-linux-gnu (znver4)").empty());
+  CHECK(db.find_other_workloads("conv2d", pairs("mine"), tid("x86_64-linux-gnu (znver4)")).empty());
 }
 
 TEST_CASE("records: export and import round-trip, re-import adds nothing", "[records]") {
@@ -381,8 +384,8 @@ TEST_CASE("records: export and import round-trip, re-import adds nothing", "[rec
 
   for (int w = 0; w < 3; ++w) {
     Params workload = pairs("W" + std::to_string(w));
-    auto a = source.find("gemm", workload, "x86_64-linux-gnu (znver4)");
-    auto b = copy.find("gemm", workload, "x86_64-linux-gnu (znver4)");
+    auto a = source.find("gemm", workload, tid("x86_64-linux-gnu (znver4)"));
+    auto b = copy.find("gemm", workload, tid("x86_64-linux-gnu (znver4)"));
     REQUIRE(a.size() == b.size());
     for (std::size_t i = 0; i < a.size(); ++i) require_same(a[i], b[i]);
   }
@@ -504,7 +507,7 @@ TEST_CASE("records: a SIGKILLed writer loses nothing it had committed", "[record
     RecordsDb db(path);
     std::set<std::int64_t> present;
     for (int i = 0; i < static_cast<int>(reported.size()) + 2; ++i) {
-      for (const auto& r : db.find("gemm", pairs("M=" + std::to_string(i)), "x86_64-linux-gnu (znver4)")) {
+      for (const auto& r : db.find("gemm", pairs("M=" + std::to_string(i)), tid("x86_64-linux-gnu (znver4)"))) {
         if (r.session == "killed-" + std::to_string(round)) present.insert(r.id);
       }
     }
@@ -651,17 +654,17 @@ TEST_CASE("records: find and best keep device classes apart", "[records][device-
   for (const auto& [device_class, cost] : {std::pair{pi4, 3.0}, std::pair{pi4, 2.0}, std::pair{jetson, 1.0},
                                            std::pair{other_pi, 0.5}}) {
     Record r = make_record("M=64", "c" + std::to_string(++n), cost);
-    r.target = "aarch64-linux-gnu";
+    r.target = tid("aarch64-linux-gnu");
     r.device_class = device_class;
     db.add(r);
   }
-  CHECK(db.find("gemm", pairs("M=64"), "aarch64-linux-gnu").size() == 4);
-  auto on_pi = db.find("gemm", pairs("M=64"), "aarch64-linux-gnu", &pi4);
+  CHECK(db.find("gemm", pairs("M=64"), tid("aarch64-linux-gnu")).size() == 4);
+  auto on_pi = db.find("gemm", pairs("M=64"), tid("aarch64-linux-gnu"), &pi4);
   REQUIRE(on_pi.size() == 2);
   for (const auto& r : on_pi) CHECK(r.device_class == pi4);
-  REQUIRE(db.find("gemm", pairs("M=64"), "aarch64-linux-gnu", &jetson).size() == 1);
+  REQUIRE(db.find("gemm", pairs("M=64"), tid("aarch64-linux-gnu"), &jetson).size() == 1);
   const DeviceClass nowhere{"pi5", "Cortex-A76", "aarch64-linux-gnu|Cortex-A76|4"};
-  CHECK(db.find("gemm", pairs("M=64"), "aarch64-linux-gnu", &nowhere).empty());
+  CHECK(db.find("gemm", pairs("M=64"), tid("aarch64-linux-gnu"), &nowhere).empty());
 
   auto best = db.best();
   REQUIRE(best.size() == 3);  // one per device class
@@ -737,11 +740,11 @@ TEST_CASE("records: a version-1 file is read as it is read-only and upgraded whe
   TempDir dir;
   std::string path = dir.file("v1.db");
   raw_sql(path, kVersion1);
-  const std::string target = "x86_64-linux-gnu (znver4)";
+  const kestrel::ops::TargetId target = tid("x86_64-linux-gnu (znver4)");
   const Params workload{{"K", 8}, {"M", 8}, {"N", 8}};
   {
     RecordsDb reader(path, OpenMode::existing);
-    check_version1_records(reader.find("gemm", workload, target), reader.find("gemm", workload, "cuda sm_90"));
+    check_version1_records(reader.find("gemm", workload, target), reader.find("gemm", workload, tid("cuda sm_90")));
     CHECK(reader.count() == 3);
     CHECK(reader.best().size() == 2);
     const DeviceClass epyc{"local", "AMD EPYC 9654", "x86_64-linux-gnu|AMD EPYC 9654|16"};
@@ -752,7 +755,7 @@ TEST_CASE("records: a version-1 file is read as it is read-only and upgraded whe
 
   {
     RecordsDb writer(path);
-    check_version1_records(writer.find("gemm", workload, target), writer.find("gemm", workload, "cuda sm_90"));
+    check_version1_records(writer.find("gemm", workload, target), writer.find("gemm", workload, tid("cuda sm_90")));
     Record r = make_record("K=8,M=8,N=8", "mc=32", 1.0);
     r.is_default = true;
     r.time_unix_ms = 1800000000000;  // after the version-1 records
@@ -831,10 +834,10 @@ TEST_CASE("records: stored text that does not parse is an error naming the recor
   { RecordsDb(path).add(make_record("M=1", "c1", 1.0)); }
   raw_sql(path, "UPDATE records SET config = 'mc=64,garbage' WHERE id = 1");
   RecordsDb db(path);
-  CHECK_THROWS_WITH(db.find("gemm", pairs("M=1"), "x86_64-linux-gnu (znver4)"),
+  CHECK_THROWS_WITH(db.find("gemm", pairs("M=1"), tid("x86_64-linux-gnu (znver4)")),
                     Catch::Contains("record 1") && Catch::Contains("config") && Catch::Contains("garbage"));
   raw_sql(path, "UPDATE records SET config = 'mc=64', status = 'exploded' WHERE id = 1");
-  CHECK_THROWS_WITH(db.find("gemm", pairs("M=1"), "x86_64-linux-gnu (znver4)"),
+  CHECK_THROWS_WITH(db.find("gemm", pairs("M=1"), tid("x86_64-linux-gnu (znver4)")),
                     Catch::Contains("record 1") && Catch::Contains("status") && Catch::Contains("exploded"));
 }
 
@@ -851,7 +854,7 @@ TEST_CASE("records: an export of version 1 imports, with the new fields at their
       R"("time_unix_ms":1700000000000,"session":"old","final_measurement":false})"
       "\n");
   CHECK(db.import_jsonl(in) == 1);
-  auto found = db.find("gemm", pairs("K=8,M=8,N=8"), "x86_64-linux-gnu");
+  auto found = db.find("gemm", pairs("K=8,M=8,N=8"), tid("x86_64-linux-gnu"));
   REQUIRE(found.size() == 1);
   CHECK(found[0].status == Status::wrong_answer);
   CHECK(found[0].config == Config{{"mc", 64}});
@@ -892,7 +895,7 @@ TEST_CASE("records: a version-2 file is read as it is read-only and upgraded whe
   TempDir dir;
   std::string path = dir.file("v2.db");
   raw_sql(path, kVersion2);
-  const std::string target = "x86_64-linux-gnu (znver4)";
+  const kestrel::ops::TargetId target = tid("x86_64-linux-gnu (znver4)");
   const Params workload{{"K", 8}, {"M", 8}, {"N", 8}};
   {
     RecordsDb reader(path, OpenMode::existing);
@@ -992,7 +995,7 @@ TEST_CASE("records: best picks the fastest implementation, and keeps Kestrel's o
   auto copy_store = stores.open("copy.db");
   auto& copy = *copy_store;
   CHECK(copy.import_jsonl(jsonl) == db.count());
-  auto copied = copy.find("gemm", pairs("D"), "x86_64-linux-gnu (znver4)");
+  auto copied = copy.find("gemm", pairs("D"), tid("x86_64-linux-gnu (znver4)"));
   REQUIRE(copied.size() == 1);
   CHECK(copied[0].implementation == "openblas");
 }
@@ -1062,7 +1065,7 @@ TEST_CASE("records: best(BestQuery) gives best()'s answer for the tasks it selec
       for (const DeviceClass* device_class : {&kEpyc, &other_class}) {
         for (int c = 0; c < 4; ++c) {
           Record r = make_record(workload, "c" + std::to_string(c), 1.0 + (n * 7 % 11), c != 3);
-          r.target = target;
+          r.target = tid(target);
           r.device_class = *device_class;
           r.time_unix_ms += n++;
           r.final_measurement = c >= 2;
@@ -1098,7 +1101,7 @@ TEST_CASE("records: best(BestQuery) gives best()'s answer for the tasks it selec
   CHECK(expect(q) == 12);
   q.workload = pairs("B");
   CHECK(expect(q) == 4);
-  q.target = "x86_64-linux-gnu (skylake)";
+  q.target = tid("x86_64-linux-gnu (skylake)");
   CHECK(expect(q) == 2);
   q.device_class = other_class;
   CHECK(expect(q) == 1);
@@ -1385,7 +1388,7 @@ TEST_CASE("records: the machine state and the recommendation round-trip through 
   const std::int64_t id_unknown = db->add(unknown);
 
   auto check_all = [&](RecordStore& store) {
-    auto found = store.find("gemm", pairs("M=64"), "x86_64-linux-gnu (znver4)");
+    auto found = store.find("gemm", pairs("M=64"), tid("x86_64-linux-gnu (znver4)"));
     REQUIRE(found.size() == 3);
     require_same(found[0], full);
     require_same(found[1], partial);
@@ -1574,7 +1577,7 @@ INSERT INTO records VALUES(3, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)'
 // The version-3 records, as any version reads them: no machine state, no flags; best()
 // decides the round by cost (mc=32).
 void check_version3_records(RecordStore& store) {
-  auto records = store.find("gemm", Params{{"K", 8}, {"M", 8}, {"N", 8}}, "x86_64-linux-gnu (znver4)");
+  auto records = store.find("gemm", Params{{"K", 8}, {"M", 8}, {"N", 8}}, tid("x86_64-linux-gnu (znver4)"));
   REQUIRE(records.size() >= 3);
   for (std::size_t i = 0; i < 3; ++i) {
     CHECK(!records[i].machine.known());
@@ -1593,7 +1596,7 @@ TEST_CASE("records: a version-3 file is read as it is read-only and upgraded to 
   TempDir dir;
   std::string path = dir.file("v3.db");
   raw_sql(path, kVersion3);
-  const std::string target = "x86_64-linux-gnu (znver4)";
+  const kestrel::ops::TargetId target = tid("x86_64-linux-gnu (znver4)");
   {
     RecordsDb reader(path, OpenMode::existing);
     check_version3_records(reader);
@@ -1696,7 +1699,7 @@ TEST_CASE("records: a version-3 PostgreSQL database is read as it is read-only a
     REQUIRE(best.size() == 1);
     CHECK(best[0].record.config == Config{{"mc", 32}});
     CHECK(reader->all().size() == 3);
-    CHECK(reader->find_other_workloads("gemm", pairs("M=1"), "x86_64-linux-gnu (znver4)").size() == 3);
+    CHECK(reader->find_other_workloads("gemm", pairs("M=1"), tid("x86_64-linux-gnu (znver4)")).size() == 3);
     std::stringstream exported;
     reader->export_jsonl(exported);
     CHECK_THAT(exported.str(), Catch::Contains(R"("machine":null,"recommended":0)"));
@@ -1737,7 +1740,7 @@ TEST_CASE("records: a version-3 PostgreSQL database is read as it is read-only a
   Record d = final_record("K=8,M=8,N=8", "mc=64", 0.0012, "s-new", true);
   d.time_unix_ms = 1900000000000;
   db->add(d);
-  auto all = db->find("gemm", kV3Workload, "x86_64-linux-gnu (znver4)");
+  auto all = db->find("gemm", kV3Workload, tid("x86_64-linux-gnu (znver4)"));
   REQUIRE(all.size() == 3 + kOpeners + 1);
   check_version3_records(*db);
   for (std::size_t i = 3; i < 3 + kOpeners; ++i) CHECK(all[i].machine == machine_of(0.5, 2400, -1, false, 1));

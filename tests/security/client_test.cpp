@@ -78,7 +78,7 @@ records::Record a_record(const std::string& config, double cost) {
   records::Record r;
   r.op = "gemm";
   r.workload = {{"K", 32}, {"M", 48}, {"N", 40}};
-  r.target = "x86_64-linux-gnu";
+  r.target = *kestrel::ops::TargetId::parse("x86_64-linux-gnu");
   r.device_class = {"readonly-key", "test cpu", "x86_64-linux-gnu|test cpu|2"};
   r.device = "d1";
   r.config = ops::parse_pairs(config);

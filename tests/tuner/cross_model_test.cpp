@@ -66,7 +66,7 @@ double synthetic_cost(const ops::Params& p, const ops::Config& c) {
   return 2 * m * n * k / (efficiency * 50e9);
 }
 
-const char* kTarget = "x86_64-linux-gnu (znver3)";
+const ops::TargetId kTarget = *ops::TargetId::parse("x86_64-linux-gnu (znver3)");
 
 std::vector<Record> make_records(const ops::Op& op, const std::vector<std::string>& shapes, int per_workload,
                                  std::uint64_t seed) {
@@ -116,17 +116,17 @@ void write(const std::string& path, const std::string& text) { std::ofstream(pat
 }  // namespace
 
 TEST_CASE("target classes come from targets and from records' target texts", "[tuner][cross_model]") {
-  CHECK(target_class(std::string_view("x86_64-linux-gnu (znver3)")) == "avx2");
-  CHECK(target_class(std::string_view("x86_64-linux-gnu (skylake-avx512)")) == "avx512");
-  CHECK(target_class(std::string_view("x86_64-linux-gnu")) == "sse");
-  CHECK(target_class(std::string_view("x86_64-linux-gnu (+avx2,+fma)")) == "avx2");
-  CHECK(target_class(std::string_view("aarch64-linux-gnu (cortex-a72)")) == "neon");
-  CHECK(target_class(std::string_view("cuda sm_90")) == "cuda");
-  CHECK(target_class(std::string_view("opencl")) == "opencl");
-  CHECK(target_class(std::string_view("mips-linux-gnu")).empty());
+  CHECK(target_class(*ops::TargetId::parse("x86_64-linux-gnu (znver3)")) == "avx2");
+  CHECK(target_class(*ops::TargetId::parse("x86_64-linux-gnu (skylake-avx512)")) == "avx512");
+  CHECK(target_class(*ops::TargetId::parse("x86_64-linux-gnu")) == "sse");
+  CHECK(target_class(*ops::TargetId::parse("x86_64-linux-gnu (+avx2,+fma)")) == "avx2");
+  CHECK(target_class(*ops::TargetId::parse("aarch64-linux-gnu (cortex-a72)")) == "neon");
+  CHECK(target_class(*ops::TargetId::parse("cuda sm_90")) == "cuda");
+  CHECK(target_class(*ops::TargetId::parse("opencl")) == "opencl");
+  CHECK(target_class(*ops::TargetId::parse("mips-linux-gnu")).empty());
   CHECK(target_class(avx2_target()) == "avx2");
-  CHECK(traits_of_record_target("x86_64-linux-gnu (znver3)").vector_floats == 8);
-  CHECK_THROWS_AS(traits_of_record_target("sparc"), std::invalid_argument);
+  CHECK(traits_of_record_target(*ops::TargetId::parse("x86_64-linux-gnu (znver3)")).vector_floats == 8);
+  CHECK_THROWS_AS(traits_of_record_target(*ops::TargetId::parse("sparc")), std::invalid_argument);
 }
 
 TEST_CASE("cross features add cache shares and the register file under fixed names", "[tuner][cross_model]") {

@@ -20,7 +20,7 @@ Record record_of(const ops::Op& op, const ops::Params& params, const ops::Config
   Record r;
   r.op = std::string(op.name());
   r.workload = params;
-  r.target = "x86_64-linux-gnu";
+  r.target = *ops::TargetId::parse("x86_64-linux-gnu");
   r.config = config;
   r.status = std::isfinite(cost) ? kernel::Status::ok : kernel::Status::wrong_answer;
   r.cost = cost;

@@ -61,7 +61,7 @@ inline std::vector<records::Record> synthetic_gemm_records(const ops::Op& gemm, 
       records::Record r;
       r.op = "gemm";
       r.workload = workload;
-      r.target = target.to_string();
+      r.target = target.id();
       r.device_class = {"test", "synthetic cpu", target.triple + "|synthetic cpu|1"};
       r.device = "cpu0";
       r.config = space.config(*index);

@@ -72,7 +72,7 @@ TuneOptions options(std::size_t trials, std::size_t batch = 5) {
 
 std::size_t search_records(const records::RecordStore& db, const tuner::Task& task) {
   std::size_t n = 0;
-  for (const auto& r : db.find(task.op_name(), task.params, task.target_name())) n += r.final_measurement ? 0 : 1;
+  for (const auto& r : db.find(task.op_name(), task.params, task.target.id())) n += r.final_measurement ? 0 : 1;
   return n;
 }
 
@@ -223,7 +223,7 @@ TEST_CASE("tuning loop: a failing configuration is counted as a failure and reco
   CHECK(result.statuses.at("ok") == 56);
   CHECK(loop.progress().failures == 8);
   std::size_t failed = 0;
-  for (const auto& r : db.find("toy", {}, loop.task().target_name())) {
+  for (const auto& r : db.find("toy", {}, loop.task().target.id())) {
     if (!r.ok()) {
       ++failed;
       CHECK(std::isinf(r.cost));
@@ -305,7 +305,7 @@ TEST_CASE("tuning loop: the final round re-measures finalists and the default, i
   CHECK(seen.at("a=1,b=1") == 4);  // the search, then three passes
   // One final record per configuration, with every round; the default's marked.
   std::size_t finals = 0;
-  for (const auto& r : db.find("toy", {}, loop.task().target_name())) {
+  for (const auto& r : db.find("toy", {}, loop.task().target.id())) {
     if (!r.final_measurement) continue;
     ++finals;
     CHECK(r.round_seconds.size() == 9);
@@ -374,7 +374,7 @@ TEST_CASE("tuning loop: vendor kernels run in the final round, are recorded, and
   CHECK(result.vendors.empty());
 
   std::map<std::string, std::size_t> by_implementation;
-  for (const auto& r : db.find("toy", {}, loop.task().target_name())) {
+  for (const auto& r : db.find("toy", {}, loop.task().target.id())) {
     ++by_implementation[r.implementation];
     if (r.implementation == records::kKestrelImplementation) continue;
     CHECK(r.final_measurement);
@@ -420,7 +420,7 @@ TEST_CASE("tuning loop: vendor kernels without a final round run once on their o
     CHECK(result.vendors[0].implementation == "fastlib");
     CHECK(result.vendors[0].median_s == Approx(0.5e-3));
     std::size_t vendor_records = 0;
-    for (const auto& r : db.find("toy", {}, loop.task().target_name())) {
+    for (const auto& r : db.find("toy", {}, loop.task().target.id())) {
       if (r.implementation == "fastlib") {
         ++vendor_records;
         CHECK_FALSE(r.final_measurement);
@@ -529,7 +529,7 @@ TEST_CASE("tuning loop: zero-shot verification measures the model's top N and th
       CHECK(count == 3);
     }
     // One final record each, nothing from a search.
-    const auto records = db.find("gemm", workload, task.target_name());
+    const auto records = db.find("gemm", workload, task.target.id());
     CHECK(records.size() == measured.size());
     for (const auto& r : records) {
       CHECK(r.final_measurement);

@@ -114,35 +114,6 @@ std::string target_class(const host::Target& target) {
 
 namespace detail {
 
-std::optional<host::Target> parse_record_target(std::string_view text) {
-  if (text.rfind("cuda", 0) == 0 || text.rfind("opencl", 0) == 0) {
-    host::Target gpu;
-    gpu.backend = text.rfind("cuda", 0) == 0 ? ops::Backend::cuda : ops::Backend::opencl;
-    return gpu;
-  }
-  // "triple", "triple (cpu)", "triple (cpu, +f,-g)", "triple (+f,-g)" (Target::to_string).
-  std::string_view triple = text, cpu, features;
-  if (const std::size_t open = text.find(" ("); open != std::string_view::npos) {
-    if (text.back() != ')') return std::nullopt;
-    triple = text.substr(0, open);
-    std::string_view inner = text.substr(open + 2, text.size() - open - 3);
-    if (const std::size_t comma = inner.find(", "); comma != std::string_view::npos) {
-      cpu = inner.substr(0, comma);
-      features = inner.substr(comma + 2);
-    } else if (!inner.empty() && (inner.front() == '+' || inner.front() == '-')) {
-      features = inner;
-    } else {
-      cpu = inner;
-    }
-  }
-  if (triple == "native") return std::nullopt;  // never stored: records name the triple
-  try {
-    return host::parse_target(triple, cpu, features);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 ops::Backend backend_of_class(std::string_view target_class) {
   if (target_class == "cuda") return ops::Backend::cuda;
   if (target_class == "opencl") return ops::Backend::opencl;
@@ -159,14 +130,14 @@ ops::TargetTraits traits_of_class(std::string_view target_class) {
 
 }  // namespace detail
 
-std::string target_class(std::string_view record_target) {
-  const auto target = detail::parse_record_target(record_target);
+std::string target_class(const ops::TargetId& record_target) {
+  const auto target = host::target_of(record_target);
   return target ? target_class(*target) : std::string();
 }
 
-ops::TargetTraits traits_of_record_target(std::string_view record_target) {
-  const auto target = detail::parse_record_target(record_target);
-  if (!target) throw std::invalid_argument("'" + std::string(record_target) + "' names no target kestrel knows");
+ops::TargetTraits traits_of_record_target(const ops::TargetId& record_target) {
+  const auto target = host::target_of(record_target);
+  if (!target) throw std::invalid_argument("'" + record_target.to_string() + "' names no target kestrel knows");
   return target->traits;
 }
 
@@ -213,8 +184,8 @@ std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::ve
   for (const records::Record& r : records) {
     if (r.implementation != records::kKestrelImplementation || r.workload.empty() || r.config.empty()) continue;
     if (!only_ops.empty() && std::find(only_ops.begin(), only_ops.end(), r.op) == only_ops.end()) continue;
-    auto [it, fresh] = targets.try_emplace(r.target);
-    if (fresh) it->second = parse_record_target(r.target);
+    auto [it, fresh] = targets.try_emplace(r.target.to_string());
+    if (fresh) it->second = host::target_of(r.target);
     if (!it->second) continue;
     const std::string cls = target_class(*it->second);
     const ops::Op* op = registry.find(r.op, it->second->backend);
@@ -227,7 +198,7 @@ std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::ve
     const auto key = std::make_pair(r.op, cls);
     op_of[key] = op;
     const std::string workload_text = ops::format_params(r.workload);
-    RawGroup& group = raw[key][workload_text + "\x1e" + r.target + "\x1e" + device_class_key(r.device_class)];
+    RawGroup& group = raw[key][workload_text + "\x1e" + r.target.to_string() + "\x1e" + device_class_key(r.device_class)];
     if (group.workload_text.empty()) {
       group.workload_text = workload_text;
       group.workload = r.workload;

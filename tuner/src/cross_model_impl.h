@@ -35,9 +35,6 @@ struct CrossModel::Impl {
 
 namespace detail {
 
-// A record's target text ("x86_64-linux-gnu (znver3)", "cuda sm_90") as a target, or
-// nothing when it names none Kestrel knows. GPU targets carry default CPU traits.
-std::optional<host::Target> parse_record_target(std::string_view text);
 ops::Backend backend_of_class(std::string_view target_class);
 // The typical traits of a CPU class ("avx2"); default ones for GPU classes.
 ops::TargetTraits traits_of_class(std::string_view target_class);

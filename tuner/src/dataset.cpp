@@ -97,8 +97,8 @@ CrossTable make_cross_table(const std::vector<records::Record>& records, const o
   std::map<std::string, double> best;  // by group
   for (const records::Record& r : records) {
     if (!only_ops.empty() && std::find(only_ops.begin(), only_ops.end(), r.op) == only_ops.end()) continue;
-    auto [it, fresh] = targets.try_emplace(r.target);
-    if (fresh) it->second = detail::parse_record_target(r.target);
+    auto [it, fresh] = targets.try_emplace(r.target.to_string());
+    if (fresh) it->second = host::target_of(r.target);
     const ops::Op* op = it->second ? registry.find(r.op, it->second->backend) : nullptr;
     if (!op || r.implementation != records::kKestrelImplementation || r.workload.empty() || r.config.empty()) {
       ++table.skipped;
@@ -116,7 +116,7 @@ CrossTable make_cross_table(const std::vector<records::Record>& records, const o
       ++table.skipped;
       continue;
     }
-    u.group = r.op + "\x1e" + ops::format_params(r.workload) + "\x1e" + r.target + "\x1e" + r.device_class.key +
+    u.group = r.op + "\x1e" + ops::format_params(r.workload) + "\x1e" + r.target.to_string() + "\x1e" + r.device_class.key +
               "\x1f" + r.device_class.model + "\x1f" + r.device_class.fingerprint;
     const bool ok = r.ok() && std::isfinite(r.cost) && r.cost > 0;
     if (ok) {
@@ -147,7 +147,7 @@ CrossTable make_cross_table(const std::vector<records::Record>& records, const o
     std::vector<std::string> row(table.columns.size());
     row[0] = r.op;
     row[1] = ops::format_params(r.workload);
-    row[2] = r.target;
+    row[2] = r.target.to_string();
     row[3] = u.target_class;
     row[4] = r.device_class.key;
     row[5] = r.device_class.model;

@@ -19,7 +19,7 @@ std::int64_t now_unix_ms() {
 
 std::vector<Past> of_task(const records::RecordStore& db, const Task& task, const std::optional<records::DeviceClass>& device_class) {
   std::vector<Past> out;
-  for (const records::Record& r : db.find(task.op_name(), task.params, task.target_name(),
+  for (const records::Record& r : db.find(task.op_name(), task.params, task.target.id(),
                                  device_class ? &*device_class : nullptr)) {
     if (r.implementation != records::kKestrelImplementation) continue;  // a vendor library: not a point of the space
     Past p;
@@ -34,7 +34,7 @@ std::vector<Past> of_task(const records::RecordStore& db, const Task& task, cons
 
 std::vector<Other> of_other_workloads(const records::RecordStore& db, const Task& task) {
   std::vector<Other> out;
-  for (const records::Record& r : db.find_other_workloads(task.op_name(), task.params, task.target_name())) {
+  for (const records::Record& r : db.find_other_workloads(task.op_name(), task.params, task.target.id())) {
     if (r.workload.empty() || r.config.empty() || r.implementation != records::kKestrelImplementation) continue;
     Other o;
     o.params = r.workload;
@@ -51,7 +51,7 @@ void add(records::RecordStore& db, const Task& task, const Evaluation& e, const 
   records::Record r;
   r.op = task.op_name();
   r.workload = task.params;
-  r.target = task.target_name();
+  r.target = task.target.id();
   r.device_class = e.device_class;
   if (r.device_class.fingerprint.empty() && context.device_class) r.device_class = *context.device_class;
   if (r.device_class.key.empty()) r.device_class.key = context.device_key;

@@ -20,8 +20,8 @@ struct TimedConfig {
 // The configuration to time: `explicit_config` when given, else the choice of
 // records::choose_config among `best` for `target` (trials counted in `db` when given),
 // else the default. Throws ops::OpError when `explicit_config` is not valid.
-TimedConfig config_to_time(const ops::Op& op, const ops::Params& params, const std::string& target,
-                           const std::string& triple, const ops::TargetTraits& traits,
+TimedConfig config_to_time(const ops::Op& op, const ops::Params& params, const ops::TargetId& target,
+                           const ops::TargetTraits& traits,
                            const std::vector<records::Best>& best, const records::RecordStore* db,
                            const std::string& explicit_config);
 

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kestrel/ops/op.h"
+#include "kestrel/ops/target_id.h"
 #include "kestrel/rpc/device_info.h"
 
 namespace kestrel::host {
@@ -36,10 +38,18 @@ struct Target {
   bool is_gpu() const { return backend != ops::Backend::cpu; }
   // The CPU target of the reference kernel: the triple, cpu and features alone.
   Target reference_target() const;
+  // Its identity (what the records keep): backend, triple, cpu, features, GPU arch and index.
+  ops::TargetId id() const;
   // "aarch64-linux-gnu", "aarch64-linux-gnu (cortex-a72)", "cuda sm_90", "opencl",
-  // "opencl:1" (the device's second OpenCL device).
-  std::string to_string() const;
+  // "opencl #1" (the device's second OpenCL device): id().to_string().
+  std::string to_string() const { return id().to_string(); }
 };
+
+// The target of an identity (a record's): a CPU target through parse_target (its traits
+// those the triple, -mcpu and features give); a GPU target with its backend, arch and
+// index and a CPU reference target's default traits. Nothing for a triple Kestrel
+// cannot compile for.
+std::optional<Target> target_of(const ops::TargetId& id);
 
 // The traits of code compiled for `target` (its triple, -mcpu and features, as LLVM
 // enables them) on `device` (its caches and cores; this host's for a native target

@@ -32,7 +32,7 @@ std::string_view to_string(ConfigSource source);
 struct ChoiceRules {
   // Records of another CPU of the target's triple fit too (a library exported for a
   // family of boards): the exact target is preferred, then the fastest. Otherwise only
-  // records of the exact target (Record::target == the target's text) count.
+  // records of the exact target count.
   bool same_triple = false;
   // Only records measured on devices of this key, when not empty.
   std::string device_key;
@@ -53,16 +53,12 @@ struct ConfigChoice {
   std::vector<std::string> notes;
 };
 
-// The configuration of `op` at `params` for the target whose text (host::Target::
-// to_string()) is `target` and whose triple is `triple`, chosen from `bests` (what
-// RecordStore::best() returned) by the rule above. Workloads are compared normalized
-// (ops::normalize_params). Never throws for a stale record: it is noted and passed over.
-ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const std::string& target,
-                           const std::string& triple, const ops::TargetTraits& traits,
-                           const std::vector<Best>& bests, const ChoiceRules& rules = {});
-
-// The triple of a recorded target's text: "aarch64-linux-gnu (cortex-a72)" ->
-// "aarch64-linux-gnu"; a GPU target's text ("cuda sm_90") gives its backend word.
-std::string triple_of_recorded(std::string_view recorded_target);
+// The configuration of `op` at `params` for `target` (host::Target::id()), whose code has
+// `traits`, chosen from `bests` (what RecordStore::best() returned) by the rule above.
+// Workloads are compared normalized (ops::normalize_params). Never throws for a stale
+// record: it is noted and passed over.
+ConfigChoice choose_config(const ops::Op& op, const ops::Params& params, const ops::TargetId& target,
+                           const ops::TargetTraits& traits, const std::vector<Best>& bests,
+                           const ChoiceRules& rules = {});
 
 }  // namespace kestrel::records

@@ -19,6 +19,7 @@
 #include "kestrel/kernel/status.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/records/device_class.h"
+#include "kestrel/ops/target_id.h"
 
 namespace kestrel::records {
 
@@ -32,7 +33,7 @@ struct Record {
   std::int64_t id = 0;               // assigned by the database
   std::string op;                    // "gemm"
   ops::Params workload;              // stored as ops::format_params text
-  std::string target;                // host::Target::to_string(), e.g. "x86_64-linux-gnu (znver4)"
+  ops::TargetId target;              // stored as its text, e.g. "x86_64-linux-gnu (znver4)"
   DeviceClass device_class;          // key, model, fingerprint of the device that measured it
   std::string device;                // device name
   ops::Config config;                // stored as ops::format_config text
@@ -77,7 +78,7 @@ inline constexpr unsigned kOwnRecommended = 2;
 struct Best {
   std::string op;
   ops::Params workload;
-  std::string target;
+  ops::TargetId target;
   DeviceClass device_class;
   Record record;
   std::size_t trials = 0;               // records of that (op, workload, target, device class)
@@ -97,7 +98,7 @@ struct Best {
 struct BestQuery {
   std::optional<std::string> op;
   std::optional<ops::Params> workload;
-  std::optional<std::string> target;
+  std::optional<ops::TargetId> target;
   std::optional<DeviceClass> device_class;
 };
 
@@ -116,12 +117,12 @@ class RecordStore {
   virtual std::int64_t add(const Record& record) = 0;
   // Records of one task, oldest first; with a device class, only those measured on that
   // class (key, model and fingerprint all equal).
-  virtual std::vector<Record> find(const std::string& op, const ops::Params& workload, const std::string& target,
+  virtual std::vector<Record> find(const std::string& op, const ops::Params& workload, const ops::TargetId& target,
                                    const DeviceClass* device_class = nullptr) const = 0;
   // Records of an op on a target for other workloads (transfer), the newest `limit`,
   // oldest first.
   virtual std::vector<Record> find_other_workloads(const std::string& op, const ops::Params& workload,
-                                                   const std::string& target, std::size_t limit = 5000) const = 0;
+                                                   const ops::TargetId& target, std::size_t limit = 5000) const = 0;
   // The best valid configuration per (op, workload, target, device class), ordered by
   // those. Never a configuration that measured slower than the op's default in the same
   // final round: when a session's final round holds an ok record of the default

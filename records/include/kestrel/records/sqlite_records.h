@@ -25,10 +25,10 @@ class SqliteRecords final : public RecordStore {
   SqliteRecords& operator=(const SqliteRecords&) = delete;
 
   std::int64_t add(const Record& record) override;
-  std::vector<Record> find(const std::string& op, const ops::Params& workload, const std::string& target,
+  std::vector<Record> find(const std::string& op, const ops::Params& workload, const ops::TargetId& target,
                            const DeviceClass* device_class = nullptr) const override;
   std::vector<Record> find_other_workloads(const std::string& op, const ops::Params& workload,
-                                           const std::string& target, std::size_t limit = 5000) const override;
+                                           const ops::TargetId& target, std::size_t limit = 5000) const override;
   using RecordStore::best;
   std::vector<Best> best(const BestQuery& q) const override;
   std::vector<Record> all(const std::string& op = "") const override;

@@ -41,12 +41,11 @@ class ModelFileError : public std::runtime_error {
 // The class of targets that one model serves: the ISA the code is compiled for ("avx2",
 // "avx512", "neon", "neon32", "sse", "scalar"), or the GPU backend ("cuda", "opencl").
 std::string target_class(const host::Target& target);
-// The same from a record's target text ("x86_64-linux-gnu (znver3)"); empty when the
-// text names no target Kestrel knows.
-std::string target_class(std::string_view record_target);
-// The traits a record's target text stands for (host::parse_target's; typical caches of
-// its ISA). Throws std::invalid_argument for a text naming no known target.
-ops::TargetTraits traits_of_record_target(std::string_view record_target);
+// The same for a record's target; empty when it names no target Kestrel can compile for.
+std::string target_class(const ops::TargetId& record_target);
+// The traits a record's target stands for (host::parse_target's; typical caches of its
+// ISA). Throws std::invalid_argument for a target Kestrel cannot compile for.
+ops::TargetTraits traits_of_record_target(const ops::TargetId& record_target);
 
 // Features of one configuration for the cross-workload model, and their names (the
 // same names and order for every workload and target of the op).

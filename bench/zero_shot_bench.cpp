@@ -235,7 +235,7 @@ std::vector<std::pair<std::size_t, double>> tune_curve(Env& env, const tuner::Ta
     env.pool->on_io<void>([&]() -> rpc::awaitable<void> {
       co_await loop.run([&](const tuner::TuneProgress& p) {
         if (p.phase == "tuning" && (curve.empty() || curve.back().first != p.this_session)) {
-          curve.emplace_back(p.this_session, p.best_gflops);
+          curve.emplace_back(p.this_session, p.best_gflops());
         }
       });
     });

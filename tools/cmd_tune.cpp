@@ -2,9 +2,11 @@
 // (--workloads), on a pool of devices (or, without --tracker, on this machine through an
 // embedded tracker and device). The session itself is tune_session.cpp.
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -39,11 +41,11 @@ void print_zero_shot(const tuner::TuneResult& r, const std::string& model_path) 
             << "target traits: " << r.traits << "\n";
   if (!z.fallback.empty()) {
     std::cout << "no zero-shot pick: " << z.fallback << "\n"
-              << "the op's default stands in: " << z.picks.front() << "\n";
+              << "the op's default stands in: " << ops::format_config(z.picks.front()) << "\n";
     return;
   }
   std::cout << std::fixed << std::setprecision(1) << "zero-shot pick (0 measurements, " << z.seconds
-            << " s): " << z.picks.front() << "\n"
+            << " s): " << ops::format_config(z.picks.front()) << "\n"
             << "  the best of " << z.scored << " configurations scored by " << model_path
             << "; nothing was measured or recorded (--zero-shot-verify N measures the top N)\n";
 }
@@ -76,7 +78,7 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
     } else {
       std::cout << std::fixed << std::setprecision(1) << "zero-shot picks (" << z.seconds << " s, " << z.scored
                 << " configurations scored), measured once beside the default:";
-      for (const auto& pick : z.picks) std::cout << "\n  " << pick;
+      for (const auto& pick : z.picks) std::cout << "\n  " << ops::format_config(pick);
       std::cout << "\n";
     }
   }
@@ -86,11 +88,11 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
       return;
     }
     const tuner::FinalEntry& b = *r.best_recorded;
-    std::cout << "\nbest recorded (not re-measured): " << b.config << "\n"
-              << std::fixed << std::setprecision(1) << "  " << b.gflops << " GFLOP/s, median "
+    std::cout << "\nbest recorded (not re-measured): " << ops::format_config(b.config) << "\n"
+              << std::fixed << std::setprecision(1) << "  " << b.gflops(r.flops) << " GFLOP/s, median "
               << std::setprecision(3) << b.median_s * 1e3 << " ms";
-    if (r.default_gflops > 0 && !b.is_default) {
-      std::cout << std::setprecision(2) << ", " << b.gflops / r.default_gflops << "x default";
+    if (std::isfinite(r.default_seconds) && !b.is_default) {
+      std::cout << std::setprecision(2) << ", " << r.default_seconds / b.median_s << "x default";
     }
     std::cout << "\n";
   } else {
@@ -104,24 +106,25 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
       if (f.speedup > 0 && !f.is_default) {
         speedup << std::fixed << std::setprecision(2) << f.speedup << "x";
         if (f.speedup_high > 0) speedup << " (" << f.speedup_low << "-" << f.speedup_high << ")";
-      } else if (f.is_default && f.status == "ok") {
+      } else if (f.is_default && f.ok()) {
         speedup << "1.00x";
       }
-      if (f.status == "ok") spread << std::fixed << std::setprecision(0) << f.spread * 100 << "%";
+      if (f.ok()) spread << std::fixed << std::setprecision(0) << f.spread * 100 << "%";
       std::cout << std::left << std::setw(6) << rank++ << std::setw(12) << std::fixed << std::setprecision(1)
-                << f.gflops << std::setw(12) << std::setprecision(3) << f.median_s * 1e3 << std::setw(22)
+                << f.gflops(r.flops) << std::setw(12) << std::setprecision(3) << f.median_s * 1e3 << std::setw(22)
                 << speedup.str() << std::setw(9) << spread.str()
-                << (f.implementation == records::kKestrelImplementation ? f.config : f.implementation + " (vendor)");
+                << (f.implementation == records::kKestrelImplementation ? ops::format_config(f.config)
+                                                                        : f.implementation + " (vendor)");
       if (f.is_default) std::cout << "  (default)";
       if (f.recommended) std::cout << "  <- recommended";
       if (f.noisy) std::cout << "  noisy: its rounds disagree";
-      if (f.status != "ok") std::cout << "  " << f.status;
+      if (!f.ok()) std::cout << "  " << kernel::to_string(f.status);
       std::cout << "\n";
     }
     // The leader among the others, for the verdict's numbers.
     const tuner::FinalEntry* runner_up = nullptr;
     for (const auto& f : r.final) {
-      if (!f.is_default && f.implementation == records::kKestrelImplementation && f.status == "ok" &&
+      if (!f.is_default && f.implementation == records::kKestrelImplementation && f.ok() &&
           (!runner_up || f.speedup > runner_up->speedup)) {
         runner_up = &f;
       }
@@ -136,29 +139,32 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
       std::cout << "the vendor library " << r.final.front().implementation
                 << " was faster than Kestrel's pick with confidence: `kestrel best` shows it\n";
     } else if (r.verdict == "faster") {
-      std::cout << "recommended: " << r.final.front().config << " (" << interval(r.final.front()) << ")\n";
+      std::cout << "recommended: " << ops::format_config(r.final.front().config) << " (" << interval(r.final.front())
+                << ")\n";
     } else if (r.verdict == "too noisy") {
       std::cout << "the machine was too noisy to tell"
-                << (runner_up ? " whether " + runner_up->config + " beats the default (" + interval(*runner_up) + ")"
+                << (runner_up ? " whether " + ops::format_config(runner_up->config) + " beats the default (" +
+                                    interval(*runner_up) + ")"
                               : std::string())
                 << ": the default is the recommendation; rerun on a quieter machine or with more --final-max-passes\n";
     } else if (r.default_is_best) {
       std::cout << "no configuration is faster than the default with 95% confidence"
-                << (runner_up ? " (best: " + runner_up->config + ", " + interval(*runner_up) + ")" : std::string())
+                << (runner_up ? " (best: " + ops::format_config(runner_up->config) + ", " + interval(*runner_up) + ")"
+                              : std::string())
                 << ": the default is the recommendation\n";
     }
   }
   for (const auto& v : r.vendors) {
     std::cout << "vendor " << v.implementation << ": ";
-    if (v.status == "ok") {
-      std::cout << std::fixed << std::setprecision(1) << v.gflops << " GFLOP/s, median " << std::setprecision(3)
-                << v.median_s * 1e3 << " ms\n";
+    if (v.ok()) {
+      std::cout << std::fixed << std::setprecision(1) << v.gflops(r.flops) << " GFLOP/s, median "
+                << std::setprecision(3) << v.median_s * 1e3 << " ms\n";
     } else {
-      std::cout << v.status << "\n";
+      std::cout << kernel::to_string(v.status) << "\n";
     }
   }
-  if (r.default_gflops > 0) {
-    std::cout << std::fixed << std::setprecision(1) << "default config: " << r.default_gflops << " GFLOP/s\n";
+  if (r.default_gflops() > 0) {
+    std::cout << std::fixed << std::setprecision(1) << "default config: " << r.default_gflops() << " GFLOP/s\n";
   }
   std::cout << "records: " << db_path << " (kestrel best --db " << db_path << ")\n";
 }
@@ -177,17 +183,19 @@ void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::S
       if (std::string(j.op->name()) == r.op && ops::format_params(j.params) == r.workload) job = &j;
     }
     double weight = job ? job->weight : 1;
-    double flops = job ? job->op->flops(job->params) : 0;
     const tuner::FinalEntry* best = r.recommendation();
-    double gflops = best ? best->gflops : 0;
-    double est = gflops > 0 ? weight * flops / (gflops * 1e9) : 0;
+    const double best_seconds = best ? best->median_s : std::numeric_limits<double>::infinity();
+    double est = std::isfinite(best_seconds) ? weight * best_seconds : 0;
     best_s += est;
-    if (r.default_gflops > 0) default_s += weight * flops / (r.default_gflops * 1e9);
+    if (std::isfinite(r.default_seconds)) default_s += weight * r.default_seconds;
     trials += r.trials;
     std::ostringstream speedup;
-    if (r.default_gflops > 0 && gflops > 0) speedup << std::fixed << std::setprecision(2) << gflops / r.default_gflops << "x";
+    if (std::isfinite(r.default_seconds) && std::isfinite(best_seconds)) {
+      speedup << std::fixed << std::setprecision(2) << r.default_seconds / best_seconds << "x";
+    }
     std::cout << std::left << std::setw(6) << i + 1 << std::setw(6) << static_cast<long>(weight) << std::setw(8) << r.trials
-              << std::setw(10) << std::fixed << std::setprecision(1) << gflops << std::setw(10) << speedup.str()
+              << std::setw(10) << std::fixed << std::setprecision(1) << (best ? best->gflops(r.flops) : 0.0)
+              << std::setw(10) << speedup.str()
               << std::setw(12) << std::setprecision(3) << est * 1e3 << r.op << " " << r.workload << "\n";
   }
   std::cout << "\n" << session.results.size() << "/" << jobs.size() << " tasks, " << trials

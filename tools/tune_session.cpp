@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <iomanip>
 #include <iostream>
@@ -40,9 +41,9 @@ class ProgressView {
     std::size_t filled = p.total ? std::min(width, p.trials * width / p.total) : 0;
     line << prefix_ << "[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << p.trials << "/"
          << p.total << " trials";
-    line << std::fixed << std::setprecision(1) << " | best " << p.best_gflops << " GFLOP/s";
-    if (p.default_gflops > 0 && p.best_gflops > 0) {
-      line << std::setprecision(2) << " (" << p.best_gflops / p.default_gflops << "x default)";
+    line << std::fixed << std::setprecision(1) << " | best " << p.best_gflops() << " GFLOP/s";
+    if (std::isfinite(p.default_seconds) && std::isfinite(p.best_seconds)) {
+      line << std::setprecision(2) << " (" << p.default_seconds / p.best_seconds << "x default)";
     }
     line << " | " << p.failures << " failed | " << duration_text(p.elapsed);
     if (p.eta) line << " | ETA " << duration_text(*p.eta);
@@ -130,10 +131,9 @@ class ModelProgressView {
       trials += q.trials;
       session += q.this_session;
       if (q.trials > 0) ++started;
-      double flops = jobs[i].op->flops(jobs[i].params);
-      if (q.best_gflops > 0 && q.default_gflops > 0) {
-        best_s += jobs[i].weight * flops / (q.best_gflops * 1e9);
-        default_s += jobs[i].weight * flops / (q.default_gflops * 1e9);
+      if (std::isfinite(q.best_seconds) && std::isfinite(q.default_seconds)) {
+        best_s += jobs[i].weight * q.best_seconds;
+        default_s += jobs[i].weight * q.default_seconds;
       } else {
         complete = false;
       }

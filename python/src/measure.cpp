@@ -181,37 +181,32 @@ py::object to_python(const nlohmann::json& j) {
   }
 }
 
-// A configuration's text as Python's dict of knobs ({} for none: a vendor library's).
-py::dict config_dict(const std::string& text) { return text.empty() ? py::dict() : to_dict(ops::parse_pairs(text)); }
-
 // frontend::to_json's forms, with each configuration as a dict ("config") beside its
-// text ("config_text").
+// text ("config_text"; a vendor library's is {} and "").
 py::dict progress_dict(const tuner::TuneProgress& p) {
   py::dict out = to_python(frontend::to_json(p));
-  out["best_config"] = config_dict(p.best_config);
+  out["best_config"] = p.best_config ? to_dict(*p.best_config) : py::dict();
   return out;
 }
 
-py::object entry_dict(const nlohmann::json& entry) {
-  if (entry.is_null()) return py::none();
-  py::dict out = to_python(entry);
-  const std::string text = entry.value("config", "");
-  out["config"] = config_dict(text);
-  out["config_text"] = text;
+py::dict entry_dict(const tuner::FinalEntry& entry, double flops) {
+  py::dict out = to_python(frontend::to_json(entry, flops));
+  out["config"] = to_dict(entry.config);
+  out["config_text"] = ops::format_config(entry.config);
   return out;
 }
 
 py::dict result_dict(const tuner::TuneResult& r) {
-  const nlohmann::json j = frontend::to_json(r);
-  py::dict out = to_python(j);
+  py::dict out = to_python(frontend::to_json(r));
   py::list final, vendors;
-  for (const auto& f : j["final"]) final.append(entry_dict(f));
-  for (const auto& v : j["vendors"]) vendors.append(entry_dict(v));
+  for (const auto& f : r.final) final.append(entry_dict(f, r.flops));
+  for (const auto& v : r.vendors) vendors.append(entry_dict(v, r.flops));
   out["final"] = final;
   out["vendors"] = vendors;
-  out["best"] = entry_dict(j["best"]);
-  out["best_recorded"] = j.contains("best_recorded") ? entry_dict(j["best_recorded"]) : py::object(py::none());
-  if (!j.contains("zero_shot")) out["zero_shot"] = py::none();
+  const tuner::FinalEntry* best = r.recommendation();
+  out["best"] = best ? py::object(entry_dict(*best, r.flops)) : py::object(py::none());
+  out["best_recorded"] = r.best_recorded ? py::object(entry_dict(*r.best_recorded, r.flops)) : py::object(py::none());
+  if (!r.zero_shot) out["zero_shot"] = py::none();
   return out;
 }
 

@@ -12,14 +12,20 @@ using namespace std::chrono_literals;
 
 namespace {
 
+constexpr double kFlops = 1e9;  // a task of 1 GFLOP: GFLOP/s = 1 / seconds
+
+// A progress whose best is `best` GFLOP/s (0: none yet) and whose default is 5 GFLOP/s.
 tuner::TuneProgress progress_at(std::size_t trials, double best, const std::string& phase) {
   tuner::TuneProgress p;
   p.trials = trials;
   p.total = 32;
   p.this_session = trials - 4;
-  p.best_gflops = best;
-  p.default_gflops = 5;
-  p.best_config = "tile_m=8";
+  p.flops = kFlops;
+  if (best > 0) {
+    p.best_seconds = 1 / best;
+    p.best_config = ops::Config{{"tile_m", 8}};
+  }
+  p.default_seconds = 1 / 5.0;
   p.elapsed = std::chrono::milliseconds(100 * trials);
   p.phase = phase;
   p.failures = 1;
@@ -52,7 +58,7 @@ TEST_CASE("a session reports each batch of a job with growing trials and a last 
     CHECK(r.target == "x86_64-linux-gnu");
     CHECK(r.key == "local");
     CHECK(r.budget == 32);
-    CHECK(r.default_gflops == 5);
+    CHECK(r.default_gflops == Approx(5));
     CHECK(r.best_config == "tile_m=8");
     REQUIRE(r.failures.size() == 1);
     CHECK(r.failures[0] == std::pair<std::string, std::uint32_t>{"compile_error", 1});
@@ -61,12 +67,12 @@ TEST_CASE("a session reports each batch of a job with growing trials and a last 
   CHECK(sent[0].this_session == 4);
   CHECK(sent[0].elapsed == 800ms);
   CHECK(sent[1].trials == 12);
-  CHECK(sent[1].best_gflops == 20);
+  CHECK(sent[1].best_gflops == Approx(20));
   CHECK(sent[2].phase == "final");
   CHECK_FALSE(sent[2].finished);
   CHECK(sent[3].phase == "done");
   CHECK(sent[3].finished);
-  CHECK(sent[3].best_gflops == 22);
+  CHECK(sent[3].best_gflops == Approx(22));
 }
 
 TEST_CASE("a report that cannot be sent never fails the session", "[tuner][session-report]") {
@@ -82,16 +88,22 @@ TEST_CASE("a report that cannot be sent never fails the session", "[tuner][sessi
   CHECK_NOTHROW(silent.progress(0, progress_at(8, 1, "tuning")));
 }
 
-TEST_CASE("non-finite figures are reported as 0", "[tuner][session-report]") {
+TEST_CASE("unknown and non-finite figures are reported as 0", "[tuner][session-report]") {
   std::vector<rpc::SessionReport> sent;
   tuner::SessionReporter reporter("h:1:1", [&](const rpc::SessionReport& r) { sent.push_back(r); });
-  auto p = progress_at(8, std::numeric_limits<double>::infinity(), "tuning");
-  p.default_gflops = std::numeric_limits<double>::quiet_NaN();
+  auto p = progress_at(8, 0, "tuning");  // nothing succeeded yet: +infinity seconds, no config
+  p.default_seconds = std::numeric_limits<double>::quiet_NaN();
   reporter.progress(0, p);
-  REQUIRE(sent.size() == 1);
-  CHECK(sent[0].best_gflops == 0);
-  CHECK(sent[0].default_gflops == 0);
-  CHECK(sent[0].phase == "tuning");
+  p.best_seconds = std::numeric_limits<double>::denorm_min();  // GFLOP/s overflow to +infinity
+  p.default_seconds = 0;
+  reporter.progress(0, p);
+  REQUIRE(sent.size() == 2);
+  for (const auto& r : sent) {
+    CHECK(r.best_gflops == 0);
+    CHECK(r.default_gflops == 0);
+    CHECK(r.phase == "tuning");
+  }
+  CHECK(sent[0].best_config.empty());
 }
 
 TEST_CASE("report session ids name the host and process and count the sessions", "[tuner][session-report]") {
@@ -116,18 +128,17 @@ TEST_CASE("progress reports carry the ETA, and the last report the final round's
   tuner::TuneResult result;
   result.stop_reason = tuner::StopReason::trials;
   result.verdict = "faster";
+  result.flops = kFlops;
   tuner::FinalEntry best;
-  best.config = "tile_m=16";
-  best.status = "ok";
-  best.gflops = 18.5;  // re-measured: below the search's best-so-far 22
+  best.config = {{"tile_m", 16}};
+  best.median_s = 1 / 18.5;  // re-measured: below the search's best-so-far 22 GFLOP/s
   best.speedup = 1.25;
   best.speedup_low = 1.2;
   best.speedup_high = 1.31;
   best.recommended = true;
   tuner::FinalEntry fallback;
   fallback.is_default = true;
-  fallback.status = "ok";
-  fallback.gflops = 14.8;
+  fallback.median_s = 1 / 14.8;
   result.final = {best, fallback};
   auto done = progress_at(12, 22, "done");
   done.eta = std::chrono::milliseconds(1);  // a finished job has nothing left
@@ -143,8 +154,8 @@ TEST_CASE("progress reports carry the ETA, and the last report the final round's
   CHECK(last.phase == "done");
   CHECK(last.outcome == "done");
   CHECK(last.eta == 0ms);
-  CHECK(last.best_gflops == 22);
-  CHECK(last.final_gflops == 18.5);
+  CHECK(last.best_gflops == Approx(22));
+  CHECK(last.final_gflops == Approx(18.5));
   CHECK(last.final_speedup == 1.25);
   CHECK(last.final_speedup_low == 1.2);
   CHECK(last.final_speedup_high == 1.31);
@@ -158,9 +169,9 @@ TEST_CASE("an interrupted job's last report says so; without a result its figure
   tuner::SessionReporter reporter("h:1:1", [&](const rpc::SessionReport& r) { sent.push_back(r); });
   tuner::TuneResult interrupted;
   interrupted.stop_reason = tuner::StopReason::interrupted;
+  interrupted.flops = kFlops;
   tuner::FinalEntry recorded;  // no final round: the best recorded configuration
-  recorded.status = "ok";
-  recorded.gflops = 9;
+  recorded.median_s = 1 / 9.0;
   interrupted.best_recorded = recorded;
   reporter.finish(0, progress_at(8, 9, "done"), &interrupted);
   reporter.finish(1, progress_at(8, 9, "done"), nullptr);
@@ -171,7 +182,7 @@ TEST_CASE("an interrupted job's last report says so; without a result its figure
 
   REQUIRE(sent.size() == 4);
   CHECK(sent[0].outcome == "interrupted");
-  CHECK(sent[0].final_gflops == 9);
+  CHECK(sent[0].final_gflops == Approx(9));
   CHECK(sent[0].final_speedup == 0);
   CHECK(sent[0].verdict.empty());
   for (std::size_t i = 1; i < 4; ++i) {
@@ -212,7 +223,7 @@ TEST_CASE("a failed session reports its unfinished jobs failed with what they la
   REQUIRE(sent.size() == 3);
   CHECK(sent[0].job == 1);
   CHECK(sent[0].trials == 16);
-  CHECK(sent[0].best_gflops == 12);
+  CHECK(sent[0].best_gflops == Approx(12));
   CHECK(sent[1].job == 2);
   CHECK(sent[1].trials == 6);
   CHECK(sent[2].job == 3);

@@ -113,7 +113,7 @@ TEST_CASE("session: jobs in turn each get their trials, their records and a last
     CHECK(r.trials == 12);
     CHECK(r.this_session == 12);
     REQUIRE(r.recommendation() != nullptr);
-    CHECK(r.recommendation()->status == "ok");
+    CHECK(r.recommendation()->ok());
   }
   CHECK(records_of(*db, "n=1") == 12);
   CHECK(records_of(*db, "n=2") == 12);

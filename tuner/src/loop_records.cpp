@@ -58,7 +58,7 @@ void add(records::RecordStore& db, const Task& task, const Evaluation& e, const 
   r.device = e.device;
   r.config = e.config;
   r.is_default = e.implementation == records::kKestrelImplementation &&
-                 e.config == task.op->default_config(task.params, task.target.traits);
+                 e.config == context.default_config;
   r.status = e.status;
   r.message = e.message;
   r.round_seconds = e.round_seconds;

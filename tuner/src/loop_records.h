@@ -39,9 +39,10 @@ struct Context {
   std::string session;
   std::string device_key;
   std::optional<records::DeviceClass> device_class;  // for evaluations that never reached a device
+  ops::Config default_config;  // the op's default configuration for the task
 };
-// Records one evaluation, committed at once; the op's default config is marked
-// is_default (how `best` knows the baseline of a final round); `recommended` carries the
+// Records one evaluation, committed at once; the op's default config (the context's) is
+// marked is_default (how `best` knows the baseline of a final round); `recommended` carries the
 // final round's choice (Record::recommended).
 void add(records::RecordStore& db, const Task& task, const Evaluation& evaluation, const Context& context,
          bool final_measurement, unsigned recommended = 0);

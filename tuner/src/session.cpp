@@ -1,8 +1,6 @@
 // TuneSession: one leased pool; the jobs in turn, or interleaved by a TaskScheduler.
 #include "kestrel/tuner/session.h"
 
-#include <cmath>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 
@@ -11,12 +9,6 @@
 
 namespace kestrel::tuner {
 namespace {
-
-// Seconds per call of the best kernel so far; +infinity when none succeeded.
-double best_cost(const TuneProgress& p, double flops) {
-  if (p.best_gflops <= 0 || flops <= 0) return std::numeric_limits<double>::infinity();
-  return flops / (p.best_gflops * 1e9);
-}
 
 // The evaluator of a session that measures nothing (zero-shot picks without
 // verification): a call is a bug.
@@ -134,7 +126,7 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
     loop_ = loops[i].get();
     co_await loops[i]->start();
     live[i] = true;
-    scheduler.observe(i, best_cost(loops[i]->progress(), tasks[i].flops), loops[i]->progress().trials);
+    scheduler.observe(i, loops[i]->progress().best_seconds, loops[i]->progress().trials);
   }
   for (std::size_t i = 0; i < loops.size(); ++i) {
     if (!live[i]) scheduler.retire(i);
@@ -152,7 +144,7 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
       scheduler.retire(*pick);
       continue;
     }
-    scheduler.observe(*pick, best_cost(*p, tasks[*pick].flops), p->trials);
+    scheduler.observe(*pick, p->best_seconds, p->trials);
   }
   if (stop_) session.stop_reason = StopReason::interrupted;
   // Each job's final round (not after an interruption: its loop then takes the best recorded).

@@ -91,9 +91,10 @@ void SessionReporter::send(std::size_t job, const TuneProgress& progress, bool f
   r.trials = clamp32(progress.trials);
   r.budget = clamp32(progress.total);
   r.this_session = clamp32(progress.this_session);
-  r.best_gflops = finite(progress.best_gflops);
-  r.default_gflops = finite(progress.default_gflops);
-  r.best_config = progress.best_config;
+  // The wire carries GFLOP/s and the configuration's text.
+  r.best_gflops = finite(progress.best_gflops());
+  r.default_gflops = finite(progress.default_gflops());
+  r.best_config = progress.best_config ? ops::format_config(*progress.best_config) : std::string();
   r.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(progress.elapsed);
   for (const auto& [status, count] : progress.statuses) r.failures.emplace_back(status, clamp32(count));
   r.finished = finished;
@@ -106,7 +107,7 @@ void SessionReporter::send(std::size_t job, const TuneProgress& progress, bool f
   }
   if (result) {
     if (const FinalEntry* recommendation = result->recommendation()) {
-      r.final_gflops = finite(recommendation->gflops);
+      r.final_gflops = finite(recommendation->gflops(result->flops));
       r.final_speedup = finite(recommendation->speedup);
       r.final_speedup_low = finite(recommendation->speedup_low);
       r.final_speedup_high = finite(recommendation->speedup_high);

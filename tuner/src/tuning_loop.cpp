@@ -39,6 +39,10 @@ constexpr std::string_view kLog = "tune";
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
+double to_gflops(double flops, double seconds) {
+  return std::isfinite(seconds) && seconds > 0 && flops > 0 ? flops / seconds / 1e9 : 0;
+}
+
 std::string new_session_id() {
   std::random_device rd;
   std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
@@ -59,7 +63,6 @@ TuningLoop::TuningLoop(Task task, records::RecordStore& db, Evaluator& evaluator
 TuningLoop::~TuningLoop() = default;
 
 void TuningLoop::report(const std::string& phase) {
-  const double flops = task_.flops();
   progress_.total = options_.zero_shot ? zero_shot_points_.size() + 1 : options_.trials;
   progress_.trials = measured_.size();
   progress_.this_session = result_.this_session;
@@ -68,8 +71,9 @@ void TuningLoop::report(const std::string& phase) {
   for (const auto& [status, count] : result_.statuses) {
     if (status != "ok") progress_.statuses[status] = count;
   }
-  progress_.best_gflops = std::isfinite(best_cost_) ? flops / best_cost_ / 1e9 : 0;
-  progress_.default_gflops = std::isfinite(default_cost_) ? flops / default_cost_ / 1e9 : 0;
+  progress_.flops = result_.flops;
+  progress_.best_seconds = best_cost_;
+  progress_.default_seconds = default_cost_;
   progress_.best_config = best_config_;
   progress_.elapsed = Clock::now() - started_;
   progress_.phase = phase;
@@ -92,8 +96,8 @@ rpc::awaitable<void> TuningLoop::start() {
   result_.workload = task_.workload();
   result_.target = task_.target_name();
   result_.traits = task_.target.traits.to_string();
-  const ops::Config default_config = task_.op->default_config(task_.params, task_.target.traits);
-  default_config_ = ops::format_config(default_config);
+  result_.flops = task_.flops();
+  default_config_ = task_.op->default_config(task_.params, task_.target.traits);
   if (options_.zero_shot) {
     co_await start_zero_shot();
     co_return;
@@ -112,12 +116,11 @@ rpc::awaitable<void> TuningLoop::start() {
     }
     if (!measured_.insert(index).second) continue;
     history.push_back({index, past.cost, past.ok()});
-    const std::string config = ops::format_config(past.config);
     if (past.ok() && past.cost < best_cost_) {
       best_cost_ = past.cost;
-      best_config_ = config;
+      best_config_ = past.config;
     }
-    if (config == default_config_ && past.ok()) default_cost_ = past.cost;
+    if (past.config == default_config_ && past.ok()) default_cost_ = past.cost;
   }
   result_.resumed = measured_.size();
 
@@ -154,7 +157,7 @@ rpc::awaitable<void> TuningLoop::start() {
   report("tuning");
 
   // ---- the default configuration first: the baseline of every speed-up ---------
-  std::uint64_t default_index = space_->index(default_config);
+  std::uint64_t default_index = space_->index(default_config_);
   if (!measured_.contains(default_index) && measured_.size() < options_.trials) {
     std::vector<std::uint64_t> first(1, default_index);
     std::vector<Evaluation> observed;
@@ -186,7 +189,7 @@ rpc::awaitable<void> TuningLoop::start_zero_shot() {
     const host::Target* target = &task_.target;
     ZeroShotPick pick = co_await rpc::run_on_thread(
         [model, space, target, pick_options] { return zero_shot_pick(*model, *space, *target, pick_options); });
-    for (std::uint64_t index : pick.points) zero_shot.picks.push_back(ops::format_config(space_->config(index)));
+    for (std::uint64_t index : pick.points) zero_shot.picks.push_back(space_->config(index));
     zero_shot.seconds = pick.elapsed.count();
     zero_shot.scored = pick.scored;
     zero_shot_points_ = std::move(pick.points);
@@ -209,7 +212,7 @@ rpc::awaitable<std::vector<Evaluation>> TuningLoop::evaluate(const std::vector<s
     measured_.insert(index);
     configs.push_back(space_->config(index));
   }
-  loop_records::Context context{result_.session, options_.device_key, options_.device_class};
+  loop_records::Context context{result_.session, options_.device_key, options_.device_class, default_config_};
   std::vector<bool> recorded(indices.size(), false);
   std::vector<Evaluation> evaluations;
   try {
@@ -310,7 +313,7 @@ rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
     const Evaluation& e = evaluations[i];
     if (e.ok() && e.cost < best_cost_) {
       best_cost_ = e.cost;
-      best_config_ = ops::format_config(e.config);
+      best_config_ = e.config;
       since_improvement_ = 0;
     } else {
       ++since_improvement_;
@@ -335,14 +338,13 @@ std::vector<ops::VendorKernel> TuningLoop::selected_vendors() const {
 FinalEntry TuningLoop::entry_of(const Evaluation& m) const {
   FinalEntry entry;
   entry.implementation = m.implementation;
-  entry.config = ops::format_config(m.config);
+  entry.config = m.config;
   entry.is_default = m.implementation == records::kKestrelImplementation && entry.config == default_config_;
-  entry.status = std::string(kernel::to_string(m.status));
+  entry.status = m.status;
   if (m.ok()) {
     std::vector<double> sorted = m.round_seconds;
     std::sort(sorted.begin(), sorted.end());
     entry.median_s = m.cost;
-    entry.gflops = task_.flops() / m.cost / 1e9;
     entry.spread = (stats::quantile(sorted, 0.9) - stats::quantile(sorted, 0.1)) / m.cost;
     entry.noisy = entry.spread > options_.noisy_spread;
   } else {
@@ -354,10 +356,9 @@ FinalEntry TuningLoop::entry_of(const Evaluation& m) const {
 void TuningLoop::final_round_from_records(double cost, std::uint64_t index) {
   // No re-measurement: the best recorded configuration, as measured during the search.
   FinalEntry entry;
-  entry.config = ops::format_config(space_->config(index));
+  entry.config = space_->config(index);
   entry.median_s = cost;
-  entry.gflops = task_.flops() / cost / 1e9;
-  entry.status = "ok";
+  entry.status = kernel::Status::ok;
   entry.is_default = entry.config == default_config_;
   result_.best_recorded = entry;
 }
@@ -368,10 +369,9 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
     if (auto reason = stop_reason()) result_.stop_reason = *reason;
     done_ = true;
   }
-  const double flops = task_.flops();
-  result_.default_gflops = std::isfinite(default_cost_) ? flops / default_cost_ / 1e9 : 0;
+  result_.default_seconds = default_cost_;
   const std::vector<ops::VendorKernel> vendors = selected_vendors();
-  loop_records::Context context{result_.session, options_.device_key, options_.device_class};
+  loop_records::Context context{result_.session, options_.device_key, options_.device_class, default_config_};
 
   // ---- the finalists: the model's picks (zero-shot), or the best few of the search ---
   std::vector<std::uint64_t> finalists;
@@ -419,12 +419,11 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
   report("final");
   std::vector<ops::Config> configs;
   for (std::uint64_t index : finalists) configs.push_back(space_->config(index));
-  const ops::Config default_config = task_.op->default_config(task_.params, task_.target.traits);
   std::size_t default_at = configs.size();
   for (std::size_t i = 0; i < configs.size(); ++i) {
-    if (ops::format_config(configs[i]) == default_config_) default_at = i;
+    if (configs[i] == default_config_) default_at = i;
   }
-  if (default_at == configs.size()) configs.push_back(default_config);
+  if (default_at == configs.size()) configs.push_back(default_config_);
 
   const std::uint32_t min_passes = std::max<std::uint32_t>(1, std::min(options_.final_passes, options_.final_repeat));
   const std::uint32_t max_passes = std::max(min_passes, options_.final_max_passes);
@@ -588,8 +587,8 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
   std::stable_sort(result_.final.begin(), result_.final.end(),
                    [](const FinalEntry& a, const FinalEntry& b) { return a.median_s < b.median_s; });
   if (first) result_.final.insert(result_.final.begin(), *first);
-  if (default_entry && default_entry->status == "ok") {
-    result_.default_gflops = default_entry->gflops;
+  if (default_entry && default_entry->ok()) {
+    result_.default_seconds = default_entry->median_s;
     // Never recommend a configuration that is not faster than the default with confidence.
     result_.default_is_best = own == default_at;
   }

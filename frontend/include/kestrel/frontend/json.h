@@ -9,9 +9,14 @@
 
 namespace kestrel::frontend {
 
-// config (text), median_s, gflops, status, spread, noisy, is_default, implementation,
-// recommended; speedup, speedup_low, speedup_high (against the default) when known.
-nlohmann::json to_json(const tuner::FinalEntry& entry);
+// The results carry seconds and typed configurations and statuses; these forms carry
+// GFLOP/s (tuner::to_gflops with the task's flops) and the text of configurations
+// (ops::format_config) and statuses (kernel::to_string).
+
+// config (text), median_s, gflops (at `flops` per call: the task's, TuneResult::flops),
+// status (text), spread, noisy, is_default, implementation, recommended; speedup,
+// speedup_low, speedup_high (against the default) when known.
+nlohmann::json to_json(const tuner::FinalEntry& entry, double flops);
 // session, op, workload, target, traits, trials, this_session, resumed,
 // transfer_records, statuses, stop_reason, default_gflops, default_is_best, final,
 // best_recorded, best (the recommendation: the final round's choice, else the best

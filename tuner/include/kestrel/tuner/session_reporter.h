@@ -3,7 +3,9 @@
 // a last one (finished) when the job ends: with its result (the final round's
 // re-measured recommendation, speed-up and verdict) and its outcome ("done",
 // "interrupted", or "failed" with the error). The reports go to a sink (the pool's
-// tracker connection: host::MeasureClient::report), fire and forget.
+// tracker connection: host::MeasureClient::report), fire and forget. The costs arrive as
+// seconds (TuneProgress, TuneResult) and leave as the wire's GFLOP/s (to_gflops with the
+// task's flops), configurations as their text.
 #pragma once
 
 #include <cstddef>

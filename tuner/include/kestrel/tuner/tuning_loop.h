@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kestrel/kernel/status.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/rpc/measure.h"
 #include "kestrel/tuner/evaluator.h"
@@ -94,25 +96,35 @@ struct TuneOptions {
   std::size_t zero_shot_verify = 0;
 };
 
+// GFLOP/s of a kernel doing `flops` floating-point operations per call in `seconds` per
+// call; 0 when either is unknown (seconds not finite or not positive, flops not
+// positive). Costs are seconds everywhere; this is the one conversion, at the edges
+// (printing, JSON, the dashboard's reports).
+double to_gflops(double flops, double seconds);
+
+// Costs are seconds per call, +infinity while unknown (nothing succeeded yet).
 struct TuneProgress {
   std::size_t trials = 0;        // measured so far, earlier sessions included
   std::size_t total = 0;         // the trial budget
   std::size_t this_session = 0;  // measured by this session
   std::size_t failures = 0;      // of this session
   std::map<std::string, std::size_t> statuses;  // this session's failures by status ("compile_error": 2)
-  double best_gflops = 0;
-  double default_gflops = 0;     // the op's default configuration (0 until measured)
-  std::string best_config;
+  double flops = 0;              // the task's per call (Task::flops()): for GFLOP/s
+  double best_seconds = std::numeric_limits<double>::infinity();     // the best so far
+  double default_seconds = std::numeric_limits<double>::infinity();  // the op's default configuration
+  std::optional<ops::Config> best_config;  // the best so far; none until one succeeded
   std::chrono::steady_clock::duration elapsed{};
   std::optional<std::chrono::steady_clock::duration> eta;
   std::string phase;             // "tuning", "final", "done"
+  // GFLOP/s of best_seconds and default_seconds (0 while unknown).
+  double best_gflops() const { return to_gflops(flops, best_seconds); }
+  double default_gflops() const { return to_gflops(flops, default_seconds); }
 };
 
 struct FinalEntry {
-  std::string config;
-  double median_s = 0;           // median of every final round
-  double gflops = 0;
-  std::string status;            // "ok" or the first failure's status
+  ops::Config config;            // empty for a vendor library's kernel
+  double median_s = 0;           // median of every final round; +infinity when it failed
+  kernel::Status status = kernel::Status::ok;  // ok, or the first failure's status
   double spread = 0;             // (p90 - p10) / median of the rounds
   bool noisy = false;            // spread above TuneOptions::noisy_spread
   bool is_default = false;       // the op's default configuration
@@ -121,6 +133,9 @@ struct FinalEntry {
   // per-pass medians of the interleaved passes) with the 95% interval; 0 when unknown.
   double speedup = 0, speedup_low = 0, speedup_high = 0;
   bool recommended = false;      // the round's recommendation (TuneResult::verdict)
+  bool ok() const { return status == kernel::Status::ok; }
+  // GFLOP/s of median_s at `flops` per call (TuneResult::flops); 0 when it failed.
+  double gflops(double flops) const { return ok() ? to_gflops(flops, median_s) : 0; }
 };
 
 struct TuneResult {
@@ -146,18 +161,24 @@ struct TuneResult {
   // The recommendation: final.front(), or without a final round best_recorded; null
   // when nothing was measured successfully.
   const FinalEntry* recommendation() const {
-    if (!final.empty() && final.front().status == "ok") return &final.front();
+    if (!final.empty() && final.front().ok()) return &final.front();
     return best_recorded ? &*best_recorded : nullptr;
   }
-  double default_gflops = 0;                  // from the final re-measurement when there was one
+  // The task's floating-point operations per call (Task::flops()): GFLOP/s of the costs
+  // (FinalEntry::gflops, default_gflops()).
+  double flops = 0;
+  // The default configuration's seconds per call, from the final re-measurement when
+  // there was one; +infinity when unknown (not measured, or it failed).
+  double default_seconds = std::numeric_limits<double>::infinity();
+  double default_gflops() const { return to_gflops(flops, default_seconds); }
   bool default_is_best = false;               // no finalist beat the default: it is the recommendation
   std::optional<FinalEntry> best_recorded;    // without a final round: the best recorded config
   std::vector<FinalEntry> vendors;            // without a final round: the vendor kernels, measured once
   StopReason stop_reason = StopReason::none;
-  // Zero-shot runs: the model's picks, best-scored first (configs), and how long the
-  // pick took; the first is the recommendation unless verification measured another faster.
+  // Zero-shot runs: the model's picks, best-scored first, and how long the pick took; the
+  // first is the recommendation unless verification measured another faster.
   struct ZeroShot {
-    std::vector<std::string> picks;
+    std::vector<ops::Config> picks;
     double seconds = 0;
     std::size_t scored = 0;
     // Why the op's default is the only pick (the cost model has no model for the task's
@@ -232,10 +253,10 @@ class TuningLoop {
   std::set<std::uint64_t> measured_;
   std::vector<std::uint64_t> retry_;   // lost with their device: measured again in the next batch
   std::set<std::uint64_t> retried_;    // lost once already: a second loss is recorded
-  double best_cost_;
-  std::string best_config_;
-  double default_cost_;
-  std::string default_config_;
+  double best_cost_;                       // seconds; +infinity until one succeeded
+  std::optional<ops::Config> best_config_;
+  double default_cost_;                    // seconds; +infinity until measured
+  ops::Config default_config_;
   std::size_t failures_ = 0;
   std::size_t since_improvement_ = 0;
   std::vector<std::uint64_t> zero_shot_points_;  // the model's picks, best first

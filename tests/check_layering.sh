@@ -4,7 +4,7 @@
 # build's layering.txt, written at configure time):
 #   kestrel_records         no kestrel_tuner, kestrel_host or XGBoost (records are data)
 #   kestrel_plot            no kestrel_tuner or XGBoost (it draws records)
-#   kestrel_benchmark       no kestrel_tuner or XGBoost (it times given configurations)
+#   kestrel_compare         no kestrel_tuner or XGBoost (it times given configurations)
 #   kestrel_model           no kestrel_host, kestrel_tuner or LLVM (import and planning are pure)
 #   kestrel_device_runtime  no kestrel_host, kestrel_tracker, LLVM, SQLite or XGBoost (it ships to boards)
 # Usage: check_layering.sh SOURCE_DIR BUILD_DIR
@@ -34,7 +34,7 @@ forbid() {
 }
 forbid kestrel_records kestrel_tuner kestrel_host XGBoost
 forbid kestrel_plot kestrel_tuner XGBoost
-forbid kestrel_benchmark kestrel_tuner XGBoost
+forbid kestrel_compare kestrel_tuner XGBoost
 forbid kestrel_model kestrel_host kestrel_tuner LLVM/Clang/LLD
 forbid kestrel_device_runtime kestrel_host kestrel_tracker LLVM/Clang/LLD SQLite XGBoost
 [ "$status" -eq 0 ] || echo "(scripts/layering.sh $build draws what each library links directly)"

@@ -1,6 +1,6 @@
 // `kestrel bench`: Kestrel's best kernels side by side with OpenBLAS and oneDNN. Parses
 // the options, tunes first when asked (--tune-trials), runs the comparison harness
-// (kestrel::benchmark) and prints its report as tables or JSON.
+// (kestrel::compare) and prints its report as tables or JSON.
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 #include "args.h"
 #include "report_error.h"
 #include "commands.h"
-#include "kestrel/benchmark/harness.h"
+#include "kestrel/compare/harness.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/workload_sets.h"
 #include "kestrel/records/records.h"
@@ -27,11 +27,11 @@
 namespace kestrel::tools {
 namespace {
 
-using benchmark::Problem;
-using benchmark::Report;
-using benchmark::Row;
-using benchmark::Timing;
-using benchmark::WorkloadReport;
+using compare::Problem;
+using compare::Report;
+using compare::Row;
+using compare::Timing;
+using compare::WorkloadReport;
 
 std::string fixed(double value, int digits) {
   std::ostringstream out;
@@ -100,7 +100,7 @@ std::string cell(const Timing* t) {
 }
 
 std::string ratio_cell(const Timing& kestrel, const Timing* lib) {
-  auto r = benchmark::speed_ratio(kestrel, lib);
+  auto r = compare::speed_ratio(kestrel, lib);
   return r ? fixed(*r, 2) + "x" : "-";
 }
 
@@ -136,7 +136,7 @@ void print_table(const std::vector<WorkloadReport>& prepared, const std::vector<
         auto it = row.libraries.find(c);
         const Timing* lib = it == row.libraries.end() ? nullptr : &it->second;
         std::cout << std::setw(12) << cell(lib) << std::setw(9) << ratio_cell(row.kestrel, lib);
-        if (auto r = benchmark::speed_ratio(row.kestrel, lib)) {
+        if (auto r = compare::speed_ratio(row.kestrel, lib)) {
           ratios[c].push_back(*r);
           if (*r > 1) ++wins[c];
         }
@@ -263,8 +263,8 @@ int run_bench(int argc, char** argv) {
       workloads.push_back({ops::describe_workload(op, params), &op, params});
     }
     std::vector<unsigned> threads = parse_threads(args.get("threads", "1,2"));
-    benchmark::Options options;
-    benchmark::TimingSettings& settings = options.timing;
+    compare::Options options;
+    compare::TimingSettings& settings = options.timing;
     settings.repeat = static_cast<std::uint32_t>(args.get_int("repeat", 7, 1, 10'000));
     settings.min_round_s = static_cast<double>(args.get_int("min-round-ms", 50, 0, 600'000)) * 1e-3;
     if (args.has("settle-ms")) settings.settle_s = static_cast<double>(args.get_int("settle-ms", 0, 0, 60'000)) * 1e-3;
@@ -311,7 +311,7 @@ int run_bench(int argc, char** argv) {
       throw UsageError("no records database at " + records::without_password(db_path));
     }
 
-    benchmark::LibraryStatus libraries = benchmark::library_status();
+    compare::LibraryStatus libraries = compare::library_status();
     std::string cpu = first_line_of("/proc/cpuinfo", "model name");
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     std::string load = load_average();
@@ -352,13 +352,13 @@ int run_bench(int argc, char** argv) {
         std::cerr << "kestrel bench: " << w.label << " on " << t << " thread" << (t == 1 ? "" : "s") << "\n";
       };
     }
-    Report report = benchmark::run(options);
+    Report report = compare::run(options);
     const std::vector<WorkloadReport>& prepared = report.workloads;
     const std::vector<Row>& rows = report.rows;
     const std::vector<std::string>& notes = report.notes;
 
     std::vector<std::string> columns;
-    for (const auto& c : benchmark::library_columns()) {
+    for (const auto& c : compare::library_columns()) {
       bool used = std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.libraries.contains(c); });
       if (used) columns.push_back(c);
     }
@@ -382,7 +382,7 @@ int run_bench(int argc, char** argv) {
         nlohmann::json libs = nlohmann::json::object();
         for (const auto& [name, t] : row.libraries) {
           libs[name] = timing_json(t);
-          if (auto r = benchmark::speed_ratio(row.kestrel, &t)) libs[name]["ratio"] = *r;
+          if (auto r = compare::speed_ratio(row.kestrel, &t)) libs[name]["ratio"] = *r;
         }
         nlohmann::json kestrel = timing_json(row.kestrel);
         kestrel["config"] = ops::format_config(w.choice.config);
@@ -410,7 +410,7 @@ int run_bench(int argc, char** argv) {
       std::map<std::string, std::string> descriptions;
       for (const auto& row : rows) {
         for (const auto& [name, t] : row.libraries) {
-          std::string kind(benchmark::to_string(prepared[row.workload].problem->kind));
+          std::string kind(compare::to_string(prepared[row.workload].problem->kind));
           descriptions.emplace(name + " (" + kind + ")", t.description);
         }
       }

@@ -1,7 +1,7 @@
 // Running CPU kernel modules in this process: loading a module (ABI check, entry by
 // name), the deterministic input data, the output check against a reference, and the
 // calibration of calls per timed round. The device worker measures candidates with it;
-// `kestrel bench` (kestrel::benchmark) times kernels against libraries with it.
+// `kestrel bench` (kestrel::compare) times kernels against libraries with it.
 #pragma once
 
 #include <cstddef>

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/benchmark/timed_config.h"
-#include "kestrel/benchmark/libraries.h"
+#include "kestrel/compare/timed_config.h"
+#include "kestrel/compare/libraries.h"
 #include "kestrel/ops/workload_sets.h"
 
-namespace kestrel::benchmark {
+namespace kestrel::compare {
 
 // One contender's figures on one workload and thread count.
 struct Timing {
@@ -53,4 +53,4 @@ const std::vector<std::string>& library_columns();
 // out); the ratio of the medians if the round counts differ. Null without two figures.
 std::optional<double> speed_ratio(const Timing& kestrel, const Timing* library);
 
-}  // namespace kestrel::benchmark
+}  // namespace kestrel::compare

@@ -9,7 +9,7 @@
 #include "kestrel/ops/op.h"
 #include "kestrel/records/records.h"
 
-namespace kestrel::benchmark {
+namespace kestrel::compare {
 
 struct TimedConfig {
   ops::Config config;
@@ -25,4 +25,4 @@ TimedConfig config_to_time(const ops::Op& op, const ops::Params& params, const o
                            const std::vector<records::Best>& best, const records::RecordStore* db,
                            const std::string& explicit_config);
 
-}  // namespace kestrel::benchmark
+}  // namespace kestrel::compare

@@ -1,12 +1,12 @@
 // The configuration `kestrel bench` times (see timed_config.h).
-#include "kestrel/benchmark/timed_config.h"
+#include "kestrel/compare/timed_config.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "kestrel/records/config_choice.h"
 
-namespace kestrel::benchmark {
+namespace kestrel::compare {
 namespace {
 
 std::string fixed1(double value) {
@@ -47,4 +47,4 @@ TimedConfig config_to_time(const ops::Op& op, const ops::Params& params, const o
   return timed;
 }
 
-}  // namespace kestrel::benchmark
+}  // namespace kestrel::compare

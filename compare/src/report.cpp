@@ -1,10 +1,10 @@
 // The bench report's columns and ratios (see report.h).
 #include "kestrel/base/stats.h"
-#include "kestrel/benchmark/report.h"
+#include "kestrel/compare/report.h"
 
 #include <algorithm>
 
-namespace kestrel::benchmark {
+namespace kestrel::compare {
 namespace {
 
 // The median, 0 for none (a contender that timed nothing).
@@ -28,4 +28,4 @@ std::optional<double> speed_ratio(const Timing& kestrel, const Timing* library) 
   return median(per_round);
 }
 
-}  // namespace kestrel::benchmark
+}  // namespace kestrel::compare

@@ -1,6 +1,6 @@
 // OpenBLAS and oneDNN contenders for `kestrel bench`, each compiled in only when the
 // library was found at configure time (KESTREL_HAVE_OPENBLAS, KESTREL_HAVE_ONEDNN).
-#include "kestrel/benchmark/libraries.h"
+#include "kestrel/compare/libraries.h"
 
 #include "kestrel/device_runtime/kernel_runner.h"
 
@@ -20,7 +20,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
-namespace kestrel::benchmark {
+namespace kestrel::compare {
 
 using device::FloatBuffer;
 
@@ -576,4 +576,4 @@ LibraryStatus library_status() {
   return status;
 }
 
-}  // namespace kestrel::benchmark
+}  // namespace kestrel::compare

@@ -16,7 +16,7 @@
 
 #include "kestrel/ops/op.h"
 
-namespace kestrel::benchmark {
+namespace kestrel::compare {
 
 // What a workload computes, in the libraries' terms. Found from the op's parameter names,
 // so any op with gemm's (M, N, K and the epilogue's bias, residual, act), batch_matmul's
@@ -83,4 +83,4 @@ struct LibraryStatus {
 };
 LibraryStatus library_status();
 
-}  // namespace kestrel::benchmark
+}  // namespace kestrel::compare

@@ -1,7 +1,7 @@
 // The bench harness: which configuration it times, how it compares with a library, and
 // whole runs on a small gemm (a good kernel is timed, a wrong one never is).
 #include "support/traits.h"
-#include "kestrel/benchmark/harness.h"
+#include "kestrel/compare/harness.h"
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -10,7 +10,7 @@
 #include "kestrel/ops/op.h"
 
 using namespace kestrel;
-using namespace kestrel::benchmark;
+using namespace kestrel::compare;
 
 namespace {
 
@@ -44,7 +44,7 @@ Options quick(const Gemm& g) {
 
 }  // namespace
 
-TEST_CASE("the bench times the given config, else the target's best record, else the default", "[benchmark]") {
+TEST_CASE("the bench times the given config, else the target's best record, else the default", "[compare]") {
   Gemm g;
   const std::string config = ops::format_config(g.op.default_config(g.params, test::fixed_traits()));
   TimedConfig given = config_to_time(g.op, g.params, *ops::TargetId::parse("x"), test::fixed_traits(), {}, nullptr, config);
@@ -71,7 +71,7 @@ TEST_CASE("the bench times the given config, else the target's best record, else
   CHECK_THROWS_AS(config_to_time(g.op, g.params, *ops::TargetId::parse("x"), test::fixed_traits(), {}, nullptr, "no_such_knob=1"), ops::OpError);
 }
 
-TEST_CASE("the speed ratio is the median of the per-round ratios", "[benchmark]") {
+TEST_CASE("the speed ratio is the median of the per-round ratios", "[compare]") {
   Timing kestrel, library;
   kestrel.rounds = {1.0, 2.0, 1.0};
   kestrel.median_s = 1.0;
@@ -86,7 +86,7 @@ TEST_CASE("the speed ratio is the median of the per-round ratios", "[benchmark]"
   CHECK_FALSE(speed_ratio(kestrel, nullptr));
 }
 
-TEST_CASE("the bench checks Kestrel's kernel, then times it interleaved with the libraries", "[benchmark]") {
+TEST_CASE("the bench checks Kestrel's kernel, then times it interleaved with the libraries", "[compare]") {
   Gemm g;
   Options options = quick(g);
   std::vector<std::string> seen;
@@ -114,7 +114,7 @@ TEST_CASE("the bench checks Kestrel's kernel, then times it interleaved with the
   }
 }
 
-TEST_CASE("the bench never times a kernel that computes the wrong answer", "[benchmark][bad-input]") {
+TEST_CASE("the bench never times a kernel that computes the wrong answer", "[compare][bad-input]") {
   Gemm g;
   Options options = quick(g);
   std::ifstream in(KESTREL_E2E_FIXTURE_DIR "/wrong_gemm.c");
@@ -133,7 +133,7 @@ TEST_CASE("the bench never times a kernel that computes the wrong answer", "[ben
   CHECK_FALSE(speed_ratio(kestrel, nullptr));
 }
 
-TEST_CASE("the bench compares batch_matmul and gemm with an epilogue with the libraries", "[benchmark]") {
+TEST_CASE("the bench compares batch_matmul and gemm with an epilogue with the libraries", "[compare]") {
   // Transposed operands and a fused epilogue reach the libraries as the same computation:
   // every contender's output is checked against the first one's (and Kestrel's).
   ops::Registry registry = ops::builtin_ops();

@@ -1,7 +1,7 @@
 // The comparison harness (see harness.h): preparing workloads, the correctness gate and
 // the interleaved timing of Kestrel's kernel and the libraries.
 #include "kestrel/base/stats.h"
-#include "kestrel/benchmark/harness.h"
+#include "kestrel/compare/harness.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,7 +14,7 @@
 #include "kestrel/device_runtime/kernel_services.h"
 #include "kestrel/host/compiler.h"
 
-namespace kestrel::benchmark {
+namespace kestrel::compare {
 namespace {
 
 using device::CpuKernelModule;
@@ -297,4 +297,4 @@ Report run(const Options& options) {
   return report;
 }
 
-}  // namespace kestrel::benchmark
+}  // namespace kestrel::compare

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "kestrel/benchmark/report.h"
+#include "kestrel/compare/report.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/workload_sets.h"
 #include "kestrel/records/records.h"
 
-namespace kestrel::benchmark {
+namespace kestrel::compare {
 
 // How contenders are timed.
 struct TimingSettings {
@@ -49,4 +49,4 @@ struct Options {
 // Kestrel status instead of figures.
 Report run(const Options& options);
 
-}  // namespace kestrel::benchmark
+}  // namespace kestrel::compare

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <random>
 
-#include "kestrel/benchmark/libraries.h"
+#include "kestrel/compare/libraries.h"
 
 using namespace kestrel;
-using benchmark::Problem;
+using compare::Problem;
 
 namespace {
 
@@ -50,18 +50,18 @@ std::vector<float> grouped_conv(const Problem& p, const std::vector<float>& in, 
 
 }  // namespace
 
-TEST_CASE("grouped and depthwise convolutions are problems the libraries know", "[benchmark]") {
+TEST_CASE("grouped and depthwise convolutions are problems the libraries know", "[compare]") {
   ops::Registry registry = ops::builtin_ops();
   const ops::Op& conv = registry.get("conv2d");
-  auto grouped = benchmark::problem_for(conv, ops::parse_params(conv, "C=8,H=9,W=9,K=12,R=3,S=3,pad=1,groups=4"));
+  auto grouped = compare::problem_for(conv, ops::parse_params(conv, "C=8,H=9,W=9,K=12,R=3,S=3,pad=1,groups=4"));
   REQUIRE(grouped);
   CHECK(grouped->groups == 4);
   CHECK(grouped->input_shapes()[1] == std::vector<std::int64_t>{12, 2, 3, 3});
   // The op's own tensors are the canonical ones: the libraries read Kestrel's inputs.
-  CHECK(benchmark::canonical_layout(conv, ops::parse_params(conv, "C=8,H=9,W=9,K=12,R=3,S=3,pad=1,groups=4"), *grouped));
+  CHECK(compare::canonical_layout(conv, ops::parse_params(conv, "C=8,H=9,W=9,K=12,R=3,S=3,pad=1,groups=4"), *grouped));
 
   const ops::Op& dw = registry.get("depthwise_conv2d");
-  auto depthwise = benchmark::problem_for(dw, ops::parse_params(dw, "C=24,H=14,W=14,stride=2,pad=1,block=8"));
+  auto depthwise = compare::problem_for(dw, ops::parse_params(dw, "C=24,H=14,W=14,stride=2,pad=1,block=8"));
   REQUIRE(depthwise);
   CHECK(depthwise->out_c == 24);
   CHECK(depthwise->groups == 24);
@@ -69,23 +69,23 @@ TEST_CASE("grouped and depthwise convolutions are problems the libraries know", 
   CHECK(depthwise->input_shapes()[1] == std::vector<std::int64_t>{24, 1, 3, 3});
 
   // A fused epilogue is compared too (oneDNN's post-ops, OpenBLAS with one more pass).
-  auto fused = benchmark::problem_for(dw, ops::parse_params(dw, "C=24,H=14,W=14,pad=1,act=2"));
+  auto fused = compare::problem_for(dw, ops::parse_params(dw, "C=24,H=14,W=14,pad=1,act=2"));
   REQUIRE(fused);
   CHECK(fused->act == 2);
   CHECK(fused->input_shapes().size() == 2);
   const ops::Op& nchwc = registry.get("conv2d_nchwc");
   auto shortcut =
-      benchmark::problem_for(nchwc, ops::parse_params(nchwc, "C=16,H=7,W=7,K=16,R=3,S=3,pad=1,bias=1,residual=1"));
+      compare::problem_for(nchwc, ops::parse_params(nchwc, "C=16,H=7,W=7,K=16,R=3,S=3,pad=1,bias=1,residual=1"));
   REQUIRE(shortcut);
   REQUIRE(shortcut->input_shapes().size() == 4);
   CHECK(shortcut->input_shapes()[2] == std::vector<std::int64_t>{16});
   CHECK(shortcut->input_shapes()[3] == std::vector<std::int64_t>{1, 16, 7, 7});
-  CHECK_FALSE(benchmark::problem_for(nchwc, ops::parse_params(nchwc, "C=16,H=7,W=7,K=16,R=3,S=3,pad=1,block=8"))->bias);
+  CHECK_FALSE(compare::problem_for(nchwc, ops::parse_params(nchwc, "C=16,H=7,W=7,K=16,R=3,S=3,pad=1,block=8"))->bias);
 }
 
 TEST_CASE("every library built in computes grouped and depthwise convolutions, with epilogues",
-          "[benchmark]") {
-  benchmark::set_library_threads(1);
+          "[compare]") {
+  compare::set_library_threads(1);
   for (const char* shape : {"grouped", "depthwise", "grouped+bias+residual+gelu", "depthwise+bias+relu6"}) {
     Problem p;
     p.kind = Problem::Kind::conv2d;
@@ -111,9 +111,9 @@ TEST_CASE("every library built in computes grouped and depthwise convolutions, w
     if (p.bias) inputs.push_back(bias.data());
     if (p.residual) inputs.push_back(residual.data());
     std::vector<std::string> notes;
-    auto contenders = benchmark::make_contenders(p, inputs, notes);
+    auto contenders = compare::make_contenders(p, inputs, notes);
     for (const auto& note : notes) WARN(note);
-    auto status = benchmark::library_status();
+    auto status = compare::library_status();
     CHECK(contenders.size() == (status.openblas ? 1u : 0u) + (status.onednn ? 2u : 0u));
     for (auto& contender : contenders) {
       INFO(contender->name() << ": " << contender->description());

@@ -1,26 +1,24 @@
 // `kestrel run`: executes a model with Kestrel's kernels (an exported library, or kernels
 // compiled here at the ops' defaults or the best records of --db) and portable
 // implementations for the rest, checks its outputs against ONNX Runtime's on the same
-// seeded random inputs, and reports both latencies at the same thread count. The check
-// and the timing are deploy/model_check.h; this file parses the options and prints.
-#include <filesystem>
-#include <fstream>
+// seeded random inputs, and reports both latencies at the same thread count. The kernels
+// are deploy/model_kernels.h, the check and the timing deploy/model_check.h; this file
+// parses the options and prints.
 #include <iomanip>
 #include <iostream>
 #include <optional>
-#include <sstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "args.h"
 #include "report_error.h"
 #include "commands.h"
-#include "kestrel/deploy/kernel_provider.h"
 #include "kestrel/deploy/model_check.h"
+#include "kestrel/deploy/model_kernels.h"
 #include "kestrel/deploy/python_tool.h"
 #include "kestrel/deploy/runner.h"
 #include "kestrel/host/target.h"
-#include "kestrel/records/config_choice.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
@@ -28,27 +26,7 @@
 namespace kestrel::tools {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// The block the exported library's convolutions were built for (its manifest).
-std::int64_t manifest_block(const std::string& dir) {
-  fs::path path = fs::path(dir) / "manifest.json";
-  if (!fs::exists(path)) throw UsageError("no " + path.string() + ": is " + dir + " the output of kestrel export?");
-  try {
-    json m = json::parse(read_file(path));
-    return m.at("block").get<std::int64_t>();
-  } catch (const json::exception& e) {
-    throw UsageError("cannot read the block from " + path.string() + ": " + e.what());
-  }
-}
 
 void print_ort_missing(const std::string& why) {
   std::cerr << "kestrel run: ONNX Runtime is not available to check the outputs: " << why
@@ -125,42 +103,20 @@ int run_model(int argc, char** argv) {
     model::PlanOptions plan_options;
     plan_options.traits = native.traits;
     plan_options.symbols = symbols;
-    std::unique_ptr<deploy::KernelProvider> kernels;
-    std::string kernels_text;
-    plan_options.block = args.has("kernels") ? manifest_block(args.get("kernels")) : model::default_block(native.traits);
+    deploy::KernelSource kernel_source;
+    if (args.has("kernels")) kernel_source.exported = args.get("kernels");
+    if (args.has("db")) kernel_source.records = args.get("db");
+    kernel_source.device_key = args.get("key");
+    plan_options.block = deploy::plan_block(kernel_source, native.traits);
     model::Plan plan = model::plan_model(m, plan_options);
-    if (args.has("kernels")) {
-      auto lib = std::make_unique<deploy::ExportedLibrary>(args.get("kernels"), ops, static_cast<unsigned>(threads));
-      kernels_text = lib->path();
-      kernels = std::move(lib);
-    } else {
-      std::map<std::string, ops::Config> configs;
-      if (args.has("db")) {
-        const auto db = records::open_records(args.get("db"), records::OpenMode::existing);
-        const std::vector<records::Best> bests = db->best();
-        records::ChoiceRules rules;
-        rules.same_triple = true;
-        rules.device_key = args.get("key");
-        for (const model::ModelTask& task : plan.tasks) {
-          const ops::Op* op = ops.find(task.op, ops::Backend::cpu);
-          if (op == nullptr) continue;
-          const records::ConfigChoice choice =
-              records::choose_config(*op, task.params, native.id(), native.traits, bests, rules);
-          for (const std::string& note : choice.notes) std::cerr << "kestrel run: note: " << task.key() << ": " << note << "\n";
-          if (choice.source == records::ConfigSource::recorded) configs[task.key()] = choice.config;
-        }
-        kernels_text = "compiled here: " + std::to_string(configs.size()) + " of " + std::to_string(plan.tasks.size()) +
-                       " tasks at their best record in " + db->location() + ", the rest at the ops' defaults (" +
-                       native.to_string() + ")";
-      } else {
-        kernels_text = "compiled here at the ops' default configurations (" + native.to_string() + ")";
-      }
-      kernels = std::make_unique<deploy::CompiledKernels>(ops, static_cast<unsigned>(threads), std::move(configs));
-    }
+    const deploy::ModelKernels kernels =
+        deploy::model_kernels(kernel_source, plan, ops, native, static_cast<unsigned>(threads));
+    for (const std::string& note : kernels.notes) std::cerr << "kestrel run: note: " << note << "\n";
+    const std::string& kernels_text = kernels.description;
     if (!args.has("json")) std::cerr << "kestrel run: preparing " << plan.tasks.size() << " kernels\n";
     // From here on a model error is a failure of the run (a kernel that fails, a step that
     // cannot execute), not of the input: deploy::ModelRunError.
-    const std::unique_ptr<deploy::Runner> runner_ptr = deploy::make_checked_runner(graph, plan, *kernels, ops, symbols);
+    const std::unique_ptr<deploy::Runner> runner_ptr = deploy::make_checked_runner(graph, plan, *kernels.provider, ops, symbols);
     deploy::Runner& runner = *runner_ptr;
 
     const std::map<std::string, deploy::Tensor> inputs = deploy::random_inputs(graph, seed);

@@ -17,6 +17,7 @@
 #include "kestrel/frontend/json.h"
 #include "kestrel/frontend/options.h"
 #include "kestrel/frontend/session_runner.h"
+#include "kestrel/frontend/tracker_query.h"
 #include "kestrel/frontend/tune_setup.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
@@ -27,7 +28,6 @@
 #include "kestrel/host/summary_json.h"
 #include "kestrel/host/target.h"
 #include "kestrel/rpc/asio.h"
-#include "kestrel/rpc/tracker_client.h"
 #include "kestrel/tuner/evaluator.h"
 #include "kestrel/records/records.h"
 #include "kestrel/tuner/session.h"
@@ -455,27 +455,15 @@ py::dict query(py::dict options) {
   client.tls.ca_file = o.str("tls_ca");
   if (client.tls.disabled && !client.tls.ca_file.empty()) throw UsageError("tls_ca and no_tls contradict each other: drop one");
   const auto timeout = std::chrono::milliseconds(o.integer("timeout_ms", 5000, 1, 3'600'000));
-  client.connect_timeout = timeout;
   o.done();
 
-  std::optional<rpc::TrackerSummary> summary;
+  rpc::TrackerSummary summary;
   {
     py::gil_scoped_release release;
-    asio::io_context io;
-    std::exception_ptr failure;
-    asio::co_spawn(
-        io,
-        [&]() -> rpc::awaitable<void> {
-          auto connection = co_await rpc::TrackerClient::connect(endpoint, client);
-          summary = co_await connection->summary(timeout);
-          connection->close();
-        },
-        [&](std::exception_ptr e) { failure = e; });
-    io.run();
-    if (failure) std::rethrow_exception(failure);
+    summary = frontend::query_tracker(endpoint, std::move(client), timeout);
   }
   // The same document as `kestrel query --json`, as Python objects.
-  return py::dict(py::module_::import("json").attr("loads")(host::to_json(*summary, endpoint.to_string()).dump()));
+  return py::dict(py::module_::import("json").attr("loads")(host::to_json(summary, endpoint.to_string()).dump()));
 }
 
 // The embedded pool (a tracker on loopback and local kestrel-device children) as a

@@ -209,11 +209,14 @@ class LocalPool:
         return "LocalPool(%s)" % ("closed" if self._pool.closed else self._pool.tracker)
 
 
-# The DataFrame's columns, in order (time: from time_unix_ms, UTC).
+# The DataFrame's columns, in order (time: from time_unix_ms, UTC): a record's JSON form
+# (`kestrel records export`'s lines) with rounds and final beside round_seconds and
+# final_measurement.
 RECORD_COLUMNS = [
     "id", "op", "workload", "target", "device_key", "device_model", "device_fingerprint", "device", "config",
     "status", "message", "rounds", "cost", "gflops", "compile_ms", "tool_version", "time_unix_ms", "time",
-    "session", "final", "is_default", "implementation",
+    "session", "final", "is_default", "implementation", "machine", "recommended", "round_seconds",
+    "final_measurement",
 ]
 
 

@@ -14,35 +14,22 @@
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
 #include "kestrel/records/config_choice.h"
+#include "kestrel/records/json.h"
 #include "kestrel/records/records.h"
 #include "kestrel/tuner/cross_model.h"
 
 namespace kestrel::python {
 namespace {
 
+// A record as Python sees it: its one JSON form (records::to_json), with the cost as a
+// float (+inf when not ok, where the JSON has null) and two spellings the DataFrame has
+// always had: final (= final_measurement) and rounds (the number of round_seconds).
 py::dict record_dict(const records::Record& r) {
-  py::dict out;
-  out["id"] = r.id;
-  out["op"] = r.op;
-  out["workload"] = ops::format_params(r.workload);
-  out["target"] = r.target.to_string();
-  out["device_key"] = r.device_class.key;
-  out["device_model"] = r.device_class.model;
-  out["device_fingerprint"] = r.device_class.fingerprint;
-  out["device"] = r.device;
-  out["config"] = ops::format_config(r.config);
-  out["status"] = std::string(kernel::to_string(r.status));
-  out["message"] = r.message;
-  out["rounds"] = r.round_seconds.size();
+  const nlohmann::json j = records::to_json(r);
+  py::dict out = py::module_::import("json").attr("loads")(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   out["cost"] = r.cost;
-  out["gflops"] = r.gflops;
-  out["compile_ms"] = r.compile_ms;
-  out["tool_version"] = r.tool_version;
-  out["time_unix_ms"] = r.time_unix_ms;
-  out["session"] = r.session;
   out["final"] = r.final_measurement;
-  out["is_default"] = r.is_default;
-  out["implementation"] = r.implementation;
+  out["rounds"] = r.round_seconds.size();
   return out;
 }
 

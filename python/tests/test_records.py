@@ -28,6 +28,11 @@ def test_the_dataframe_has_one_row_per_record_of_the_session(tuned):
     # The final round re-measured the finalists and the default.
     final = df[df["final"]]
     assert len(final) >= 2 and final["is_default"].any()
+    # The record's one JSON form: the final round's choice and the device's machine state.
+    assert (df["final"] == df["final_measurement"]).all()
+    assert (final["recommended"] & 1).sum() == 1 and (df[~df["final"]]["recommended"] == 0).all()
+    assert all(len(r) == n for r, n in zip(df["round_seconds"], df["rounds"]))
+    assert any(isinstance(m, dict) and "load1" in m for m in df["machine"])
     # The best of the search is what the progress reported.
     tuning = [c for c in calls if c["phase"] == "tuning"]
     assert search["gflops"].max() == tuning[-1]["best_gflops"]

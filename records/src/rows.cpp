@@ -195,34 +195,6 @@ Record read_record(const Row& row, const std::string& path) {
   return r;
 }
 
-nlohmann::ordered_json to_json(const Record& r) {
-  nlohmann::ordered_json j;
-  j["id"] = r.id;
-  j["op"] = r.op;
-  j["workload"] = ops::format_params(r.workload);
-  j["target"] = r.target.to_string();
-  j["device_key"] = r.device_class.key;
-  j["device_model"] = r.device_class.model;
-  j["device"] = r.device;
-  j["device_fingerprint"] = r.device_class.fingerprint;
-  j["config"] = ops::format_config(r.config);
-  j["status"] = std::string(kernel::to_string(r.status));
-  j["message"] = r.message;
-  j["round_seconds"] = r.round_seconds;
-  j["cost"] = std::isfinite(r.cost) ? nlohmann::ordered_json(r.cost) : nlohmann::ordered_json(nullptr);
-  j["gflops"] = r.gflops;            // non-finite: null
-  j["compile_ms"] = r.compile_ms;    // non-finite: null
-  j["tool_version"] = r.tool_version;
-  j["time_unix_ms"] = r.time_unix_ms;
-  j["session"] = r.session;
-  j["final_measurement"] = r.final_measurement;
-  j["is_default"] = r.is_default;
-  j["implementation"] = r.implementation;
-  j["machine"] = machine_json(r.machine);  // null: unknown
-  j["recommended"] = r.recommended;
-  return j;
-}
-
 Record from_json_line(const std::string& text, std::size_t line) {
   nlohmann::json j;
   try {
@@ -434,3 +406,35 @@ std::vector<Best> select_best(const Query& query, const std::string& source, con
 }
 
 }  // namespace kestrel::records::detail
+
+namespace kestrel::records {
+
+nlohmann::ordered_json to_json(const Record& r) {
+  nlohmann::ordered_json j;
+  j["id"] = r.id;
+  j["op"] = r.op;
+  j["workload"] = ops::format_params(r.workload);
+  j["target"] = r.target.to_string();
+  j["device_key"] = r.device_class.key;
+  j["device_model"] = r.device_class.model;
+  j["device"] = r.device;
+  j["device_fingerprint"] = r.device_class.fingerprint;
+  j["config"] = ops::format_config(r.config);
+  j["status"] = std::string(kernel::to_string(r.status));
+  j["message"] = r.message;
+  j["round_seconds"] = r.round_seconds;
+  j["cost"] = std::isfinite(r.cost) ? nlohmann::ordered_json(r.cost) : nlohmann::ordered_json(nullptr);
+  j["gflops"] = r.gflops;            // non-finite: null
+  j["compile_ms"] = r.compile_ms;    // non-finite: null
+  j["tool_version"] = r.tool_version;
+  j["time_unix_ms"] = r.time_unix_ms;
+  j["session"] = r.session;
+  j["final_measurement"] = r.final_measurement;
+  j["is_default"] = r.is_default;
+  j["implementation"] = r.implementation;
+  j["machine"] = detail::machine_json(r.machine);  // null: unknown
+  j["recommended"] = r.recommended;
+  return j;
+}
+
+}  // namespace kestrel::records

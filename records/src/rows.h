@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kestrel/records/json.h"
 #include "kestrel/records/records.h"
 
 namespace kestrel::records::detail {
@@ -126,8 +127,7 @@ void bind_record(Binder& s, const Record& r) {
   s.bind(22, static_cast<std::int64_t>(r.recommended));
 }
 
-// --- JSON lines ---
-nlohmann::ordered_json to_json(const Record& r);
+// --- JSON lines (a record's form: records::to_json, json.h) ---
 // Parses line `line` of an import; throws RecordsError naming the line.
 Record from_json_line(const std::string& text, std::size_t line);
 // Reads every non-blank line of `in` (nothing is added when one is malformed).

@@ -229,28 +229,13 @@ int run_tune(int argc, char** argv) {
   args.option("workloads", "SETS", "tune every workload of these named sets in turn, e.g. gemm-square,resnet18-conv "
                                    "(see `kestrel bench --list-sets`); --op then replaces the sets' op");
   args.option("only", "LABELS", "with --workloads: only these workloads, by label (e.g. 1024,layer2.conv)");
-  args.option("strategy", "NAME", "sa (annealing over an XGBoost cost model), anneal (model-free), ga, random, grid",
-              "sa");
   args.option("trials", "N", "total configurations to measure for this workload and target, earlier runs included",
               "200");
   args.option("time-budget", "DURATION", "stop after this long, e.g. 15m");
-  args.option("early-stopping", "N", "stop after N trials without improvement");
-  args.option("batch", "N", "configurations per batch", "16");
-  args.option("seed", "N", "seed of the search (reproducible)", "1");
   args.option("db", "FILE|URI", "records database: an SQLite file or postgresql://user@host/db; created if missing",
               "kestrel.db");
-  args.option("devices", "N", "devices of the key to lease in parallel", "1");
-  args.option("compile-threads", "N", "host compile threads; 0 = one per core", "0");
-  args.option("reconnect-ms", "MS", "how long to keep reconnecting when the tracker goes away", "120000");
-  args.option("final-top", "N", "best configurations re-measured at the end beside the default; 0: none (the best "
-                                "recorded is the result); 2 with --model", "3");
-  args.option("final-repeat", "N", "their timed rounds over the first 3 interleaved passes", "15");
-  args.option("final-max-passes", "N",
-              "more passes (of final-repeat/3 rounds) while the best one's speed-up over the default is undecided; "
-              "a configuration is recommended only when it is faster than the default with 95% confidence",
-              "12");
-  args.option("vendors", "LIST", "vendor libraries timed on the device beside the final round, when the op has them "
-                                 "and the device has them: all, none, or e.g. openblas,onednn", "all");
+  declare(args, frontend::search_option_specs());
+  declare(args, frontend::session_option_specs());
   args.flag("no-transfer", "do not seed the cost model with records of other workloads");
   args.option("model-file", "FILE", "a cross-workload cost model (kestrel model train): warm-starts the search (sa), "
                                     "or with --zero-shot picks without searching");
@@ -335,24 +320,15 @@ int run_tune(int argc, char** argv) {
       const ops::Op& op = registry.get(args.get("op", "gemm"));
       jobs.push_back({"", &op, ops::parse_params(op, args.get("shape"))});
     }
-    tuner::TuneOptions options;
-    options.strategy = frontend::checked_strategy(args.get("strategy", "sa"));
+    ArgsSource source(args);
+    tuner::TuneOptions options = frontend::tune_options(source, from_model ? 2 : 3);
     options.trials = static_cast<std::size_t>(args.get_int("trials", 200, 1, 100'000'000));
     if (args.has("time-budget")) options.time_budget = parse_duration("--time-budget", args.get("time-budget"));
     if (from_model) {
       options.trials = static_cast<std::size_t>(
           args.get_int("trials-per-task", options.time_budget.count() > 0 ? 100'000'000 : 64, 1, 100'000'000));
     }
-    options.early_stopping = static_cast<std::size_t>(args.get_int("early-stopping", 0, 0, 100'000'000));
-    options.batch_size = static_cast<std::size_t>(args.get_int("batch", 16, 1, 4096));
-    options.seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
-    // A model has tens of tasks, each re-measured after the search: two finalists each.
-    options.final_top = static_cast<std::size_t>(args.get_int("final-top", from_model ? 2 : 3, 0, 100));
-    options.final_repeat = static_cast<std::uint32_t>(args.get_int("final-repeat", 15, 1, 10'000));
-    options.final_max_passes = static_cast<std::uint32_t>(args.get_int("final-max-passes", 12, 1, 1000));
     options.transfer = !args.has("no-transfer");
-    options.vendors = frontend::checked_vendors("--vendors", args.get("vendors", "all"));
-    options.measure = measure_options(args);
     host::PoolOptions pool = pool_options(args, "kestrel tune");
     if (args.has("http")) {
       if (pool.tracker) {
@@ -362,9 +338,6 @@ int run_tune(int argc, char** argv) {
       pool.http_port = static_cast<std::uint16_t>(args.get_int("http", 0, 1, 65535));
     }
     options.device_key = pool.key;
-    unsigned devices = static_cast<unsigned>(args.get_int("devices", 1, 1, 4096));
-    unsigned compile_threads = static_cast<unsigned>(args.get_int("compile-threads", 0, 0, 256));
-    auto reconnect_window = std::chrono::milliseconds(args.get_int("reconnect-ms", 120'000, 0, 24 * 3'600'000));
     const std::string db_arg = args.get("db", "kestrel.db");
     const std::string db_path = records::without_password(db_arg);  // what messages show
     // Zero-shot picks without verification record nothing: an existing database is read
@@ -375,13 +348,10 @@ int run_tune(int argc, char** argv) {
 
     TuneSessionOptions session_options;
     session_options.session.pool = pool;
-    session_options.session.pool.devices = devices;
-    session_options.session.pool.reconnect_window = reconnect_window;
-    session_options.session.compile_threads = compile_threads;
+    frontend::apply_session_options(source, session_options.session);
     session_options.session.tune = options;
     // One workload tuned with a cost model that has none for its op and target class: an
     // error before anything is measured (with --workloads each such workload says so).
-    ArgsSource source(args);
     frontend::use_cost_model(session_options.session, cost_model_use, frontend::target_policy(source),
                              from_set || from_model ? nullptr : jobs.front().op, registry);
     session_options.session.registry = &registry;

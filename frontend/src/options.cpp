@@ -57,6 +57,36 @@ const std::vector<OptionSpec> kMeasure = {
     {"data-seed", OptionKind::integer, "N", "seed of the random input data", "1", 0, INT64_MAX},
 };
 
+const std::vector<OptionSpec> kSearch = {
+    {"strategy", OptionKind::text, "NAME",
+     "sa (annealing over an XGBoost cost model), anneal (model-free), ga, random, grid", "sa", 0, 0},
+    {"early-stopping", OptionKind::integer, "N", "stop after N trials without improvement; 0: never", "0", 0,
+     100'000'000},
+    {"batch", OptionKind::integer, "N", "configurations per batch", "16", 1, 4096},
+    {"seed", OptionKind::integer, "N", "seed of the search (reproducible)", "1", 0, INT64_MAX},
+    {"final-top", OptionKind::integer, "N",
+     "best configurations re-measured at the end beside the default; 0: none (the best recorded is the result); 2 "
+     "for a model's tasks",
+     "3", 0, 100},
+    {"final-repeat", OptionKind::integer, "N", "their timed rounds over the first 3 interleaved passes", "15", 1,
+     10'000},
+    {"final-max-passes", OptionKind::integer, "N",
+     "more passes (of final-repeat/3 rounds) while the best one's speed-up over the default is undecided; a "
+     "configuration is recommended only when it is faster than the default with 95% confidence",
+     "12", 1, 1000},
+    {"vendors", OptionKind::text, "LIST",
+     "vendor libraries timed on the device beside the final round, when the op has them and the device has them: "
+     "all, none, or e.g. openblas,onednn",
+     "all", 0, 0},
+};
+
+const std::vector<OptionSpec> kSession = {
+    {"devices", OptionKind::integer, "N", "devices of the key to lease in parallel", "1", 1, 4096},
+    {"compile-threads", OptionKind::integer, "N", "host compile threads; 0 = one per core", "0", 0, 256},
+    {"reconnect-ms", OptionKind::integer, "MS", "how long to keep reconnecting when the tracker goes away", "120000", 0,
+     kDay},
+};
+
 std::int64_t fallback_integer(const OptionSpec& spec) {
   return spec.fallback.empty() ? 0 : std::stoll(std::string(spec.fallback));
 }
@@ -82,9 +112,11 @@ std::int64_t integer_of(OptionSource& source, const OptionSpec& spec) {
 const std::vector<OptionSpec>& pool_option_specs() { return kPool; }
 const std::vector<OptionSpec>& target_option_specs() { return kTarget; }
 const std::vector<OptionSpec>& measure_option_specs() { return kMeasure; }
+const std::vector<OptionSpec>& search_option_specs() { return kSearch; }
+const std::vector<OptionSpec>& session_option_specs() { return kSession; }
 
 const OptionSpec& option_spec(std::string_view name) {
-  for (const auto* list : {&kPool, &kTarget, &kMeasure}) {
+  for (const auto* list : {&kPool, &kTarget, &kMeasure, &kSearch, &kSession}) {
     for (const OptionSpec& spec : *list) {
       if (spec.name == name) return spec;
     }
@@ -139,6 +171,28 @@ rpc::MeasureSettings measure_settings(OptionSource& source) {
   m.threads = static_cast<std::uint32_t>(integer_of(source, option_spec("threads")));
   m.seed = static_cast<std::uint64_t>(integer_of(source, option_spec("data-seed")));
   return m;
+}
+
+tuner::TuneOptions tune_options(OptionSource& source, std::size_t final_top_default) {
+  tuner::TuneOptions tune;
+  tune.strategy = checked_strategy(text_of(source, option_spec("strategy")));
+  tune.early_stopping = static_cast<std::size_t>(integer_of(source, option_spec("early-stopping")));
+  tune.batch_size = static_cast<std::size_t>(integer_of(source, option_spec("batch")));
+  tune.seed = static_cast<std::uint64_t>(integer_of(source, option_spec("seed")));
+  const OptionSpec& final_top = option_spec("final-top");
+  tune.final_top = source.has(final_top) ? static_cast<std::size_t>(integer_of(source, final_top)) : final_top_default;
+  tune.final_repeat = static_cast<std::uint32_t>(integer_of(source, option_spec("final-repeat")));
+  tune.final_max_passes = static_cast<std::uint32_t>(integer_of(source, option_spec("final-max-passes")));
+  const OptionSpec& vendors = option_spec("vendors");
+  tune.vendors = checked_vendors(source.spell(vendors), text_of(source, vendors));
+  tune.measure = measure_settings(source);
+  return tune;
+}
+
+void apply_session_options(OptionSource& source, tuner::SessionOptions& options) {
+  options.pool.devices = static_cast<unsigned>(integer_of(source, option_spec("devices")));
+  options.compile_threads = static_cast<unsigned>(integer_of(source, option_spec("compile-threads")));
+  options.pool.reconnect_window = std::chrono::milliseconds(integer_of(source, option_spec("reconnect-ms")));
 }
 
 host::Target TargetPolicy::resolve(const rpc::DeviceInfo& device) const {

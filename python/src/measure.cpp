@@ -337,26 +337,18 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
     jobs.push_back({"", &op, params_of(op, shape)});
   }
 
-  tuner::TuneOptions tune;
-  tune.strategy = frontend::checked_strategy(o.str("strategy", "sa"));
+  DictSource source(o);
   // A model has tens of tasks, each tuned to `trials` (64 by default) and re-measured
   // after the search: two finalists each.
+  tuner::TuneOptions tune = frontend::tune_options(source, model ? 2 : 3);
   tune.trials = static_cast<std::size_t>(o.integer("trials", model ? 64 : 200, 1, 100'000'000));
   tune.time_budget = std::chrono::seconds(o.integer("time_budget_s", 0, 0, 365LL * 24 * 3600));
-  tune.early_stopping = static_cast<std::size_t>(o.integer("early_stopping", 0, 0, 100'000'000));
-  tune.batch_size = static_cast<std::size_t>(o.integer("batch", 16, 1, 4096));
-  tune.seed = static_cast<std::uint64_t>(o.integer("seed", 1, 0, INT64_MAX));
-  tune.final_top = static_cast<std::size_t>(o.integer("final_top", model ? 2 : 3, 0, 100));
-  tune.final_repeat = static_cast<std::uint32_t>(o.integer("final_repeat", 15, 1, 10'000));
   tune.transfer = o.flag("transfer", true);
-  tune.vendors = frontend::checked_vendors("vendors", o.str("vendors", "all"));
-  tune.measure = measure_of(o);
   const std::string db_path = o.str("db", "kestrel.db");
 
   tuner::SessionOptions session_options;
   session_options.pool = pool_of(o, "kestrel.tune (python)");
-  session_options.pool.reconnect_window = std::chrono::milliseconds(o.integer("reconnect_ms", 120'000, 0, 24 * 3'600'000));
-  session_options.compile_threads = static_cast<unsigned>(o.integer("compile_threads", 0, 0, 256));
+  frontend::apply_session_options(source, session_options);
   tune.device_key = session_options.pool.key;
   session_options.tune = tune;
   session_options.registry = &registry;

@@ -14,6 +14,7 @@
 #include "kestrel/host/leased_pool.h"
 #include "kestrel/host/target.h"
 #include "kestrel/rpc/measure.h"
+#include "kestrel/tuner/session.h"
 #include "kestrel/tuner/tuning_loop.h"
 
 namespace kestrel::frontend {
@@ -55,6 +56,11 @@ const std::vector<OptionSpec>& pool_option_specs();
 const std::vector<OptionSpec>& target_option_specs();
 // --number, --repeat, --min-repeat-ms, --cooldown-ms, --flush-cache, --timeout-ms, --threads, --data-seed.
 const std::vector<OptionSpec>& measure_option_specs();
+// --strategy, --early-stopping, --batch, --seed, --final-top, --final-repeat,
+// --final-max-passes, --vendors: how a tuning session searches and re-measures.
+const std::vector<OptionSpec>& search_option_specs();
+// --devices, --compile-threads, --reconnect-ms: how a session leases and compiles.
+const std::vector<OptionSpec>& session_option_specs();
 // The spec of one of the above by name (a bug when there is none: std::logic_error).
 const OptionSpec& option_spec(std::string_view name);
 
@@ -65,6 +71,12 @@ const OptionSpec& option_spec(std::string_view name);
 // options without a tracker, an unreadable --tls-ca).
 host::PoolOptions pool_options(OptionSource& source, std::optional<rpc::Token> token, std::string client_name);
 rpc::MeasureSettings measure_settings(OptionSource& source);
+// The search options and the measuring settings as a session's TuneOptions (trials, time
+// budget and the cost model are the front end's: their forms differ). A model's tasks
+// re-measure `final_top_default` finalists each unless --final-top is given.
+tuner::TuneOptions tune_options(OptionSource& source, std::size_t final_top_default = 3);
+// The session options (devices, compile threads, reconnect window) onto `options`.
+void apply_session_options(OptionSource& source, tuner::SessionOptions& options);
 
 // Which compile target a leased device gets: "auto" (the device's CPU, from its
 // registered triple), "native", a triple, or a GPU spec of the device ("cuda",

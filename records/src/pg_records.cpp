@@ -57,7 +57,13 @@ CREATE TABLE IF NOT EXISTS records(
   is_default         INTEGER NOT NULL DEFAULT 0,
   implementation     TEXT    NOT NULL DEFAULT 'kestrel',
   machine            TEXT,
-  recommended        INTEGER NOT NULL DEFAULT 0
+  recommended        INTEGER NOT NULL DEFAULT 0,
+  target_backend     TEXT,
+  target_triple      TEXT,
+  target_cpu         TEXT,
+  target_features    TEXT,
+  target_gpu_arch    TEXT,
+  target_gpu_index   INTEGER
 );
 CREATE INDEX IF NOT EXISTS records_by_workload ON records(op, workload, target);
 CREATE INDEX IF NOT EXISTS records_by_target ON records(op, target);
@@ -71,6 +77,18 @@ constexpr const char* kUpgradeFrom3 = R"sql(
 ALTER TABLE records ADD COLUMN IF NOT EXISTS machine TEXT;
 ALTER TABLE records ADD COLUMN IF NOT EXISTS recommended INTEGER NOT NULL DEFAULT 0;
 UPDATE meta SET value = '4' WHERE key = 'schema_version';
+)sql";
+
+// Version 4 -> 5, inside the schema transaction: the target's columns (filled in by
+// upgrade_from_4). IF NOT EXISTS: a records table created beside an older meta already has
+// them.
+constexpr const char* kUpgradeFrom4 = R"sql(
+ALTER TABLE records ADD COLUMN IF NOT EXISTS target_backend TEXT;
+ALTER TABLE records ADD COLUMN IF NOT EXISTS target_triple TEXT;
+ALTER TABLE records ADD COLUMN IF NOT EXISTS target_cpu TEXT;
+ALTER TABLE records ADD COLUMN IF NOT EXISTS target_features TEXT;
+ALTER TABLE records ADD COLUMN IF NOT EXISTS target_gpu_arch TEXT;
+ALTER TABLE records ADD COLUMN IF NOT EXISTS target_gpu_index INTEGER;
 )sql";
 
 // The oldest schema a PostgreSQL database has (the backend began with version 3).
@@ -189,6 +207,7 @@ class PgRow final : public detail::Row {
   double real(int column, double if_null) const override {
     return PQgetisnull(result_, row_, column) ? if_null : std::strtod(PQgetvalue(result_, row_, column), nullptr);
   }
+  bool is_null(int column) const override { return PQgetisnull(result_, row_, column) != 0; }
 
  private:
   const PGresult* result_;
@@ -204,7 +223,7 @@ struct PgRecords::Impl {
   std::string location;
   bool writing = true;
   bool prepared = false;
-  std::string source = "records";  // what queries read FROM (records_of_version3 for a version-3 reader)
+  std::string source = "records";  // what queries read FROM (records_of_version3/4 for an older reader)
 
   ~Impl() { PQfinish(conn); }
 
@@ -291,6 +310,26 @@ struct PgRecords::Impl {
     return c;
   }
 
+  // Version 4 -> 5, inside the schema transaction: the target's columns, filled in for the
+  // records there, once per distinct target text (parsed here, in C++). A text that does
+  // not parse is left NULL: reading that record reports it, as before.
+  void upgrade_from_4() const {
+    const char* what = "upgrading the schema from version 4 to 5";
+    command(kUpgradeFrom4, what);
+    Result targets = command(detail::kTargetsToFill, what);
+    for (int i = 0; i < PQntuples(targets.get()); ++i) {
+      const std::string text(PQgetvalue(targets.get(), i, 0),
+                             static_cast<std::size_t>(PQgetlength(targets.get(), i, 0)));
+      auto target = ops::TargetId::parse(text);
+      if (!target) continue;
+      Params p;
+      detail::bind_target(p, *target, 0);
+      p.bind(7, text);
+      command(detail::kSetTargetColumns, p, what);
+    }
+    command("UPDATE meta SET value = '5' WHERE key = 'schema_version'", what);
+  }
+
   void require_usable(const Classification& c) const {
     if (!c.meta && c.records) {
       throw RecordsError(in_quotes(location) +
@@ -350,7 +389,9 @@ PgRecords::PgRecords(const std::string& uri, OpenMode mode)
                          "create them)");
     }
     impl_->command("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", "opening read-only");
-    if (c.version < kSchemaVersion) impl_->source = detail::records_of_version3();  // read as it is
+    if (c.version < kSchemaVersion) {  // read as it is
+      impl_->source = c.version == 3 ? detail::records_of_version3() : detail::records_of_version4();
+    }
     return;
   }
   if (!c.meta || !c.records || c.version < kSchemaVersion) {
@@ -367,9 +408,10 @@ PgRecords::PgRecords(const std::string& uri, OpenMode mode)
       Impl::Classification now = impl_->classify();
       impl_->require_usable(now);
       impl_->command(kSchema, "creating the schema");
-      if (now.meta && now.version < kSchemaVersion) {
+      if (now.meta && now.version <= 3) {
         impl_->command(kUpgradeFrom3, "upgrading the schema from version 3 to 4");
       }
+      if (now.meta && now.version <= 4) impl_->upgrade_from_4();
       Params version;
       version.add("schema_version");
       version.add(std::to_string(kSchemaVersion));

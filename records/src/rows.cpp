@@ -89,6 +89,31 @@ class LineReader {
   std::size_t line_;
 };
 
+// The target of a row from its columns (kTargetColumns from `first` on).
+template <typename Unreadable>
+ops::TargetId read_target(const Row& row, int first, const Unreadable& unreadable) {
+  ops::TargetId t;
+  const std::string backend = row.text(first);
+  bool known = false;
+  for (ops::Backend b : {ops::Backend::cpu, ops::Backend::cuda, ops::Backend::opencl}) {
+    if (ops::to_string(b) == backend) {
+      t.backend = b;
+      known = true;
+    }
+  }
+  if (!known) throw unreadable("target_backend", "'" + backend + "'");
+  t.triple = row.text(first + 1);
+  t.cpu = row.text(first + 2);
+  t.features = row.text(first + 3);
+  t.gpu_arch = row.text(first + 4);
+  const std::int64_t index = row.int64(first + 5);
+  if (index < 0 || index > std::numeric_limits<unsigned>::max()) {
+    throw unreadable("target_gpu_index", std::to_string(index));
+  }
+  t.gpu_index = static_cast<unsigned>(index);
+  return t;
+}
+
 }  // namespace
 
 std::string round_seconds_json(const std::vector<double>& seconds) {
@@ -155,9 +180,13 @@ Record read_record(const Row& row, const std::string& path) {
   auto workload = parse_map(row.text(2), why);
   if (!workload) throw unreadable("workload", why);
   r.workload = std::move(*workload);
-  auto target = ops::TargetId::parse(row.text(3));
-  if (!target) throw unreadable("target", "'" + row.text(3) + "'");
-  r.target = std::move(*target);
+  if (row.is_null(kTargetFields + 1)) {  // written before version 5: its text
+    auto target = ops::TargetId::parse(row.text(3));
+    if (!target) throw unreadable("target", "'" + row.text(3) + "'");
+    r.target = std::move(*target);
+  } else {
+    r.target = read_target(row, kTargetFields + 1, unreadable);
+  }
   r.device_class.key = row.text(4);
   r.device = row.text(5);
   r.device_class.fingerprint = row.text(6);

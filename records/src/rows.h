@@ -25,6 +25,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr const char* kColumns =
     "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
     "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
+    "device_model, is_default, implementation, machine, recommended, target_backend, target_triple, target_cpu, "
+    "target_features, target_gpu_arch, target_gpu_index";
+// The columns a version-4 table has: kColumns without those of version 5.
+constexpr const char* kColumnsOfVersion4 =
+    "id, op, workload, target, device_key, device, device_fingerprint, config, status, message, "
+    "round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, "
     "device_model, is_default, implementation, machine, recommended";
 // The columns a version-3 table has: kColumns without those of version 4.
 constexpr const char* kColumnsOfVersion3 =
@@ -34,25 +40,47 @@ constexpr const char* kColumnsOfVersion3 =
 // Version 4's columns as an older record has them (machine unknown, no recommendation):
 // how a database of an older version opened read-only is read as it is.
 constexpr const char* kVersion4Computed = "CAST(NULL AS TEXT) AS machine, 0 AS recommended";
+// Version 5's columns as an older record has them (the target's fields unknown: read_record
+// parses its text).
+constexpr const char* kVersion5Computed =
+    "CAST(NULL AS TEXT) AS target_backend, CAST(NULL AS TEXT) AS target_triple, CAST(NULL AS TEXT) AS target_cpu, "
+    "CAST(NULL AS TEXT) AS target_features, CAST(NULL AS TEXT) AS target_gpu_arch, "
+    "CAST(NULL AS INTEGER) AS target_gpu_index";
+// The target's columns (version 5), in bind_target's order.
+constexpr const char* kTargetColumns =
+    "target_backend, target_triple, target_cpu, target_features, target_gpu_arch, target_gpu_index";
 // The columns kInsert sets (kColumns without id), in bind_record's order.
 constexpr const char* kInsertColumns =
     "op, workload, target, device_key, device, device_fingerprint, config, status, message, round_seconds, "
     "cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, device_model, "
-    "is_default, implementation, machine, recommended";
-constexpr int kInsertFields = 22;  // parameters of kInsert
-static_assert(std::string_view(kColumns).starts_with(kColumnsOfVersion3));
+    "is_default, implementation, machine, recommended, target_backend, target_triple, target_cpu, target_features, "
+    "target_gpu_arch, target_gpu_index";
+constexpr int kInsertFields = 28;  // parameters of kInsert
+constexpr int kTargetFields = 22;  // the parameter before the target's columns (23..28)
+static_assert(std::string_view(kColumns).starts_with(kColumnsOfVersion4));
+static_assert(std::string_view(kColumnsOfVersion4).starts_with(kColumnsOfVersion3));
+static_assert(std::string_view(kColumns).ends_with(kTargetColumns));
 static_assert(std::string_view(kColumns).substr(4) == kInsertColumns);
 
 // A task and device class: the columns best() groups by.
 constexpr const char* kGroup = "op, workload, target, device_key, device_model, device_fingerprint";
 
-// Parameters ?1..?22 in bind_record's order.
+// Parameters ?1..?28 in bind_record's order.
 constexpr const char* kInsert =
     "INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, "
     "message, round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, "
-    "final_measurement, device_model, is_default, implementation, machine, recommended) "
+    "final_measurement, device_model, is_default, implementation, machine, recommended, target_backend, "
+    "target_triple, target_cpu, target_features, target_gpu_arch, target_gpu_index) "
     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, "
-    "?22)";
+    "?22, ?23, ?24, ?25, ?26, ?27, ?28)";
+
+// The upgrade to version 5: the target's columns (parameters ?1..?6, bind_target's order)
+// of the records whose target text is ?7 and whose columns are not set yet.
+constexpr const char* kSetTargetColumns =
+    "UPDATE records SET target_backend = ?1, target_triple = ?2, target_cpu = ?3, target_features = ?4, "
+    "target_gpu_arch = ?5, target_gpu_index = ?6 WHERE target = ?7 AND target_backend IS NULL";
+// The target texts whose columns the upgrade to version 5 fills in.
+constexpr const char* kTargetsToFill = "SELECT DISTINCT target FROM records WHERE target_backend IS NULL";
 
 inline std::string in_quotes(const std::string& location) { return "'" + location + "'"; }
 
@@ -60,7 +88,12 @@ inline std::string in_quotes(const std::string& location) { return "'" + locatio
 // 4's columns computed. Its columns by name, so that a writer upgrading the database
 // meanwhile changes nothing here.
 inline std::string records_of_version3() {
-  return std::string("(SELECT ") + kColumnsOfVersion3 + ", " + kVersion4Computed + " FROM records) AS records";
+  return std::string("(SELECT ") + kColumnsOfVersion3 + ", " + kVersion4Computed + ", " + kVersion5Computed +
+         " FROM records) AS records";
+}
+// The same for a version-4 database: its rows with version 5's columns computed (NULL).
+inline std::string records_of_version4() {
+  return std::string("(SELECT ") + kColumnsOfVersion4 + ", " + kVersion5Computed + " FROM records) AS records";
 }
 
 std::string ok_text();
@@ -82,16 +115,29 @@ class Row {
   virtual std::string text(int column) const = 0;
   virtual std::int64_t int64(int column) const = 0;
   virtual double real(int column, double if_null) const = 0;
+  virtual bool is_null(int column) const = 0;
 
  protected:
   ~Row() = default;
 };
 
-// Reads a row selected with kColumns; throws RecordsError naming the record and
-// `location` when stored text does not parse.
+// Reads a row selected with kColumns: the target from its columns, or where they are NULL
+// (a record written before version 5) from its text. Throws RecordsError naming the
+// record and `location` when stored text does not parse.
 Record read_record(const Row& row, const std::string& location);
 
-// Binds a record's fields as parameters 1..22 of kInsert. `Binder` has bind(int,
+// Binds a target's fields as parameters first + 1..first + 6 (kTargetColumns' order).
+template <typename Binder>
+void bind_target(Binder& s, const ops::TargetId& t, int first) {
+  s.bind(first + 1, std::string(ops::to_string(t.backend)));
+  s.bind(first + 2, t.triple);
+  s.bind(first + 3, t.cpu);
+  s.bind(first + 4, t.features);
+  s.bind(first + 5, t.gpu_arch);
+  s.bind(first + 6, static_cast<std::int64_t>(t.gpu_index));
+}
+
+// Binds a record's fields as parameters 1..28 of kInsert. `Binder` has bind(int,
 // std::string), bind(int, std::int64_t), bind(int, double) and bind_null(int).
 template <typename Binder>
 void bind_record(Binder& s, const Record& r) {
@@ -125,6 +171,7 @@ void bind_record(Binder& s, const Record& r) {
     s.bind(21, machine);
   }
   s.bind(22, static_cast<std::int64_t>(r.recommended));
+  bind_target(s, r.target, kTargetFields);  // 23..28, beside its text (3)
 }
 
 // --- JSON lines (a record's form: records::to_json, json.h) ---

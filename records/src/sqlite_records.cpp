@@ -19,9 +19,11 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <random>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "kestrel/base/log.h"
 #include "rows.h"
@@ -66,7 +68,13 @@ CREATE TABLE IF NOT EXISTS records(
   is_default         INTEGER NOT NULL DEFAULT 0,   -- version 2
   implementation     TEXT    NOT NULL DEFAULT 'kestrel',  -- version 3
   machine            TEXT,                        -- version 4: JSON object; NULL: unknown
-  recommended        INTEGER NOT NULL DEFAULT 0   -- version 4: kRecommended | kOwnRecommended
+  recommended        INTEGER NOT NULL DEFAULT 0,  -- version 4: kRecommended | kOwnRecommended
+  target_backend     TEXT,     -- version 5: the target's fields beside its text ("cpu", "cuda", "opencl");
+  target_triple      TEXT,     --   NULL in a record written before (read from the text)
+  target_cpu         TEXT,
+  target_features    TEXT,
+  target_gpu_arch    TEXT,
+  target_gpu_index   INTEGER
 );
 CREATE INDEX IF NOT EXISTS records_by_workload ON records(op, workload, target);
 CREATE INDEX IF NOT EXISTS records_by_target ON records(op, target);
@@ -100,20 +108,32 @@ constexpr const char* kUpgradeFrom3 =
     "ALTER TABLE records ADD COLUMN recommended INTEGER NOT NULL DEFAULT 0;"
     "UPDATE meta SET value = '4' WHERE key = 'schema_version';";
 
+// Version 4 -> 5 (its columns; upgrade_from_4 fills them in), inside a transaction.
+constexpr const char* kUpgradeFrom4 =
+    "ALTER TABLE records ADD COLUMN target_backend TEXT;"
+    "ALTER TABLE records ADD COLUMN target_triple TEXT;"
+    "ALTER TABLE records ADD COLUMN target_cpu TEXT;"
+    "ALTER TABLE records ADD COLUMN target_features TEXT;"
+    "ALTER TABLE records ADD COLUMN target_gpu_arch TEXT;"
+    "ALTER TABLE records ADD COLUMN target_gpu_index INTEGER;";
+
 // What queries read from: the table, or for an older file opened read-only the same rows
 // with the newer columns computed.
 constexpr const char* kRecordsCurrent = "records";
 std::string records_of_version(std::int64_t version) {
   using detail::kVersion4Computed;
+  using detail::kVersion5Computed;
   if (version == 1) {
     return std::string("(SELECT *, ") + kModelFromFingerprint +
-           " AS device_model, 0 AS is_default, 'kestrel' AS implementation, " + kVersion4Computed +
-           " FROM records) AS records";
+           " AS device_model, 0 AS is_default, 'kestrel' AS implementation, " + kVersion4Computed + ", " +
+           kVersion5Computed + " FROM records) AS records";
   }
   if (version == 2) {
-    return std::string("(SELECT *, 'kestrel' AS implementation, ") + kVersion4Computed + " FROM records) AS records";
+    return std::string("(SELECT *, 'kestrel' AS implementation, ") + kVersion4Computed + ", " + kVersion5Computed +
+           " FROM records) AS records";
   }
-  return detail::records_of_version3();
+  if (version == 3) return detail::records_of_version3();
+  return detail::records_of_version4();
 }
 
 std::string advice_for(int rc) {
@@ -231,7 +251,7 @@ class Statement final : public detail::Row {
     return std::string(data, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
   }
   std::int64_t int64(int column) const override { return sqlite3_column_int64(stmt_, column); }
-  bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  bool is_null(int column) const override { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
   double real(int column, double if_null) const override {
     return is_null(column) ? if_null : sqlite3_column_double(stmt_, column);
   }
@@ -345,6 +365,29 @@ void require_usable(const Classification& c, const std::string& path) {
 void exec(sqlite3* db, const std::string& path, const char* sql, const char* what) {
   int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) fail(db, rc, path, what);
+}
+
+// Version 4 -> 5, inside a transaction: the target's columns, filled in for the records
+// there, once per distinct target text (parsed here, in C++). A text that does not parse
+// is left NULL: reading that record reports it, as before.
+void upgrade_from_4(sqlite3* db, const std::string& path) {
+  exec(db, path, kUpgradeFrom4, "upgrading the schema from version 4 to 5");
+  std::vector<std::string> targets;
+  {
+    Statement distinct(db, path, detail::kTargetsToFill);
+    while (distinct.step("upgrading the schema from version 4 to 5")) targets.push_back(distinct.text(0));
+  }
+  Statement update(db, path, detail::kSetTargetColumns);
+  for (const std::string& text : targets) {
+    auto target = ops::TargetId::parse(text);
+    if (!target) continue;
+    update.reset();
+    detail::bind_target(update, *target, 0);
+    update.bind(7, text);
+    update.step("upgrading the schema from version 4 to 5");
+  }
+  exec(db, path, "UPDATE meta SET value = '5' WHERE key = 'schema_version'",
+       "upgrading the schema from version 4 to 5");
 }
 
 }  // namespace
@@ -461,6 +504,9 @@ SqliteRecords::SqliteRecords(const std::string& path, OpenMode mode)
     }
     if (now.contents == Contents::ours && now.has_records && now.version >= 1 && now.version <= 3) {
       exec(db, path, kUpgradeFrom3, "upgrading the schema from version 3 to 4");
+    }
+    if (now.contents == Contents::ours && now.has_records && now.version >= 1 && now.version <= 4) {
+      upgrade_from_4(db, path);
     }
     exec(db, path, kSchema, "creating the schema");
     if (now.contents == Contents::empty || !now.has_records) {

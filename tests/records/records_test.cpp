@@ -455,7 +455,7 @@ TEST_CASE("records: files that are not ours are refused on open", "[records]") {
             "INSERT INTO meta VALUES('schema_version', '99');"
             "CREATE TABLE records(id INTEGER PRIMARY KEY, blob BLOB);");
     std::string error = error_of(path);
-    CHECK_THAT(error, Catch::Contains("99") && Catch::Contains("version 4") && Catch::Contains("upgrade Kestrel"));
+    CHECK_THAT(error, Catch::Contains("99") && Catch::Contains("version 5") && Catch::Contains("upgrade Kestrel"));
   }
   SECTION("another program's SQLite database") {
     std::string path = dir.file("other.db");
@@ -762,12 +762,12 @@ TEST_CASE("records: a version-1 file is read as it is read-only and upgraded whe
     writer.add(r);
     CHECK(writer.count() == 4);
   }
-  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
   CHECK(raw_value(path, "SELECT device_model FROM records WHERE id = 1") == "AMD EPYC 9654");
   CHECK(raw_value(path, "SELECT implementation FROM records WHERE id = 1") == "kestrel");
   CHECK(raw_value(path, "SELECT COALESCE(machine, 'null') || '/' || recommended FROM records WHERE id = 1") ==
         "null/0");
-  RecordsDb again(path);  // a second open finds version 4 and changes nothing
+  RecordsDb again(path);  // a second open finds version 5 and changes nothing
   auto all = again.find("gemm", workload, target);
   REQUIRE(all.size() == 3);
   CHECK(all[2].is_default);
@@ -917,10 +917,10 @@ TEST_CASE("records: a version-2 file is read as it is read-only and upgraded whe
     vendor.time_unix_ms = 1800000000000;
     writer.add(vendor);
   }
-  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
   CHECK(raw_value(path, "SELECT implementation FROM records WHERE id = 1") == "kestrel");
   CHECK(raw_value(path, "SELECT implementation FROM records WHERE id = 2") == "openblas");
-  RecordsDb again(path);  // a second open finds version 4 and changes nothing
+  RecordsDb again(path);  // a second open finds version 5 and changes nothing
   auto all = again.find("gemm", workload, target);
   REQUIRE(all.size() == 2);
   CHECK(all[0].implementation == "kestrel");
@@ -1149,11 +1149,11 @@ TEST_CASE("records: a database from a newer Kestrel is refused, read-only or not
   Stores stores(GENERATE(from_range(backends())), dir);
   INFO("backend: " << stores.backend());
   { stores.open("future.db")->add(make_record("W", "c1", 1.0)); }
-  raw(stores, "future.db", "UPDATE meta SET value = '5' WHERE key = 'schema_version'");
+  raw(stores, "future.db", "UPDATE meta SET value = '6' WHERE key = 'schema_version'");
   const std::string location = stores.location("future.db");
   for (OpenMode mode : {OpenMode::create, OpenMode::existing}) {
     std::string error = open_error(location, mode);
-    CHECK_THAT(error, Catch::Contains("newer Kestrel") && Catch::Contains("schema version 5") &&
+    CHECK_THAT(error, Catch::Contains("newer Kestrel") && Catch::Contains("schema version 6") &&
                           Catch::Contains("upgrade Kestrel"));
   }
 }
@@ -1591,7 +1591,7 @@ const Params kV3Workload{{"K", 8}, {"M", 8}, {"N", 8}};
 
 }  // namespace
 
-TEST_CASE("records: a version-3 file is read as it is read-only and upgraded to version 4 when opened for writing",
+TEST_CASE("records: a version-3 file is read as it is read-only and upgraded to version 5 when opened for writing",
           "[records][upgrade]") {
   TempDir dir;
   std::string path = dir.file("v3.db");
@@ -1631,7 +1631,7 @@ TEST_CASE("records: a version-3 file is read as it is read-only and upgraded to 
     REQUIRE(best.size() == 1);
     CHECK(best[0].record.config == Config{{"mc", 16}});  // the new round's recommendation, not its lowest cost
   }
-  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
   CHECK(raw_value(path, "SELECT COUNT(*) FROM pragma_table_info('records') WHERE name IN ('machine', 'recommended')") ==
         "2");
   CHECK(raw_value(path, "SELECT COALESCE(machine, 'NULL') || ' ' || recommended FROM records WHERE id = 2") ==
@@ -1641,14 +1641,14 @@ TEST_CASE("records: a version-3 file is read as it is read-only and upgraded to 
   CHECK(early_reader.count() == 5);
   check_version3_records(early_reader);
 
-  RecordsDb again(path, OpenMode::existing);  // version 4 now, read as it is
+  RecordsDb again(path, OpenMode::existing);  // version 5 now, read as it is
   check_version3_records(again);
   auto all = again.find("gemm", kV3Workload, target);
   REQUIRE(all.size() == 5);
   CHECK(all[3].machine == machine_of(0.5, 2400, -1, false, 1));
   CHECK(all[3].recommended == (kRecommended | kOwnRecommended));
-  { RecordsDb writer_again(path); }  // a second writable open finds version 4 and changes nothing
-  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+  { RecordsDb writer_again(path); }  // a second writable open finds version 5 and changes nothing
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
 }
 
 namespace {
@@ -1731,7 +1731,7 @@ TEST_CASE("records: a version-3 PostgreSQL database is read as it is read-only a
   }
   for (auto& t : openers) t.join();
   for (const auto& e : errors) CHECK(e == "");
-  CHECK(raw_pg_value(uri, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+  CHECK(raw_pg_value(uri, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
   CHECK(raw_pg_value(uri, new_columns) == "2");
   CHECK(early_reader->count() == 3 + kOpeners);
   check_version3_records(*early_reader);
@@ -1748,4 +1748,310 @@ TEST_CASE("records: a version-3 PostgreSQL database is read as it is read-only a
   REQUIRE(best.size() == 1);
   CHECK(best[0].record.config == Config{{"mc", 100}});  // the recommendation of the new round
   CHECK(best[0].record.recommended == (kRecommended | kOwnRecommended));
+}
+
+// --- Schema version 5: the target's fields in columns of their own beside its text ---
+
+namespace {
+
+// The target's columns of record `id`, "backend|triple|cpu|features|gpu_arch|gpu_index"
+// ("NULL" for NULL), the same SQL on both backends.
+std::string target_columns_sql(std::int64_t id) {
+  return "SELECT COALESCE(target_backend, 'NULL') || '|' || COALESCE(target_triple, 'NULL') || '|' || "
+         "COALESCE(target_cpu, 'NULL') || '|' || COALESCE(target_features, 'NULL') || '|' || "
+         "COALESCE(target_gpu_arch, 'NULL') || '|' || COALESCE(CAST(target_gpu_index AS TEXT), 'NULL') "
+         "FROM records WHERE id = " +
+         std::to_string(id);
+}
+
+constexpr const char* kAllTargetsNull = "NULL|NULL|NULL|NULL|NULL|NULL";
+
+// How many of the target's columns the records table has.
+constexpr const char* kSqliteTargetColumns =
+    "SELECT COUNT(*) FROM pragma_table_info('records') WHERE name LIKE 'target\\_%' ESCAPE '\\'";
+constexpr const char* kPgTargetColumns =
+    "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'records' AND column_name LIKE 'target\\_%'";
+
+}  // namespace
+
+TEST_CASE("records: the target's fields are stored in columns of their own beside its text", "[records][target]") {
+  TempDir dir;
+  Stores stores(GENERATE(from_range(backends())), dir);
+  INFO("backend: " << stores.backend());
+  auto db = stores.open("records.db");
+  const std::vector<std::pair<std::string, std::string>> targets = {
+      {"x86_64-linux-gnu (znver4, +avx2,+fma)", "cpu|x86_64-linux-gnu|znver4|+avx2,+fma||0"},
+      {"aarch64-linux-gnu", "cpu|aarch64-linux-gnu||||0"},
+      {"cuda sm_90 #1", "cuda||||sm_90|1"},
+      {"opencl", "opencl|||||0"},
+  };
+  std::vector<std::int64_t> ids;
+  for (const auto& [text, columns] : targets) {
+    Record r = make_record("K=8,M=8,N=8", "c1", 0.001);
+    r.target = tid(text);
+    ids.push_back(db->add(r));
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    INFO("target: " << targets[i].first);
+    CHECK(raw_text(stores, "records.db", target_columns_sql(ids[i])) == targets[i].second);
+    CHECK(raw_text(stores, "records.db", "SELECT target FROM records WHERE id = " + std::to_string(ids[i])) ==
+          targets[i].first);  // the text beside them, as before
+    auto found = db->find("gemm", pairs("K=8,M=8,N=8"), tid(targets[i].first));
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].target == tid(targets[i].first));
+  }
+  CHECK(raw_text(stores, "records.db", "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
+
+  // The export keeps the text; an import fills the columns in.
+  std::stringstream exported;
+  db->export_jsonl(exported);
+  CHECK_THAT(exported.str(), Catch::Contains(R"("target":"cuda sm_90 #1")"));
+  auto copy = stores.open("copy.db");
+  CHECK(copy->import_jsonl(exported) == targets.size());
+  CHECK(raw_text(stores, "copy.db", target_columns_sql(3)) == "cuda||||sm_90|1");
+
+  // The columns are read first: a row whose text says otherwise reads as its columns say.
+  raw(stores, "records.db", "UPDATE records SET target_gpu_index = 2 WHERE id = " + std::to_string(ids[2]));
+  auto gpu = db->find("gemm", pairs("K=8,M=8,N=8"), tid("cuda sm_90 #1"));
+  REQUIRE(gpu.size() == 1);
+  CHECK(gpu[0].target == tid("cuda sm_90 #2"));
+
+  // A row whose columns are NULL (written by an older Kestrel into an upgraded database)
+  // reads its target from the text.
+  raw(stores, "records.db",
+      "UPDATE records SET target_backend = NULL, target_triple = NULL, target_cpu = NULL, target_features = NULL, "
+      "target_gpu_arch = NULL, target_gpu_index = NULL WHERE id IN (" +
+          std::to_string(ids[0]) + ", " + std::to_string(ids[2]) + ")");
+  CHECK(raw_text(stores, "records.db", target_columns_sql(ids[0])) == kAllTargetsNull);
+  auto cpu = db->find("gemm", pairs("K=8,M=8,N=8"), tid(targets[0].first));
+  REQUIRE(cpu.size() == 1);
+  CHECK(cpu[0].target == tid(targets[0].first));
+  gpu = db->find("gemm", pairs("K=8,M=8,N=8"), tid("cuda sm_90 #1"));
+  REQUIRE(gpu.size() == 1);
+  CHECK(gpu[0].target == tid("cuda sm_90 #1"));
+  CHECK(db->best().size() == targets.size());
+
+  // An unknown backend in the column is an error naming the record.
+  raw(stores, "records.db", "UPDATE records SET target_backend = 'tpu' WHERE id = " + std::to_string(ids[1]));
+  CHECK_THROWS_WITH(db->all(), Catch::Contains("record " + std::to_string(ids[1])) &&
+                                   Catch::Contains("unreadable target_backend") && Catch::Contains("'tpu'"));
+}
+
+namespace {
+
+// The version-4 schema (SQLite), as Kestrel wrote it before the target's fields had columns
+// of their own: a CPU and a GPU target, and a record of another op whose target text does
+// not parse.
+constexpr const char* kVersion4 = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES('schema_version', '4');
+CREATE TABLE records(
+  id INTEGER PRIMARY KEY, op TEXT NOT NULL, workload TEXT NOT NULL, target TEXT NOT NULL,
+  device_key TEXT NOT NULL, device TEXT NOT NULL, device_fingerprint TEXT NOT NULL, config TEXT NOT NULL,
+  status TEXT NOT NULL, message TEXT NOT NULL, round_seconds TEXT NOT NULL, cost REAL, gflops REAL,
+  compile_ms REAL, tool_version TEXT NOT NULL, time_unix_ms INTEGER NOT NULL, session TEXT NOT NULL,
+  final_measurement INTEGER NOT NULL, device_model TEXT NOT NULL DEFAULT '', is_default INTEGER NOT NULL DEFAULT 0,
+  implementation TEXT NOT NULL DEFAULT 'kestrel', machine TEXT, recommended INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX records_by_workload ON records(op, workload, target);
+CREATE INDEX records_by_target ON records(op, target);
+CREATE INDEX records_by_session ON records(session, time_unix_ms);
+INSERT INTO records VALUES(1, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local/0', 'cpu0',
+  'x86_64-linux-gnu|AMD EPYC|16', 'mc=64', 'ok', '', '[0.002]', 0.002, 1.5, 12.0,
+  '0.4.0', 1700000000000, 's-old', 0, 'AMD EPYC', 1, 'kestrel', '{"load1":0.5}', 0);
+INSERT INTO records VALUES(2, 'gemm', 'K=8,M=8,N=8', 'cuda sm_90 #1', 'local/0', 'gpu1',
+  'x86_64-linux-gnu|NVIDIA H100|1', 'bm=32', 'ok', '', '[0.001]', 0.001, 3.0, 40.0,
+  '0.4.0', 1700000000001, 's-old', 0, 'NVIDIA H100', 0, 'kestrel', NULL, 0);
+INSERT INTO records VALUES(3, 'gemm', 'K=8,M=8,N=8', 'x86_64-linux-gnu (znver4)', 'local/0', 'cpu0',
+  'x86_64-linux-gnu|AMD EPYC|16', 'mc=32', 'ok', '', '[0.003]', 0.003, 1.0, 12.0,
+  '0.4.0', 1700000000002, 's-old', 0, 'AMD EPYC', 0, 'kestrel', NULL, 0);
+INSERT INTO records VALUES(4, 'broken', 'K=8', 'x86_64 (unclosed', 'local/0', 'cpu0',
+  'x86_64-linux-gnu|AMD EPYC|16', 'mc=32', 'ok', '', '[0.003]', 0.003, 1.0, 12.0,
+  '0.4.0', 1700000000003, 's-old', 0, 'AMD EPYC', 0, 'kestrel', NULL, 0);
+)sql";
+
+// The version-4 records of op gemm, as any version reads them.
+void check_version4_records(const RecordStore& store) {
+  auto cpu = store.find("gemm", kV3Workload, tid("x86_64-linux-gnu (znver4)"));
+  REQUIRE(cpu.size() >= 2);
+  CHECK(cpu[0].id == 1);
+  CHECK(cpu[0].target == tid("x86_64-linux-gnu (znver4)"));
+  CHECK(cpu[0].target.cpu == "znver4");
+  CHECK(cpu[0].machine.load1 == 0.5);
+  CHECK(cpu[0].is_default);
+  CHECK(cpu[1].id == 3);
+  auto gpu = store.find("gemm", kV3Workload, tid("cuda sm_90 #1"));
+  REQUIRE(gpu.size() >= 1);
+  CHECK(gpu[0].id == 2);
+  CHECK(gpu[0].target.backend == kestrel::ops::Backend::cuda);
+  CHECK(gpu[0].target.gpu_arch == "sm_90");
+  CHECK(gpu[0].target.gpu_index == 1);
+  CHECK(gpu[0].config == Config{{"bm", 32}});
+}
+
+}  // namespace
+
+TEST_CASE("records: a version-4 file is read as it is read-only and upgraded to version 5 when opened for writing",
+          "[records][upgrade][target]") {
+  TempDir dir;
+  std::string path = dir.file("v4.db");
+  raw_sql(path, kVersion4);
+  {
+    RecordsDb reader(path, OpenMode::existing);
+    check_version4_records(reader);
+    CHECK(reader.count() == 4);
+    CHECK_THROWS_WITH(reader.all(), Catch::Contains("record 4") && Catch::Contains("unreadable target"));
+    CHECK(reader.all("gemm").size() == 3);
+    kestrel::records::BestQuery gemm;
+    gemm.op = "gemm";
+    auto best = reader.best(gemm);
+    REQUIRE(best.size() == 2);  // ordered by target text
+    CHECK(best[0].target == tid("cuda sm_90 #1"));
+    CHECK(best[1].record.id == 1);  // the lowest cost of its target
+    CHECK(best[1].trials == 2);
+    CHECK(reader.find_other_workloads("gemm", pairs("M=1"), tid("cuda sm_90 #1")).size() == 1);
+  }
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");  // untouched
+  CHECK(raw_value(path, kSqliteTargetColumns) == "0");
+
+  // A reader opened before the upgrade goes on reading after it.
+  RecordsDb early_reader(path, OpenMode::existing);
+  std::int64_t added = 0;
+  {
+    RecordsDb writer(path);
+    check_version4_records(writer);
+    Record r = make_record("K=8,M=8,N=8", "mc=16", 0.0005);
+    r.target = tid("aarch64-linux-gnu (neoverse-v2, +sve2)");
+    r.time_unix_ms = 1800000000000;
+    added = writer.add(r);
+  }
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
+  CHECK(raw_value(path, kSqliteTargetColumns) == "6");
+  CHECK(raw_value(path, target_columns_sql(1)) == "cpu|x86_64-linux-gnu|znver4|||0");
+  CHECK(raw_value(path, target_columns_sql(2)) == "cuda||||sm_90|1");
+  CHECK(raw_value(path, target_columns_sql(3)) == "cpu|x86_64-linux-gnu|znver4|||0");
+  CHECK(raw_value(path, target_columns_sql(4)) == kAllTargetsNull);  // does not parse: left as it was
+  CHECK(raw_value(path, target_columns_sql(added)) == "cpu|aarch64-linux-gnu|neoverse-v2|+sve2||0");
+  CHECK(raw_value(path, "SELECT target FROM records WHERE id = 2") == "cuda sm_90 #1");  // the text is kept
+  CHECK(early_reader.count() == 5);
+  check_version4_records(early_reader);
+
+  RecordsDb again(path, OpenMode::existing);  // version 5 now, read as it is
+  check_version4_records(again);
+  auto arm = again.find("gemm", kV3Workload, tid("aarch64-linux-gnu (neoverse-v2, +sve2)"));
+  REQUIRE(arm.size() == 1);
+  CHECK(arm[0].target.features == "+sve2");
+  CHECK_THROWS_WITH(again.all(), Catch::Contains("record 4") && Catch::Contains("unreadable target"));
+  { RecordsDb writer_again(path); }  // a second writable open finds version 5 and changes nothing
+  CHECK(raw_value(path, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
+
+  // A version-3 file chains through version 4 to 5, its targets' columns filled in.
+  std::string v3 = dir.file("v3.db");
+  raw_sql(v3, kVersion3);
+  { RecordsDb writer(v3); }
+  CHECK(raw_value(v3, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
+  CHECK(raw_value(v3, target_columns_sql(3)) == "cpu|x86_64-linux-gnu|znver4|||0");
+  // And a version-1 file, from its first version.
+  std::string v1 = dir.file("v1.db");
+  raw_sql(v1, kVersion1);
+  { RecordsDb writer(v1); }
+  CHECK(raw_value(v1, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
+  CHECK(raw_value(v1, target_columns_sql(3)) == "cuda||||sm_90|0");
+}
+
+namespace {
+
+// The version-4 schema of the PostgreSQL backend: version 3's with the machine and
+// recommended columns, and a GPU record beside version 3's.
+std::string pg_version4() {
+  return std::string(kPgVersion3) + R"sql(
+ALTER TABLE records ADD COLUMN machine TEXT;
+ALTER TABLE records ADD COLUMN recommended INTEGER NOT NULL DEFAULT 0;
+UPDATE meta SET value = '4' WHERE key = 'schema_version';
+INSERT INTO records(op, workload, target, device_key, device, device_fingerprint, config, status, message,
+  round_seconds, cost, gflops, compile_ms, tool_version, time_unix_ms, session, final_measurement, device_model,
+  is_default, implementation, machine, recommended) VALUES
+  ('gemm', 'K=8,M=8,N=8', 'cuda sm_90 #1', 'local/0', 'gpu1', 'x86_64-linux-gnu|NVIDIA H100|1', 'bm=32',
+   'ok', '', '[0.001]', 0.001, 3.0, 40.0, '0.4.0', 1700000000003, 's-old', 0, 'NVIDIA H100', 0, 'kestrel', NULL, 0);
+)sql";
+}
+
+}  // namespace
+
+TEST_CASE("records: a version-4 PostgreSQL database is read as it is read-only and upgraded once to version 5 when "
+          "opened for writing",
+          "[records][postgres][upgrade][target]") {
+  auto& server = kestrel::test::postgres();
+  const std::string uri = server.create_database();
+  raw_pg(uri, pg_version4());
+  auto check = [](RecordStore& store) {
+    check_version3_records(store);
+    auto gpu = store.find("gemm", kV3Workload, tid("cuda sm_90 #1"));
+    REQUIRE(gpu.size() == 1);
+    CHECK(gpu[0].id == 4);
+    CHECK(gpu[0].target.gpu_arch == "sm_90");
+    CHECK(gpu[0].target.gpu_index == 1);
+  };
+  {
+    auto reader = kestrel::records::open_records(uri, OpenMode::existing);
+    check(*reader);
+    CHECK(reader->count() == 4);
+    CHECK(reader->all().size() == 4);
+    CHECK(reader->best().size() == 2);
+    CHECK(reader->find_other_workloads("gemm", pairs("M=1"), tid("cuda sm_90 #1")).size() == 1);
+    std::stringstream exported;
+    reader->export_jsonl(exported);
+    CHECK_THAT(exported.str(), Catch::Contains(R"("target":"cuda sm_90 #1")"));
+  }
+  CHECK(raw_pg_value(uri, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");  // untouched
+  CHECK(raw_pg_value(uri, kPgTargetColumns) == "0");
+
+  // A reader opened before the upgrade goes on reading after it; writers opening it at the
+  // same moment upgrade it once.
+  auto early_reader = kestrel::records::open_records(uri, OpenMode::existing);
+  constexpr int kOpeners = 6;
+  std::vector<std::string> errors(kOpeners);
+  std::vector<std::int64_t> ids(kOpeners);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> openers;
+  for (int i = 0; i < kOpeners; ++i) {
+    openers.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (ready.load() < kOpeners) std::this_thread::yield();  // start together
+      try {
+        Record r = make_record("K=8,M=8,N=8", "mc=" + std::to_string(100 + i), 0.0015);
+        r.target = tid("aarch64-linux-gnu (neoverse-v2, +sve2)");
+        r.time_unix_ms = 1800000000000 + i;
+        ids[static_cast<std::size_t>(i)] = kestrel::records::open_records(uri)->add(r);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(i)] = e.what();
+      }
+    });
+  }
+  for (auto& t : openers) t.join();
+  for (const auto& e : errors) CHECK(e == "");
+  CHECK(raw_pg_value(uri, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
+  CHECK(raw_pg_value(uri, kPgTargetColumns) == "6");
+  CHECK(raw_pg_value(uri, target_columns_sql(1)) == "cpu|x86_64-linux-gnu|znver4|||0");
+  CHECK(raw_pg_value(uri, target_columns_sql(4)) == "cuda||||sm_90|1");
+  CHECK(raw_pg_value(uri, "SELECT COUNT(*) FROM records WHERE target_backend IS NULL") == "0");
+  for (std::int64_t id : ids) {
+    CHECK(raw_pg_value(uri, target_columns_sql(id)) == "cpu|aarch64-linux-gnu|neoverse-v2|+sve2||0");
+  }
+  CHECK(early_reader->count() == 4 + kOpeners);
+  check(*early_reader);
+
+  auto db = kestrel::records::open_records(uri);
+  check(*db);
+  auto arm = db->find("gemm", kV3Workload, tid("aarch64-linux-gnu (neoverse-v2, +sve2)"));
+  REQUIRE(arm.size() == kOpeners);
+  CHECK(arm[0].target.cpu == "neoverse-v2");
+  CHECK(db->best().size() == 3);
+  CHECK(kestrel::records::open_records(uri, OpenMode::existing)->count() == 4 + kOpeners);
+
+  // A version-3 database chains through version 4 to 5, its targets' columns filled in.
+  const std::string v3 = server.create_database();
+  raw_pg(v3, kPgVersion3);
+  kestrel::records::open_records(v3);
+  CHECK(raw_pg_value(v3, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
+  CHECK(raw_pg_value(v3, target_columns_sql(3)) == "cpu|x86_64-linux-gnu|znver4|||0");
 }

@@ -12,17 +12,17 @@ namespace kestrel::records {
 
 // One connection to the database named by a URI "postgresql://user:password@host:port/db"
 // (libpq's form; "postgres://" too; options=-csearch_path=NAME puts the tables in a schema
-// of their own). Tables `meta` (schema_version 4) and `records` (id from an identity
+// of their own). Tables `meta` (schema_version 5) and `records` (id from an identity
 // sequence), created when missing in OpenMode::create, in one transaction begun under an
 // advisory lock, so that processes opening a fresh database at the same moment create it
-// once; a version-3 database is upgraded the same way when opened for writing, and read
-// as it is (the version-4 columns computed) when opened read-only. Every add() is one
+// once; a version-3 or 4 database is upgraded the same way when opened for writing, and
+// read as it is (the newer columns computed) when opened read-only. Every add() is one
 // autocommitted INSERT: several processes add at once without losing or duplicating a
 // row; an import is one transaction. OpenMode::existing never creates anything and
 // refuses writes. Errors name the URI without its password.
 class PgRecords final : public RecordStore {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   explicit PgRecords(const std::string& uri, OpenMode mode = OpenMode::create);
   ~PgRecords() override;

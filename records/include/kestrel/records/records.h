@@ -33,7 +33,8 @@ struct Record {
   std::int64_t id = 0;               // assigned by the database
   std::string op;                    // "gemm"
   ops::Params workload;              // stored as ops::format_params text
-  ops::TargetId target;              // stored as its text, e.g. "x86_64-linux-gnu (znver4)"
+  ops::TargetId target;              // stored as its text, e.g. "x86_64-linux-gnu (znver4)" (the key of
+                                     // queries), and since schema version 5 as its fields beside it
   DeviceClass device_class;          // key, model, fingerprint of the device that measured it
   std::string device;                // device name
   ops::Config config;                // stored as ops::format_config text

@@ -9,15 +9,16 @@
 
 namespace kestrel::records {
 
-// SQLite in WAL mode, one autocommitted INSERT per record. Schema version 4 (version 1
+// SQLite in WAL mode, one autocommitted INSERT per record. Schema version 5 (version 1
 // plus the device model and is_default columns in 2, the implementation column in 3, the
-// machine and recommended columns in 4); an older file is upgraded in place when opened
-// for writing (models of CPU records filled in from their fingerprints, every earlier
-// record Kestrel's own, with no machine state and no recommendation) and read as it is
-// when opened read-only.
+// machine and recommended columns in 4, the target's fields in columns of their own beside
+// its text in 5); an older file is upgraded in place when opened for writing (models of
+// CPU records filled in from their fingerprints, every earlier record Kestrel's own, with
+// no machine state and no recommendation, the target's columns parsed from its text) and
+// read as it is when opened read-only.
 class SqliteRecords final : public RecordStore {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   explicit SqliteRecords(const std::string& path, OpenMode mode = OpenMode::create);
   ~SqliteRecords() override;

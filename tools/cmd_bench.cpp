@@ -293,7 +293,7 @@ int run_bench(int argc, char** argv) {
       tune_options.quiet = json;
       tune_options.program = "kestrel bench";
       std::vector<tuner::TuneJob> jobs;
-      for (const auto& w : workloads) jobs.push_back({w.label, w.op, w.params});
+      for (const auto& w : workloads) jobs.push_back({w});
       if (!json) {
         std::cerr << "kestrel bench: tuning " << jobs.size() << " workloads to " << tune_options.session.tune.trials
                   << " trials each into " << db->location() << "\n";

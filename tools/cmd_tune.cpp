@@ -311,7 +311,7 @@ int run_tune(int argc, char** argv) {
       if (args.has("shape")) throw UsageError("give either --shape or --workloads, not both");
       std::string op_override = args.has("op") ? args.get("op") : "";
       for (auto& w : ops::resolve_workload_sets(registry, args.get("workloads"), args.get("only"), op_override)) {
-        jobs.push_back({w.label, w.op, std::move(w.params)});
+        jobs.push_back({std::move(w)});
       }
       if (jobs.empty()) throw UsageError("--workloads " + args.get("workloads") + " selects no workload");
     } else {

@@ -14,6 +14,7 @@
 #include "kestrel/host/leased_pool.h"
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
+#include "kestrel/ops/workload_sets.h"
 #include "kestrel/records/records.h"
 #include "kestrel/tuner/scheduler.h"
 #include "kestrel/tuner/session_devices.h"
@@ -22,11 +23,11 @@
 
 namespace kestrel::tuner {
 
-struct TuneJob {
-  std::string label;            // shown in progress lines; may be empty
-  const ops::Op* op = nullptr;  // borrowed; must outlive the session
-  ops::Params params;
-  double weight = 1;            // scheduled sessions: occurrences in the model
+// A job of a session: a workload (ops::Workload: its label, shown in progress lines and
+// possibly empty; the op, borrowed, which must outlive the session; its parameters) with
+// the weight a scheduled session gives it (its occurrences in the model).
+struct TuneJob : ops::Workload {
+  double weight = 1;
 };
 
 struct SessionOptions {

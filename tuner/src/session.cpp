@@ -64,9 +64,9 @@ bool TuneSession::abort() {
 
 Task TuneSession::task_of(const TuneJob& job, const host::Target& target) const {
   Task task;
+  static_cast<ops::Workload&>(task) = job;
   // OpError when the op has no kernel for the target's backend.
-  task.op = options_.registry ? &options_.registry->get(job.op->name(), target.backend) : job.op;
-  task.params = job.params;
+  if (options_.registry) task.op = &options_.registry->get(job.op->name(), target.backend);
   task.target = target;
   return task;
 }

@@ -6,6 +6,7 @@
 
 #include "kestrel/host/target.h"
 #include "kestrel/ops/op.h"
+#include "kestrel/ops/workload_sets.h"
 #include "kestrel/records/device_class.h"
 #include "kestrel/rpc/device_info.h"
 
@@ -17,11 +18,10 @@ namespace kestrel::tuner {
 // model empty.
 records::DeviceClass device_class_of(const std::string& key, const rpc::DeviceInfo& device, const host::Target& target);
 
-// What is tuned: one op on one workload for one compile target. `op` is borrowed and
-// must outlive the task (the registry owns it).
-struct Task {
-  const ops::Op* op = nullptr;      // the backend variant (registry.get(name, target.backend))
-  ops::Params params;
+// What is tuned: a workload (ops::Workload: its label, the op's variant for the
+// target's backend, registry.get(name, target.backend), and its parameters) on one
+// compile target. `op` is borrowed and must outlive the task (the registry owns it).
+struct Task : ops::Workload {
   host::Target target;
   std::string op_name() const;      // op->name()
   std::string workload() const;     // ops::format_params(params)

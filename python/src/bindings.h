@@ -5,6 +5,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "kestrel/base/usage_error.h"
@@ -26,6 +27,10 @@ void bind_records(py::module_& m);
 std::string pairs_text(py::handle value, const char* what);
 // The validated workload of `op` (ops::parse_params). Throws ops::OpError.
 ops::Params params_of(const ops::Op& op, py::handle shape);
+// A JSON value as the Python object json.loads would make of it (null: None; text that
+// is not UTF-8 decoded with replacement characters). Every result's one JSON form
+// (frontend/json.h, records/json.h, host/summary_json.h) reaches Python through it.
+py::object to_python(const nlohmann::json& j);
 // {"A": 1, ...} of a params or config map.
 py::dict to_dict(const std::map<std::string, std::int64_t>& pairs);
 

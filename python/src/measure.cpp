@@ -158,29 +158,6 @@ frontend::TargetPolicy target_of(Options& o) {
 }
 
 
-// A JSON value as the Python object json.loads would make of it.
-py::object to_python(const nlohmann::json& j) {
-  switch (j.type()) {
-    case nlohmann::json::value_t::null: return py::none();
-    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
-    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
-    case nlohmann::json::value_t::string: return py::str(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
-      py::list out;
-      for (const auto& item : j) out.append(to_python(item));
-      return out;
-    }
-    case nlohmann::json::value_t::object: {
-      py::dict out;
-      for (const auto& [key, item] : j.items()) out[py::str(key)] = to_python(item);
-      return out;
-    }
-    default: return py::none();
-  }
-}
-
 // frontend::to_json's forms, with each configuration as a dict ("config") beside its
 // text ("config_text"; a vendor library's is {} and "").
 py::dict progress_dict(const tuner::TuneProgress& p) {
@@ -455,7 +432,7 @@ py::dict query(py::dict options) {
     summary = frontend::query_tracker(endpoint, std::move(client), timeout);
   }
   // The same document as `kestrel query --json`, as Python objects.
-  return py::dict(py::module_::import("json").attr("loads")(host::to_json(summary, endpoint.to_string()).dump()));
+  return to_python(host::to_json(summary, endpoint.to_string()));
 }
 
 // The embedded pool (a tracker on loopback and local kestrel-device children) as a

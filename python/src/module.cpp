@@ -84,6 +84,34 @@ ops::Params params_of(const ops::Op& op, py::handle shape) {
   return ops::parse_params(op, pairs_text(shape, "the workload"));
 }
 
+py::object to_python(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return py::none();
+    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
+    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string: {
+      // Text from a device or a database may hold bytes that are not UTF-8 (a compiler
+      // message): replaced, as json.loads of dump(replace) did.
+      const std::string& text = j.get_ref<const std::string&>();
+      return py::reinterpret_steal<py::str>(
+          PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace"));
+    }
+    case nlohmann::json::value_t::array: {
+      py::list out;
+      for (const auto& item : j) out.append(to_python(item));
+      return out;
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict out;
+      for (const auto& [key, item] : j.items()) out[to_python(nlohmann::json(key))] = to_python(item);
+      return out;
+    }
+    default: return py::none();
+  }
+}
+
 py::dict to_dict(const std::map<std::string, std::int64_t>& pairs) {
   py::dict out;
   for (const auto& [name, value] : pairs) out[py::str(name)] = value;

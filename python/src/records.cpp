@@ -25,8 +25,7 @@ namespace {
 // float (+inf when not ok, where the JSON has null) and two spellings the DataFrame has
 // always had: final (= final_measurement) and rounds (the number of round_seconds).
 py::dict record_dict(const records::Record& r) {
-  const nlohmann::json j = records::to_json(r);
-  py::dict out = py::module_::import("json").attr("loads")(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  py::dict out = to_python(records::to_json(r));
   out["cost"] = r.cost;
   out["final"] = r.final_measurement;
   out["rounds"] = r.round_seconds.size();

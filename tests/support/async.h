@@ -61,4 +61,13 @@ rpc::awaitable<bool> eventually(Condition condition, std::chrono::milliseconds l
   co_return true;
 }
 
+// Runs `work` on a fresh io_context until it ends; its result, or what it threw.
+template <typename T>
+T sync(rpc::awaitable<T> work) {
+  asio::io_context io;
+  auto future = asio::co_spawn(io, std::move(work), asio::use_future);
+  io.run();
+  return future.get();
+}
+
 }  // namespace kestrel::test

@@ -12,19 +12,12 @@
 #include "kestrel/records/records.h"
 #include "kestrel/tuner/evaluator.h"
 #include "kestrel/tuner/session_devices.h"
+#include "support/async.h"
 #include "tuner/toy_op.h"
 
 namespace {
 
 using namespace kestrel;
-
-template <typename T>
-T sync(rpc::awaitable<T> work) {
-  asio::io_context io;
-  auto future = asio::co_spawn(io, std::move(work), asio::use_future);
-  io.run();
-  return future.get();
-}
 
 // One described x86-64 device whose measurements come from a synthetic evaluator.
 class SyntheticDevices final : public tuner::SessionDevices {
@@ -103,7 +96,7 @@ TEST_CASE("session: jobs in turn each get their trials, their records and a last
   std::vector<tuner::TuneJob> jobs = {{"first", &op, {{"n", 1}}}, {"second", &op, {{"n", 2}}}};
   std::vector<std::size_t> progress_jobs;
   tuner::TuneSession session(jobs, *db, options_of(12), devices);
-  tuner::SessionResult result = sync(session.run([&](std::size_t job, const tuner::TuneProgress&) {
+  tuner::SessionResult result = test::sync(session.run([&](std::size_t job, const tuner::TuneProgress&) {
     progress_jobs.push_back(job);
   }));
 
@@ -145,7 +138,7 @@ TEST_CASE("session: a scheduled session interleaves its jobs until each has its 
   std::vector<tuner::TuneJob> jobs = {{"heavy", &op, {{"n", 1}}, 8.0}, {"light", &op, {{"n", 2}}, 1.0}};
   std::vector<std::size_t> order;
   tuner::TuneSession session(jobs, *db, options, devices);
-  tuner::SessionResult result = sync(session.run([&](std::size_t job, const tuner::TuneProgress& p) {
+  tuner::SessionResult result = test::sync(session.run([&](std::size_t job, const tuner::TuneProgress& p) {
     if (p.phase == "tuning" && p.trials > 1) order.push_back(job);
   }));
   REQUIRE(result.results.size() == 2);
@@ -170,7 +163,7 @@ TEST_CASE("session: the jobs can be made from the device's target once it is lea
     return std::vector<tuner::TuneJob>{{"made", &op, {{"n", 3}}}};
   };
   tuner::TuneSession session({}, *db, options, devices);
-  tuner::SessionResult result = sync(session.run());
+  tuner::SessionResult result = test::sync(session.run());
   CHECK(seen_triple == "x86_64-linux-gnu");
   REQUIRE(result.results.size() == 1);
   CHECK(result.results[0].trials == 5);
@@ -187,7 +180,7 @@ TEST_CASE("session: a stop ends the job in flight, tunes no further job and keep
   tuner::TuneSession idle(jobs, *db, options_of(40), devices);
   CHECK_FALSE(idle.request_stop());  // before run(): no job to stop gracefully yet
   tuner::TuneSession running(jobs, *db, options_of(40), devices);
-  tuner::SessionResult result = sync(running.run([&](std::size_t, const tuner::TuneProgress& p) {
+  tuner::SessionResult result = test::sync(running.run([&](std::size_t, const tuner::TuneProgress& p) {
     if (p.phase == "tuning" && p.trials >= 9) running.request_stop();
   }));
   CHECK(result.interrupted);
@@ -211,7 +204,7 @@ TEST_CASE("session: devices that cannot be leased end the session with their err
   tuner::SessionOptions options = options_of(5);
   options.report = [&](const rpc::SessionReport& r) { sent.push_back(r); };
   tuner::TuneSession session({{"first", &op, {{"n", 1}}}}, *db, options, devices);
-  CHECK_THROWS_WITH(sync(session.run()), Catch::Contains("no device of key 'synthetic'"));
+  CHECK_THROWS_WITH(test::sync(session.run()), Catch::Contains("no device of key 'synthetic'"));
   CHECK(devices.closed == 1);
   CHECK(db->count() == 0);
   CHECK_FALSE(session.abort());  // nothing open to abort

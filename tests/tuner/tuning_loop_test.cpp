@@ -19,6 +19,7 @@
 #include "kestrel/tuner/tuning_loop.h"
 #include "kestrel/tuner/zero_shot.h"
 #include "support/process.h"
+#include "support/async.h"
 #include "tuner/synthetic_gemm.h"
 #include "tuner/toy_op.h"
 
@@ -31,14 +32,6 @@ using tuner::TuneOptions;
 using tuner::TuningLoop;
 
 using test::TempDir;
-
-template <typename T>
-T sync(rpc::awaitable<T> work) {
-  asio::io_context io;
-  auto future = asio::co_spawn(io, std::move(work), asio::use_future);
-  io.run();
-  return future.get();
-}
 
 // 8 x 8 configurations; the default is a=1,b=1; the fastest a=5,b=3.
 test::ToyOp grid_op() {
@@ -132,7 +125,7 @@ TEST_CASE("tuning loop: the trial budget is honoured exactly", "[tuning_loop]") 
   auto op = grid_op();
   auto evaluator = SyntheticEvaluator::constant(bowl);
   TuningLoop loop(task_of(op), db, evaluator, options(23, 5));
-  auto result = sync(loop.run());
+  auto result = test::sync(loop.run());
   CHECK(result.trials == 23);
   CHECK(result.this_session == 23);
   CHECK(result.stop_reason == tuner::StopReason::trials);
@@ -148,11 +141,11 @@ TEST_CASE("tuning loop: resuming measures nothing twice", "[tuning_loop]") {
   auto first = SyntheticEvaluator::constant(bowl);
   {
     TuningLoop loop(task_of(op), db, first, options(12, 4));
-    CHECK(sync(loop.run()).trials == 12);
+    CHECK(test::sync(loop.run()).trials == 12);
   }
   auto second = SyntheticEvaluator::constant(bowl);
   TuningLoop loop(task_of(op), db, second, options(30, 4));
-  auto result = sync(loop.run());
+  auto result = test::sync(loop.run());
   CHECK(result.resumed == 12);
   CHECK(result.this_session == 18);
   CHECK(result.trials == 30);
@@ -164,7 +157,7 @@ TEST_CASE("tuning loop: resuming measures nothing twice", "[tuning_loop]") {
   // A third run with the budget spent measures nothing at all.
   auto third = SyntheticEvaluator::constant(bowl);
   TuningLoop again(task_of(op), db, third, options(30, 4));
-  auto done = sync(again.run());
+  auto done = test::sync(again.run());
   CHECK(third.evaluations() == 0);
   CHECK(done.this_session == 0);
   CHECK(done.trials == 30);
@@ -183,17 +176,17 @@ TEST_CASE("tuning loop: records of another device class are not resumed", "[tuni
   SyntheticEvaluator on_pi4(constant, "pi4"), on_jetson(constant, "jetson");
   {
     TuningLoop loop(task_of(op), db, on_pi4, pi4);
-    CHECK(sync(loop.run()).this_session == 12);
+    CHECK(test::sync(loop.run()).this_session == 12);
   }
   TuningLoop loop(task_of(op), db, on_jetson, jetson);
-  auto result = sync(loop.run());
+  auto result = test::sync(loop.run());
   CHECK(result.resumed == 0);
   CHECK(result.this_session == 12);
   CHECK(on_jetson.evaluations() == 12);
   // The first class resumes its own records and measures nothing more.
   SyntheticEvaluator again(constant, "pi4");
   TuningLoop resumed(task_of(op), db, again, pi4);
-  auto done = sync(resumed.run());
+  auto done = test::sync(resumed.run());
   CHECK(done.resumed == 12);
   CHECK(again.evaluations() == 0);
 }
@@ -207,13 +200,13 @@ TEST_CASE("tuning loop: configurations lost with their device are measured again
   LosingEvaluator losing(inner, {"a=1,b=1"});
   {
     TuningLoop loop(task_of(op), db, losing, options(6, 5));
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     CHECK(losing.losses >= 1);
     CHECK(result.statuses.at("device lost") >= 1);
   }
   auto second = SyntheticEvaluator::constant(bowl);
   TuningLoop loop(task_of(op), db, second, options(8, 5));
-  auto result = sync(loop.run());
+  auto result = test::sync(loop.run());
   CHECK(second.counts().contains("a=1,b=1"));
   CHECK(std::isfinite(result.default_seconds));
 }
@@ -226,7 +219,7 @@ TEST_CASE("tuning loop: early stopping ends a search that stopped improving", "[
   auto o = options(60, 1);
   o.early_stopping = 5;
   TuningLoop loop(task_of(op), db, evaluator, o);
-  auto result = sync(loop.run());
+  auto result = test::sync(loop.run());
   CHECK(result.stop_reason == tuner::StopReason::early_stopping);
   CHECK(result.trials == 6);  // the default, then five without improvement
 }
@@ -239,7 +232,7 @@ TEST_CASE("tuning loop: a failing configuration is counted as a failure and reco
     return c.at("a") == 2 ? std::numeric_limits<double>::infinity() : bowl(c);
   });
   TuningLoop loop(task_of(op), db, evaluator, options(64, 8));
-  auto result = sync(loop.run());
+  auto result = test::sync(loop.run());
   CHECK(result.trials == 64);
   CHECK(result.statuses.at("runtime error") == 8);
   CHECK(result.statuses.at("ok") == 56);
@@ -262,13 +255,13 @@ TEST_CASE("tuning loop: step() measures one batch at a time and reports progress
   auto op = grid_op();
   auto evaluator = SyntheticEvaluator::constant(bowl);
   TuningLoop loop(task_of(op), db, evaluator, options(14, 4));
-  sync(loop.start());
+  test::sync(loop.start());
   CHECK(evaluator.evaluations() == 1);  // the default configuration
   CHECK(loop.progress().trials == 1);
   CHECK(std::isfinite(loop.progress().default_seconds));
   CHECK(loop.progress().default_gflops() > 0);
   std::vector<std::size_t> trials;
-  for (auto progress = sync(loop.step()); progress; progress = sync(loop.step())) {
+  for (auto progress = test::sync(loop.step()); progress; progress = test::sync(loop.step())) {
     trials.push_back(progress->trials);
     CHECK(progress->total == 14);
     CHECK(progress->best_seconds <= progress->default_seconds);
@@ -278,8 +271,8 @@ TEST_CASE("tuning loop: step() measures one batch at a time and reports progress
   }
   CHECK(trials == std::vector<std::size_t>{5, 9, 13, 14});
   CHECK(loop.result().stop_reason == tuner::StopReason::trials);
-  CHECK_FALSE(sync(loop.step()));  // done stays done
-  auto result = sync(loop.finish());
+  CHECK_FALSE(test::sync(loop.step()));  // done stays done
+  auto result = test::sync(loop.finish());
   CHECK(result.trials == 14);
 }
 
@@ -308,7 +301,7 @@ TEST_CASE("tuning loop: the final round re-measures finalists and the default, i
   o.final_repeat = 9;
   o.final_passes = 3;
   TuningLoop loop(task_of(op), db, evaluator, o);
-  auto result = sync(loop.run());
+  auto result = test::sync(loop.run());
   REQUIRE(result.final.size() == 4);  // three finalists and the default
   CHECK(result.final.front().is_default);
   CHECK(result.default_is_best);
@@ -346,7 +339,7 @@ TEST_CASE("tuning loop: without a final round the best recorded configuration is
   auto evaluator = SyntheticEvaluator::constant(bowl);
   SECTION("final top 0") {
     TuningLoop loop(task_of(op), db, evaluator, options(64, 16));
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     CHECK(result.final.empty());
     REQUIRE(result.best_recorded);
     CHECK(ops::format_config(result.best_recorded->config) == "a=5,b=3");
@@ -356,11 +349,11 @@ TEST_CASE("tuning loop: without a final round the best recorded configuration is
     auto o = options(64, 4);
     o.final_top = 3;
     TuningLoop loop(task_of(op), db, evaluator, o);
-    sync(loop.start());
-    REQUIRE(sync(loop.step()));
+    test::sync(loop.start());
+    REQUIRE(test::sync(loop.step()));
     loop.request_stop();
-    CHECK_FALSE(sync(loop.step()));
-    auto result = sync(loop.finish());
+    CHECK_FALSE(test::sync(loop.step()));
+    auto result = test::sync(loop.finish());
     CHECK(result.stop_reason == tuner::StopReason::interrupted);
     CHECK(result.trials == 5);
     CHECK(result.final.empty());
@@ -386,7 +379,7 @@ TEST_CASE("tuning loop: vendor kernels run in the final round, are recorded, and
   o.final_repeat = 6;
   o.final_passes = 3;
   TuningLoop loop(task_of(op), db, evaluator, o);
-  auto result = sync(loop.run());
+  auto result = test::sync(loop.run());
   REQUIRE(result.final.size() == 6);  // two finalists, the default, three vendors
   CHECK(result.final.front().implementation == "fastlib");
   CHECK(result.final.front().config.empty());
@@ -419,7 +412,7 @@ TEST_CASE("tuning loop: vendor kernels run in the final round, are recorded, and
   // --vendors slowlib only that library runs.
   o.vendors = "slowlib";
   TuningLoop again(task_of(op), db, evaluator, o);
-  auto second = sync(again.run());
+  auto second = test::sync(again.run());
   CHECK(second.resumed == 64);
   CHECK(second.this_session == 0);
   CHECK(evaluator.counts().at("fastlib") == 3);
@@ -439,7 +432,7 @@ TEST_CASE("tuning loop: vendor kernels without a final round run once on their o
   evaluator.vendor_cost([](const std::string&) { return 0.5e-3; });
   SECTION("final top 0") {
     TuningLoop loop(task_of(op), db, evaluator, options(16, 16));
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     CHECK(result.final.empty());
     REQUIRE(result.vendors.size() == 1);
     CHECK(result.vendors[0].implementation == "fastlib");
@@ -459,7 +452,7 @@ TEST_CASE("tuning loop: vendor kernels without a final round run once on their o
     o.final_top = 2;
     o.vendors = "none";
     TuningLoop loop(task_of(op), db, evaluator, o);
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     CHECK(evaluator.counts().count("fastlib") == 0);
     for (const auto& f : result.final) CHECK(f.implementation == records::kKestrelImplementation);
   }
@@ -500,7 +493,7 @@ TEST_CASE("tuning loop: zero-shot without verification measures and records noth
   o.prior_model = synthetic_model();
   o.final_top = 3;
   TuningLoop loop(gemm_task(registry, workload), db, evaluator, o);
-  auto result = sync(loop.run());
+  auto result = test::sync(loop.run());
 
   CHECK(evaluator.evaluations() == 0);
   CHECK(db.count() == 0);
@@ -541,7 +534,7 @@ TEST_CASE("tuning loop: zero-shot verification measures the model's top N and th
   SECTION("the final round decides") {
     auto evaluator = synthetic_gemm_evaluator(workload);
     TuningLoop loop(task, db, evaluator, o);
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     REQUIRE(result.zero_shot);
     REQUIRE(result.zero_shot->picks.size() == 2);
     std::set<std::string> measured;
@@ -584,7 +577,7 @@ TEST_CASE("tuning loop: zero-shot verification measures the model's top N and th
   SECTION("the default wins ties") {
     auto evaluator = SyntheticEvaluator::constant([](const ops::Config&) { return 1e-3; });
     TuningLoop loop(task, db, evaluator, o);
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     CHECK(result.final.size() == 3);
     // As after a search: the records' best is the default when nothing beat it.
     const auto bests = db.best();
@@ -609,7 +602,7 @@ TEST_CASE("tuning loop: zero-shot for an op or target class the model lacks says
 
   SECTION("no verification") {
     TuningLoop loop(task, db, evaluator, o);
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     REQUIRE(result.zero_shot);
     CHECK_THAT(result.zero_shot->fallback, Catch::Matchers::Contains("no model for gemm on neon") &&
                                                Catch::Matchers::Contains("gemm/avx2"));
@@ -620,7 +613,7 @@ TEST_CASE("tuning loop: zero-shot for an op or target class the model lacks says
   SECTION("verification measures the default only") {
     o.zero_shot_verify = 3;
     TuningLoop loop(task, db, evaluator, o);
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     REQUIRE(result.final.size() == 1);
     CHECK(result.final.front().is_default);
     CHECK(db.count() == 1);
@@ -628,13 +621,13 @@ TEST_CASE("tuning loop: zero-shot for an op or target class the model lacks says
   SECTION("no model at all is an error") {
     o.prior_model = nullptr;
     TuningLoop loop(task, db, evaluator, o);
-    CHECK_THROWS_AS(sync(loop.run()), std::invalid_argument);
+    CHECK_THROWS_AS(test::sync(loop.run()), std::invalid_argument);
   }
   SECTION("a warm start without a model for the task says why and searches as usual") {
     o.zero_shot = false;
     o.trials = 6;
     TuningLoop loop(task, db, evaluator, o);
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     CHECK_THAT(result.prior, Catch::Matchers::StartsWith("none: ") && Catch::Matchers::Contains("gemm/avx2"));
     CHECK(result.trials == 6);
   }
@@ -664,7 +657,7 @@ TEST_CASE("tuning loop: a cross-workload model warm-starts the search to a good 
     if (warm) o.prior_model = synthetic_model();
     TuningLoop loop(task, db, evaluator, o);
     std::size_t reached = o.trials + 1;
-    auto result = sync(loop.run([&](const tuner::TuneProgress& p) {
+    auto result = test::sync(loop.run([&](const tuner::TuneProgress& p) {
       if (p.best_gflops() >= good_gflops) reached = std::min(reached, p.trials);
     }));
     if (warm) CHECK(result.prior == "gemm/avx2");
@@ -705,7 +698,7 @@ TEST_CASE("tuning loop: a configuration is recommended only when it is faster th
   SECTION("1% faster under +-40% noise: the default stays, and the verdict says why") {
     auto evaluator = evaluator_with(0.99e-3, 0.4);
     TuningLoop loop(task_of(op), db, evaluator, o);
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     INFO("verdict " << result.verdict << " after " << result.passes << " passes");
     CHECK(result.default_is_best);
     CHECK(result.final.front().is_default);
@@ -721,7 +714,7 @@ TEST_CASE("tuning loop: a configuration is recommended only when it is faster th
   SECTION("30% faster under +-5% noise: recommended, with an interval above 1") {
     auto evaluator = evaluator_with(0.7e-3, 0.05);
     TuningLoop loop(task_of(op), db, evaluator, o);
-    auto result = sync(loop.run());
+    auto result = test::sync(loop.run());
     CHECK(result.verdict == "faster");
     CHECK_FALSE(result.default_is_best);
     REQUIRE(ops::format_config(result.final.front().config) == "a=5,b=3");

@@ -60,6 +60,28 @@ json run_json(const kestrel::test::TempDir& dir, std::vector<std::string> extra,
   return json::parse(r.output.substr(start));
 }
 
+// A records database in `dir` holding one ok record (imported with kestrel records
+// import, as a user would): `op` at `workload` on `target` (of `triple`) at `config`.
+std::string records_with(const kestrel::test::TempDir& dir, const std::string& op, const std::string& workload,
+                         const std::string& target, const std::string& triple, const std::string& config,
+                         bool is_default) {
+  const json record = {{"id", 1}, {"op", op}, {"workload", workload}, {"target", target},
+                       {"device_key", "local"}, {"device_model", "test"}, {"device", "local-0"},
+                       {"device_fingerprint", triple + "|test|1"}, {"config", config}, {"status", "ok"},
+                       {"message", ""}, {"round_seconds", {0.001}}, {"cost", 0.001}, {"gflops", 0.5},
+                       {"compile_ms", 1.0}, {"tool_version", "0.1.0"}, {"time_unix_ms", 1}, {"session", "test"},
+                       {"final_measurement", false}, {"is_default", is_default}, {"implementation", "kestrel"}};
+  {
+    std::ofstream out(dir.file("records.jsonl"));
+    out << record.dump() << "\n";
+  }
+  const std::string db = dir.file("tune.db");
+  Result imported = run({KESTREL_BIN, "records", "import", "--db", db, dir.file("records.jsonl")}, dir, "import.log");
+  INFO(imported.output);
+  REQUIRE(imported.code == 0);
+  return db;
+}
+
 void check_match(const json& j, std::size_t min_task_steps) {
   INFO(j.dump(2));
   CHECK(j["ok"] == true);
@@ -138,20 +160,7 @@ TEST_CASE("model: kestrel run on an exported library dispatches untuned sequence
   struct utsname host;
   REQUIRE(::uname(&host) == 0);
   const std::string triple = std::string(host.machine) + "-linux-gnu";
-  json record = {{"id", 1}, {"op", "gemm"}, {"workload", "K=64,M=64,N=64"}, {"target", triple},
-                 {"device_key", "local"}, {"device_model", "test"}, {"device", "local-0"},
-                 {"device_fingerprint", triple + "|test|1"}, {"config", ""}, {"status", "ok"}, {"message", ""},
-                 {"round_seconds", {0.001}}, {"cost", 0.001}, {"gflops", 0.5}, {"compile_ms", 1.0},
-                 {"tool_version", "0.1.0"}, {"time_unix_ms", 1}, {"session", "test"}, {"final_measurement", false},
-                 {"is_default", true}, {"implementation", "kestrel"}};
-  {
-    std::ofstream out(dir.file("records.jsonl"));
-    out << record.dump() << "\n";
-  }
-  const std::string db = dir.file("tune.db");
-  Result imported = run({KESTREL_BIN, "records", "import", "--db", db, dir.file("records.jsonl")}, dir, "import.log");
-  INFO(imported.output);
-  REQUIRE(imported.code == 0);
+  const std::string db = records_with(dir, "gemm", "K=64,M=64,N=64", triple, triple, "", true);
   std::string model = make_model(dir, "bert_layer");
   Result exported = run({KESTREL_BIN, "export", "--db", db, "--model", model, "--buckets", "seq=8,32", "-o",
                          dir.file("out")},
@@ -197,20 +206,8 @@ TEST_CASE("model: kestrel run --db compiles each task at its best record and sti
       }
     }
   }
-  json record = {{"id", 1}, {"op", task["op"]}, {"workload", params}, {"target", native.to_string()},
-                 {"device_key", "local"}, {"device_model", "test"}, {"device", "local-0"},
-                 {"device_fingerprint", native.triple + "|test|1"}, {"config", kestrel::ops::format_config(tuned)},
-                 {"status", "ok"}, {"message", ""}, {"round_seconds", {0.001}}, {"cost", 0.001}, {"gflops", 0.5},
-                 {"compile_ms", 1.0}, {"tool_version", "0.1.0"}, {"time_unix_ms", 1}, {"session", "test"},
-                 {"final_measurement", false}, {"is_default", tuned == fallback}, {"implementation", "kestrel"}};
-  {
-    std::ofstream out(dir.file("records.jsonl"));
-    out << record.dump() << "\n";
-  }
-  const std::string db = dir.file("tune.db");
-  Result imported = run({KESTREL_BIN, "records", "import", "--db", db, dir.file("records.jsonl")}, dir, "import.log");
-  INFO(imported.output);
-  REQUIRE(imported.code == 0);
+  const std::string db = records_with(dir, task["op"].get<std::string>(), params, native.to_string(), native.triple,
+                                      kestrel::ops::format_config(tuned), tuned == fallback);
 
   json j = run_json(dir, {"--model", model, "--shape", "seq=3", "--db", db}, 0);
   check_match(j, 6);

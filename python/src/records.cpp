@@ -13,6 +13,7 @@
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
+#include "kestrel/frontend/tune_setup.h"
 #include "kestrel/records/config_choice.h"
 #include "kestrel/records/json.h"
 #include "kestrel/records/records.h"
@@ -114,7 +115,7 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
   const std::string runtime_dir = take("runtime_dir");
   const std::string cost_model_path = take("cost_model");
   const std::int64_t block = options.contains("block") && !options["block"].is_none() ? options["block"].cast<std::int64_t>() : 0;
-  if (block != 0 && block != 4 && block != 8 && block != 16) throw UsageError("block must be 4, 8 or 16");
+  frontend::checked_block("block", block);
   if (model_path.empty() && !buckets_text.empty()) throw UsageError("buckets go with model=");
   host::Target target;
   try {

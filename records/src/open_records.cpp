@@ -11,11 +11,10 @@
 #include "kestrel/records/pg_records.h"
 #include "kestrel/records/records.h"
 #include "kestrel/records/sqlite_records.h"
+#include "rows.h"
 
 namespace kestrel::records {
 namespace {
-
-std::string quoted(const std::string& text) { return "'" + text + "'"; }
 
 // The scheme of "scheme://...", or "" when `location` does not start with one.
 std::string scheme_of(const std::string& location) {
@@ -36,8 +35,8 @@ std::string scheme_of(const std::string& location) {
 void refuse_unknown_scheme(const std::string& location) {
   const std::string scheme = scheme_of(location);
   if (scheme.empty() || is_postgres_uri(location) || scheme == "file") return;
-  throw RecordsError("records location " + quoted(without_password(location)) + " has an unknown scheme " +
-                     quoted(scheme) + did_you_mean(scheme, {"postgresql", "postgres"}) +
+  throw RecordsError("records location " + detail::in_quotes(without_password(location)) + " has an unknown scheme " +
+                     detail::in_quotes(scheme) + did_you_mean(scheme, {"postgresql", "postgres"}) +
                      ": give a postgresql://user@host/database URI for PostgreSQL, or a file path for SQLite");
 }
 

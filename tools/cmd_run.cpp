@@ -98,7 +98,6 @@ int run_model(int argc, char** argv) {
     const model::Binding symbols = model::parse_binding(m.graph().symbols(), args.get("shape"));
     model::Graph graph = m.bind(symbols);
 
-    ops::Registry ops = ops::builtin_ops();
     const host::Target native = host::parse_target("native");
     model::PlanOptions plan_options;
     plan_options.traits = native.traits;
@@ -110,13 +109,13 @@ int run_model(int argc, char** argv) {
     plan_options.block = deploy::plan_block(kernel_source, native.traits);
     model::Plan plan = model::plan_model(m, plan_options);
     const deploy::ModelKernels kernels =
-        deploy::model_kernels(kernel_source, plan, ops, native, static_cast<unsigned>(threads));
+        deploy::model_kernels(kernel_source, plan, native, static_cast<unsigned>(threads));
     for (const std::string& note : kernels.notes) std::cerr << "kestrel run: note: " << note << "\n";
     const std::string& kernels_text = kernels.description;
     if (!args.has("json")) std::cerr << "kestrel run: preparing " << plan.tasks.size() << " kernels\n";
     // From here on a model error is a failure of the run (a kernel that fails, a step that
     // cannot execute), not of the input: deploy::ModelRunError.
-    const std::unique_ptr<deploy::Runner> runner_ptr = deploy::make_checked_runner(graph, plan, *kernels.provider, ops, symbols);
+    const std::unique_ptr<deploy::Runner> runner_ptr = deploy::make_checked_runner(graph, plan, *kernels.provider, symbols);
     deploy::Runner& runner = *runner_ptr;
 
     const std::map<std::string, deploy::Tensor> inputs = deploy::random_inputs(graph, seed);

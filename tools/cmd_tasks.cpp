@@ -65,14 +65,14 @@ int untuned_nodes(const model::Plan& plan) {
   return sum;
 }
 
-void print_table(const model::Plan& plan, const ops::Registry& registry, std::ostream& out) {
+void print_table(const model::Plan& plan, std::ostream& out) {
   const double total = plan.total_flops > 0 ? plan.total_flops : 1;
   std::vector<std::vector<std::string>> rows = {
       {"#", "op", "workload", "pattern", "count", "GFLOP", "share", "dynamic"}};
   for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
     const auto& t = plan.tasks[i];
     const double flops = t.flops * t.occurrences;
-    rows.push_back({std::to_string(i + 1), t.op, workload_text(registry.get(t.op), t.params), t.pattern,
+    rows.push_back({std::to_string(i + 1), t.op_name(), workload_text(*t.op, t.params), t.pattern,
                     std::to_string(t.occurrences), gflop(flops), fixed(100 * flops / total, 1) + "%",
                     dynamic_text(t.dynamic)});
   }
@@ -109,16 +109,16 @@ void print_table(const model::Plan& plan, const ops::Registry& registry, std::os
       << " GFLOP\n";
 }
 
-nlohmann::json plan_json(const model::Plan& plan, const ops::Registry& registry) {
+nlohmann::json plan_json(const model::Plan& plan) {
   const double total = plan.total_flops > 0 ? plan.total_flops : 1;
   nlohmann::json tasks = nlohmann::json::array();
   for (const auto& t : plan.tasks) {
     nlohmann::json dynamic = nlohmann::json::array();
     for (const auto& d : t.dynamic) dynamic.push_back({{"param", d.param}, {"symbol", d.symbol}, {"multiplier", d.multiplier}});
-    tasks.push_back({{"op", t.op},
+    tasks.push_back({{"op", t.op_name()},
                      {"params", t.params},
                      {"key", t.key()},
-                     {"workload", workload_text(registry.get(t.op), t.params)},
+                     {"workload", workload_text(*t.op, t.params)},
                      {"pattern", t.pattern},
                      {"occurrences", t.occurrences},
                      {"flops", t.flops},
@@ -205,7 +205,6 @@ int run_tasks(int argc, char** argv) {
     } catch (const model::ModelError& e) {
       throw UsageError(e.what());
     }
-    const ops::Registry registry = ops::builtin_ops();
     std::vector<model::Plan> plans;
     for (const auto& binding : bindings) {
       options.symbols = binding;
@@ -225,7 +224,7 @@ int run_tasks(int argc, char** argv) {
                             {"target", target.to_string()},
                             {"symbols", graph.symbols()},
                             {"plans", nlohmann::json::array()}};
-      for (const auto& plan : plans) out["plans"].push_back(plan_json(plan, registry));
+      for (const auto& plan : plans) out["plans"].push_back(plan_json(plan));
       std::cout << out.dump(2) << "\n";
       return 0;
     }
@@ -237,7 +236,7 @@ int run_tasks(int argc, char** argv) {
     for (const auto& plan : plans) {
       std::cout << "\n";
       if (!plan.symbols.empty()) std::cout << "bucket " << model::to_string(plan.symbols) << "\n";
-      print_table(plan, registry, std::cout);
+      print_table(plan, std::cout);
     }
     return 0;
   } catch (...) {

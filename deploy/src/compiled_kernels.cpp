@@ -15,15 +15,14 @@ using model::ModelError;
 using model::ModelTask;
 
 struct CompiledKernels::Impl {
-  Impl(const ops::Registry& registry, unsigned threads, std::map<std::string, ops::Config> records)
-      : ops(registry), services(threads), target(host::parse_target("native")), configs(std::move(records)) {}
+  Impl(unsigned threads, std::map<std::string, ops::Config> records)
+      : services(threads), target(host::parse_target("native")), configs(std::move(records)) {}
 
   struct Entry {
     std::optional<device::CpuKernelModule> module;
     std::string which;
   };
 
-  const ops::Registry& ops;
   device::KernelServices services;
   host::Target target;
   std::map<std::string, ops::Config> configs;  // by the task's key as planned
@@ -33,7 +32,7 @@ struct CompiledKernels::Impl {
   // The configuration of `task` at `actual`: its record when valid there, else the
   // op's default for this host.
   std::pair<ops::Config, std::string> config_for(const ops::Op& op, const ModelTask& task, const ops::Params& actual) {
-    auto it = configs.find(task_key(task.op, task.params));
+    auto it = configs.find(task_key(task.op_name(), task.params));
     if (it != configs.end() && op.check(actual, it->second, target.traits).empty()) {
       return {it->second, "compiled " + ops::format_config(it->second)};
     }
@@ -45,9 +44,9 @@ struct CompiledKernels::Impl {
     std::vector<host::CompileRequest> requests;
     std::vector<std::string> keys, which;
     for (const TaskCall& call : calls) {
-      std::string key = task_key(call.task->op, call.actual);
+      std::string key = task_key(call.task->op_name(), call.actual);
       if (kernels.count(key) || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-      const ops::Op& op = get_op(call.task->op);
+      const ops::Op& op = *call.task->op;
       auto [config, text] = config_for(op, *call.task, call.actual);
       try {
         requests.push_back({op.source(ops::Backend::cpu, call.actual, config), target, 3});
@@ -70,14 +69,8 @@ struct CompiledKernels::Impl {
     }
   }
 
-  const ops::Op& get_op(const std::string& name) {
-    const ops::Op* op = ops.find(name, ops::Backend::cpu);
-    if (!op) throw ModelError("no CPU op " + name + " in the op library");
-    return *op;
-  }
-
   Entry& entry(const ModelTask& task, const ops::Params& actual) {
-    std::string key = task_key(task.op, actual);
+    std::string key = task_key(task.op_name(), actual);
     auto it = kernels.find(key);
     if (it == kernels.end()) {
       compile({TaskCall{&task, actual}});
@@ -87,8 +80,8 @@ struct CompiledKernels::Impl {
   }
 };
 
-CompiledKernels::CompiledKernels(const ops::Registry& ops, unsigned threads, std::map<std::string, ops::Config> configs)
-    : impl_(std::make_unique<Impl>(ops, threads, std::move(configs))) {}
+CompiledKernels::CompiledKernels(unsigned threads, std::map<std::string, ops::Config> configs)
+    : impl_(std::make_unique<Impl>(threads, std::move(configs))) {}
 CompiledKernels::~CompiledKernels() = default;
 
 void CompiledKernels::prepare(const std::vector<TaskCall>& calls) { impl_->compile(calls); }

@@ -80,8 +80,6 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
                             const std::function<void(std::size_t, std::size_t)>& progress) {
   const host::Target& target = options.target;
   if (target.is_gpu()) throw ModelError("export builds CPU libraries: " + target.to_string() + " is a GPU target");
-  const ops::Registry registry = ops::builtin_ops();
-
   // The output folder, checked before any compile.
   const fs::path out_dir = options.out_dir.empty() ? fs::path(".") : fs::path(options.out_dir);
   {
@@ -116,11 +114,11 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
       // One kernel per task and run-time parameters (two tasks of one workload at a bucket
       // may follow the symbol in different parameters).
       if (!seen.insert(task.identity()).second) continue;
-      const ops::Op* op = registry.find(task.op, ops::Backend::cpu);
-      if (!op) throw ModelError("export: the task " + task.op + " " + ops::format_params(task.params) + " has no CPU kernel");
+      const ops::Op* op = task.op;
+      const std::string op_name = task.op_name();
       detail::TableEntry entry;
       entry.op = op;
-      entry.kernel.op = task.op;
+      entry.kernel.op = op_name;
       entry.kernel.params = task.params;
       entry.kernel.dynamic = task.dynamic;
       entry.kernel.entry = "kestrel_k" + std::to_string(entries.size());
@@ -148,9 +146,9 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
       if (options.cost_model) {
         rules.fallback = [&](std::vector<std::string>& notes) -> std::optional<ops::Config> {
           // The cost model's pick, when it has a model for the op on this target.
-          if (std::string missing = tuner::missing_model(*options.cost_model, task.op, target); !missing.empty()) {
-            if (unmodelled.insert(task.op).second) {
-              notes.push_back(task.op + ": " + missing + "; its tasks without a record are at the op's default");
+          if (std::string missing = tuner::missing_model(*options.cost_model, op_name, target); !missing.empty()) {
+            if (unmodelled.insert(op_name).second) {
+              notes.push_back(op_name + ": " + missing + "; its tasks without a record are at the op's default");
             }
             return std::nullopt;
           }
@@ -159,7 +157,7 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
             const tuner::ZeroShotPick pick = tuner::zero_shot_pick(*options.cost_model, space, target);
             return space.config(pick.points.front());
           } catch (const std::invalid_argument& e) {  // no valid point to score
-            notes.push_back(task.op + " " + ops::format_params(task.params) + ": " + e.what() + "; at the op's default");
+            notes.push_back(op_name + " " + ops::format_params(task.params) + ": " + e.what() + "; at the op's default");
             return std::nullopt;
           }
         };
@@ -167,7 +165,7 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
       const records::ConfigChoice choice =
           records::choose_config(*op, task.params, target.id(), target.traits, bests, rules);
       for (const std::string& note : choice.notes) {
-        report.notes.push_back(note.rfind(task.op, 0) == 0 ? note : task.op + " " + ops::format_params(task.params) + ": " + note);
+        report.notes.push_back(note.rfind(op_name, 0) == 0 ? note : op_name + " " + ops::format_params(task.params) + ": " + note);
       }
       const ops::Config& config = choice.config;
       entry.kernel.origin = choice.source == records::ConfigSource::recorded ? "tuned"

@@ -21,11 +21,10 @@ using WhichFn = const char* (*)(const char*, const std::int64_t*, std::int32_t);
 }  // namespace
 
 struct ExportedLibrary::Impl {
-  Impl(const ops::Registry& registry, unsigned threads) : ops(registry), services(threads) {}
+  explicit Impl(unsigned threads) : services(threads) {}
   ~Impl() {
     if (handle) ::dlclose(handle);
   }
-  const ops::Registry& ops;
   device::KernelServices services;
   std::string path;
   void* handle = nullptr;
@@ -33,14 +32,12 @@ struct ExportedLibrary::Impl {
   WhichFn which = nullptr;
 
   std::vector<std::int64_t> params_of(const ModelTask& task, const ops::Params& actual) const {
-    const ops::Op* op = ops.find(task.op, ops::Backend::cpu);
-    if (!op) throw ModelError("no CPU op " + task.op + " in the op library");
-    return ordered_params(*op, actual);
+    return ordered_params(*task.op, actual);
   }
 };
 
-ExportedLibrary::ExportedLibrary(const std::string& dir, const ops::Registry& ops, unsigned threads)
-    : impl_(std::make_unique<Impl>(ops, threads)) {
+ExportedLibrary::ExportedLibrary(const std::string& dir, unsigned threads)
+    : impl_(std::make_unique<Impl>(threads)) {
   namespace fs = std::filesystem;
   impl_->path = (fs::path(dir) / "libkestrel_kernels.so").string();
   if (!fs::exists(impl_->path)) {
@@ -63,7 +60,7 @@ ExportedLibrary::~ExportedLibrary() = default;
 
 std::int32_t ExportedLibrary::run(const ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) {
   const std::vector<std::int64_t> params = impl_->params_of(task, actual);
-  std::int32_t rc = impl_->dispatch(impl_->services.table(), task.op.c_str(), params.data(),
+  std::int32_t rc = impl_->dispatch(impl_->services.table(), task.op_name().c_str(), params.data(),
                                     static_cast<std::int32_t>(params.size()), args.data(),
                                     static_cast<std::int32_t>(args.size()));
   impl_->services.reclaim_scratch();
@@ -72,7 +69,7 @@ std::int32_t ExportedLibrary::run(const ModelTask& task, const ops::Params& actu
 
 std::string ExportedLibrary::which(const ModelTask& task, const ops::Params& actual) {
   const std::vector<std::int64_t> params = impl_->params_of(task, actual);
-  const char* text = impl_->which(task.op.c_str(), params.data(), static_cast<std::int32_t>(params.size()));
+  const char* text = impl_->which(task.op_name().c_str(), params.data(), static_cast<std::int32_t>(params.size()));
   return text ? text : "none";
 }
 

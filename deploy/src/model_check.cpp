@@ -148,9 +148,9 @@ std::map<std::string, Tensor> random_inputs(const model::Graph& graph, std::uint
 }
 
 std::unique_ptr<Runner> make_checked_runner(const model::Graph& graph, const model::Plan& plan, KernelProvider& kernels,
-                                            const ops::Registry& ops, std::map<std::string, std::int64_t> symbols) {
+                                            std::map<std::string, std::int64_t> symbols) {
   try {
-    return std::make_unique<Runner>(graph, plan, kernels, ops, std::move(symbols));
+    return std::make_unique<Runner>(graph, plan, kernels, std::move(symbols));
   } catch (const model::ModelError& e) {
     throw ModelRunError(e.what());
   }

@@ -43,11 +43,11 @@ std::int64_t plan_block(const KernelSource& source, const ops::TargetTraits& tra
   return source.exported ? manifest_block(*source.exported) : model::default_block(traits);
 }
 
-ModelKernels model_kernels(const KernelSource& source, const model::Plan& plan, const ops::Registry& ops,
+ModelKernels model_kernels(const KernelSource& source, const model::Plan& plan,
                            const host::Target& target, unsigned threads) {
   ModelKernels kernels;
   if (source.exported) {
-    auto lib = std::make_unique<ExportedLibrary>(*source.exported, ops, threads);
+    auto lib = std::make_unique<ExportedLibrary>(*source.exported, threads);
     kernels.description = lib->path();
     kernels.provider = std::move(lib);
     return kernels;
@@ -60,9 +60,7 @@ ModelKernels model_kernels(const KernelSource& source, const model::Plan& plan, 
     rules.same_triple = true;
     rules.device_key = source.device_key;
     for (const model::ModelTask& task : plan.tasks) {
-      const ops::Op* op = ops.find(task.op, ops::Backend::cpu);
-      if (op == nullptr) continue;
-      const records::ConfigChoice choice = records::choose_config(*op, task.params, target.id(), target.traits, bests, rules);
+      const records::ConfigChoice choice = records::choose_config(*task.op, task.params, target.id(), target.traits, bests, rules);
       for (const std::string& note : choice.notes) kernels.notes.push_back(task.key() + ": " + note);
       if (choice.source == records::ConfigSource::recorded) configs[task.key()] = choice.config;
     }
@@ -72,7 +70,7 @@ ModelKernels model_kernels(const KernelSource& source, const model::Plan& plan, 
   } else {
     kernels.description = "compiled here at the ops' default configurations (" + target.to_string() + ")";
   }
-  kernels.provider = std::make_unique<CompiledKernels>(ops, threads, std::move(configs));
+  kernels.provider = std::make_unique<CompiledKernels>(threads, std::move(configs));
   return kernels;
 }
 

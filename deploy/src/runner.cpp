@@ -61,7 +61,6 @@ struct Runner::Impl {
   const Graph& graph;
   const Plan& plan;
   KernelProvider& kernels;
-  const ops::Registry& ops;
   std::map<std::string, std::int64_t> symbols;
   std::map<std::string, AlignedFloats> packed;  // by "value|layout|elements"
   std::map<std::string, Tensor> constants;      // initializers as plain tensors (portable steps)
@@ -70,8 +69,8 @@ struct Runner::Impl {
   std::vector<std::string> used;
   std::vector<Runner::StepTime> times;  // per step, of the last run
 
-  Impl(const Graph& g, const Plan& p, KernelProvider& k, const ops::Registry& r, std::map<std::string, std::int64_t> s)
-      : graph(g), plan(p), kernels(k), ops(r), symbols(std::move(s)) {}
+  Impl(const Graph& g, const Plan& p, KernelProvider& k, std::map<std::string, std::int64_t> s)
+      : graph(g), plan(p), kernels(k), symbols(std::move(s)) {}
 
   std::vector<std::int64_t> bound_shape(const std::string& value) const {
     const ValueInfo* info = graph.value(value);
@@ -97,12 +96,11 @@ struct Runner::Impl {
     if (step.task >= plan.tasks.size()) throw ModelError("step " + std::to_string(index) + " names no task of the plan");
     const ModelTask& task = plan.tasks[step.task];
     TaskStep t;
-    t.op = ops.find(task.op, ops::Backend::cpu);
-    if (!t.op) throw ModelError("the plan's task " + task.op + " is no CPU op of the op library");
+    t.op = task.op;
     t.actual = actual_params(task);
     std::string nodes;
     for (std::size_t n : step.nodes) nodes += (nodes.empty() ? "" : ",") + graph.nodes.at(n).name;
-    t.label = task_key(task.op, t.actual) + " (" + task.pattern + ", node " + nodes + ")";
+    t.label = task_key(task.op_name(), t.actual) + " (" + task.pattern + ", node " + nodes + ")";
     std::vector<ops::TensorSpec> specs;
     try {
       specs = t.op->tensors(t.actual);
@@ -285,9 +283,8 @@ struct Runner::Impl {
   }
 };
 
-Runner::Runner(const Graph& graph, const Plan& plan, KernelProvider& kernels, const ops::Registry& ops,
-               std::map<std::string, std::int64_t> symbols)
-    : impl_(std::make_unique<Impl>(graph, plan, kernels, ops, std::move(symbols))) {
+Runner::Runner(const Graph& graph, const Plan& plan, KernelProvider& kernels, std::map<std::string, std::int64_t> symbols)
+    : impl_(std::make_unique<Impl>(graph, plan, kernels, std::move(symbols))) {
   impl_->prepare();
 }
 

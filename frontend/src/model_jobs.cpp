@@ -19,6 +19,7 @@ std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vec
     options.block = block;
     options.traits = target.traits;
     options.symbols = binding;
+    options.registry = &registry;
     model::Plan plan = model::plan_model(model, options);
     for (const auto& task : plan.tasks) {
       auto [it, fresh] = by_key.try_emplace(task.key(), jobs.size());
@@ -26,9 +27,10 @@ std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vec
         jobs[it->second].weight = std::max(jobs[it->second].weight, static_cast<double>(task.occurrences));
         continue;
       }
-      std::string label = task.pattern + " " + ops::format_params(task.params);
-      if (!binding.empty()) label += " [" + model::to_string(binding) + "]";
-      jobs.push_back({label, &registry.get(task.op), task.params, static_cast<double>(task.occurrences)});
+      tuner::TuneJob job{task};  // the task's op is `registry`'s (PlanOptions::registry)
+      if (!binding.empty()) job.label += " [" + model::to_string(binding) + "]";
+      job.weight = task.occurrences;
+      jobs.push_back(std::move(job));
     }
     if (jobs.empty() && untuned.empty()) {
       for (const auto& u : plan.untuned) untuned.push_back(u.op_type);

@@ -8,7 +8,9 @@
 
 namespace kestrel::model {
 
-std::string ModelTask::key() const { return op + "/" + ops::format_params(params); }
+std::string ModelTask::op_name() const { return std::string(op->name()); }
+
+std::string ModelTask::key() const { return op_name() + "/" + ops::format_params(params); }
 
 std::string to_string(const std::vector<DynamicParam>& dynamic) {
   std::string out;
@@ -66,7 +68,7 @@ std::map<std::size_t, std::vector<DynamicParam>> dynamic_params(const Plan& plan
 }  // namespace
 
 Plan plan_model(const Model& model, const PlanOptions& options) {
-  const ops::Registry registry = ops::builtin_ops();
+  const ops::Registry& registry = options.registry ? *options.registry : ops::builtin_registry();
   std::int64_t block = options.block ? options.block : default_block(options.traits);
   if (block != 4 && block != 8 && block != 16) {
     throw ModelError(model.graph().path + ": block " + std::to_string(block) + " is not 4, 8 or 16");

@@ -79,12 +79,13 @@ class Planner {
     std::vector<std::pair<std::size_t, Step>> placed;  // by the index of a step's last node
     std::map<std::string, std::size_t> task_index;
     auto accept = [&](Candidate c) {
-      const ops::Op& op = registry_.get(c.op);
+      const ops::Op& op = registry_.get(c.op, ops::Backend::cpu);
       std::string key = c.op + "/" + ops::format_params(c.params);
       auto [it, added] = task_index.emplace(key, plan.tasks.size());
       if (added) {
         ModelTask task;
-        task.op = c.op;
+        task.label = c.pattern + " " + ops::format_params(c.params);
+        task.op = &op;
         task.params = c.params;
         task.pattern = c.pattern;
         task.flops = op.flops(c.params);
@@ -288,7 +289,7 @@ class Planner {
   // The workload normalised as the op writes it (optional params at their fallback left
   // out), checked by the op; the reason when refused.
   Outcome finish(Candidate c) const {
-    const ops::Op& op = registry_.get(c.op);
+    const ops::Op& op = registry_.get(c.op, ops::Backend::cpu);
     c.params = ops::normalize_params(op, std::move(c.params));
     try {
       op.validate(c.params);

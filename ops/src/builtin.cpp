@@ -28,4 +28,9 @@ Registry builtin_ops() {
   return registry;
 }
 
+const Registry& builtin_registry() {
+  static const Registry registry = builtin_ops();
+  return registry;
+}
+
 }  // namespace kestrel::ops

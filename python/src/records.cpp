@@ -82,7 +82,7 @@ py::list best(const std::string& db) {
 // kernels `kestrel export` would build for a model made of exactly those tasks.
 model::Plan plan_from_records(records::RecordStore& records, const host::Target& target, const std::string& key) {
   model::Plan plan;
-  const ops::Registry registry = ops::builtin_ops();
+  const ops::Registry& registry = ops::builtin_registry();  // outlives the plan, which points into it
   std::set<std::string> seen;
   for (const records::Best& b : records.best()) {
     if (b.target.is_gpu() || b.target.triple != target.triple) continue;
@@ -90,7 +90,8 @@ model::Plan plan_from_records(records::RecordStore& records, const host::Target&
     const ops::Op* op = registry.find(b.op, ops::Backend::cpu);
     if (!op) continue;  // a GPU-only op: export builds CPU libraries
     model::ModelTask task;
-    task.op = b.op;
+    task.label = b.op + " " + ops::format_params(b.workload);
+    task.op = op;
     task.params = b.workload;
     task.pattern = b.op;
     task.occurrences = 1;

@@ -115,13 +115,13 @@ void run_on_board(const Board& board) {
 
   Plan fixed;
   ModelTask t1;
-  t1.op = "gemm";
+  t1.op = &gemm;
   t1.params = tuned_params;
   ModelTask t2;
-  t2.op = "softmax";
+  t2.op = &softmax;
   t2.params = {{"rows", 9}, {"cols", 70}};
   ModelTask t3;
-  t3.op = "gemm";
+  t3.op = &gemm;
   t3.params = {{"M", 16}, {"N", 48}, {"K", 40}};
   t3.dynamic = {{"M", "seq", 1}};
   fixed.tasks = {t1, t2, t3};

@@ -35,7 +35,7 @@ using test::Scratch;
 
 ModelTask task_of(const std::string& op, const ops::Params& params, std::vector<DynamicParam> dynamic = {}) {
   ModelTask task;
-  task.op = op;
+  task.op = &ops::builtin_registry().get(op, ops::Backend::cpu);
   task.params = params;
   task.dynamic = std::move(dynamic);
   task.occurrences = 1;
@@ -224,7 +224,7 @@ TEST_CASE("exported kernels with run-time parameters compute sizes that were not
     const Plan plan = plan_at(seq);
     for (const ModelTask& task : plan.tasks) {
       INFO(task.op << " " << ops::format_params(task.params) << " at seq=" << seq);
-      const ops::Op& op = registry.get(task.op, ops::Backend::cpu);
+      const ops::Op& op = *task.op;
       const std::string which = library.which(op, task.params);
       CHECK(which.starts_with(seq == 16 || seq == 48 ? "default " : "bucket seq="));
       if (seq != 16 && seq != 48) CHECK(which.starts_with(seq <= 16 ? "bucket seq=16 " : "bucket seq=48 "));

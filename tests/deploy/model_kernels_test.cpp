@@ -47,7 +47,7 @@ TEST_CASE("model kernels: compiled here at the defaults, or refused records and 
   const host::Target native = host::parse_target("native");
   const ops::Registry ops = ops::builtin_ops();
   const model::Plan plan;
-  const ModelKernels defaults = model_kernels(KernelSource{}, plan, ops, native, 1);
+  const ModelKernels defaults = model_kernels(KernelSource{}, plan, native, 1);
   REQUIRE(defaults.provider);
   CHECK(defaults.description == "compiled here at the ops' default configurations (" + native.to_string() + ")");
   CHECK(defaults.notes.empty());
@@ -55,10 +55,10 @@ TEST_CASE("model kernels: compiled here at the defaults, or refused records and 
   ScratchDir dir;
   KernelSource records;
   records.records = (dir.path / "none.db").string();
-  CHECK_THROWS_AS(model_kernels(records, plan, ops, native, 1), records::RecordsError);
+  CHECK_THROWS_AS(model_kernels(records, plan, native, 1), records::RecordsError);
   CHECK_FALSE(fs::exists(dir.path / "none.db"));
 
   KernelSource exported;
   exported.exported = dir.path.string();
-  CHECK_THROWS_AS(model_kernels(exported, plan, ops, native, 1), model::ModelError);
+  CHECK_THROWS_AS(model_kernels(exported, plan, native, 1), model::ModelError);
 }

@@ -68,8 +68,8 @@ Attribute one(std::int64_t v) {
 std::size_t add_task(Plan& plan, const ops::Registry& ops, const std::string& op, const std::string& params,
                      std::vector<std::size_t> nodes, std::vector<StepArg> args, const std::string& pattern) {
   ModelTask t;
-  t.op = op;
-  t.params = ops::parse_params(ops.get(op), params);
+  t.op = &ops.get(op, ops::Backend::cpu);
+  t.params = ops::parse_params(*t.op, params);
   t.pattern = pattern;
   t.occurrences = 1;
   plan.tasks.push_back(t);
@@ -144,14 +144,14 @@ TEST_CASE("model: the runner's conv+relu+pool+gemm tasks on compiled kernels mat
             {"y", ArgLayout::plain}},
            "Gemm");
 
-  CompiledKernels kernels(ops, 2);
-  Runner runner(b.g, plan, kernels, ops);
+  CompiledKernels kernels(2);
+  Runner runner(b.g, plan, kernels);
   CHECK(runner.kernels_used().size() == 4);
   CHECK_THAT(runner.kernels_used().front(), Catch::Contains("conv2d_nchwc") && Catch::Contains("compiled default"));
 
   Plan reference = portable_plan(b.g);
-  CompiledKernels none(ops, 1);
-  Runner portable(b.g, reference, none, ops);
+  CompiledKernels none(1);
+  Runner portable(b.g, reference, none);
 
   for (unsigned seed : {1u, 2u}) {
     std::map<std::string, Tensor> in = {{"x", random_input({1, 5, 10, 10}, seed)}};
@@ -217,10 +217,10 @@ TEST_CASE("model: the runner's depthwise residual ReLU6, softmax and batch_matmu
   add_task(plan, ops, "softmax", "rows=16,cols=16", {soft}, {{"s", ArgLayout::plain}, {"y", ArgLayout::plain}},
            "Softmax");
 
-  CompiledKernels kernels(ops, 1);
-  Runner runner(b.g, plan, kernels, ops);
+  CompiledKernels kernels(1);
+  Runner runner(b.g, plan, kernels);
   Plan reference = portable_plan(b.g);
-  Runner portable(b.g, reference, kernels, ops);
+  Runner portable(b.g, reference, kernels);
   std::map<std::string, Tensor> in = {{"x", random_input({1, 16, 6, 6}, 11)}};
   // Large enough inputs that ReLU6 clips some values at 6.
   for (float& v : in["x"].f32) v *= 5.0f;
@@ -236,8 +236,8 @@ TEST_CASE("model: the runner refuses a plan it cannot execute, naming the node o
   b.node("NonMaxSuppression", {"x"}, "y", {1, 4});
   b.output("y");
   Plan plan = portable_plan(b.g);
-  CompiledKernels kernels(ops, 1);
-  CHECK_THROWS_WITH(Runner(b.g, plan, kernels, ops),
+  CompiledKernels kernels(1);
+  CHECK_THROWS_WITH(Runner(b.g, plan, kernels),
                     Catch::Contains("y_node") && Catch::Contains("no portable implementation"));
 
   GraphBuilder c;
@@ -247,7 +247,7 @@ TEST_CASE("model: the runner refuses a plan it cannot execute, naming the node o
   Plan wrong;
   // An elementwise task whose n does not match the tensor it is given.
   add_task(wrong, ops, "elementwise", "n=15,kind=3", {relu}, {{"x", ArgLayout::plain}, {"y", ArgLayout::plain}}, "Relu");
-  Runner runner(c.g, wrong, kernels, ops);
+  Runner runner(c.g, wrong, kernels);
   std::map<std::string, Tensor> in = {{"x", random_input({2, 8}, 1)}};
   CHECK_THROWS_WITH(runner.run(in), Catch::Contains("elementwise/") && Catch::Contains("holds 16 floats"));
 }
@@ -268,12 +268,12 @@ TEST_CASE("model: the runner calls an exported library through kestrel_dispatch 
   add_task(plan, ops, "elementwise", "n=16,kind=3", {relu}, {{"s", ArgLayout::plain}, {"r", ArgLayout::plain}}, "Relu");
   add_portable(plan, soft);
 
-  ExportedLibrary library(KESTREL_FAKE_EXPORT_DIR, ops, 2);
-  Runner runner(b.g, plan, library, ops);
+  ExportedLibrary library(KESTREL_FAKE_EXPORT_DIR, 2);
+  Runner runner(b.g, plan, library);
   REQUIRE(runner.kernels_used().size() == 2);
   CHECK_THAT(runner.kernels_used()[1], Catch::EndsWith(": tuned fake"));
   Plan reference = portable_plan(b.g);
-  Runner portable(b.g, reference, library, ops);
+  Runner portable(b.g, reference, library);
   std::map<std::string, Tensor> in = {{"x", random_input({2, 8}, 5)}};
   CHECK(relative_error(runner.run(in).at("y"), portable.run(in).at("y")) < 1e-6);
 
@@ -286,12 +286,12 @@ TEST_CASE("model: the runner calls an exported library through kestrel_dispatch 
   c.node("Softmax", {"r"}, "y", {2, 8});
   c.output("y");
   missing.steps[0].nodes = {0};
-  Runner without(c.g, missing, library, ops);
+  Runner without(c.g, missing, library);
   CHECK_THAT(without.kernels_used()[0], Catch::EndsWith(": none"));
   std::map<std::string, Tensor> rin = {{"r", random_input({2, 8}, 5)}};
   CHECK_THROWS_WITH(without.run(rin), Catch::Contains("softmax/") && Catch::Contains("no kernel"));
 
-  CHECK_THROWS_WITH(ExportedLibrary("/nonexistent-dir", ops, 1),
+  CHECK_THROWS_WITH(ExportedLibrary("/nonexistent-dir", 1),
                     Catch::Contains("no kernel library /nonexistent-dir/libkestrel_kernels.so"));
 }
 
@@ -312,17 +312,17 @@ TEST_CASE("model: a plan made at a bucket runs at another size of its symbol, dy
            "MatMul+Add");
   plan.tasks[0].dynamic = {DynamicParam{"M", "seq", 1}};
 
-  CompiledKernels kernels(ops, 1);
-  Runner runner(b.g, plan, kernels, ops, {{"seq", 5}});
+  CompiledKernels kernels(1);
+  Runner runner(b.g, plan, kernels, {{"seq", 5}});
   REQUIRE(runner.kernels_used().size() == 1);
   CHECK_THAT(runner.kernels_used()[0], Catch::StartsWith("gemm/K=12,M=5,N=6,bias=1"));
   Plan reference = portable_plan(b.g);
-  Runner portable(b.g, reference, kernels, ops);
+  Runner portable(b.g, reference, kernels);
   std::map<std::string, Tensor> in = {{"x", random_input({1, 5, 12}, 9)}};
   CHECK(relative_error(runner.run(in).at("y"), portable.run(in).at("y")) < 1e-5);
 
   // Without the run's symbol values the task keeps the bucket's M = 8 and its arguments
   // do not fit: refused by the runner, naming the argument.
-  Runner stale(b.g, plan, kernels, ops);
+  Runner stale(b.g, plan, kernels);
   CHECK_THROWS_WITH(stale.run(in), Catch::Contains("holds 60 floats, the kernel takes 96"));
 }

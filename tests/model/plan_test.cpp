@@ -87,7 +87,7 @@ TEST_CASE("plan: conv + bias + relu is one conv2d_nchwc task with the epilogue f
   CHECK(p.block == 8);
   REQUIRE(p.tasks.size() == 1);
   const ModelTask& t = p.tasks[0];
-  CHECK(t.op == "conv2d_nchwc");
+  CHECK(t.op_name() == "conv2d_nchwc");
   CHECK(t.params == Params{{"N", 1}, {"C", 16}, {"H", 14}, {"W", 14}, {"K", 32}, {"R", 3}, {"S", 3}, {"stride", 2},
                            {"pad", 1}, {"dilation", 1}, {"block", 8}, {"bias", 1}, {"act", 1}});
   CHECK(t.pattern == "Conv+Relu");
@@ -156,17 +156,17 @@ TEST_CASE("plan: depthwise conv with Clip(0,6), grouped convs, and conv + BatchN
   b.node("Relu", {"bn"}, {"y"});
   Plan p = plan(b);
   REQUIRE(p.tasks.size() == 4);
-  CHECK(p.tasks[0].op == "depthwise_conv2d");
+  CHECK(p.tasks[0].op_name() == "depthwise_conv2d");
   CHECK(p.tasks[0].params == Params{{"N", 1}, {"C", 16}, {"H", 10}, {"W", 10}, {"R", 3}, {"S", 3}, {"stride", 1},
                                     {"pad", 1}, {"dilation", 1}, {"block", 8}, {"act", 2}});
   CHECK(p.tasks[0].pattern == "Conv+Clip");
   CHECK(layouts(task_step(p, 0)) == std::vector<ArgLayout>{ArgLayout::nchwc, ArgLayout::dw_weight, ArgLayout::nchwc});
-  CHECK(p.tasks[1].op == "conv2d_nchwc");
+  CHECK(p.tasks[1].op_name() == "conv2d_nchwc");
   CHECK(p.tasks[1].params.at("groups") == 2);
-  CHECK(p.tasks[2].op == "conv2d");
+  CHECK(p.tasks[2].op_name() == "conv2d");
   CHECK(p.tasks[2].params.at("groups") == 4);
   CHECK(layouts(task_step(p, 2)) == std::vector<ArgLayout>{ArgLayout::plain, ArgLayout::plain, ArgLayout::plain});
-  CHECK(p.tasks[3].op == "conv2d_nchwc");
+  CHECK(p.tasks[3].op_name() == "conv2d_nchwc");
   CHECK(p.tasks[3].pattern == "Conv+BatchNormalization+Relu");
   CHECK(p.tasks[3].params.at("bias") == 1);
   CHECK(p.tasks[3].params.at("act") == 1);
@@ -209,7 +209,7 @@ TEST_CASE("plan: Gemm with transB and a bias, MatMul + Add + GELU subgraphs in t
   b.node("Mul", {"q3", "p3"}, {"y"});
   Plan p = plan(b);
   REQUIRE(p.tasks.size() == 4);
-  CHECK(p.tasks[0].op == "gemm");
+  CHECK(p.tasks[0].op_name() == "gemm");
   CHECK(p.tasks[0].params == Params{{"M", 4}, {"N", 32}, {"K", 64}, {"bias", 1}, {"act", 1}});
   CHECK(p.tasks[0].pattern == "Gemm+Relu");
   CHECK(layouts(task_step(p, 0)) ==
@@ -246,17 +246,17 @@ TEST_CASE("plan: attention with a symbolic sequence: batch_matmul, softmax, dyna
   Plan p = plan(b, 8, {{"seq", 16}});
   CHECK(p.symbols == std::map<std::string, std::int64_t>{{"seq", 16}});
   REQUIRE(p.tasks.size() == 4);
-  CHECK(p.tasks[0].op == "gemm");
+  CHECK(p.tasks[0].op_name() == "gemm");
   CHECK(p.tasks[0].params == Params{{"M", 16}, {"N", 32}, {"K", 32}});
   CHECK(p.tasks[0].occurrences == 3);
   CHECK(p.tasks[0].dynamic == std::vector<DynamicParam>{{"M", "seq", 1}});
-  CHECK(p.tasks[1].op == "batch_matmul");
+  CHECK(p.tasks[1].op_name() == "batch_matmul");
   CHECK(p.tasks[1].params == Params{{"batch", 4}, {"M", 16}, {"N", 16}, {"K", 8}});
   CHECK(p.tasks[1].dynamic == std::vector<DynamicParam>{{"M", "seq", 1}, {"N", "seq", 1}});
-  CHECK(p.tasks[2].op == "softmax");
+  CHECK(p.tasks[2].op_name() == "softmax");
   CHECK(p.tasks[2].params == Params{{"rows", 64}, {"cols", 16}});
   CHECK(p.tasks[2].dynamic == std::vector<DynamicParam>{{"cols", "seq", 1}, {"rows", "seq", 4}});
-  CHECK(p.tasks[3].op == "batch_matmul");
+  CHECK(p.tasks[3].op_name() == "batch_matmul");
   CHECK(p.tasks[3].params == Params{{"batch", 4}, {"M", 16}, {"N", 8}, {"K", 16}});
   CHECK(p.tasks[3].dynamic == std::vector<DynamicParam>{{"K", "seq", 1}, {"M", "seq", 1}});
   REQUIRE(p.untuned.size() == 2);
@@ -292,7 +292,7 @@ TEST_CASE("plan: layernorm fuses the residual Add before it, its epsilon must be
   b.node("LayerNormalization", {"y", "gamma", "beta"}, {"z"}).f("epsilon", 3e-5f);
   Plan p = plan(b);
   REQUIRE(p.tasks.size() == 1);
-  CHECK(p.tasks[0].op == "layernorm");
+  CHECK(p.tasks[0].op_name() == "layernorm");
   CHECK(p.tasks[0].params == Params{{"rows", 12}, {"cols", 16}, {"eps", 12}, {"residual", 1}});
   CHECK(p.tasks[0].pattern == "Add+LayerNormalization");
   CHECK(values(task_step(p, 0)) == std::vector<std::string>{"x", "gamma", "beta", "r", "y"});
@@ -316,7 +316,7 @@ TEST_CASE("plan: elementwise nodes, pools, and what stays untuned with its reaso
   b.node("Resize", {"d", "", "", "sizes"}, {"z"});
   Plan p = plan(b);
   std::vector<std::string> ops;
-  for (const auto& t : p.tasks) ops.push_back(t.op + ":" + t.pattern);
+  for (const auto& t : p.tasks) ops.push_back(t.op_name() + ":" + t.pattern);
   CHECK(ops == std::vector<std::string>{"pool2d:MaxPool", "elementwise:Sigmoid", "elementwise:Mul",
                                         "pool2d:AveragePool", "pool2d:GlobalAveragePool"});
   CHECK(p.tasks[0].params == Params{{"N", 1}, {"C", 8}, {"H", 9}, {"W", 9}, {"R", 3}, {"S", 3}, {"stride", 2},

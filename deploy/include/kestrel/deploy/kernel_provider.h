@@ -48,7 +48,7 @@ class ExportedLibrary final : public KernelProvider {
  public:
   // Throws ModelError when the library is missing, does not load, or lacks
   // kestrel_dispatch / kestrel_dispatch_which.
-  ExportedLibrary(const std::string& dir, const ops::Registry& ops, unsigned threads);
+  ExportedLibrary(const std::string& dir, unsigned threads);
   ~ExportedLibrary() override;
   ExportedLibrary(const ExportedLibrary&) = delete;
   ExportedLibrary& operator=(const ExportedLibrary&) = delete;
@@ -69,7 +69,7 @@ class ExportedLibrary final : public KernelProvider {
 // the host's traits. Compiled once per workload (prepare() compiles all in parallel).
 class CompiledKernels final : public KernelProvider {
  public:
-  CompiledKernels(const ops::Registry& ops, unsigned threads, std::map<std::string, ops::Config> configs = {});
+  CompiledKernels(unsigned threads, std::map<std::string, ops::Config> configs = {});
   ~CompiledKernels() override;
   CompiledKernels(const CompiledKernels&) = delete;
   CompiledKernels& operator=(const CompiledKernels&) = delete;

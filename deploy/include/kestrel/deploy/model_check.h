@@ -39,7 +39,7 @@ std::map<std::string, Tensor> random_inputs(const model::Graph& graph, std::uint
 // The runner built for a check: as Runner's constructor, with a ModelError (a step that
 // cannot run, a kernel that cannot be prepared) thrown as ModelRunError.
 std::unique_ptr<Runner> make_checked_runner(const model::Graph& graph, const model::Plan& plan, KernelProvider& kernels,
-                                            const ops::Registry& ops, std::map<std::string, std::int64_t> symbols);
+                                            std::map<std::string, std::int64_t> symbols);
 
 struct Latency {
   double median_ms = 0, min_ms = 0;

@@ -41,10 +41,9 @@ struct ModelKernels {
 };
 
 // The kernels of `plan`'s tasks, run on a pool of `threads` threads; `target` is this
-// machine's (host::parse_target("native")). `ops` must outlive the provider. Throws
+// machine's (host::parse_target("native")). Throws
 // ModelError when the exported library cannot be loaded, RecordsError when the records
 // cannot be opened (they are never created).
-ModelKernels model_kernels(const KernelSource& source, const model::Plan& plan, const ops::Registry& ops,
-                           const host::Target& target, unsigned threads);
+ModelKernels model_kernels(const KernelSource& source, const model::Plan& plan, const host::Target& target, unsigned threads);
 
 }  // namespace kestrel::deploy

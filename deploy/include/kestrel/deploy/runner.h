@@ -25,10 +25,10 @@ class Runner {
   // `graph` bound at the run's symbol values (Model::bind), `plan` from plan_model (at
   // those values, or at a bucket's: a task's dynamic params then follow `symbols`),
   // `symbols` the run's values. Repacks the initializers the task steps use once. The
-  // graph, plan, kernels and ops are borrowed and must outlive the runner. Throws
-  // ModelError for a step that cannot run (a portable step of an operator with no
-  // portable implementation, a task of an op not in `ops`) and from kernels.prepare().
-  Runner(const model::Graph& graph, const model::Plan& plan, KernelProvider& kernels, const ops::Registry& ops,
+  // graph, plan (with the registry its tasks' ops live in) and kernels are borrowed and
+  // must outlive the runner. Throws ModelError for a step that cannot run (a portable
+  // step of an operator with no portable implementation) and from kernels.prepare().
+  Runner(const model::Graph& graph, const model::Plan& plan, KernelProvider& kernels,
          std::map<std::string, std::int64_t> symbols = {});
   ~Runner();
   Runner(const Runner&) = delete;

@@ -11,10 +11,14 @@
 #include "kestrel/model/graph.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/ops/target_traits.h"
+#include "kestrel/ops/workload_sets.h"
 
 namespace kestrel::model {
 
 struct PlanOptions {
+  // The ops a plan's tasks point to (their CPU variants); it must outlive the plan. Null:
+  // ops::builtin_registry(), which lives as long as the process.
+  const ops::Registry* registry = nullptr;
   // Channels per block of the NCHWc layout the convolutions and pools use; 0: from the
   // traits (their fp32 lanes per vector, at least 4: 16 on AVX-512, 8 on AVX2, 4 on NEON).
   std::int64_t block = 0;
@@ -36,14 +40,15 @@ struct DynamicParam {
 // "M=seq,rows=12*seq"; empty when there are none.
 std::string to_string(const std::vector<DynamicParam>& dynamic);
 
-// One distinct Kestrel task of the model (at this plan's symbol values).
-struct ModelTask {
-  std::string op;                       // Kestrel op name ("conv2d_nchwc")
-  ops::Params params;                   // its workload, validated by the op
+// One distinct Kestrel task of the model (at this plan's symbol values): an op's
+// workload, the op being the CPU variant from PlanOptions::registry, labelled
+// "<pattern> <params>" ("Conv+Add+Relu C=64,H=56,...").
+struct ModelTask : ops::Workload {
   std::vector<DynamicParam> dynamic;    // params that follow a symbol; empty: static
   std::string pattern;                  // the ONNX operators it covers: "Conv+Add+Relu"
   int occurrences = 0;                  // instances in the model
   double flops = 0;                     // per instance (the op's count)
+  std::string op_name() const;          // op->name(): "conv2d_nchwc"
   std::string key() const;              // "<op>/<format_params(params)>"
   // key() plus the run-time parameters ("/M=1seq/N=1seq"): what makes two tasks distinct
   // in a plan and two kernels distinct in an export.

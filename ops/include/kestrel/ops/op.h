@@ -173,6 +173,9 @@ class Registry {
 // with its layout transform layout_nchwc, batch_matmul (CPU), and the GPU variants of
 // gemm, conv2d and batch_matmul (CUDA and OpenCL).
 Registry builtin_ops();
+// The built-in ops, built once and kept, unchanged, for the life of the process: for
+// values that point to an op and outlive the code that made them (a model's plan).
+const Registry& builtin_registry();
 
 // Parses "M=512,N=256,K=128" (or "512x256x128" in the order of params()) into a
 // validated workload; missing parameters take their fallback, and optional parameters

@@ -1,7 +1,7 @@
 // kestrel-bench-zero-shot: how good a cross-workload cost model's zero-shot picks are on
 // workloads it never saw, measured on this machine.
 //
-// Input: a model (.kcm, from `kestrel model train`) and a records database of held-out
+// Input: a model (.kcm, from `kestrel cost-model train`) and a records database of held-out
 // workloads tuned in full (`kestrel tune` or `kestrel datagen` on workloads the model's
 // training data excluded). For every held-out workload of this machine's target whose op
 // the model covers: the zero-shot pick (tuner::zero_shot_pick, no measurement; its time
@@ -17,7 +17,7 @@
 // model and warm-started by it (TuneOptions::prior_model); the table gives the trials
 // each run needed to reach 95% of the from-scratch run's best.
 //
-//   kestrel-bench-zero-shot --model-file M.kcm --db HELD.db [--ops gemm,conv2d_nchwc]
+//   kestrel-bench-zero-shot --cost-model M.kcm --db HELD.db [--ops gemm,conv2d_nchwc]
 //       [--passes 3] [--repeat 5] [--threads 1] [--verify 5] [--limit N]
 //       [--transfer T] [--transfer-workloads 6]
 //
@@ -68,10 +68,10 @@ struct Options {
 };
 
 const char* const kUsage =
-    "usage: kestrel-bench-zero-shot --model-file M.kcm --db HELD.db [--ops LIST] [--passes 3] [--repeat 5]\n"
+    "usage: kestrel-bench-zero-shot --cost-model M.kcm --db HELD.db [--ops LIST] [--passes 3] [--repeat 5]\n"
     "                               [--threads 1] [--verify 5] [--limit N] [--transfer T]\n"
     "                               [--transfer-workloads 6]\n"
-    "  --model-file F        the cross-workload model (kestrel model train)\n"
+    "  --cost-model F        the cross-workload model (kestrel cost-model train)\n"
     "  --db F                records of held-out workloads, tuned in full (never in the model's data)\n"
     "  --ops LIST            only these ops (default: every op the model covers)\n"
     "  --passes/--repeat     interleaved passes over pick, tuned best and default; rounds per pass\n"
@@ -112,7 +112,7 @@ Options parse(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
-    } else if (arg == "--model-file") {
+    } else if (arg == "--cost-model") {
       o.model_file = need();
     } else if (arg == "--db") {
       o.db = need();
@@ -136,7 +136,7 @@ Options parse(int argc, char** argv) {
       throw std::invalid_argument("unknown argument '" + arg + "'\n" + kUsage);
     }
   }
-  if (o.model_file.empty() || o.db.empty()) throw std::invalid_argument(std::string("--model-file and --db are required\n") + kUsage);
+  if (o.model_file.empty() || o.db.empty()) throw std::invalid_argument(std::string("--cost-model and --db are required\n") + kUsage);
   return o;
 }
 

@@ -149,31 +149,6 @@ std::int64_t Args::get_int(const std::string& name, std::int64_t fallback, std::
 
 std::string Args::help() const { return output_.empty() ? app_->help() : output_; }
 
-std::chrono::seconds parse_duration(const std::string& option, const std::string& text) {
-  if (text.empty()) throw UsageError(option + " needs a value such as 90s, 15m or 2h");
-  const char unit = text.back();
-  const bool has_unit = !std::isdigit(static_cast<unsigned char>(unit));
-  if (has_unit && unit != 's' && unit != 'm' && unit != 'h') {
-    throw UsageError(option + " '" + text + "' has an unknown unit '" + std::string(1, unit) +
-                     "' (use s, m or h, e.g. 90s, 15m or 2h)");
-  }
-  std::string number = has_unit ? text.substr(0, text.size() - 1) : text;
-  long value = 0;
-  try {
-    std::size_t used = 0;
-    if (number.empty() || !std::isdigit(static_cast<unsigned char>(number[0]))) throw std::invalid_argument("");
-    value = std::stol(number, &used);
-    if (used != number.size() || value < 0) throw std::invalid_argument("");
-  } catch (const std::exception&) {
-    throw UsageError(option + " '" + text + "' is not a duration such as 90s, 15m or 2h");
-  }
-  switch (unit) {
-    case 'h': return std::chrono::hours(value);
-    case 'm': return std::chrono::minutes(value);
-    default: return std::chrono::seconds(value);
-  }
-}
-
 std::string unknown_action(const std::string& word, const std::vector<std::string>& actions) {
   std::string list;
   for (std::size_t i = 0; i < actions.size(); ++i) {

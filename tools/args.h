@@ -65,11 +65,8 @@ class Args {
   std::string output_;                         // what --help / --version print
 };
 
-// A duration option's value: "90", "90s", "15m", "2h". Throws UsageError naming
-// `option` ("--time-budget") for anything else.
-std::chrono::seconds parse_duration(const std::string& option, const std::string& text);
 
-// Commands made of actions ("kestrel records export", "kestrel model train"): the
+// Commands made of actions ("kestrel records export", "kestrel cost-model train"): the
 // message for a word that is none of `actions`, naming the closest one and listing
 // them all, e.g. "unknown action 'exprot' (did you mean 'export'?); the actions are
 // export, import and migrate".

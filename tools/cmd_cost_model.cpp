@@ -1,4 +1,4 @@
-// `kestrel model train|show|eval`: the cross-workload ("zero-shot") cost model. train fits
+// `kestrel cost-model train|show|eval`: the cross-workload ("zero-shot") cost model. train fits
 // one ranking model per op and target class on records databases and writes a .kcm file
 // with its held-out ranking quality; show prints what a file holds; eval measures a file's
 // ranking quality on other records (workloads it never saw).
@@ -21,14 +21,14 @@ namespace kestrel::tools {
 namespace {
 
 const char* kUsage =
-    "usage: kestrel model train --db FILE [--db FILE ...] -o MODEL.kcm [--op NAME ...] [--folds N] [--seed N] [--json]\n"
-    "       kestrel model show MODEL.kcm [--json]\n"
-    "       kestrel model eval --model-file MODEL.kcm --db FILE [--db FILE ...] [--op NAME ...] [--json]\n"
+    "usage: kestrel cost-model train --db FILE [--db FILE ...] -o MODEL.kcm [--op NAME ...] [--folds N] [--seed N] [--json]\n"
+    "       kestrel cost-model show MODEL.kcm [--json]\n"
+    "       kestrel cost-model eval --cost-model MODEL.kcm --db FILE [--db FILE ...] [--op NAME ...] [--json]\n"
     "\n"
     "The cross-workload cost model: one ranking model per op and target class, trained on the\n"
     "records of many workloads, that orders the configurations of a workload it never saw\n"
-    "(kestrel tune --zero-shot, kestrel export --model-file).\n"
-    "`kestrel model ACTION --help` explains each action.\n";
+    "(kestrel tune --zero-shot, kestrel export --cost-model).\n"
+    "`kestrel cost-model ACTION --help` explains each action.\n";
 
 std::string fixed(double value, int digits) {
   char buffer[64];
@@ -94,7 +94,7 @@ nlohmann::json models_json(const std::vector<tuner::OpModelInfo>& models, bool w
 }
 
 int train(int argc, char** argv) {
-  Args args("kestrel model train",
+  Args args("kestrel cost-model train",
             "Trains a cross-workload ranking model per op and target class on the records of the databases\n"
             "(Kestrel's own kernels; vendor records are skipped), measures its ranking quality on workloads\n"
             "held out of training (leave-workloads-out folds) and writes the model file. Progress on stderr.\n"
@@ -117,7 +117,7 @@ int train(int argc, char** argv) {
   options.folds = static_cast<std::size_t>(args.get_int("folds", 5, 0, 100));
   if (options.folds == 1) throw UsageError("--folds must be 0 (none) or at least 2");
   options.seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
-  options.progress = [](const std::string& line) { std::cerr << "kestrel model train: " << line << "\n"; };
+  options.progress = [](const std::string& line) { std::cerr << "kestrel cost-model train: " << line << "\n"; };
   const auto records = read_records(args.get_all("db"));
   const ops::Registry registry = ops::builtin_ops();
   const tuner::CrossModel model = tuner::CrossModel::train(records, registry, options);
@@ -134,7 +134,7 @@ int train(int argc, char** argv) {
 }
 
 int show(int argc, char** argv) {
-  Args args("kestrel model show", "Prints the models of a cost model file: op, target class, what each trained on\n"
+  Args args("kestrel cost-model show", "Prints the models of a cost model file: op, target class, what each trained on\n"
                                   "and its held-out ranking quality.");
   args.positional("file", "the model file (.kcm)");
   args.flag("json", "print JSON (with the feature names and trained workloads)");
@@ -142,7 +142,7 @@ int show(int argc, char** argv) {
     std::cout << args.help();
     return 0;
   }
-  if (!args.has("file")) throw UsageError("a model file is required: kestrel model show MODEL.kcm");
+  if (!args.has("file")) throw UsageError("a model file is required: kestrel cost-model show MODEL.kcm");
   const tuner::CrossModel model = tuner::CrossModel::load(args.get("file"));
   if (args.has("json")) {
     std::cout << nlohmann::json{{"model_file", args.get("file")},
@@ -159,12 +159,12 @@ int show(int argc, char** argv) {
 }
 
 int eval(int argc, char** argv) {
-  Args args("kestrel model eval",
+  Args args("kestrel cost-model eval",
             "Measures a cost model file's ranking quality on the records of the databases, every workload\n"
             "treated as unseen: top-1 / top-5 recall of the measured best, Kendall's tau, and pick (measured\n"
             "best / cost of the model's first pick). Exit status: 0; 1 for an unreadable file or database, or\n"
             "records that none of the file's models can rank; 2 usage.");
-  args.option("model-file", "FILE", "the model file (.kcm)");
+  args.option("cost-model", "FILE", "the model file (.kcm)");
   args.multi_option("db", "FILE|URI", "records database (SQLite file or PostgreSQL URI)");
   args.multi_option("op", "NAME", "only this op");
   args.flag("json", "print JSON instead of a table");
@@ -172,9 +172,9 @@ int eval(int argc, char** argv) {
     std::cout << args.help();
     return 0;
   }
-  if (!args.has("model-file")) throw UsageError("--model-file is required (the model to evaluate)");
+  if (!args.has("cost-model")) throw UsageError("--cost-model is required (the model to evaluate)");
   if (!args.has("db")) throw UsageError("--db is required (the records to evaluate on)");
-  const tuner::CrossModel model = tuner::CrossModel::load(args.get("model-file"));
+  const tuner::CrossModel model = tuner::CrossModel::load(args.get("cost-model"));
   const auto records = read_records(args.get_all("db"));
   const ops::Registry registry = ops::builtin_ops();
   const std::vector<std::string> only = args.get_all("op");
@@ -201,7 +201,7 @@ int eval(int argc, char** argv) {
     for (const auto& [m, q] : rows) {
       results.push_back({{"op", m->op}, {"target_class", m->target_class}, {"quality", quality_json(q)}});
     }
-    std::cout << nlohmann::json{{"model_file", args.get("model-file")}, {"results", results}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"model_file", args.get("cost-model")}, {"results", results}}.dump(2) << "\n";
     return 0;
   }
   std::cout << pad("OP", 18) << pad("CLASS", 7) << "WORKLOADS TOP-1  TOP-5  TAU    PICK\n";
@@ -217,12 +217,12 @@ int run_cost_model(int argc, char** argv) {
     return argc < 3 ? 2 : 0;
   }
   const std::string action = argv[2];
-  const std::string program = "kestrel model " + action;
+  const std::string program = "kestrel cost-model " + action;
   try {
     if (action == "train") return train(argc, argv);
     if (action == "show") return show(argc, argv);
     if (action == "eval") return eval(argc, argv);
-    std::cerr << "kestrel model: " << unknown_action(action, {"train", "show", "eval"}) << "\n\n" << kUsage;
+    std::cerr << "kestrel cost-model: " << unknown_action(action, {"train", "show", "eval"}) << "\n\n" << kUsage;
     return 2;
   } catch (...) {
     return report_error(program, std::current_exception());

@@ -126,7 +126,7 @@ std::vector<tuner::TuneJob> family_jobs(const Family& family, const ops::Registr
 
 int run_datagen(int argc, char** argv) {
   Args args("kestrel datagen",
-            "Builds a records database to train a cross-workload cost model on (kestrel model train): tunes a\n"
+            "Builds a records database to train a cross-workload cost model on (kestrel cost-model train): tunes a\n"
             "family of workloads on a device, each with the same number of trials, in turn. The family is random\n"
             "shapes of the ops (--ops, --random), the workloads of named sets (--sets) and the tasks of ONNX\n"
             "models (--model); --exclude-sets keeps held-out workloads out of it. Without --tracker it tunes\n"
@@ -159,7 +159,7 @@ int run_datagen(int argc, char** argv) {
       "Overnight on a board:\n"
       "  kestrel datagen --tracker host:9190 --key rpi4 --db rpi4.db --random 40 --time-budget 8h \\\n"
       "                  --exclude-sets resnet50-conv\n"
-      "  kestrel model train --db rpi4.db -o rpi4.kcm");
+      "  kestrel cost-model train --db rpi4.db -o rpi4.kcm");
   try {
     if (!args.parse(argc, argv, 2)) {
       std::cout << args.help();
@@ -211,7 +211,7 @@ int run_datagen(int argc, char** argv) {
     options.vendors = "none";
     options.measure = measure_options(args);
     std::chrono::seconds budget{0};
-    if (args.has("time-budget")) budget = parse_duration("--time-budget", args.get("time-budget"));
+    if (args.has("time-budget")) budget = frontend::parse_duration("--time-budget", args.get("time-budget"));
     if (budget.count() > 0) {
       // An equal share per workload: every workload gets measured, none takes the night.
       options.time_budget = std::max(std::chrono::seconds(1), budget / static_cast<long>(preview.size()));
@@ -251,7 +251,7 @@ int run_datagen(int argc, char** argv) {
     }
     std::cout << session.results.size() << "/" << jobs.size() << " workloads tuned, " << measured
               << " configurations measured this run, " << trials << " in all\n"
-              << "records: " << db->location() << " (next: kestrel model train --db " << db->location()
+              << "records: " << db->location() << " (next: kestrel cost-model train --db " << db->location()
               << " -o model.kcm)\n";
     if (session.results.size() < jobs.size()) {
       std::cout << jobs.size() - session.results.size() << " workloads left: run the same command again to go on\n";

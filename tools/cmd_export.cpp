@@ -88,7 +88,7 @@ int run_export(int argc, char** argv) {
   Args args("kestrel export",
             "Writes a kernel library for a target: every task of the model (at each bucket of its symbolic\n"
             "dimensions) compiled at its best recorded configuration, or when the task has no record at the\n"
-            "cost model's pick (--model-file) or the op's default, linked into libkestrel_kernels.so and .a with\n"
+            "cost model's pick (--cost-model) or the op's default, linked into libkestrel_kernels.so and .a with\n"
             "kestrel_kernels.h (a dispatcher by shape and one typed entry per op), the target's libkestrel_rt and a\n"
             "manifest. See docs/export.md.");
   args.option("db", "FILE|URI", "records database (from kestrel tune): SQLite file or PostgreSQL URI", "kestrel.db");
@@ -102,7 +102,7 @@ int run_export(int argc, char** argv) {
   args.option("block", "N", "channels per block of the convolutions' NCHWc layout (default: the target's)");
   args.option("runtime-dir", "DIR", "where the target's libkestrel_rt.{a,so} is (default: $KESTREL_RUNTIME_DIR, "
                                     "then the build trees beside kestrel)");
-  args.option("model-file", "FILE", "a cross-workload cost model (kestrel model train): tasks with no record get its "
+  args.option("cost-model", "FILE", "a cross-workload cost model (kestrel cost-model train): tasks with no record get its "
                                     "zero-shot pick instead of the op's default");
   args.flag("json", "print the report as JSON");
   try {
@@ -114,8 +114,8 @@ int run_export(int argc, char** argv) {
     if (!args.has("out")) throw UsageError("-o/--out is required (the folder the library is written to)");
     // The cost model first: a missing or foreign file fails before anything is read.
     std::shared_ptr<const tuner::CrossModel> cost_model;
-    if (args.has("model-file")) {
-      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(args.get("model-file")));
+    if (args.has("cost-model")) {
+      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(args.get("cost-model")));
     }
     host::Target target;
     try {
@@ -135,7 +135,7 @@ int run_export(int argc, char** argv) {
     options.runtime_dir = args.get("runtime-dir");
     options.model = args.get("model");
     options.cost_model = cost_model;
-    options.cost_model_path = args.get("model-file");
+    options.cost_model_path = args.get("cost-model");
     const std::int64_t block = args.get_int("block", 0, 0, 64);
     for (const model::Binding& binding : buckets) {
       model::PlanOptions plan_options;
@@ -155,7 +155,7 @@ int run_export(int argc, char** argv) {
           if (::isatty(2)) std::cerr << "\rcompiling kernels " << done << "/" << total << std::flush;
           if (done == total) std::cerr << (::isatty(2) ? "\n" : "compiled " + std::to_string(total) + " kernels\n");
         });
-    if (json) std::cout << report_json(report, target.to_string(), args.get("model-file")).dump(2) << "\n";
+    if (json) std::cout << report_json(report, target.to_string(), args.get("cost-model")).dump(2) << "\n";
     else print_table(report, options.out_dir);
     return 0;
   } catch (...) {

@@ -222,27 +222,17 @@ int run_tune(int argc, char** argv) {
                                "expected to cut the model's latency most");
   args.option("buckets", "SIZES", "with --model: sizes its symbolic dimensions are tuned at, e.g. seq=8,32,128 "
                                   "(default 8,32,128)");
-  args.option("trials-per-task", "N", "with --model: at most N trials per task, earlier runs included (default: 64, "
-                                      "no limit with --time-budget)");
   args.option("block", "N", "with --model: channels per block of the convolutions' NCHWc layout (default: the "
                             "target's floats per vector)");
   args.option("workloads", "SETS", "tune every workload of these named sets in turn, e.g. gemm-square,resnet18-conv "
                                    "(see `kestrel bench --list-sets`); --op then replaces the sets' op");
   args.option("only", "LABELS", "with --workloads: only these workloads, by label (e.g. 1024,layer2.conv)");
-  args.option("trials", "N", "total configurations to measure for this workload and target, earlier runs included",
-              "200");
-  args.option("time-budget", "DURATION", "stop after this long, e.g. 15m");
+  declare(args, frontend::budget_option_specs());
   args.option("db", "FILE|URI", "records database: an SQLite file or postgresql://user@host/db; created if missing",
               "kestrel.db");
   declare(args, frontend::search_option_specs());
   declare(args, frontend::session_option_specs());
-  args.flag("no-transfer", "do not seed the cost model with records of other workloads");
-  args.option("model-file", "FILE", "a cross-workload cost model (kestrel model train): warm-starts the search (sa), "
-                                    "or with --zero-shot picks without searching");
-  args.flag("zero-shot", "no search: the cost model (--model-file) picks the configuration in seconds, measuring "
-                         "nothing and recording nothing (one pick per workload with --workloads)");
-  args.option("zero-shot-verify", "N", "with --zero-shot: measure the model's top N and the default once (recorded) "
-                                       "and keep the fastest", "0");
+  declare(args, frontend::cost_model_option_specs());
   args.flag("quiet", "no progress output");
   args.flag("json", "print the result as JSON");
   add_pool_options(args);
@@ -266,7 +256,7 @@ int run_tune(int argc, char** argv) {
       "from how fast similar tasks run), until --trials-per-task or --time-budget. The budget\n"
       "covers the search: each task's final re-measurement follows it (seconds per task).\n"
       "Run it again to resume; then `kestrel export --model ... --db ...`.\n\n"
-      "With --model-file (a cost model from `kestrel model train`), the model's ranking of the\n"
+      "With --cost-model (a cost model from `kestrel cost-model train`), the model's ranking of the\n"
       "configurations warm-starts the search, fading as measurements arrive. With --zero-shot\n"
       "too there is no search: the model picks in seconds, without a device when the target is\n"
       "known (--target native or a triple, or this machine); --zero-shot-verify N measures its\n"
@@ -279,34 +269,22 @@ int run_tune(int argc, char** argv) {
       return 0;
     }
     set_log_level(args, "warn");
-    const bool zero_shot = args.has("zero-shot");
-    if (zero_shot && !args.has("model-file")) {
-      throw UsageError("--zero-shot needs --model-file FILE (a cost model from kestrel model train)");
-    }
-    if (args.has("zero-shot-verify") && !zero_shot) throw UsageError("--zero-shot-verify goes with --zero-shot");
-    if (zero_shot && args.has("model")) {
-      throw UsageError("--zero-shot picks for --shape or --workloads; for a model's tasks, kestrel export --model-file "
-                       "picks each one without tuning");
-    }
-    const auto zero_shot_verify = static_cast<std::size_t>(args.get_int("zero-shot-verify", 0, 0, 1000));
-    // The cost model first: a missing or foreign file fails before anything starts.
-    std::shared_ptr<const tuner::CrossModel> cost_model;
-    if (args.has("model-file")) {
-      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(args.get("model-file")));
-    }
-    ops::Registry registry = ops::builtin_ops();
+    ArgsSource source(args);
     bool from_set = args.has("workloads");
     bool from_model = args.has("model");
+    // The cost model first: a missing or foreign file fails before anything starts.
+    const frontend::CostModelUse cost_model_use = frontend::cost_model_use(source, from_model);
+    const std::shared_ptr<const tuner::CrossModel>& cost_model = cost_model_use.model;
+    ops::Registry registry = ops::builtin_ops();
     std::vector<tuner::TuneJob> jobs;
     std::shared_ptr<const model::Model> model;
     std::vector<model::Binding> buckets;
     if (from_model) {
       if (args.has("shape") || from_set) throw UsageError("give one of --model, --shape and --workloads");
-      if (args.has("trials")) throw UsageError("with --model, give --trials-per-task or --time-budget (--trials is per workload)");
       model = std::make_shared<const model::Model>(model::Model::load(args.get("model")));
       buckets = model::parse_buckets(model->graph().symbols(), args.get("buckets"));
-    } else if (args.has("buckets") || args.has("trials-per-task") || args.has("block")) {
-      throw UsageError("--buckets, --trials-per-task and --block go with --model");
+    } else if (args.has("buckets") || args.has("block")) {
+      throw UsageError("--buckets and --block go with --model");
     } else if (from_set) {
       if (args.has("shape")) throw UsageError("give either --shape or --workloads, not both");
       std::string op_override = args.has("op") ? args.get("op") : "";
@@ -320,15 +298,7 @@ int run_tune(int argc, char** argv) {
       const ops::Op& op = registry.get(args.get("op", "gemm"));
       jobs.push_back({"", &op, ops::parse_params(op, args.get("shape"))});
     }
-    ArgsSource source(args);
-    tuner::TuneOptions options = frontend::tune_options(source, from_model ? 2 : 3);
-    options.trials = static_cast<std::size_t>(args.get_int("trials", 200, 1, 100'000'000));
-    if (args.has("time-budget")) options.time_budget = parse_duration("--time-budget", args.get("time-budget"));
-    if (from_model) {
-      options.trials = static_cast<std::size_t>(
-          args.get_int("trials-per-task", options.time_budget.count() > 0 ? 100'000'000 : 64, 1, 100'000'000));
-    }
-    options.transfer = !args.has("no-transfer");
+    tuner::TuneOptions options = frontend::tune_options(source, from_model);
     host::PoolOptions pool = pool_options(args, "kestrel tune");
     if (args.has("http")) {
       if (pool.tracker) {
@@ -342,7 +312,6 @@ int run_tune(int argc, char** argv) {
     const std::string db_path = records::without_password(db_arg);  // what messages show
     // Zero-shot picks without verification record nothing: an existing database is read
     // (never written), and none is created.
-    const frontend::CostModelUse cost_model_use{cost_model, args.get("model-file"), zero_shot, zero_shot_verify};
     const bool measures = frontend::measures(cost_model_use);
     std::unique_ptr<records::RecordStore> db = frontend::open_session_records(db_arg, measures);
 
@@ -390,7 +359,7 @@ int run_tune(int argc, char** argv) {
       } else if (!from_set) {
         nlohmann::json out = frontend::to_json(session.results.front());
         out["db"] = measures ? nlohmann::json(db_path) : nlohmann::json(nullptr);
-        if (cost_model) out["model_file"] = args.get("model-file");
+        if (cost_model) out["model_file"] = args.get("cost-model");
         std::cout << out.dump(2) << "\n";
       } else {
         nlohmann::json list = nlohmann::json::array();
@@ -402,13 +371,13 @@ int run_tune(int argc, char** argv) {
         nlohmann::json out = {{"workloads", list},
                               {"db", measures ? nlohmann::json(db_path) : nlohmann::json(nullptr)},
                               {"interrupted", session.interrupted}};
-        if (cost_model) out["model_file"] = args.get("model-file");
+        if (cost_model) out["model_file"] = args.get("cost-model");
         std::cout << out.dump(2) << "\n";
       }
     } else {
       for (std::size_t i = 0; i < session.results.size(); ++i) {
         if (from_set) std::cout << "\n== " << jobs[i].label;
-        print_summary(session.results[i], db_path, args.get("model-file"));
+        print_summary(session.results[i], db_path, args.get("cost-model"));
       }
       if (from_set && session.results.size() < jobs.size()) {
         std::cout << "\n" << jobs.size() - session.results.size() << " workloads of the set were not tuned (interrupted)\n";

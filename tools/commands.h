@@ -16,7 +16,7 @@ int run_model(int argc, char** argv);  // `kestrel run`
 int run_tasks(int argc, char** argv);
 int run_export(int argc, char** argv);
 int run_datagen(int argc, char** argv);
-int run_cost_model(int argc, char** argv);  // `kestrel model train|show|eval`
+int run_cost_model(int argc, char** argv);  // `kestrel cost-model train|show|eval`
 int run_dataset(int argc, char** argv);
 int run_plot(int argc, char** argv);  // `kestrel plot`: best-so-far charts from records
 

@@ -34,7 +34,7 @@ const std::vector<Command>& commands() {
       {"records", "export, import or migrate records (JSON lines; SQLite <-> PostgreSQL)", kestrel::tools::run_records},
       {"bench", "time the best kernels against OpenBLAS and oneDNN, side by side", kestrel::tools::run_bench},
       {"run", "run a model with Kestrel's kernels and check it against ONNX Runtime", kestrel::tools::run_model},
-      {"model", "train, show or evaluate the cross-workload (zero-shot) cost model", kestrel::tools::run_cost_model},
+      {"cost-model", "train, show or evaluate the cross-workload (zero-shot) cost model", kestrel::tools::run_cost_model},
       {"dataset", "export features and measured costs of records as CSV or Parquet", kestrel::tools::run_dataset},
       {"plot", "draw best-so-far curves (GFLOP/s against trials or time) from records as SVG or PNG",
        kestrel::tools::run_plot},
@@ -54,7 +54,7 @@ std::string usage() {
       "commands:\n";
   for (const Command& c : commands()) {
     std::string name = c.name;
-    out += "  " + name + std::string(10 - name.size(), ' ') + c.summary + "\n";
+    out += "  " + name + std::string(12 - name.size(), ' ') + c.summary + "\n";
   }
   out += "\n`kestrel <command> --help` explains each command; `kestrel --version` prints the version.\n";
   return out;
@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   }
   std::string command = argv[1];
   if (command == "--version") return run_version(argc, argv);
+  if (command == "model") command = "cost-model";  // its earlier name (an ONNX model is --model)
   std::vector<std::string> names;
   for (const Command& c : commands()) {
     if (command == c.name) return c.run(argc, argv);

@@ -12,6 +12,9 @@ std::int64_t ArgsSource::integer(const frontend::OptionSpec& spec) {
   return parse_int_option(name, args_.get(name), INT64_MIN, INT64_MAX);
 }
 bool ArgsSource::flag(const frontend::OptionSpec& spec) { return args_.has(std::string(spec.name)); }
+std::chrono::seconds ArgsSource::duration(const frontend::OptionSpec& spec) {
+  return frontend::parse_duration(spell(spec), args_.get(std::string(spec.name)));
+}
 std::string ArgsSource::spell(const frontend::OptionSpec& spec) const { return "--" + std::string(spec.name); }
 
 void declare(Args& args, const std::vector<frontend::OptionSpec>& specs) {

@@ -23,6 +23,7 @@ class ArgsSource final : public frontend::OptionSource {
   std::string text(const frontend::OptionSpec& spec) override;
   std::int64_t integer(const frontend::OptionSpec& spec) override;
   bool flag(const frontend::OptionSpec& spec) override;
+  std::chrono::seconds duration(const frontend::OptionSpec& spec) override;
   std::string spell(const frontend::OptionSpec& spec) const override;
 
  private:

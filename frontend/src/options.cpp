@@ -2,6 +2,7 @@
 #include "kestrel/frontend/options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <stdexcept>
 
@@ -87,6 +88,29 @@ const std::vector<OptionSpec> kSession = {
      kDay},
 };
 
+const std::vector<OptionSpec> kBudget = {
+    {"trials", OptionKind::integer, "N",
+     "total configurations to measure for this workload and target, earlier runs included", "200", 1, 100'000'000},
+    {"trials-per-task", OptionKind::integer, "N",
+     "with a model: at most N trials per task, earlier runs included (default: 64, no limit with a time budget)", "",
+     1, 100'000'000},
+    {"time-budget", OptionKind::duration, "DURATION", "stop searching after this long, e.g. 90s, 15m or 2h", "", 0, 0},
+    {"no-transfer", OptionKind::flag, "", "do not seed the cost model with records of other workloads", "", 0, 0},
+};
+
+const std::vector<OptionSpec> kCostModel = {
+    {"cost-model", OptionKind::text, "FILE",
+     "a cross-workload cost model (kestrel cost-model train): warm-starts the search (sa), or with --zero-shot picks "
+     "without searching",
+     "", 0, 0},
+    {"zero-shot", OptionKind::flag, "",
+     "no search: the cost model picks the configuration in seconds, measuring nothing and recording nothing (one "
+     "pick per workload of a set)",
+     "", 0, 0},
+    {"zero-shot-verify", OptionKind::integer, "N",
+     "with --zero-shot: measure the model's top N and the default once (recorded) and keep the fastest", "0", 0, 1000},
+};
+
 std::int64_t fallback_integer(const OptionSpec& spec) {
   return spec.fallback.empty() ? 0 : std::stoll(std::string(spec.fallback));
 }
@@ -114,9 +138,11 @@ const std::vector<OptionSpec>& target_option_specs() { return kTarget; }
 const std::vector<OptionSpec>& measure_option_specs() { return kMeasure; }
 const std::vector<OptionSpec>& search_option_specs() { return kSearch; }
 const std::vector<OptionSpec>& session_option_specs() { return kSession; }
+const std::vector<OptionSpec>& budget_option_specs() { return kBudget; }
+const std::vector<OptionSpec>& cost_model_option_specs() { return kCostModel; }
 
 const OptionSpec& option_spec(std::string_view name) {
-  for (const auto* list : {&kPool, &kTarget, &kMeasure, &kSearch, &kSession}) {
+  for (const auto* list : {&kPool, &kTarget, &kMeasure, &kSearch, &kSession, &kBudget, &kCostModel}) {
     for (const OptionSpec& spec : *list) {
       if (spec.name == name) return spec;
     }
@@ -173,14 +199,56 @@ rpc::MeasureSettings measure_settings(OptionSource& source) {
   return m;
 }
 
-tuner::TuneOptions tune_options(OptionSource& source, std::size_t final_top_default) {
+std::chrono::seconds parse_duration(const std::string& option, const std::string& text) {
+  if (text.empty()) throw UsageError(option + " needs a value such as 90s, 15m or 2h");
+  const char unit = text.back();
+  const bool has_unit = !std::isdigit(static_cast<unsigned char>(unit));
+  if (has_unit && unit != 's' && unit != 'm' && unit != 'h') {
+    throw UsageError(option + " '" + text + "' has an unknown unit '" + std::string(1, unit) +
+                     "' (use s, m or h, e.g. 90s, 15m or 2h)");
+  }
+  std::string number = has_unit ? text.substr(0, text.size() - 1) : text;
+  long value = 0;
+  try {
+    std::size_t used = 0;
+    if (number.empty() || !std::isdigit(static_cast<unsigned char>(number[0]))) throw std::invalid_argument("");
+    value = std::stol(number, &used);
+    if (used != number.size() || value < 0) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw UsageError(option + " '" + text + "' is not a duration such as 90s, 15m or 2h");
+  }
+  switch (unit) {
+    case 'h': return std::chrono::hours(value);
+    case 'm': return std::chrono::minutes(value);
+    default: return std::chrono::seconds(value);
+  }
+}
+
+tuner::TuneOptions tune_options(OptionSource& source, bool model) {
+  const OptionSpec& trials = option_spec("trials");
+  const OptionSpec& per_task = option_spec("trials-per-task");
+  const OptionSpec& budget = option_spec("time-budget");
+  if (model && source.has(trials)) {
+    throw UsageError("with a model, give " + source.spell(per_task) + " or " + source.spell(budget) + " (" +
+                     source.spell(trials) + " is per workload)");
+  }
+  if (!model && source.has(per_task)) throw UsageError(source.spell(per_task) + " goes with a model");
   tuner::TuneOptions tune;
+  if (source.has(budget)) tune.time_budget = source.duration(budget);
+  if (!model) {
+    tune.trials = static_cast<std::size_t>(integer_of(source, trials));
+  } else if (source.has(per_task)) {
+    tune.trials = static_cast<std::size_t>(integer_of(source, per_task));
+  } else {
+    tune.trials = tune.time_budget.count() > 0 ? static_cast<std::size_t>(per_task.max) : 64;
+  }
+  tune.transfer = !flag_of(source, "no-transfer");
   tune.strategy = checked_strategy(text_of(source, option_spec("strategy")));
   tune.early_stopping = static_cast<std::size_t>(integer_of(source, option_spec("early-stopping")));
   tune.batch_size = static_cast<std::size_t>(integer_of(source, option_spec("batch")));
   tune.seed = static_cast<std::uint64_t>(integer_of(source, option_spec("seed")));
   const OptionSpec& final_top = option_spec("final-top");
-  tune.final_top = source.has(final_top) ? static_cast<std::size_t>(integer_of(source, final_top)) : final_top_default;
+  tune.final_top = source.has(final_top) ? static_cast<std::size_t>(integer_of(source, final_top)) : model ? 2 : 3;
   tune.final_repeat = static_cast<std::uint32_t>(integer_of(source, option_spec("final-repeat")));
   tune.final_max_passes = static_cast<std::uint32_t>(integer_of(source, option_spec("final-max-passes")));
   const OptionSpec& vendors = option_spec("vendors");

@@ -28,6 +28,31 @@ void tune_model_tasks(tuner::SessionOptions& options, std::shared_ptr<const mode
   };
 }
 
+CostModelUse cost_model_use(OptionSource& source, bool model) {
+  const OptionSpec& file = option_spec("cost-model");
+  const OptionSpec& zero_shot = option_spec("zero-shot");
+  const OptionSpec& verify = option_spec("zero-shot-verify");
+  CostModelUse use;
+  use.zero_shot = source.flag(zero_shot);
+  use.zero_shot_verify = static_cast<std::size_t>(integer_of(source, verify));
+  if (use.zero_shot && !source.has(file)) {
+    throw UsageError(source.spell(zero_shot) + " needs " + source.spell(file) +
+                     " (a file of kestrel cost-model train)");
+  }
+  if (source.has(verify) && !use.zero_shot) {
+    throw UsageError(source.spell(verify) + " goes with " + source.spell(zero_shot));
+  }
+  if (use.zero_shot && model) {
+    throw UsageError(source.spell(zero_shot) + " picks for an op's workloads; for a model's tasks, kestrel export " +
+                     "(Python: kestrel.export) with a cost model picks each one without tuning");
+  }
+  if (source.has(file)) {  // loaded now: a missing or foreign file fails before anything starts
+    use.path = source.text(file);
+    use.model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(use.path));
+  }
+  return use;
+}
+
 bool measures(const CostModelUse& use) { return !use.zero_shot || use.zero_shot_verify > 0; }
 
 void use_cost_model(tuner::SessionOptions& options, const CostModelUse& use, const TargetPolicy& target,

@@ -101,21 +101,23 @@ def profile(op, shape, config=None, *, tracker=None, **options):
     return Result(_kestrel.profile(op, shape, config, options))
 
 
-def tune(op=None, shape=None, *, model=None, buckets=None, trials=None, batch=16, db="kestrel.db", strategy="sa",
-         seed=1, callback=None, tracker=None, cost_model=None, zero_shot=False, zero_shot_verify=0, **options):
+def tune(op=None, shape=None, *, model=None, buckets=None, trials=None, trials_per_task=None, time_budget=None,
+         batch=16, db="kestrel.db", strategy="sa", seed=1, callback=None, tracker=None, cost_model=None,
+         zero_shot=False, zero_shot_verify=None, **options):
     """Tunes `op` at `shape`, or every task of an ONNX `model`, in a tuning session
     (tuner::TuneSession): proposes configurations with `strategy` (sa, anneal, ga,
-    random, grid), compiles and measures them `batch` at a time until `trials` (200 for
-    an op; 64 per task for a model; earlier sessions in `db` included: running it again
-    resumes), records every measurement in `db` (an SQLite path, or a postgresql:// URI),
-    then re-measures the best beside the default.
+    random, grid), compiles and measures them `batch` at a time until `trials` (200;
+    earlier sessions in `db` included: running it again resumes) or `time_budget`
+    (seconds, or a text such as "15m"), records every measurement in `db` (an SQLite
+    path, or a postgresql:// URI), then re-measures the best beside the default.
 
     model: an ONNX file, tuned as `kestrel tune --model` does: its tasks (at each size of
     buckets=, e.g. "seq=8,32"; block= the NCHWc channels per block) made for the leased
     device's target and interleaved, the trials going to the tasks expected to cut the
-    model's latency most, until each has `trials` or time_budget_s runs out.
+    model's latency most, until each has `trials_per_task` (64; no limit with a
+    time_budget) or the time budget runs out.
 
-    cost_model: a file of `kestrel model train`: warm-starts the search; with
+    cost_model: a file of `kestrel cost-model train`: warm-starts the search; with
     zero_shot=True it picks the configuration without searching (without a device when
     the target is known: target="native", a triple, or this machine's), and
     zero_shot_verify=N measures its top N and the default once.
@@ -136,12 +138,12 @@ def tune(op=None, shape=None, *, model=None, buckets=None, trials=None, batch=16
     stop_reason, db, interrupted.
 
     tracker: "HOST:PORT" or a LocalPool; None starts the embedded pool for this session.
-    options: time_budget_s, early_stopping, final_top (3, 2 for a model; 0: no final
-    round), final_repeat, transfer, vendors, compile_threads, reconnect_ms, devices, the
-    pool's and the measuring options of profile(), target, mcpu, features.
+    options: early_stopping, final_top (3, 2 for a model; 0: no final round),
+    final_repeat, no_transfer, vendors, compile_threads, reconnect_ms, devices, the
+    pool's and the measuring options of profile(), target, mcpu, features: the options
+    of `kestrel tune`, spelled with underscores.
     """
-    if trials is not None:
-        options["trials"] = trials
+    options.update(trials=trials, trials_per_task=trials_per_task, time_budget=time_budget)
     options.update(batch=batch, db=_os.fspath(db), strategy=strategy, seed=seed, tracker=_tracker(tracker),
                    model=None if model is None else _os.fspath(model), buckets=buckets,
                    cost_model=None if cost_model is None else _os.fspath(cost_model), zero_shot=zero_shot,
@@ -274,7 +276,7 @@ def export(db, out, *, model=None, buckets=None, target="native", cpu=None, key=
     the target's libkestrel_rt (this package's for native).
 
     With model= (an ONNX file; buckets= e.g. "seq=8,32") every task of the model, at its
-    best record, else (with cost_model=, a file of `kestrel model train`) the cost
+    best record, else (with cost_model=, a file of `kestrel cost-model train`) the cost
     model's zero-shot pick, else the op's default; without it, every (op, workload) that
     has a best record for the target's triple in `db`. key: only records of that pool key. Returns a
     Result: kernels (op, params, config, origin, gflops, entry), files, runtime_copied,

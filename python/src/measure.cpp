@@ -46,6 +46,7 @@ class Options {
   Options(py::dict values, std::string what) : values_(std::move(values)), what_(std::move(what)) {}
 
   bool has(const char* key) const { return values_.contains(key) && !values_[key].is_none(); }
+  bool is_text(const char* key) const { return has(key) && py::isinstance<py::str>(values_[key]); }
   // has(), and the key counts as known (done() does not refuse it, None or not).
   bool given(const char* key) {
     taken_.insert(key);
@@ -81,7 +82,9 @@ class Options {
   double number(const char* key, double fallback) {
     py::object v = take(key);
     if (v.is_none()) return fallback;
-    if (!py::isinstance<py::int_>(v) && !py::isinstance<py::float_>(v)) throw UsageError(std::string(key) + " must be a number");
+    if ((!py::isinstance<py::int_>(v) && !py::isinstance<py::float_>(v)) || py::isinstance<py::bool_>(v)) {
+      throw UsageError(std::string(key) + " must be a number, not " + py::repr(v).cast<std::string>());
+    }
     return v.cast<double>();
   }
   bool flag(const char* key, bool fallback = false) {
@@ -127,6 +130,16 @@ class DictSource final : public frontend::OptionSource {
     return o_.integer(key(spec).c_str(), 0, INT64_MIN, INT64_MAX);
   }
   bool flag(const frontend::OptionSpec& spec) override { return o_.flag(key(spec).c_str()); }
+  // A number of seconds, or the command line's text ("15m").
+  std::chrono::seconds duration(const frontend::OptionSpec& spec) override {
+    const std::string name = key(spec);
+    if (o_.is_text(name.c_str())) return frontend::parse_duration(name, o_.str(name.c_str()));
+    const double seconds = o_.number(name.c_str(), 0);
+    if (!(seconds >= 0) || seconds > 1e9) {
+      throw UsageError(name + " must be a number of seconds (or a text such as \"15m\"), not " + std::to_string(seconds));
+    }
+    return std::chrono::seconds(static_cast<std::int64_t>(std::ceil(seconds)));
+  }
   std::string spell(const frontend::OptionSpec& spec) const override { return key(spec); }
 
  private:
@@ -143,7 +156,6 @@ host::PoolOptions pool_of(Options& o, std::string client_name) {
   DictSource source(o);
   std::optional<rpc::Token> token = token_of(o);
   host::PoolOptions pool = frontend::pool_options(source, std::move(token), std::move(client_name));
-  pool.devices = static_cast<unsigned>(o.integer("devices", 1, 1, 4096));
   return pool;
 }
 
@@ -315,12 +327,9 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
   }
 
   DictSource source(o);
-  // A model has tens of tasks, each tuned to `trials` (64 by default) and re-measured
-  // after the search: two finalists each.
-  tuner::TuneOptions tune = frontend::tune_options(source, model ? 2 : 3);
-  tune.trials = static_cast<std::size_t>(o.integer("trials", model ? 64 : 200, 1, 100'000'000));
-  tune.time_budget = std::chrono::seconds(o.integer("time_budget_s", 0, 0, 365LL * 24 * 3600));
-  tune.transfer = o.flag("transfer", true);
+  // A model has tens of tasks, each tuned to `trials_per_task` (64 by default) and
+  // re-measured after the search: two finalists each.
+  tuner::TuneOptions tune = frontend::tune_options(source, model != nullptr);
   const std::string db_path = o.str("db", "kestrel.db");
 
   tuner::SessionOptions session_options;
@@ -329,20 +338,8 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
   tune.device_key = session_options.pool.key;
   session_options.tune = tune;
   session_options.registry = &registry;
-  // A cost model (kestrel model train) as the search's prior, or picking without a search.
-  frontend::CostModelUse cost_model;
-  if (std::optional<std::string> path = o.optional_str("cost_model")) {
-    cost_model.path = *path;
-    cost_model.model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(*path));
-  }
-  cost_model.zero_shot = o.flag("zero_shot");
-  cost_model.zero_shot_verify = static_cast<std::size_t>(o.integer("zero_shot_verify", 0, 0, 1000));
-  if (cost_model.zero_shot && !cost_model.model) throw UsageError("zero_shot needs cost_model= (a file of kestrel model train)");
-  if (cost_model.zero_shot_verify > 0 && !cost_model.zero_shot) throw UsageError("zero_shot_verify goes with zero_shot");
-  if (cost_model.zero_shot && model) {
-    throw UsageError("zero_shot picks for an op's workload; for a model's tasks, kestrel.export(cost_model=...) picks "
-                     "each one without tuning");
-  }
+  // A cost model (kestrel cost-model train) as the search's prior, or picking without a search.
+  const frontend::CostModelUse cost_model = frontend::cost_model_use(source, model != nullptr);
   frontend::use_cost_model(session_options, cost_model, target_of(o), model ? nullptr : jobs.front().op, registry);
   if (model) frontend::tune_model_tasks(session_options, model, buckets, block, registry);
   o.done();

@@ -127,7 +127,7 @@ def test_tune_a_model_tunes_each_of_its_tasks(tmp_path):
     _two_matmul_model(model)
     db = tmp_path / "model.db"
     calls = []
-    result = kestrel.tune(model=model, trials=4, batch=2, db=db, callback=lambda p: calls.append(dict(p)), **FAST)
+    result = kestrel.tune(model=model, trials_per_task=4, batch=2, db=db, callback=lambda p: calls.append(dict(p)), **FAST)
     assert result.model == os.fspath(model)
     assert len(result.tasks) == 2, result
     assert {t.op for t in result.tasks} == {"gemm"}
@@ -148,6 +148,33 @@ def test_tune_model_refuses_an_op_beside_it_and_options_of_models_without_one(tm
         kestrel.tune(model=tmp_path / "missing.onnx")
     with pytest.raises(kestrel.UsageError, match="zero_shot needs cost_model"):
         kestrel.tune("gemm", SHAPE, zero_shot=True)
+
+
+def test_tune_reads_the_budget_as_kestrel_tune_does(tmp_path):
+    # The budget options are kestrel tune's (frontend/options.h), spelled with underscores;
+    # each mistake is refused before a pool starts.
+    pytest.importorskip("onnx")
+    model = tmp_path / "two.onnx"
+    _two_matmul_model(model)
+    with pytest.raises(kestrel.UsageError, match="with a model, give trials_per_task or time_budget"):
+        kestrel.tune(model=model, trials=4)
+    with pytest.raises(kestrel.UsageError, match="trials_per_task goes with a model"):
+        kestrel.tune("gemm", SHAPE, trials_per_task=4)
+    with pytest.raises(kestrel.UsageError, match="time_budget '15x' has an unknown unit"):
+        kestrel.tune("gemm", SHAPE, time_budget="15x")
+    with pytest.raises(kestrel.UsageError, match="time_budget must be a number"):
+        kestrel.tune("gemm", SHAPE, time_budget=True)
+    with pytest.raises(kestrel.UsageError, match="zero_shot_verify goes with zero_shot"):
+        kestrel.tune("gemm", SHAPE, zero_shot_verify=2)
+    with pytest.raises(kestrel.UsageError, match="unknown tune option"):
+        kestrel.tune("gemm", SHAPE, time_budget_s=60)
+
+
+def test_tune_stops_at_a_time_budget_given_as_text_or_seconds(tmp_path):
+    for budget in ("2s", 1.5):
+        result = kestrel.tune("gemm", SHAPE, trials=100000, time_budget=budget, batch=2, db=tmp_path / "b.db", **FAST)
+        assert result.stop_reason == "time budget", (budget, result.stop_reason)
+        assert 1 <= result.this_session < 100000
 
 
 def test_tune_zero_shot_picks_without_a_device_or_records(tmp_path):

@@ -43,7 +43,7 @@ TEST_CASE("kestrel datagen tunes every workload of the family and resumes", "[e2
   int code = test::run_command(datagen_args(db, 4), out, dir.file("first.out"));
   INFO(out);
   REQUIRE(code == 0);
-  CHECK_THAT(out, Contains("2/2 workloads tuned") && Contains("kestrel model train --db " + db));
+  CHECK_THAT(out, Contains("2/2 workloads tuned") && Contains("kestrel cost-model train --db " + db));
   auto first = trials_by_workload(db);
   REQUIRE(first.size() == 2);
   for (const auto& [workload, trials] : first) {

@@ -1,4 +1,4 @@
-// `kestrel dataset` and `kestrel model train|show|eval` as a user runs them: the real
+// `kestrel dataset` and `kestrel cost-model train|show|eval` as a user runs them: the real
 // binary on records databases written by the test (gemm and depthwise workloads with a
 // synthetic cost), the CSV's header and rows, the model file and its quality table, and
 // the errors (missing, empty and single-workload databases: exit 2, nothing written).
@@ -155,13 +155,13 @@ TEST_CASE("e2e: kestrel dataset writes Parquet through pyarrow with text and num
   CHECK_THAT(out, Contains("20 string double 2 K=256,M=64,N=128"));
 }
 
-TEST_CASE("e2e: kestrel model train writes a model file and prints its held-out quality, and show and eval read it") {
+TEST_CASE("e2e: kestrel cost-model train writes a model file and prints its held-out quality, and show and eval read it") {
   TempDir dir;
   write_records(dir.file("train.db"), "gemm",
                 {"64x128x256", "96x96x96", "128x64x512", "200x300x100", "32x512x128", "256x256x64"}, 24);
   write_records(dir.file("held.db"), "gemm", {"160x96x192", "48x640x320"}, 24);
   std::string out;
-  int code = run_command({KESTREL_BIN, "model", "train", "--db", dir.file("train.db"), "-o", dir.file("m.kcm"),
+  int code = run_command({KESTREL_BIN, "cost-model", "train", "--db", dir.file("train.db"), "-o", dir.file("m.kcm"),
                           "--folds", "3"},
                          out, dir.file("log"));
   INFO(out);
@@ -171,7 +171,7 @@ TEST_CASE("e2e: kestrel model train writes a model file and prints its held-out 
                       Contains("wrote " + dir.file("m.kcm")));
   CHECK_THAT(out, Contains("fold 1/3"));  // progress on stderr
 
-  code = run_command({KESTREL_BIN, "model", "train", "--db", dir.file("train.db"), "-o", dir.file("j.kcm"), "--json"},
+  code = run_command({KESTREL_BIN, "cost-model", "train", "--db", dir.file("train.db"), "-o", dir.file("j.kcm"), "--json"},
                      out, dir.file("log"));
   REQUIRE(code == 0);
   {
@@ -184,16 +184,16 @@ TEST_CASE("e2e: kestrel model train writes a model file and prints its held-out 
     CHECK(json["models"][0]["holdout"]["kendall_tau"].get<double>() > 0.3);
   }
 
-  code = run_command({KESTREL_BIN, "model", "show", dir.file("m.kcm")}, out, dir.file("log"));
+  code = run_command({KESTREL_BIN, "cost-model", "show", dir.file("m.kcm")}, out, dir.file("log"));
   REQUIRE(code == 0);
   CHECK_THAT(out, Contains("feature schema") && Contains("gemm") && Contains("avx2"));
-  code = run_command({KESTREL_BIN, "model", "show", dir.file("m.kcm"), "--json"}, out, dir.file("log"));
+  code = run_command({KESTREL_BIN, "cost-model", "show", dir.file("m.kcm"), "--json"}, out, dir.file("log"));
   REQUIRE(code == 0);
   auto shown = nlohmann::json::parse(out);
   CHECK(shown["models"][0]["trained_workloads"].size() == 6);
   CHECK(shown["models"][0]["feature_names"].size() == shown["models"][0]["features"].get<std::size_t>());
 
-  code = run_command({KESTREL_BIN, "model", "eval", "--model-file", dir.file("m.kcm"), "--db", dir.file("held.db"),
+  code = run_command({KESTREL_BIN, "cost-model", "eval", "--cost-model", dir.file("m.kcm"), "--db", dir.file("held.db"),
                       "--json"},
                      out, dir.file("log"));
   REQUIRE(code == 0);
@@ -201,35 +201,35 @@ TEST_CASE("e2e: kestrel model train writes a model file and prints its held-out 
   REQUIRE(evaluated["results"].size() == 1);
   CHECK(evaluated["results"][0]["quality"]["workloads"] == 2);
   CHECK(evaluated["results"][0]["quality"]["kendall_tau"].get<double>() > 0.3);
-  code = run_command({KESTREL_BIN, "model", "eval", "--model-file", dir.file("m.kcm"), "--db", dir.file("held.db")},
+  code = run_command({KESTREL_BIN, "cost-model", "eval", "--cost-model", dir.file("m.kcm"), "--db", dir.file("held.db")},
                      out, dir.file("log"));
   REQUIRE(code == 0);
   CHECK_THAT(out, Contains("WORKLOADS") && Contains("gemm"));
 
   // Errors: a missing model file, a usage error.
-  code = run_command({KESTREL_BIN, "model", "show", dir.file("nope.kcm")}, out, dir.file("log"));
+  code = run_command({KESTREL_BIN, "cost-model", "show", dir.file("nope.kcm")}, out, dir.file("log"));
   CHECK(code == 2);
   CHECK_THAT(out, Contains("no model file") && Contains("nope.kcm"));
-  code = run_command({KESTREL_BIN, "model", "eval", "--db", dir.file("held.db")}, out, dir.file("log"));
+  code = run_command({KESTREL_BIN, "cost-model", "eval", "--db", dir.file("held.db")}, out, dir.file("log"));
   CHECK(code == 2);
   code = run_command({KESTREL_BIN, "model", "fit"}, out, dir.file("log"));
   CHECK(code == 2);
 }
 
-TEST_CASE("e2e: kestrel model train refuses a missing, empty or single-workload database and writes nothing") {
+TEST_CASE("e2e: kestrel cost-model train refuses a missing, empty or single-workload database and writes nothing") {
   TempDir dir;
   records::open_records(dir.file("empty.db"));
   write_records(dir.file("one.db"), "gemm", {"64x128x256"}, 20);
   std::string out;
-  int code = run_command({KESTREL_BIN, "model", "train", "--db", dir.file("missing.db"), "-o", dir.file("m.kcm")}, out,
+  int code = run_command({KESTREL_BIN, "cost-model", "train", "--db", dir.file("missing.db"), "-o", dir.file("m.kcm")}, out,
                          dir.file("log"));
   CHECK(code == 2);
   CHECK_THAT(out, Contains("missing.db"));
-  code = run_command({KESTREL_BIN, "model", "train", "--db", dir.file("empty.db"), "-o", dir.file("m.kcm")}, out,
+  code = run_command({KESTREL_BIN, "cost-model", "train", "--db", dir.file("empty.db"), "-o", dir.file("m.kcm")}, out,
                      dir.file("log"));
   CHECK(code == 2);
   CHECK_THAT(out, Contains("no usable records"));
-  code = run_command({KESTREL_BIN, "model", "train", "--db", dir.file("one.db"), "-o", dir.file("m.kcm")}, out,
+  code = run_command({KESTREL_BIN, "cost-model", "train", "--db", dir.file("one.db"), "-o", dir.file("m.kcm")}, out,
                      dir.file("log"));
   CHECK(code == 2);
   CHECK_THAT(out, Contains("gemm/avx2: 1 workload") && Contains("at least 2 workloads"));

@@ -123,4 +123,8 @@ TEST_CASE("e2e: kestrel tune --model refuses bad input clearly") {
   code = run_command({KESTREL_BIN, "tune", "--op", "gemm", "--shape", "8x8x8", "--buckets", "4"}, out, dir.file("log"));
   CHECK(code == 2);
   CHECK_THAT(out, Contains("go with --model"));
+  code = run_command({KESTREL_BIN, "tune", "--op", "gemm", "--shape", "8x8x8", "--trials-per-task", "4"}, out,
+                     dir.file("log"));
+  CHECK(code == 2);
+  CHECK_THAT(out, Contains("--trials-per-task goes with a model"));
 }

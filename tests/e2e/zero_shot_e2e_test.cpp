@@ -1,4 +1,4 @@
-// `kestrel tune --zero-shot` and `kestrel export --model-file` as a user runs them: the
+// `kestrel tune --zero-shot` and `kestrel export --cost-model` as a user runs them: the
 // real binary, a cost model trained by the test on synthetic records of this host's
 // target class (tests/tuner/synthetic_gemm.h) and saved as a .kcm file. Zero-shot picks
 // without a device (no pool even with an unreachable --tracker when the target is named),
@@ -46,7 +46,7 @@ nlohmann::json parse_json(const std::string& output) {
 }
 
 std::vector<std::string> zero_shot_args(const std::string& model, const std::string& db, const std::string& shape) {
-  return {KESTREL_BIN, "tune", "--op", "gemm", "--shape", shape, "--zero-shot", "--model-file", model, "--db", db};
+  return {KESTREL_BIN, "tune", "--op", "gemm", "--shape", shape, "--zero-shot", "--cost-model", model, "--db", db};
 }
 
 }  // namespace
@@ -89,7 +89,7 @@ TEST_CASE("e2e: kestrel tune --zero-shot picks in seconds without measuring or r
   // --workloads: one pick per workload; a workload of an op the model lacks (conv2d)
   // gets the op's default and says so.
   code = run_command({KESTREL_BIN, "tune", "--workloads", "gemm-square,resnet18-conv", "--only", "256,layer1.conv",
-                      "--zero-shot", "--model-file", model, "--db", db, "--json"},
+                      "--zero-shot", "--cost-model", model, "--db", db, "--json"},
                      out, dir.file("log"));
   REQUIRE(code == 0);
   json = parse_json(out);
@@ -101,7 +101,7 @@ TEST_CASE("e2e: kestrel tune --zero-shot picks in seconds without measuring or r
   CHECK(json["workloads"][1]["zero_shot"]["pick"] != "");
   CHECK_FALSE(std::filesystem::exists(db));
   code = run_command({KESTREL_BIN, "tune", "--workloads", "resnet18-conv", "--only", "layer1.conv", "--zero-shot",
-                      "--model-file", model, "--db", db},
+                      "--cost-model", model, "--db", db},
                      out, dir.file("log"));
   REQUIRE(code == 0);
   CHECK_THAT(out, Contains("no zero-shot pick: the cost model has no model for conv2d") &&
@@ -109,7 +109,7 @@ TEST_CASE("e2e: kestrel tune --zero-shot picks in seconds without measuring or r
 
   // An op the model has no model for: an error naming what it has.
   code = run_command({KESTREL_BIN, "tune", "--op", "conv2d_nchwc", "--shape",
-                      "N=1,C=16,H=14,W=14,K=16,R=3,S=3,pad=1,block=8", "--zero-shot", "--model-file", model, "--db",
+                      "N=1,C=16,H=14,W=14,K=16,R=3,S=3,pad=1,block=8", "--zero-shot", "--cost-model", model, "--db",
                       db},
                      out, dir.file("log"));
   CHECK(code == 2);
@@ -125,7 +125,7 @@ TEST_CASE("e2e: kestrel tune --zero-shot picks in seconds without measuring or r
   CHECK_THAT(out, Contains("garbage.kcm"));
   code = run_command({KESTREL_BIN, "tune", "--shape", "64x64x64", "--zero-shot", "--db", db}, out, dir.file("log"));
   CHECK(code == 2);
-  CHECK_THAT(out, Contains("--zero-shot needs --model-file"));
+  CHECK_THAT(out, Contains("--zero-shot needs --cost-model"));
   code = run_command({KESTREL_BIN, "tune", "--shape", "64x64x64", "--zero-shot-verify", "2", "--db", db}, out,
                      dir.file("log"));
   CHECK(code == 2);
@@ -173,7 +173,7 @@ TEST_CASE("e2e: kestrel tune --zero-shot-verify measures the model's top picks a
   CHECK(records->best().size() == 1);
 }
 
-TEST_CASE("e2e: kestrel export --model-file gives tasks without records the model's pick") {
+TEST_CASE("e2e: kestrel export --cost-model gives tasks without records the model's pick") {
   TempDir dir;
   const std::string cost_model = dir.file("m.kcm"), db = dir.file("t.db"), out_dir = dir.file("out");
   save_native_model(cost_model);
@@ -201,7 +201,7 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
     REQUIRE(status == 0);
     return parse_json(out);
   };
-  auto report = export_json({"--model-file", cost_model});
+  auto report = export_json({"--cost-model", cost_model});
   std::string gemm_params;
   std::size_t picked = 0;
   for (const auto& k : report["kernels"]) {
@@ -244,20 +244,20 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
     r.session = "s";
     records::open_records(db)->add(r);
   }
-  report = export_json({"--model-file", cost_model});
+  report = export_json({"--cost-model", cost_model});
   std::multiset<std::string> origins;
   for (const auto& k : report["kernels"]) origins.insert(k["op"].get<std::string>() + ":" + k["origin"].get<std::string>());
   CHECK(origins.count("gemm:tuned") == 1);
   CHECK(origins.count("gemm:zero-shot") == 1);
 
-  // Without --model-file, as before: the op's default.
+  // Without --cost-model, as before: the op's default.
   report = export_json({});
   for (const auto& k : report["kernels"]) CHECK(k["origin"] != "zero-shot");
   CHECK(report["cost_model"].is_null());
 
   // A bad model file fails before anything is written.
   std::filesystem::remove_all(out_dir);
-  code = run_command({KESTREL_BIN, "export", "--db", db, "--model", onnx, "-o", out_dir, "--model-file",
+  code = run_command({KESTREL_BIN, "export", "--db", db, "--model", onnx, "-o", out_dir, "--cost-model",
                       dir.file("missing.kcm")},
                      out, dir.file("log"));
   CHECK(code == 2);
@@ -266,7 +266,7 @@ TEST_CASE("e2e: kestrel export --model-file gives tasks without records the mode
 }
 #endif
 
-// The model shipped in tests/data (kestrel model train on `kestrel datagen`-style records of 84
+// The model shipped in tests/data (kestrel cost-model train on `kestrel datagen`-style records of 84
 // gemm, conv2d_nchwc and depthwise_conv2d workloads measured on a 2-core AVX2 EPYC): it still
 // loads (its feature schema is this Kestrel's: a change to the features must retrain it) and
 // picks a valid configuration for unseen shapes of each op on an AVX2 target, with nothing
@@ -282,7 +282,7 @@ TEST_CASE("e2e: the shipped AVX2 model picks for unseen workloads of each op wit
   for (const auto& [op, shape] : unseen) {
     INFO(op << " " << shape);
     std::string out;
-    int code = run_command({KESTREL_BIN, "tune", "--op", op, "--shape", shape, "--zero-shot", "--model-file", model,
+    int code = run_command({KESTREL_BIN, "tune", "--op", op, "--shape", shape, "--zero-shot", "--cost-model", model,
                             "--target", "x86_64-linux-gnu", "--features", "+avx2,+fma", "--db", dir.file("none.db"),
                             "--json"},
                            out, dir.file("log"));

@@ -32,6 +32,9 @@ class MapSource final : public frontend::OptionSource {
   std::string text(const frontend::OptionSpec& spec) override { return values_.at(std::string(spec.name)); }
   std::int64_t integer(const frontend::OptionSpec& spec) override { return std::stoll(text(spec)); }
   bool flag(const frontend::OptionSpec& spec) override { return has(spec); }
+  std::chrono::seconds duration(const frontend::OptionSpec& spec) override {
+    return frontend::parse_duration(spell(spec), text(spec));
+  }
   std::string spell(const frontend::OptionSpec& spec) const override { return prefix_ + std::string(spec.name); }
 
  private:
@@ -67,9 +70,18 @@ TEST_CASE("frontend: the shared options have their defaults when not given", "[f
   CHECK(tune.final_top == 3);
   CHECK(tune.final_max_passes == 12);
   CHECK(tune.vendors == "all");
-  CHECK(frontend::tune_options(none, 2).final_top == 2);  // a model's tasks
+  CHECK(tune.trials == 200);
+  CHECK(tune.time_budget.count() == 0);
+  CHECK(tune.transfer);
+  CHECK(frontend::tune_options(none, true).final_top == 2);  // a model's tasks
+  CHECK(frontend::tune_options(none, true).trials == 64);    // each
   MapSource five(Opts{{"final-top", "5"}});
-  CHECK(frontend::tune_options(five, 2).final_top == 5);
+  CHECK(frontend::tune_options(five, true).final_top == 5);
+  MapSource budget(Opts{{"time-budget", "15m"}, {"no-transfer", ""}});
+  CHECK(frontend::tune_options(budget).time_budget == std::chrono::minutes(15));
+  CHECK(frontend::tune_options(budget).trials == 200);
+  CHECK_FALSE(frontend::tune_options(budget).transfer);
+  CHECK(frontend::tune_options(budget, true).trials == 100'000'000);  // a model's tasks: the budget decides
   const frontend::TargetPolicy target = frontend::target_policy(none);
   CHECK(target.spec == "auto");
   CHECK_FALSE(target.without_device());
@@ -97,6 +109,27 @@ TEST_CASE("frontend: ranges and cross-checks name the option as the user spelled
   MapSource target(Opts{{"target", "sparc-sun-solaris"}});
   CHECK_FALSE(usage_error([&] { frontend::target_policy(target).without_device(); }) == "(no error)");
   CHECK(usage_error([&] { frontend::checked_block("--block", 3); }) == "--block must be 4, 8 or 16");
+  // The budget: --trials is a workload's, --trials-per-task a model's tasks'.
+  MapSource trials(Opts{{"trials", "5"}});
+  CHECK(usage_error([&] { frontend::tune_options(trials, true); }) ==
+        "with a model, give --trials-per-task or --time-budget (--trials is per workload)");
+  MapSource per_task(Opts{{"trials-per-task", "5"}});
+  CHECK(usage_error([&] { frontend::tune_options(per_task); }) == "--trials-per-task goes with a model");
+  MapSource bad_budget(Opts{{"time-budget", "15x"}});
+  CHECK_THAT(usage_error([&] { frontend::tune_options(bad_budget); }),
+             Catch::StartsWith("--time-budget '15x' has an unknown unit 'x'"));
+  // The cost-model options: each contradiction before any file is read.
+  MapSource zero_alone(Opts{{"zero-shot", ""}});
+  CHECK(usage_error([&] { frontend::cost_model_use(zero_alone, false); }) ==
+        "--zero-shot needs --cost-model (a file of kestrel cost-model train)");
+  MapSource verify_alone(Opts{{"zero-shot-verify", "3"}});
+  CHECK(usage_error([&] { frontend::cost_model_use(verify_alone, false); }) ==
+        "--zero-shot-verify goes with --zero-shot");
+  MapSource zero_model(Opts{{"zero-shot", ""}, {"cost-model", "m.kcm"}});
+  CHECK_THAT(usage_error([&] { frontend::cost_model_use(zero_model, true); }),
+             Catch::StartsWith("--zero-shot picks for an op's workloads"));
+  MapSource nothing(Opts{});
+  CHECK_FALSE(frontend::cost_model_use(nothing, false).model);
 }
 
 TEST_CASE("frontend: one table gives each error kind its exit status", "[frontend]") {

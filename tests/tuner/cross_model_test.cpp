@@ -259,7 +259,7 @@ TEST_CASE("a cross model file round-trips and refuses what it would misread", "[
     other["feature_schema"] = kFeatureSchemaVersion + 1;
     write(path, other.dump());
     CHECK_THROWS_WITH(CrossModel::load(path), Contains(path) && Contains("feature schema") &&
-                                                  Contains("retrain with kestrel model train"));
+                                                  Contains("retrain with kestrel cost-model train"));
   }
   SECTION("a newer file version") {
     auto other = file;
@@ -272,7 +272,7 @@ TEST_CASE("a cross model file round-trips and refuses what it would misread", "[
     other["models"][0]["feature_names"][0] = "param.Z";
     write(path, other.dump());
     CHECK_THROWS_WITH(CrossModel::load(path), Contains(path) && Contains("features differ") &&
-                                                  Contains("retrain with kestrel model train"));
+                                                  Contains("retrain with kestrel cost-model train"));
   }
   SECTION("a damaged booster") {
     auto other = file;

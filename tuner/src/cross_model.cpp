@@ -446,7 +446,7 @@ std::vector<float> CrossModel::score(const ops::Op& op, const ops::Params& workl
     if (rows.empty() && cross_feature_names(op, workload, config, target.traits) != entry.info.feature_names) {
       throw std::invalid_argument("the " + std::string(op.name()) + "/" + cls +
                                   " cost model was trained on other features than this op has: retrain with "
-                                  "kestrel model train");
+                                  "kestrel cost-model train");
     }
     rows.push_back(cross_features(op, workload, config, target.traits));
   }
@@ -482,7 +482,7 @@ RankingQuality evaluate(const CrossModel& model, const std::vector<records::Reco
   if (info && info->feature_names != it->second.feature_names) {
     throw std::invalid_argument("the " + std::string(op) + "/" + std::string(cls) +
                                 " cost model was trained on other features than this op has: retrain with "
-                                "kestrel model train");
+                                "kestrel cost-model train");
   }
   std::vector<detail::GroupQuality> groups;
   for (const auto& g : it->second.groups) {

@@ -162,7 +162,7 @@ CrossModel CrossModel::load(const std::string& path) {
   if (!file.is_object() || file.value("format", json()) != kFormat) {
     throw ModelFileError("'" + path + "' is not a kestrel cost model (no \"format\": \"" + kFormat + "\")");
   }
-  const std::string retrain = ": retrain with kestrel model train";
+  const std::string retrain = ": retrain with kestrel cost-model train";
   CrossModel out;
   try {
     const int version = file.at("file_version").get<int>();

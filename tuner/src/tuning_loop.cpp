@@ -176,7 +176,7 @@ rpc::awaitable<void> TuningLoop::start() {
 rpc::awaitable<void> TuningLoop::start_zero_shot() {
   if (!options_.prior_model) {
     throw std::invalid_argument("zero-shot tuning of " + task_.op_name() + " " + result_.workload +
-                                " needs a cost model (kestrel tune --zero-shot --model-file FILE)");
+                                " needs a cost model (kestrel tune --zero-shot --cost-model FILE)");
   }
   TuneResult::ZeroShot zero_shot;
   if (std::string missing = missing_model(*options_.prior_model, task_.op_name(), task_.target); missing.empty()) {

@@ -60,7 +60,7 @@ class PointScorer {
           info->feature_names) {
         throw std::invalid_argument("the " + std::string(space_->op().name()) + "/" + cls_ +
                                     " cost model was trained on other features than this op has: retrain with "
-                                    "kestrel model train");
+                                    "kestrel cost-model train");
       }
       names_checked_ = true;
     }
@@ -139,7 +139,7 @@ std::string missing_model(const CrossModel& model, std::string_view op, const ho
   std::string has;
   for (const OpModelInfo& m : model.models()) has += (has.empty() ? "" : ", ") + m.op + "/" + m.target_class;
   return "the cost model has no model for " + std::string(op) + " on " + cls + " targets (it has: " +
-         (has.empty() ? "none" : has) + "); kestrel model train fits one from records of that op and target class";
+         (has.empty() ? "none" : has) + "); kestrel cost-model train fits one from records of that op and target class";
 }
 
 ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const host::Target& target,

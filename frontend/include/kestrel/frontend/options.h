@@ -6,6 +6,7 @@
 // "--wait-ms" on the command line, "wait_ms" in Python).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,7 +20,9 @@
 
 namespace kestrel::frontend {
 
-enum class OptionKind { text, integer, flag };
+// duration: "90s", "15m", "2h" (or a bare number of seconds) on a command line; in
+// Python also a number of seconds.
+enum class OptionKind { text, integer, flag, duration };
 
 struct OptionSpec {
   std::string_view name;        // as a command spells it without "--": "wait-ms" (Python: wait_ms)
@@ -41,6 +44,7 @@ class OptionSource {
   virtual std::string text(const OptionSpec& spec) = 0;        // when has()
   virtual std::int64_t integer(const OptionSpec& spec) = 0;    // when has(); throws UsageError when not one
   virtual bool flag(const OptionSpec& spec) = 0;
+  virtual std::chrono::seconds duration(const OptionSpec& spec) = 0;  // when has(); throws UsageError when not one
   // How the user wrote the option: "--wait-ms" or "wait_ms".
   virtual std::string spell(const OptionSpec& spec) const = 0;
 };
@@ -61,6 +65,11 @@ const std::vector<OptionSpec>& measure_option_specs();
 const std::vector<OptionSpec>& search_option_specs();
 // --devices, --compile-threads, --reconnect-ms: how a session leases and compiles.
 const std::vector<OptionSpec>& session_option_specs();
+// --trials, --trials-per-task, --time-budget, --no-transfer: how much a session tunes.
+const std::vector<OptionSpec>& budget_option_specs();
+// --cost-model, --zero-shot, --zero-shot-verify: a cost model as prior or as the picker
+// (read by frontend::cost_model_use, tune_setup.h).
+const std::vector<OptionSpec>& cost_model_option_specs();
 // The spec of one of the above by name (a bug when there is none: std::logic_error).
 const OptionSpec& option_spec(std::string_view name);
 
@@ -71,10 +80,14 @@ const OptionSpec& option_spec(std::string_view name);
 // options without a tracker, an unreadable --tls-ca).
 host::PoolOptions pool_options(OptionSource& source, std::optional<rpc::Token> token, std::string client_name);
 rpc::MeasureSettings measure_settings(OptionSource& source);
-// The search options and the measuring settings as a session's TuneOptions (trials, time
-// budget and the cost model are the front end's: their forms differ). A model's tasks
-// re-measure `final_top_default` finalists each unless --final-top is given.
-tuner::TuneOptions tune_options(OptionSource& source, std::size_t final_top_default = 3);
+// "90s", "15m", "2h" or a number of seconds; UsageError naming `option` otherwise.
+std::chrono::seconds parse_duration(const std::string& option, const std::string& text);
+
+// The search, budget and measuring options as a session's TuneOptions. For a model's
+// tasks (`model`), --trials-per-task bounds each task (64 unless a time budget is given)
+// and --final-top defaults to 2; for a workload, --trials (200). UsageError for
+// --trials with a model and --trials-per-task without one.
+tuner::TuneOptions tune_options(OptionSource& source, bool model = false);
 // The session options (devices, compile threads, reconnect window) onto `options`.
 void apply_session_options(OptionSource& source, tuner::SessionOptions& options);
 

@@ -41,6 +41,12 @@ struct CostModelUse {
   std::size_t zero_shot_verify = 0;  // with zero_shot: measure the top N and the default once
 };
 
+// The cost-model options (cost_model_option_specs): the file loaded (tuner::ModelFileError
+// when it is missing or not a cost model). UsageError for --zero-shot without
+// --cost-model, --zero-shot-verify without --zero-shot, and --zero-shot for a model's
+// tasks (`model`: export picks for those).
+CostModelUse cost_model_use(OptionSource& source, bool model);
+
 // Sets the session up to use `use`: the prior (or the zero-shot pick) on options.tune,
 // and for a pick that measures nothing, the target when it is known without a device
 // (`target` names it, or it is this machine's: no tracker and target auto), so that no

@@ -107,7 +107,7 @@ class CrossModel {
   static CrossModel train(const std::vector<records::Record>& records, const ops::Registry& registry,
                           const TrainOptions& options);
   // Throws ModelFileError naming the path: no such file, not a Kestrel cost model, a
-  // newer file version, another feature schema (retrain with `kestrel model train`).
+  // newer file version, another feature schema (retrain with `kestrel cost-model train`).
   static CrossModel load(const std::string& path);
   // Writes atomically (a temporary file renamed over `path`): on any failure nothing is
   // left at `path` and ModelFileError says why.

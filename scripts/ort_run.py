@@ -4,8 +4,10 @@
     ort_run.py MODEL --input NAME=FILE[@D0,D1,...] ... --out-dir DIR
                [--threads N] [--repeat R] [--format raw|npy]
 
-Inputs: FILE is a .npy file, or raw little-endian float32 whose shape follows '@'
-("hidden=/tmp/h.bin@1,7,768"). Outputs: DIR/output_<i>.bin (raw little-endian float32) or
+Inputs: FILE is a .npy file (float32, int64, bool, ...), or raw little-endian float32
+whose shape follows '@' ("hidden=/tmp/h.bin@1,7,768"). Each input is converted to the
+element type the model declares for it (an int64 array feeds an int32 or bool input;
+a float array never feeds an integer or bool input). Outputs: DIR/output_<i>.bin (raw little-endian float32) or
 .npy with --format npy. ONNX Runtime runs on the CPU with intra_op_num_threads = N,
 inter_op_num_threads = 1 and sequential execution; one untimed warm-up run, then R timed
 runs. Prints one JSON object on stdout:
@@ -44,6 +46,26 @@ def parse_input(spec):
         if any(d < 0 for d in shape):
             fail(f"bad shape {dims!r} in --input {spec!r}: dimensions must be >= 0")
     return name, path, shape
+
+
+ONNX_TYPES = {
+    "tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
+    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
+    "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(bool)": "bool",
+}
+
+
+def convert_input(np, name, onnx_type, array):
+    """The array as the element type the model declares for the input."""
+    dtype = ONNX_TYPES.get(onnx_type)
+    if dtype is None:
+        fail(f"input {name!r} is {onnx_type}, which ort_run.py does not feed")
+    want = np.dtype(dtype)
+    if want.kind in "iub" and array.dtype.kind == "f":
+        fail(f"input {name!r} is {onnx_type}: got {array.dtype} values, expected integers or booleans")
+    if want.kind == "b" and array.dtype.kind in "iu" and array.size and not np.isin(array, (0, 1)).all():
+        fail(f"input {name!r} is {onnx_type}: got values other than 0 and 1")
+    return np.ascontiguousarray(array, dtype=want)
 
 
 def main():
@@ -88,7 +110,7 @@ def main():
                 fail(f"input {name!r}: {path} holds {array.size} float32 values, "
                      f"shape {shape} needs {expected}")
             array = array.reshape(shape)
-        feeds[name] = np.ascontiguousarray(array, dtype=np.float32)
+        feeds[name] = array
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
@@ -106,6 +128,9 @@ def main():
     if missing or extra:
         fail(f"inputs do not match the model's ({', '.join(wanted)}): "
              f"missing {missing}, unknown {extra}")
+
+    for meta in session.get_inputs():
+        feeds[meta.name] = convert_input(np, meta.name, meta.type, feeds[meta.name])
 
     try:
         outputs = session.run(None, feeds)  # warm-up; its outputs are the ones written

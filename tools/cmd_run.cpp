@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "kestrel/deploy/model_check.h"
 #include "kestrel/deploy/model_kernels.h"
+#include "kestrel/deploy/portable_ops.h"
 #include "kestrel/deploy/python_tool.h"
 #include "kestrel/deploy/runner.h"
 #include "kestrel/host/target.h"
@@ -40,12 +41,16 @@ int run_model(int argc, char** argv) {
             "Runs an ONNX model with Kestrel's kernels for its tuned operators (from an exported\n"
             "library with --kernels, else compiled here: at each task's best record of --db, chosen\n"
             "as kestrel export chooses, or the op's default configuration) and\n"
-            "portable implementations for the rest, on seeded random inputs. Checks the outputs\n"
+            "portable implementations for the rest, on seeded random inputs (float inputs uniform\n"
+            "in [-1, 1); integer ones: a Gather's indices inside its table, a *mask* input ones,\n"
+            "others small values; booleans true) or on --inputs FILE.npz. Checks the outputs\n"
             "against ONNX Runtime's (scripts/ort_run.py; install it with scripts/setup-python.sh):\n"
             "pass when the largest absolute difference is at most --tolerance times the largest\n"
             "magnitude of ONNX Runtime's output. Reports the median latency of both at the same\n"
-            "thread count. Exit status: 0 match, 1 mismatch or failure, 2 bad input or no ONNX\n"
-            "Runtime (unless --no-check).");
+            "thread count. Operators with no implementation are listed, all of them, before any\n"
+            "kernel is compiled. An output whose values are all equal gets a warning: it matches\n"
+            "at any error. Exit status: 0 match, 1 mismatch or failure (an operator that cannot\n"
+            "run included), 2 bad input or no ONNX Runtime (unless --no-check).");
   args.option("model", "FILE", "the ONNX model");
   args.option("kernels", "DIR", "an exported kernel library (kestrel export -o DIR)");
   args.option("db", "FILE|URI", "records (from kestrel tune) whose best configurations the kernels compiled here "
@@ -55,6 +60,9 @@ int run_model(int argc, char** argv) {
   args.option("shape", "SYM=N", "values of the model's symbolic dimensions, e.g. seq=50");
   args.option("repeat", "R", "timed runs of each (after one untimed run)", "10");
   args.option("seed", "S", "seed of the random inputs", "1");
+  args.option("inputs", "FILE.npz", "the model's inputs (np.savez: an array per input, named NAME or input:NAME; "
+                                    "output:* arrays are ignored) instead of random ones; they also give the "
+                                    "symbolic dimensions their sizes unless --shape does");
   args.option("tolerance", "T", "allowed max error relative to the output's largest magnitude", "0.001");
   args.option("python", "PATH", "Python with onnxruntime (default: $KESTREL_PYTHON, .venv, python3)");
   args.option("ort-script", "PATH", "the ONNX Runtime helper (default: scripts/ort_run.py of the source tree)");
@@ -71,6 +79,7 @@ int run_model(int argc, char** argv) {
       throw UsageError("--kernels and --db contradict each other: an exported library already holds its configurations");
     }
     if (args.has("key") && !args.has("db")) throw UsageError("--key goes with --db");
+    if (args.has("inputs") && args.has("seed")) throw UsageError("--inputs and --seed contradict each other: the inputs are given");
     const int threads = static_cast<int>(args.get_int("threads", 1, 1, 1024));
     const int repeat = static_cast<int>(args.get_int("repeat", 10, 1, 100000));
     const auto seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, std::int64_t{1} << 62));
@@ -95,8 +104,19 @@ int run_model(int argc, char** argv) {
         return 2;
       }
     }
-    const model::Binding symbols = model::parse_binding(m.graph().symbols(), args.get("shape"));
+    // Given inputs: read before anything else, and the sizes of the symbolic dimensions
+    // from their shapes unless --shape gives them.
+    std::optional<std::map<std::string, deploy::NpzArray>> given;
+    std::string shape_text = args.get("shape");
+    if (args.has("inputs")) {
+      given = deploy::read_npz(args.get("inputs"));
+      if (!args.has("shape")) shape_text = deploy::npz_binding(m.graph(), *given, args.get("inputs"));
+    }
+    const model::Binding symbols = model::parse_binding(m.graph().symbols(), shape_text);
     model::Graph graph = m.bind(symbols);
+    // The inputs, before any kernel is compiled: a refusal comes early.
+    const std::map<std::string, deploy::Tensor> inputs =
+        given ? deploy::inputs_from_npz(graph, *given, args.get("inputs")) : deploy::generated_inputs(graph, seed);
 
     const host::Target native = host::parse_target("native");
     model::PlanOptions plan_options;
@@ -108,6 +128,11 @@ int run_model(int argc, char** argv) {
     kernel_source.device_key = args.get("key");
     plan_options.block = deploy::plan_block(kernel_source, native.traits);
     model::Plan plan = model::plan_model(m, plan_options);
+    // Every operator that cannot run, before compiling kernels for the others.
+    if (const auto missing = deploy::missing_portable(graph, plan); !missing.empty()) {
+      throw deploy::ModelRunError(graph.path + " cannot run: " + deploy::missing_portable_text(missing) +
+                                  " (kestrel tasks marks them \"cannot run\")");
+    }
     const deploy::ModelKernels kernels =
         deploy::model_kernels(kernel_source, plan, native, static_cast<unsigned>(threads));
     for (const std::string& note : kernels.notes) std::cerr << "kestrel run: note: " << note << "\n";
@@ -118,7 +143,6 @@ int run_model(int argc, char** argv) {
     const std::unique_ptr<deploy::Runner> runner_ptr = deploy::make_checked_runner(graph, plan, *kernels.provider, symbols);
     deploy::Runner& runner = *runner_ptr;
 
-    const std::map<std::string, deploy::Tensor> inputs = deploy::random_inputs(graph, seed);
     const deploy::TimedRun timed = deploy::run_and_time(runner, inputs, repeat);
     const deploy::Latency& ours = timed.latency;
 
@@ -132,6 +156,14 @@ int run_model(int argc, char** argv) {
     const std::vector<deploy::OutputCheck> comparisons = deploy::compare_outputs(graph, timed.outputs, ort, tolerance);
     bool ok = true;
     for (const auto& c : comparisons) ok = ok && c.ok;
+    // An output of one value everywhere matches at any error: say so.
+    const std::vector<std::string> constant = deploy::constant_outputs(graph, timed.outputs);
+    for (const auto& name : constant) {
+      const deploy::Tensor& t = timed.outputs.at(name);
+      const double v = t.type == model::ElemType::f32 ? static_cast<double>(t.f32.front()) : static_cast<double>(t.i64.front());
+      std::cerr << "kestrel run: warning: output " << name << " " << deploy::shape_text(t.shape) << " is constant (every value is "
+                << v << "): a match with ONNX Runtime proves little about the kernels\n";
+    }
 
     std::size_t task_steps = 0;
     for (const auto& s : plan.steps) task_steps += s.kind == model::Step::Kind::task;
@@ -151,6 +183,13 @@ int run_model(int argc, char** argv) {
       j["tolerance"] = tolerance;
       j["checked"] = ort.available;
       j["ok"] = ok;
+      j["constant_outputs"] = constant;
+      j["inputs"] = json::object();
+      for (const auto& [name, t] : inputs) {
+        j["inputs"][name] = {{"shape", t.shape},
+                             {"type", t.type == model::ElemType::f32 ? "float" : "int64"},
+                             {"values", given ? "from " + args.get("inputs") : deploy::generated_input_text(graph, name)}};
+      }
       j["outputs"] = json::array();
       for (const auto& c : comparisons) {
         json o{{"name", c.name}, {"shape", c.shape}, {"max_abs_error", c.max_abs}, {"max_magnitude", c.magnitude},
@@ -171,6 +210,14 @@ int run_model(int argc, char** argv) {
       std::cout << "\nmachine: " << deploy::machine_description() << ", " << native.to_string() << "\nkernels: " << kernels_text << "\n"
                 << "steps: " << task_steps << " on Kestrel kernels (" << plan.tasks.size() << " distinct), "
                 << plan.steps.size() - task_steps << " portable\n";
+      for (const auto& [name, t] : inputs) {
+        if (!given && t.type == model::ElemType::f32) continue;
+        std::cout << "input " << name << " " << deploy::shape_text(t.shape) << ": "
+                  << (given ? "from " + args.get("inputs") : deploy::generated_input_text(graph, name)) << "\n";
+      }
+      for (const auto& name : constant) {
+        std::cout << "warning: output " << name << " is constant (all values equal): its match proves little\n";
+      }
       if (!ort.available) std::cout << "check: skipped (--no-check; " << ort.why << ")\n";
       for (const auto& c : comparisons) {
         std::cout << "output " << c.name << " " << deploy::shape_text(c.shape) << ": max abs error " << c.max_abs

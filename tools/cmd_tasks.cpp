@@ -9,6 +9,7 @@
 #include "args.h"
 #include "report_error.h"
 #include "commands.h"
+#include "kestrel/deploy/portable_ops.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/tasks.h"
@@ -89,14 +90,19 @@ void print_table(const model::Plan& plan, std::ostream& out) {
   if (plan.untuned.empty()) {
     out << "untuned operators: none\n";
   } else {
-    out << "untuned operators (run by portable implementations):\n";
+    // What `kestrel run` can execute: an untuned operator with no portable implementation
+    // cannot run (the planner knows nothing of deploy/, so the tool asks).
+    bool any_missing = false;
+    for (const auto& u : plan.untuned) any_missing = any_missing || !deploy::has_portable(u.op_type);
+    out << "untuned operators (run by portable implementations"
+        << (any_missing ? "; those marked \"cannot run\" have none, and kestrel run refuses the model" : "") << "):\n";
     std::size_t type_width = 4;
     for (const auto& u : plan.untuned) type_width = std::max(type_width, u.op_type.size());
     out << "  " << pad("type", type_width) << "  count  GFLOP   share  reason\n";
     for (const auto& u : plan.untuned) {
       out << "  " << pad(u.op_type, type_width) << "  " << pad(std::to_string(u.occurrences), 5) << "  "
           << pad(gflop(u.flops), 6) << "  " << pad(fixed(100 * u.flops / total, 1) + "%", 5) << "  "
-          << u.reason << "\n";
+          << u.reason << (deploy::has_portable(u.op_type) ? "" : " (cannot run: no portable implementation)") << "\n";
     }
   }
   int instances = 0;
@@ -130,6 +136,7 @@ nlohmann::json plan_json(const model::Plan& plan) {
   for (const auto& u : plan.untuned) {
     untuned.push_back({{"op_type", u.op_type},
                        {"reason", u.reason},
+                       {"can_run", deploy::has_portable(u.op_type)},
                        {"occurrences", u.occurrences},
                        {"flops", u.flops},
                        {"share", u.flops / total}});

@@ -761,7 +761,16 @@ Tensor cast(const Node& node, const Inputs& in) {
     for (float v : x.f32) out.i64.push_back(static_cast<std::int64_t>(v));
     return out;
   }
-  fail(node, "Cast to ONNX type " + std::to_string(to) + " is not supported (float and int64 only)");
+  if (to == 9) {  // BOOL (held as i64 0/1)
+    out.type = ElemType::i64;
+    if (x.type == ElemType::i64) {
+      for (auto v : x.i64) out.i64.push_back(v != 0 ? 1 : 0);
+    } else {
+      for (float v : x.f32) out.i64.push_back(v != 0.0f ? 1 : 0);
+    }
+    return out;
+  }
+  fail(node, "Cast to ONNX type " + std::to_string(to) + " is not supported (float, int64, int32 and bool only)");
 }
 
 Tensor constant(const Node& node) {
@@ -777,6 +786,251 @@ Tensor constant(const Node& node) {
   fail(node, "a Constant without a supported value attribute");
 }
 
+// ---- activations of the exporters, comparisons, masks ----------------------------------------
+
+// HardSigmoid: max(0, min(1, alpha x + beta)); HardSwish: x HardSigmoid(x) at alpha 1/6,
+// beta 1/2 (ONNX's definitions).
+Tensor hard_sigmoid(const Node& node, const Inputs& in, bool swish) {
+  const float alpha = swish ? 1.0f / 6.0f : node.attr_float("alpha", 0.2f);
+  const float beta = swish ? 0.5f : node.attr_float("beta", 0.5f);
+  return unary(node, in, [alpha, beta, swish](float x) {
+    const float h = std::min(1.0f, std::max(0.0f, alpha * x + beta));
+    return swish ? x * h : h;
+  });
+}
+
+// A value of a numeric tensor at a flat offset, as double (f32 or integer data).
+double number_at(const Tensor& t, std::int64_t i) {
+  const auto k = static_cast<std::size_t>(i);
+  return t.type == ElemType::f32 ? static_cast<double>(t.f32[k]) : static_cast<double>(t.i64[k]);
+}
+
+// Booleans are held as i64 0/1 (the runner's tensors are float or integer).
+Tensor bools(Dims shape) {
+  Tensor t;
+  t.type = ElemType::i64;
+  t.i64.assign(static_cast<std::size_t>(element_count(shape)), 0);
+  t.shape = std::move(shape);
+  return t;
+}
+
+const Tensor& numeric_in(const Node& node, const Inputs& in, std::size_t i) {
+  const Tensor& t = input(node, in, i);
+  if (t.layout != TensorLayout::plain) fail(node, "input " + std::to_string(i) + " is not in the plain layout");
+  if (t.type != ElemType::f32 && t.type != ElemType::i64) fail(node, "input " + std::to_string(i) + " has an element type without data");
+  return t;
+}
+
+// Equal, Less, LessOrEqual, Greater, GreaterOrEqual (numbers compared as double: exact for
+// float and for integers below 2^53), And, Or, Xor (nonzero is true): a boolean tensor
+// with numpy broadcasting.
+Tensor compare(const Node& node, const Inputs& in) {
+  const Tensor& a = numeric_in(node, in, 0);
+  const Tensor& b = numeric_in(node, in, 1);
+  const std::string& op = node.op_type;
+  std::function<bool(double, double)> f;
+  if (op == "Equal") f = [](double x, double y) { return x == y; };
+  else if (op == "Less") f = [](double x, double y) { return x < y; };
+  else if (op == "LessOrEqual") f = [](double x, double y) { return x <= y; };
+  else if (op == "Greater") f = [](double x, double y) { return x > y; };
+  else if (op == "GreaterOrEqual") f = [](double x, double y) { return x >= y; };
+  else if (op == "And") f = [](double x, double y) { return x != 0 && y != 0; };
+  else if (op == "Or") f = [](double x, double y) { return x != 0 || y != 0; };
+  else f = [](double x, double y) { return (x != 0) != (y != 0); };
+  // Integers compared as integers (no rounding past 2^53).
+  const bool ints = a.type == ElemType::i64 && b.type == ElemType::i64;
+  Tensor out = bools(broadcast_shape(a.shape, b.shape));
+  for_each_broadcast(out.shape, {a.shape, b.shape}, [&](std::int64_t i, const Dims& off) {
+    bool r;
+    if (ints && (op == "Equal" || op == "Less" || op == "LessOrEqual" || op == "Greater" || op == "GreaterOrEqual")) {
+      const std::int64_t x = a.i64[static_cast<std::size_t>(off[0])], y = b.i64[static_cast<std::size_t>(off[1])];
+      r = op == "Equal" ? x == y : op == "Less" ? x < y : op == "LessOrEqual" ? x <= y : op == "Greater" ? x > y : x >= y;
+    } else {
+      r = f(number_at(a, off[0]), number_at(b, off[1]));
+    }
+    out.i64[static_cast<std::size_t>(i)] = r ? 1 : 0;
+  });
+  return out;
+}
+
+Tensor not_op(const Node& node, const Inputs& in) {
+  const Tensor& x = numeric_in(node, in, 0);
+  Tensor out = bools(x.shape);
+  for (std::int64_t i = 0; i < x.elements(); ++i) out.i64[static_cast<std::size_t>(i)] = number_at(x, i) == 0 ? 1 : 0;
+  return out;
+}
+
+Tensor is_nan(const Node& node, const Inputs& in) {
+  const Tensor& x = numeric_in(node, in, 0);
+  Tensor out = bools(x.shape);
+  if (x.type == ElemType::f32) {
+    for (std::size_t i = 0; i < x.f32.size(); ++i) out.i64[i] = std::isnan(x.f32[i]) ? 1 : 0;
+  }
+  return out;
+}
+
+// Where(condition, X, Y): X where the condition holds, else Y, the three broadcast.
+Tensor where(const Node& node, const Inputs& in) {
+  const Tensor& c = numeric_in(node, in, 0);
+  const Tensor& x = numeric_in(node, in, 1);
+  const Tensor& y = numeric_in(node, in, 2);
+  if (x.type != y.type) fail(node, "X and Y have different element types");
+  Tensor out;
+  out.type = x.type;
+  out.shape = broadcast_shape(broadcast_shape(c.shape, x.shape), y.shape);
+  const auto n = static_cast<std::size_t>(element_count(out.shape));
+  if (x.type == ElemType::f32) out.f32.resize(n);
+  else out.i64.resize(n);
+  for_each_broadcast(out.shape, {c.shape, x.shape, y.shape}, [&](std::int64_t i, const Dims& off) {
+    const bool take_x = number_at(c, off[0]) != 0;
+    const auto at = static_cast<std::size_t>(take_x ? off[1] : off[2]);
+    const Tensor& src = take_x ? x : y;
+    if (out.type == ElemType::f32) out.f32[static_cast<std::size_t>(i)] = src.f32[at];
+    else out.i64[static_cast<std::size_t>(i)] = src.i64[at];
+  });
+  return out;
+}
+
+// Expand(input, shape): the input broadcast to broadcast_shape(input, shape) (either side
+// may have the 1s).
+Tensor expand(const Node& node, const Inputs& in) {
+  const Tensor& x = numeric_in(node, in, 0);
+  const Dims target = ints_of(node, input(node, in, 1));
+  Dims shape;
+  try {
+    shape = broadcast_shape(x.shape, target);
+  } catch (const ModelError& e) {
+    fail(node, e.what());
+  }
+  Dims offsets(static_cast<std::size_t>(element_count(shape)));
+  for_each_broadcast(shape, {x.shape}, [&](std::int64_t i, const Dims& off) { offsets[static_cast<std::size_t>(i)] = off[0]; });
+  return take(x, shape, offsets);
+}
+
+// ConstantOfShape(shape): a tensor of that shape filled with the `value` attribute's one
+// element (float 0 without it).
+Tensor constant_of_shape(const Node& node, const Inputs& in) {
+  const Dims shape = ints_of(node, input(node, in, 0));
+  for (auto d : shape) {
+    if (d < 0) fail(node, "a negative dimension in the shape " + shape_text(shape));
+  }
+  auto it = node.attributes.find("value");
+  if (it == node.attributes.end() || !it->second.t) return Tensor::floats(shape, 0.0f);
+  const model::Initializer& v = *it->second.t;
+  if (v.type == ElemType::f32 && v.f32.size() == 1) return Tensor::floats(shape, v.f32[0]);
+  if ((v.type == ElemType::i64 || v.type == ElemType::i32) && v.i64.size() == 1) {
+    return Tensor::ints(shape, Dims(static_cast<std::size_t>(element_count(shape)), v.i64[0]));
+  }
+  fail(node, "the value attribute must hold one float or integer (the importer keeps no data for other element types, "
+             "such as bool)");
+}
+
+// GatherElements(data, indices, axis): out[i..] = data[i.. with index `axis` replaced by
+// indices[i..]]; out has the indices' shape; negative indices count from the end.
+Tensor gather_elements(const Node& node, const Inputs& in) {
+  const Tensor& x = numeric_in(node, in, 0);
+  const Tensor& idx_t = input(node, in, 1);
+  const Dims idx = ints_of(node, idx_t);
+  const std::size_t rank = x.shape.size();
+  if (idx_t.shape.size() != rank) {
+    fail(node, "indices " + shape_text(idx_t.shape) + " must have the rank of the data " + shape_text(x.shape));
+  }
+  const auto axis = static_cast<std::size_t>(norm_axis(node, node.attr_int("axis", 0), rank));
+  const std::int64_t extent = x.shape[axis];
+  const Dims strides = strides_of(x.shape);
+  Dims offsets(idx.size());
+  Dims index(rank, 0);
+  for (std::size_t flat = 0; flat < idx.size(); ++flat) {
+    std::int64_t i = idx[flat];
+    if (i < -extent || i >= extent) fail(node, "index " + std::to_string(i) + " is out of range for extent " + std::to_string(extent));
+    if (i < 0) i += extent;
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d < rank; ++d) {
+      if (d != axis && index[d] >= x.shape[d]) {
+        fail(node, "indices " + shape_text(idx_t.shape) + " exceed the data " + shape_text(x.shape) + " on axis " + std::to_string(d));
+      }
+      off += (d == axis ? i : index[d]) * strides[d];
+    }
+    offsets[flat] = off;
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++index[d] < idx_t.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return take(x, idx_t.shape, offsets);
+}
+
+// Range(start, limit, delta): max(ceil((limit - start) / delta), 0) values start + i delta,
+// float or integer as the inputs.
+Tensor range(const Node& node, const Inputs& in) {
+  const Tensor& s = numeric_in(node, in, 0);
+  const Tensor& l = numeric_in(node, in, 1);
+  const Tensor& d = numeric_in(node, in, 2);
+  if (s.elements() != 1 || l.elements() != 1 || d.elements() != 1) fail(node, "start, limit and delta must be scalars");
+  if (s.type == ElemType::i64) {
+    const std::int64_t start = s.i64[0], limit = ints_of(node, l)[0], delta = ints_of(node, d)[0];
+    if (delta == 0) fail(node, "delta is 0");
+    const std::int64_t n = std::max<std::int64_t>(
+        0, static_cast<std::int64_t>(std::ceil(static_cast<double>(limit - start) / static_cast<double>(delta))));
+    Dims values(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i)] = start + i * delta;
+    return Tensor::ints({n}, std::move(values));
+  }
+  const double start = number_at(s, 0), limit = number_at(l, 0), delta = number_at(d, 0);
+  if (delta == 0) fail(node, "delta is 0");
+  const auto n = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil((limit - start) / delta)));
+  Tensor out = Tensor::floats({n});
+  for (std::int64_t i = 0; i < n; ++i) out.f32[static_cast<std::size_t>(i)] = static_cast<float>(start + static_cast<double>(i) * delta);
+  return out;
+}
+
+// Split(input, split?): along `axis`, the sizes of the `split` input (opset 13) or
+// attribute (before), else equal parts, one per node output (the last smaller when the
+// extent does not divide, as opset 18 says).
+std::vector<Tensor> split(const Node& node, const Inputs& in) {
+  const Tensor& x = numeric_in(node, in, 0);
+  const std::size_t rank = x.shape.size();
+  const auto axis = static_cast<std::size_t>(norm_axis(node, node.attr_int("axis", 0), rank));
+  const std::int64_t extent = x.shape[axis];
+  const std::size_t parts = node.outputs.size();
+  if (parts == 0) fail(node, "no outputs");
+  Dims sizes;
+  if (const Tensor* t = optional_in(in, 1)) sizes = ints_of(node, *t);
+  else sizes = node.attr_ints("split");
+  if (sizes.empty()) {
+    const auto p = static_cast<std::int64_t>(parts);
+    const std::int64_t each = (extent + p - 1) / p;
+    for (std::size_t i = 0; i < parts; ++i) {
+      sizes.push_back(std::min(each, std::max<std::int64_t>(0, extent - each * static_cast<std::int64_t>(i))));
+    }
+  }
+  if (sizes.size() != parts) {
+    fail(node, std::to_string(sizes.size()) + " split sizes for " + std::to_string(parts) + " outputs");
+  }
+  std::int64_t sum = 0;
+  for (auto v : sizes) {
+    if (v < 0) fail(node, "a negative split size");
+    sum += v;
+  }
+  if (sum != extent) fail(node, "split sizes add up to " + std::to_string(sum) + ", the axis has " + std::to_string(extent));
+  const std::int64_t outer = element_count(Dims(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(axis)));
+  const std::int64_t inner = element_count(Dims(x.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.shape.end()));
+  std::vector<Tensor> out;
+  std::int64_t first = 0;
+  for (std::int64_t size : sizes) {
+    Dims shape = x.shape;
+    shape[axis] = size;
+    Dims offsets;
+    offsets.reserve(static_cast<std::size_t>(outer * size * inner));
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (std::int64_t k = 0; k < size * inner; ++k) offsets.push_back((o * extent + first) * inner + k);
+    }
+    out.push_back(take(x, shape, offsets));
+    first += size;
+  }
+  return out;
+}
+
 double erf_of(double x) { return std::erf(x); }
 
 const std::map<std::string, int>& portable_table() {
@@ -786,7 +1040,9 @@ const std::map<std::string, int>& portable_table() {
       {"Softmax", 0}, {"LayerNormalization", 0}, {"BatchNormalization", 0}, {"MaxPool", 0}, {"AveragePool", 0},
       {"GlobalAveragePool", 0}, {"Flatten", 0}, {"Reshape", 0}, {"Transpose", 0}, {"Concat", 0}, {"Gather", 0},
       {"Unsqueeze", 0}, {"Squeeze", 0}, {"Shape", 0}, {"Slice", 0}, {"Cast", 0}, {"Identity", 0}, {"Dropout", 0},
-      {"Constant", 0},
+      {"Constant", 0}, {"HardSigmoid", 0}, {"HardSwish", 0}, {"IsNaN", 0}, {"Where", 0}, {"Equal", 0}, {"Less", 0},
+      {"LessOrEqual", 0}, {"Greater", 0}, {"GreaterOrEqual", 0}, {"And", 0}, {"Or", 0}, {"Xor", 0}, {"Not", 0},
+      {"Expand", 0}, {"ConstantOfShape", 0}, {"GatherElements", 0}, {"Range", 0}, {"Split", 0},
   };
   return table;
 }
@@ -808,6 +1064,32 @@ std::vector<std::int64_t> broadcast_shape(const std::vector<std::int64_t>& a, co
 }
 
 bool has_portable(const std::string& op_type) { return portable_table().count(op_type) != 0; }
+
+std::vector<MissingPortable> missing_portable(const model::Graph& graph, const model::Plan& plan) {
+  std::vector<MissingPortable> out;
+  for (const model::Step& step : plan.steps) {
+    if (step.kind != model::Step::Kind::portable) continue;
+    for (std::size_t n : step.nodes) {
+      const Node& node = graph.nodes.at(n);
+      const bool other_domain = !node.domain.empty() && node.domain != "ai.onnx";
+      if (!other_domain && has_portable(node.op_type)) continue;
+      const std::string type = (other_domain ? node.domain + "." : "") + node.op_type;
+      auto it = std::find_if(out.begin(), out.end(), [&](const MissingPortable& m) { return m.op_type == type; });
+      if (it == out.end()) out.push_back({type, 1, node.name});
+      else ++it->nodes;
+    }
+  }
+  return out;
+}
+
+std::string missing_portable_text(const std::vector<MissingPortable>& missing) {
+  std::string out;
+  for (const auto& m : missing) {
+    out += (out.empty() ? "no portable implementation of " : ", ") + m.op_type + " (" + std::to_string(m.nodes) +
+           (m.nodes == 1 ? " node: " : " nodes, first ") + m.first_node + ")";
+  }
+  return out;
+}
 
 std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tensor*>& in) {
   if (!node.domain.empty() && node.domain != "ai.onnx") {
@@ -844,6 +1126,20 @@ std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tenso
   if (op == "Cast") return {cast(node, in)};
   if (op == "Identity" || op == "Dropout") return {input(node, in, 0)};
   if (op == "Constant") return {constant(node)};
+  if (op == "HardSigmoid") return {hard_sigmoid(node, in, false)};
+  if (op == "HardSwish") return {hard_sigmoid(node, in, true)};
+  if (op == "IsNaN") return {is_nan(node, in)};
+  if (op == "Where") return {where(node, in)};
+  if (op == "Equal" || op == "Less" || op == "LessOrEqual" || op == "Greater" || op == "GreaterOrEqual" || op == "And" ||
+      op == "Or" || op == "Xor") {
+    return {compare(node, in)};
+  }
+  if (op == "Not") return {not_op(node, in)};
+  if (op == "Expand") return {expand(node, in)};
+  if (op == "ConstantOfShape") return {constant_of_shape(node, in)};
+  if (op == "GatherElements") return {gather_elements(node, in)};
+  if (op == "Range") return {range(node, in)};
+  if (op == "Split") return split(node, in);
   fail(node, "no portable implementation of ONNX operator " + op);
 }
 

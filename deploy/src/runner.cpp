@@ -138,16 +138,10 @@ struct Runner::Impl {
       if (step.kind == Step::Kind::task) {
         prepare_task(i, step);
         calls.push_back({&plan.tasks[step.task], tasks[i]->actual});
-      } else {
-        for (std::size_t n : step.nodes) {
-          const Node& node = graph.nodes.at(n);
-          if (!has_portable(node.op_type) || (!node.domain.empty() && node.domain != "ai.onnx")) {
-            throw ModelError("node " + node.name + ": no portable implementation of " +
-                             (node.domain.empty() ? "" : node.domain + ".") + node.op_type);
-          }
-        }
       }
     }
+    // Every operator that cannot run, not just the first.
+    if (const auto missing = missing_portable(graph, plan); !missing.empty()) throw ModelError(missing_portable_text(missing));
     // Each value dies after the last step that reads it (graph outputs never).
     std::set<std::string> outputs;
     for (const auto& o : graph.outputs) outputs.insert(o.name);
@@ -252,10 +246,15 @@ struct Runner::Impl {
       auto it = inputs.find(in.name);
       if (it == inputs.end()) throw ModelError("no value for the model input " + in.name);
       const auto shape = bound_shape(in.name);
-      if (it->second.shape != shape || it->second.type != ElemType::f32 ||
-          static_cast<std::int64_t>(it->second.f32.size()) != it->second.elements()) {
-        throw ModelError("model input " + in.name + " must be a plain float tensor of shape " + shape_text(shape) +
-                         ", got " + shape_text(it->second.shape));
+      // Float inputs as f32; integer (int64, int32) and boolean ones as i64.
+      const Tensor& given = it->second;
+      const bool floats = in.type == ElemType::f32;
+      const std::size_t held = floats ? given.f32.size() : given.i64.size();
+      if (given.shape != shape || given.type != (floats ? ElemType::f32 : ElemType::i64) ||
+          static_cast<std::int64_t>(held) != given.elements()) {
+        throw ModelError("model input " + in.name + " must be a plain " + (floats ? "float" : "integer") +
+                         " tensor of shape " + shape_text(shape) + ", got " +
+                         (given.type == ElemType::f32 ? "a float" : "an integer") + " tensor of shape " + shape_text(given.shape));
       }
       Slot slot;
       slot.plain = to_plain(it->second);

@@ -36,6 +36,52 @@ inline constexpr double kDefaultTolerance = 1e-3;
 // the same inputs everywhere). Throws UsageError for an input that is not float.
 std::map<std::string, Tensor> random_inputs(const model::Graph& graph, std::uint64_t seed);
 
+// The inputs `kestrel run` feeds a model with no --inputs: float inputs as random_inputs
+// (the same values for the same seed); integer inputs (int64, int32) values a real model
+// gets: the indices of a Gather (directly, or through Cast/Reshape/Unsqueeze/Squeeze/
+// Flatten/Identity) uniform in [0, the gathered extent) (token ids inside the vocabulary),
+// an input whose name contains "mask" all ones, any other small values in [0, 4);
+// inputs of another element type (bool) all ones (true). Integer and boolean inputs are
+// held as i64 tensors. The graph must be bound (every input shape concrete).
+std::map<std::string, Tensor> generated_inputs(const model::Graph& graph, std::uint64_t seed);
+
+// What generated_inputs gives an integer input, for messages: "token ids in [0, 1000)
+// (Gather /embeddings/word_embeddings/Gather)", "ones (a mask)", "values in [0, 4)", "true".
+std::string generated_input_text(const model::Graph& graph, const std::string& input);
+
+// An array of a .npz file: its shape and its values as float (f4, f8) or integers
+// (i8, i4, i2, i1, u1, u2, u4, b1 as 0/1).
+struct NpzArray {
+  std::string dtype;  // the .npy descr: "<f4", "<i8", "|b1", ...
+  std::vector<std::int64_t> shape;
+  bool floating = false;
+  std::vector<double> values;  // row-major
+};
+// Reads a NumPy .npz archive (a zip of .npy files, as np.savez writes it: entries stored
+// uncompressed) into arrays by entry name without ".npy" ("input:input_ids",
+// "logits"). Throws UsageError naming the file and the entry: no such file, not a zip
+// archive, a compressed entry (np.savez_compressed), an encrypted or truncated entry,
+// a .npy header that cannot be read, Fortran order, a big-endian or unsupported dtype, a
+// size that does not match the shape.
+std::map<std::string, NpzArray> read_npz(const std::string& path);
+
+// The model's inputs from a .npz's arrays: for each graph input, the entry "input:NAME"
+// (as scripts/model-zoo.py writes) or "NAME". Float inputs need a float array, integer and
+// boolean ones an integer or boolean array; each must have the input's bound shape.
+// Entries "output:..." are ignored; another entry naming no input is an error. Throws
+// UsageError saying which input and why.
+std::map<std::string, Tensor> inputs_from_npz(const model::Graph& graph, const std::map<std::string, NpzArray>& arrays,
+                                              const std::string& path);
+
+// The values of the model's symbolic input dimensions the .npz's arrays have, as
+// --shape writes them ("batch=1;sequence=16"); "" when the model has no symbol. Throws
+// UsageError when two arrays disagree on a symbol.
+std::string npz_binding(const model::Graph& graph, const std::map<std::string, NpzArray>& arrays, const std::string& path);
+
+// The outputs whose values are all equal (all zeros, say), in the graph's order: such an
+// output "matches" ONNX Runtime at any error and proves little, so `kestrel run` warns.
+std::vector<std::string> constant_outputs(const model::Graph& graph, const std::map<std::string, Tensor>& outputs);
+
 // The runner built for a check: as Runner's constructor, with a ModelError (a step that
 // cannot run, a kernel that cannot be prepared) thrown as ModelRunError.
 std::unique_ptr<Runner> make_checked_runner(const model::Graph& graph, const model::Plan& plan, KernelProvider& kernels,

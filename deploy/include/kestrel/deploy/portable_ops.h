@@ -3,7 +3,10 @@
 // it matters): Conv, Gemm, MatMul, Add/Sub/Mul/Div/Pow with numpy broadcasting, Relu,
 // Clip, Erf, Sqrt, Sigmoid, Tanh, Softmax, LayerNormalization, MaxPool, AveragePool,
 // GlobalAveragePool, Flatten, Reshape, Transpose, Concat, Gather, Unsqueeze, Squeeze,
-// Shape, Slice, Cast, Identity, Dropout (inference: identity).
+// Shape, Slice, Cast, Identity, Dropout (inference: identity), and what torch's exporters
+// write around them: HardSigmoid, HardSwish, IsNaN, Where, Equal, Less(OrEqual),
+// Greater(OrEqual), And, Or, Xor, Not, Expand, ConstantOfShape, GatherElements, Range,
+// Split. Booleans are held as i64 tensors of 0 and 1.
 #pragma once
 
 #include <string>
@@ -11,11 +14,26 @@
 
 #include "kestrel/deploy/tensor.h"
 #include "kestrel/model/graph.h"
+#include "kestrel/model/tasks.h"
 
 namespace kestrel::deploy {
 
 // True when run_portable() implements `op_type` (default ONNX domain).
 bool has_portable(const std::string& op_type);
+
+// An operator type among a plan's portable steps that has no portable implementation
+// (a model with one cannot run): how many nodes, the first node's name.
+struct MissingPortable {
+  std::string op_type;  // "HardSwish", or "com.microsoft.Foo" for another domain
+  int nodes = 0;
+  std::string first_node;
+};
+// Every such operator of `plan`'s portable steps over `graph`, in order of first
+// appearance; empty when the model can run.
+std::vector<MissingPortable> missing_portable(const model::Graph& graph, const model::Plan& plan);
+// "no portable implementation of HardSwish (19 nodes, first /features/0/HardSwish),
+// HardSigmoid (9 nodes, ...)"; "" for none.
+std::string missing_portable_text(const std::vector<MissingPortable>& missing);
 
 // Runs `node` on its inputs (plain layout; null for an omitted optional input) and
 // returns its outputs in order. Throws ModelError naming the node for an operator with no

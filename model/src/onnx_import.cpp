@@ -1,7 +1,8 @@
 // The importer: reads a model with ONNX's protobuf schema (libonnx), checks what Kestrel
 // reads (opset, IR version, domains, input shapes), infers shapes with ONNX's shape
 // inference and converts the result into the plain structs of graph.h. Constant nodes
-// become initializers; a BatchNormalization after a Conv is folded (fold_batchnorm.h).
+// become initializers, layout nodes over constants are folded into initializers
+// (fold_constants.h) and a BatchNormalization after a Conv is folded (fold_batchnorm.h).
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "fold_batchnorm.h"
+#include "fold_constants.h"
 #include "fold_shapes.h"
 #include "kestrel/model/graph.h"
 
@@ -297,6 +299,7 @@ Graph convert(const onnx::ModelProto& proto, const std::string& path, std::int64
     for (const auto& attr : proto_node.attribute()) node.attributes[attr.name()] = convert_attribute(attr, what);
     out.nodes.push_back(std::move(node));
   }
+  fold_constants(out);
   fold_batchnorm(out);
   return out;
 }

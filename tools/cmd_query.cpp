@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "measure_args.h"
 #include "report_error.h"
 #include "commands.h"
 #include "kestrel/base/log.h"
@@ -90,11 +91,7 @@ void print_summary(const rpc::TrackerSummary& s, const std::string& address) {
 int run_query(int argc, char** argv) {
   Args args("kestrel query", "Shows a tracker's pool: per key the free, busy and queued counts, then every device\n"
                              "with its capabilities and the holder of its lease.");
-  args.option("tracker", "HOST:PORT", "tracker to ask", "127.0.0.1:9190");
-  args.option("token-file", "FILE", "the client token (the tracker's --client-token-file or --token-file), if it requires one");
-  args.option("tls-ca", "FILE", "PEM certificate (the tracker's own, or its CA) the tracker must present");
-  args.flag("no-tls", "plain TCP to the tracker: frames carry per-frame MACs instead (the tracker needs --no-tls too)");
-  args.option("timeout-ms", "MS", "give up after this long", "5000");
+  declare(args, frontend::query_option_specs());
   args.flag("json", "print JSON instead of tables (for scripts)");
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
   try {
@@ -102,26 +99,16 @@ int run_query(int argc, char** argv) {
       std::cout << args.help();
       return 0;
     }
-    log::Level level;
-    if (!log::parse_level(args.get("log-level", "warn"), level)) {
-      throw UsageError("--log-level must be debug, info, warn, error or off");
-    }
-    log::set_level(level);
-    rpc::Endpoint endpoint = rpc::parse_endpoint(args.get("tracker", "127.0.0.1:9190"));
-    rpc::ClientOptions options;
-    options.name = "kestrel query";
-    if (args.has("token-file")) options.token = rpc::Token::from_file(args.get("token-file"));
-    options.tls.disabled = args.has("no-tls");
-    options.tls.ca_file = args.get("tls-ca");
-    if (options.tls.disabled && !options.tls.ca_file.empty()) {
-      throw UsageError("--tls-ca and --no-tls contradict each other: drop one");
-    }
-    auto timeout = std::chrono::milliseconds(args.get_int("timeout-ms", 5000, 1, 3'600'000));
-    const rpc::TrackerSummary summary = frontend::query_tracker(endpoint, options, timeout);
+    set_log_level(args, "warn");
+    ArgsSource source(args);
+    std::optional<rpc::Token> token;
+    if (args.has("token-file")) token = rpc::Token::from_file(args.get("token-file"));
+    const frontend::QueryOptions query = frontend::query_options(source, std::move(token), "kestrel query");
+    const rpc::TrackerSummary summary = frontend::query_tracker(query.tracker, query.client, query.timeout);
     if (args.has("json")) {
-      std::cout << host::to_json(summary, endpoint.to_string()).dump(2) << "\n";
+      std::cout << host::to_json(summary, query.tracker.to_string()).dump(2) << "\n";
     } else {
-      print_summary(summary, endpoint.to_string());
+      print_summary(summary, query.tracker.to_string());
     }
     return 0;
   } catch (...) {

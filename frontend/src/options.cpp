@@ -8,6 +8,7 @@
 
 #include "kestrel/base/suggest.h"
 #include "kestrel/base/usage_error.h"
+#include "kestrel/rpc/errors.h"
 #include "kestrel/tuner/strategy.h"
 
 namespace kestrel::frontend {
@@ -156,13 +157,7 @@ host::PoolOptions pool_options(OptionSource& source, std::optional<rpc::Token> t
   const OptionSpec& no_tls = option_spec("no-tls");
   const OptionSpec& tls_ca = option_spec("tls-ca");
   host::PoolOptions pool;
-  if (source.has(tracker)) {
-    try {
-      pool.tracker = rpc::parse_endpoint(source.text(tracker));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(source.spell(tracker) + ": " + e.what());
-    }
-  }
+  if (source.has(tracker)) pool.tracker = endpoint_of(source, tracker);
   pool.key = text_of(source, key);
   if (!pool.tracker && pool.key != "local") {
     throw UsageError(source.spell(key) + " '" + pool.key + "' needs " + source.spell(tracker) +
@@ -197,6 +192,16 @@ rpc::MeasureSettings measure_settings(OptionSource& source) {
   m.threads = static_cast<std::uint32_t>(integer_of(source, option_spec("threads")));
   m.seed = static_cast<std::uint64_t>(integer_of(source, option_spec("data-seed")));
   return m;
+}
+
+rpc::Endpoint endpoint_of(OptionSource& source, const OptionSpec& spec) {
+  try {
+    return rpc::parse_endpoint(text_of(source, spec));
+  } catch (const rpc::RpcError& e) {  // bad_request: not HOST:PORT
+    throw UsageError(source.spell(spec) + ": " + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(source.spell(spec) + ": " + e.what());
+  }
 }
 
 std::chrono::seconds parse_duration(const std::string& option, const std::string& text) {

@@ -413,23 +413,18 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
 
 py::dict query(py::dict options) {
   Options o(std::move(options), "query");
-  const rpc::Endpoint endpoint = rpc::parse_endpoint(o.str("tracker", "127.0.0.1:9190"));
-  rpc::ClientOptions client;
-  client.name = "kestrel.query (python)";
-  client.token = token_of(o);
-  client.tls.disabled = o.flag("no_tls");
-  client.tls.ca_file = o.str("tls_ca");
-  if (client.tls.disabled && !client.tls.ca_file.empty()) throw UsageError("tls_ca and no_tls contradict each other: drop one");
-  const auto timeout = std::chrono::milliseconds(o.integer("timeout_ms", 5000, 1, 3'600'000));
+  DictSource source(o);
+  std::optional<rpc::Token> token = token_of(o);
+  frontend::QueryOptions query = frontend::query_options(source, std::move(token), "kestrel.query (python)");
   o.done();
 
   rpc::TrackerSummary summary;
   {
     py::gil_scoped_release release;
-    summary = frontend::query_tracker(endpoint, std::move(client), timeout);
+    summary = frontend::query_tracker(query.tracker, std::move(query.client), query.timeout);
   }
   // The same document as `kestrel query --json`, as Python objects.
-  return to_python(host::to_json(summary, endpoint.to_string()));
+  return to_python(host::to_json(summary, query.tracker.to_string()));
 }
 
 // The embedded pool (a tracker on loopback and local kestrel-device children) as a

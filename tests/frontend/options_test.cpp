@@ -3,6 +3,7 @@
 // the tuning options, and the table from error kind to exit status.
 #include "kestrel/frontend/errors.h"
 #include "kestrel/frontend/options.h"
+#include "kestrel/frontend/tracker_query.h"
 #include "kestrel/frontend/tune_setup.h"
 
 #include <catch2/catch.hpp>
@@ -130,6 +131,28 @@ TEST_CASE("frontend: ranges and cross-checks name the option as the user spelled
              Catch::StartsWith("--zero-shot picks for an op's workloads"));
   MapSource nothing(Opts{});
   CHECK_FALSE(frontend::cost_model_use(nothing, false).model);
+}
+
+TEST_CASE("frontend: kestrel query and kestrel.query read one set of options", "[frontend]") {
+  MapSource none(Opts{});
+  const frontend::QueryOptions defaults = frontend::query_options(none, std::nullopt, "q");
+  CHECK(defaults.tracker.to_string() == "127.0.0.1:9190");
+  CHECK(defaults.timeout == std::chrono::milliseconds(5000));  // the query's, not a candidate's 10000
+  CHECK(defaults.client.name == "q");
+  CHECK_FALSE(defaults.client.tls.disabled);
+  MapSource given(Opts{{"tracker", "10.0.0.2:9000"}, {"no-tls", ""}, {"timeout-ms", "250"}});
+  const frontend::QueryOptions q = frontend::query_options(given, std::nullopt, "q");
+  CHECK(q.tracker.to_string() == "10.0.0.2:9000");
+  CHECK(q.client.tls.disabled);
+  CHECK(q.timeout == std::chrono::milliseconds(250));
+  MapSource both(Opts{{"no-tls", ""}, {"tls-ca", "ca.pem"}}, "");
+  CHECK(usage_error([&] { frontend::query_options(both, std::nullopt, "q"); }) ==
+        "tls-ca and no-tls contradict each other: drop one");
+  MapSource zero(Opts{{"timeout-ms", "0"}});
+  CHECK(usage_error([&] { frontend::query_options(zero, std::nullopt, "q"); }) ==
+        "--timeout-ms must be between 1 and 3600000, got 0");
+  MapSource bad(Opts{{"tracker", "nowhere"}});
+  CHECK_THAT(usage_error([&] { frontend::query_options(bad, std::nullopt, "q"); }), Catch::StartsWith("--tracker: "));
 }
 
 TEST_CASE("frontend: one table gives each error kind its exit status", "[frontend]") {

@@ -80,6 +80,10 @@ const OptionSpec& option_spec(std::string_view name);
 // options without a tracker, an unreadable --tls-ca).
 host::PoolOptions pool_options(OptionSource& source, std::optional<rpc::Token> token, std::string client_name);
 rpc::MeasureSettings measure_settings(OptionSource& source);
+// The endpoint `spec` gives (its fallback when not given); UsageError naming the option
+// for a malformed address.
+rpc::Endpoint endpoint_of(OptionSource& source, const OptionSpec& spec);
+
 // "90s", "15m", "2h" or a number of seconds; UsageError naming `option` otherwise.
 std::chrono::seconds parse_duration(const std::string& option, const std::string& text);
 

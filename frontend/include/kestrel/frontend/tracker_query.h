@@ -4,7 +4,11 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "kestrel/frontend/options.h"
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/device_info.h"
 #include "kestrel/rpc/tracker_client.h"
@@ -19,5 +23,18 @@ namespace kestrel::frontend {
 // version_mismatch (what to change), timeout.
 rpc::TrackerSummary query_tracker(const rpc::Endpoint& tracker, rpc::ClientOptions options,
                                   std::chrono::milliseconds timeout);
+
+// What a query is told: the tracker (127.0.0.1:9190 unless given), the client's token and
+// TLS options (the pool's --token-file, --tls-ca, --no-tls) and how long to wait.
+struct QueryOptions {
+  rpc::Endpoint tracker;
+  rpc::ClientOptions client;
+  std::chrono::milliseconds timeout{5000};
+};
+// --tracker, --token-file, --tls-ca, --no-tls, --timeout-ms (the query's, 5000 ms).
+const std::vector<OptionSpec>& query_option_specs();
+// The query options from `source`; `token` is the client token when the front end read one.
+// UsageError for a bad endpoint, contradicting TLS options or a timeout out of range.
+QueryOptions query_options(OptionSource& source, std::optional<rpc::Token> token, std::string client_name);
 
 }  // namespace kestrel::frontend

@@ -169,10 +169,20 @@ void print_summary(const tuner::TuneResult& r, const std::string& db_path, const
   std::cout << "records: " << db_path << " (kestrel best --db " << db_path << ")\n";
 }
 
+// A task's final round in the model's table: its passes, or how the time budget cut it.
+std::string final_text(const tuner::TuneResult& r) {
+  if (r.final_cut == tuner::FinalCut::skipped) return "skipped (time)";
+  if (r.passes == 0) return "-";
+  std::string text = std::to_string(r.passes) + (r.passes == 1 ? " pass" : " passes");
+  if (r.final_cut == tuner::FinalCut::fewer_passes) text += " (cut)";
+  return text;
+}
+
 void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::SessionResult& session,
                          const std::string& db_path) {
   std::cout << "\n" << std::left << std::setw(6) << "TASK" << std::setw(6) << "x" << std::setw(8) << "TRIALS"
-            << std::setw(10) << "GFLOP/s" << std::setw(10) << "SPEED-UP" << std::setw(12) << "EST. ms" << "WORKLOAD\n";
+            << std::setw(10) << "GFLOP/s" << std::setw(10) << "SPEED-UP" << std::setw(12) << "EST. ms" << std::setw(14)
+            << "FINAL" << "WORKLOAD\n";
   double best_s = 0, default_s = 0;
   std::size_t trials = 0;
   for (std::size_t i = 0; i < session.results.size(); ++i) {
@@ -196,11 +206,30 @@ void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::S
     std::cout << std::left << std::setw(6) << i + 1 << std::setw(6) << static_cast<long>(weight) << std::setw(8) << r.trials
               << std::setw(10) << std::fixed << std::setprecision(1) << (best ? best->gflops(r.flops) : 0.0)
               << std::setw(10) << speedup.str()
-              << std::setw(12) << std::setprecision(3) << est * 1e3 << r.op << " " << r.workload << "\n";
+              << std::setw(12) << std::setprecision(3) << est * 1e3 << std::setw(14) << final_text(r) << r.op << " "
+              << r.workload << "\n";
   }
   std::cout << "\n" << session.results.size() << "/" << jobs.size() << " tasks, " << trials
             << " trials; stopped by "
             << (session.stop_reason == tuner::StopReason::none ? "trials" : tuner::to_string(session.stop_reason)) << "\n";
+  const std::size_t final_tasks = session.final_full + session.final_fewer + session.final_skipped;
+  if (final_tasks > 0) {
+    auto seconds = [](std::chrono::steady_clock::duration d) {
+      std::ostringstream out;
+      out << std::fixed << std::setprecision(1) << std::chrono::duration<double>(d).count() << " s";
+      return out.str();
+    };
+    std::cout << "final round: " << session.final_full << " tasks re-measured in full";
+    if (session.final_fewer > 0) std::cout << ", " << session.final_fewer << " with fewer passes (time budget)";
+    if (session.final_skipped > 0) {
+      std::cout << ", " << session.final_skipped << " not re-measured (time budget: their best recorded stands)";
+    }
+    std::cout << "; it took " << seconds(session.final_time);
+    if (session.final_reserved.count() > 0) {
+      std::cout << " (the search stopped " << seconds(session.final_reserved) << " before the budget for it)";
+    }
+    std::cout << "\n";
+  }
   if (best_s > 0) {
     std::cout << std::fixed << std::setprecision(3) << "tuned operators, estimated: " << best_s * 1e3 << " ms";
     if (default_s > 0) std::cout << std::setprecision(2) << " (defaults: " << default_s * 1e3 << " ms, " << default_s / best_s << "x)";
@@ -254,7 +283,12 @@ int run_tune(int argc, char** argv) {
       "session: each task's default first, then a step at a time for the task expected to cut the\n"
       "model's latency most (occurrences x time saved per trial, from its recent progress and\n"
       "from how fast similar tasks run), until --trials-per-task or --time-budget. The budget\n"
-      "covers the search: each task's final re-measurement follows it (seconds per task).\n"
+      "covers everything, the final re-measurement included: the search stops early enough to\n"
+      "leave the tasks' final rounds the time they are expected to take (from what it measured;\n"
+      "at most half the budget), then the tasks that weigh most in the model's latency are\n"
+      "re-measured first; when time runs short the others get fewer passes or none (their best\n"
+      "recorded configuration stands, and the summary says so). A line per task on stderr shows\n"
+      "the final round's progress and ETA.\n"
       "Run it again to resume; then `kestrel export --model ... --db ...`.\n\n"
       "With --cost-model (a cost model from `kestrel cost-model train`), the model's ranking of the\n"
       "configurations warm-starts the search, fading as measurements arrive. With --zero-shot\n"
@@ -351,8 +385,18 @@ int run_tune(int argc, char** argv) {
     } else if (args.has("json")) {
       if (from_model) {
         nlohmann::json list = nlohmann::json::array();
-        for (const auto& r : session.results) list.push_back(frontend::to_json(r));
+        for (const auto& r : session.results) {
+          nlohmann::json one = frontend::to_json(r);
+          one["final_cut"] = std::string(tuner::to_string(r.final_cut));
+          list.push_back(std::move(one));
+        }
+        auto seconds = [](std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); };
+        nlohmann::json final_round = {{"full", session.final_full}, {"fewer_passes", session.final_fewer},
+                                      {"skipped", session.final_skipped},
+                                      {"reserved_s", seconds(session.final_reserved)},
+                                      {"seconds", seconds(session.final_time)}};
         nlohmann::json out = {{"model", args.get("model")}, {"tasks", jobs.size()}, {"results", list},
+                              {"final_round", final_round},
                               {"stop_reason", std::string(tuner::to_string(session.stop_reason))}, {"db", db_path},
                               {"interrupted", session.interrupted}};
         std::cout << out.dump(2) << "\n";

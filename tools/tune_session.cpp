@@ -123,6 +123,10 @@ class ModelProgressView {
     if (quiet_) return;
     if (latest_.size() != jobs.size()) latest_.assign(jobs.size(), {});
     latest_[job] = p;
+    if (p.final_tasks > 0) {
+      final_round(jobs, job, p);
+      return;
+    }
     std::size_t trials = 0, session = 0, started = 0;
     double best_s = 0, default_s = 0;
     bool complete = true;
@@ -161,7 +165,7 @@ class ModelProgressView {
     last_phase_ = p.phase;
   }
   void done() {
-    if (!quiet_ && tty_) std::cerr << "\n";
+    if (!quiet_ && tty_ && !final_started_) std::cerr << "\n";
   }
 
  private:
@@ -172,6 +176,59 @@ class ModelProgressView {
   std::chrono::steady_clock::time_point last_line_{};
   std::string last_phase_;
   std::vector<tuner::TuneProgress> latest_;
+  bool final_started_ = false;
+
+  // The final round: a line when it starts, a line per task when its re-measurement ends
+  // (its place, verdict, speed-up, passes, or why it was cut), the bar in between on a
+  // terminal.
+  void final_round(const std::vector<tuner::TuneJob>& jobs, std::size_t job, const tuner::TuneProgress& p) {
+    const auto elapsed = std::chrono::steady_clock::now() - started_;
+    auto times = [&] {
+      std::ostringstream t;
+      if (p.eta) t << " | final round ETA " << duration_text(*p.eta);
+      t << " | " << duration_text(elapsed);
+      if (budget_.count() > 0) {
+        if (elapsed < budget_) t << " | " << duration_text(budget_ - elapsed) << " left";
+        else t << " | " << duration_text(elapsed - budget_) << " over the budget";
+      }
+      return t.str();
+    };
+    if (!final_started_) {
+      final_started_ = true;
+      if (tty_) std::cerr << "\r\033[K";
+      std::cerr << "tune: final round: re-measuring the best of " << p.final_tasks
+                << " tasks, the largest share of the model's latency first" << times() << "\n";
+    }
+    const std::string label = jobs[job].label.empty() ? std::string(jobs[job].op->name()) : jobs[job].label;
+    std::ostringstream line;
+    line << "final " << p.final_task << "/" << p.final_tasks << " " << label << ": ";
+    if (p.phase != "done") {
+      line << "re-measuring" << times();
+      if (tty_) std::cerr << "\r\033[K" << line.str() << std::flush;
+      return;
+    }
+    auto speedup = [&] {
+      std::ostringstream s;
+      if (p.speedup > 0) s << std::fixed << std::setprecision(2) << p.speedup << "x the default";
+      return s.str();
+    };
+    if (p.final_cut == tuner::FinalCut::skipped) {
+      line << "not re-measured (no time left in the budget): its best recorded stands";
+      if (p.speedup > 0) line << ", " << speedup();
+    } else if (p.passes == 0) {
+      line << "no final round";
+      if (p.speedup > 0) line << ", best recorded " << speedup();
+    } else {
+      line << (p.verdict.empty() ? "done" : p.verdict);
+      if (p.speedup > 0) line << ", " << speedup();
+      line << " (" << p.passes << (p.passes == 1 ? " pass" : " passes");
+      if (p.final_cut == tuner::FinalCut::fewer_passes) line << ", cut by the time budget";
+      line << ")";
+    }
+    line << times();
+    if (tty_) std::cerr << "\r\033[K";
+    std::cerr << "tune: " << line.str() << "\n";
+  }
 };
 
 }  // namespace

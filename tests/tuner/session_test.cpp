@@ -5,6 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -209,4 +212,176 @@ TEST_CASE("session: devices that cannot be leased end the session with their err
   CHECK(db->count() == 0);
   CHECK_FALSE(session.abort());  // nothing open to abort
   CHECK(evaluator.evaluations() == 0);
+}
+
+namespace {
+
+// Simulated time: a clock that moves only when the evaluator "measures". Each
+// configuration takes `overhead` (compiling, loading) plus its timed rounds.
+struct SimulatedTime {
+  std::chrono::steady_clock::time_point now{};
+  std::chrono::steady_clock::duration overhead = std::chrono::milliseconds(100);
+  std::function<std::chrono::steady_clock::time_point()> clock() {
+    return [this] { return now; };
+  }
+  double seconds() const { return std::chrono::duration<double>(now.time_since_epoch()).count(); }
+};
+
+class TimedEvaluator final : public tuner::Evaluator {
+ public:
+  TimedEvaluator(tuner::Evaluator& inner, SimulatedTime& time) : inner_(inner), time_(time) {}
+  rpc::awaitable<std::vector<tuner::Evaluation>> evaluate(const tuner::Task& task,
+                                                          const std::vector<ops::Config>& configs,
+                                                          const rpc::MeasureSettings& settings,
+                                                          tuner::ResultCallback on_result) override {
+    std::vector<tuner::Evaluation> out = co_await inner_.evaluate(task, configs, settings, on_result);
+    for (const tuner::Evaluation& e : out) {
+      double rounds = 0;
+      for (double s : e.round_seconds) rounds += s * std::max<std::uint32_t>(1, e.number);
+      time_.now += time_.overhead + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                        std::chrono::duration<double>(rounds));
+    }
+    co_return out;
+  }
+
+ private:
+  tuner::Evaluator& inner_;
+  SimulatedTime& time_;
+};
+
+// A scheduled session of six jobs (weights 1..6) with a time budget, on simulated time.
+tuner::SessionOptions budgeted_options(SimulatedTime& time, int budget_s) {
+  tuner::SessionOptions options = options_of(100000);  // only the budget stops the search
+  options.scheduled = true;
+  options.time_budget = std::chrono::seconds(budget_s);
+  options.tune.final_top = 2;
+  options.tune.final_repeat = 3;
+  options.tune.final_passes = 3;
+  options.tune.final_max_passes = 6;
+  options.tune.measure.repeat = 3;
+  options.tune.clock = time.clock();
+  return options;
+}
+
+std::vector<tuner::TuneJob> six_jobs(const ops::Op& op) {
+  std::vector<tuner::TuneJob> jobs;
+  for (int n = 1; n <= 6; ++n) jobs.push_back({"job" + std::to_string(n), &op, {{"n", n}}, static_cast<double>(n)});
+  return jobs;
+}
+
+}  // namespace
+
+TEST_CASE("session: a scheduled session's time budget covers its final round, every job re-measured",
+          "[session][budget]") {
+  test::ToyOp op = grid_op();
+  SimulatedTime time;
+  auto synthetic = tuner::SyntheticEvaluator::constant(bowl);
+  TimedEvaluator evaluator(synthetic, time);
+  SyntheticDevices devices(evaluator);
+  auto db = records::open_records(":memory:");
+  tuner::SessionOptions options = budgeted_options(time, 30);
+  tuner::TuneSession session(six_jobs(op), *db, options, devices);
+  std::vector<std::size_t> final_done;  // the final round's "done" reports, by job
+  std::vector<double> shares;           // their weight x best time (the job's share of the latency)
+  double search_ended = -1;
+  tuner::SessionResult result = test::sync(session.run([&](std::size_t job, const tuner::TuneProgress& p) {
+    if (p.final_tasks > 0 && search_ended < 0) search_ended = time.seconds();
+    if (p.final_tasks > 0 && p.phase == "done") {
+      final_done.push_back(job);
+      shares.push_back(static_cast<double>(job + 1) * p.best_seconds);
+      CHECK(p.final_tasks == 6);
+      CHECK(p.final_task == final_done.size());
+      CHECK(p.eta.has_value());
+    }
+  }));
+  REQUIRE(result.results.size() == 6);
+  CHECK(result.stop_reason == tuner::StopReason::time_budget);
+  // Every job was re-measured in full, and the whole session, final round included, ended
+  // within the budget (a final pass here is 3 x 0.1 s).
+  CHECK(result.final_full == 6);
+  CHECK(result.final_fewer == 0);
+  CHECK(result.final_skipped == 0);
+  INFO("search ended at " << search_ended << " s, session at " << time.seconds() << " s");
+  CHECK(time.seconds() <= 30.0);
+  CHECK(search_ended < 30.0 - 1.0);  // the search stopped early to leave the final round its time
+  CHECK(result.final_reserved > std::chrono::seconds(1));
+  for (const tuner::TuneResult& r : result.results) {
+    CHECK(r.final_cut == tuner::FinalCut::none);
+    CHECK(r.passes >= 3);
+    CHECK(r.verdict == "faster");
+  }
+  // The jobs that weigh most in the latency (weight x best time) first.
+  REQUIRE(final_done.size() == 6);
+  CHECK(std::is_sorted(shares.rbegin(), shares.rend()));
+}
+
+TEST_CASE("session: when the budget is short, the final round re-measures the jobs that matter most and "
+          "says which it skipped", "[session][budget]") {
+  test::ToyOp op = grid_op();
+  SimulatedTime time;
+  auto synthetic = tuner::SyntheticEvaluator::constant(bowl);
+  TimedEvaluator evaluator(synthetic, time);
+  SyntheticDevices devices(evaluator);
+  auto db = records::open_records(":memory:");
+  tuner::SessionOptions options = budgeted_options(time, 30);
+  // The search keeps all but 5% of the budget (1.5 s): room for the minimum passes of
+  // about one job (3 entries x 3 passes x 0.1 s).
+  options.final_share = 0.05;
+  tuner::TuneSession session(six_jobs(op), *db, options, devices);
+  std::vector<std::string> final_reports;
+  std::vector<double> shares;  // weight x best time, in the final round's order
+  tuner::SessionResult result = test::sync(session.run([&](std::size_t job, const tuner::TuneProgress& p) {
+    if (p.final_tasks > 0 && p.phase == "done") {
+      final_reports.push_back("job" + std::to_string(job + 1) + ":" + std::string(tuner::to_string(p.final_cut)));
+      shares.push_back(static_cast<double>(job + 1) * p.best_seconds);
+    }
+  }));
+  REQUIRE(result.results.size() == 6);
+  INFO("session ended at " << time.seconds() << " s");
+  // Within the budget, or over it by at most one final pass (0.3 s).
+  CHECK(time.seconds() <= 30.0 + 0.3);
+  CHECK(result.final_skipped >= 1);
+  CHECK(result.final_full + result.final_fewer >= 1);
+  CHECK(result.final_full + result.final_fewer + result.final_skipped == 6);
+  // The job that weighs most was re-measured first; a skipped job keeps its best recorded
+  // configuration.
+  REQUIRE(final_reports.size() == 6);
+  CHECK(std::is_sorted(shares.rbegin(), shares.rend()));
+  CHECK_FALSE(final_reports.front().ends_with(":skipped"));
+  for (const tuner::TuneResult& r : result.results) {
+    if (r.final_cut != tuner::FinalCut::skipped) continue;
+    CHECK(r.passes == 0);
+    CHECK(r.final.empty());
+    REQUIRE(r.best_recorded.has_value());
+    CHECK(r.recommendation() == &*r.best_recorded);
+  }
+  // The skipped ones are the lightest: once one is skipped, every later one is too.
+  bool skipping = false;
+  for (const std::string& report : final_reports) {
+    if (report.ends_with(":skipped")) skipping = true;
+    else CHECK_FALSE(skipping);
+  }
+}
+
+TEST_CASE("session: one job's time budget covers its final round too", "[session][budget]") {
+  test::ToyOp op = grid_op();
+  SimulatedTime time;
+  auto synthetic = tuner::SyntheticEvaluator::constant(bowl);
+  TimedEvaluator evaluator(synthetic, time);
+  SyntheticDevices devices(evaluator);
+  auto db = records::open_records(":memory:");
+  tuner::SessionOptions options = budgeted_options(time, 10);
+  options.scheduled = false;
+  options.time_budget = std::chrono::seconds(0);
+  options.tune.time_budget = std::chrono::seconds(10);
+  tuner::TuneSession session({{"one", &op, {{"n", 1}}}}, *db, options, devices);
+  tuner::SessionResult result = test::sync(session.run());
+  REQUIRE(result.results.size() == 1);
+  const tuner::TuneResult& r = result.results.front();
+  INFO("ended at " << time.seconds() << " s");
+  CHECK(r.stop_reason == tuner::StopReason::time_budget);
+  CHECK(r.final_cut == tuner::FinalCut::none);
+  CHECK(r.passes >= 3);
+  CHECK(time.seconds() <= 10.0);
+  CHECK(r.trials > 20);  // the search still had most of the budget
 }

@@ -1,7 +1,10 @@
 // TuneSession: one leased pool; the jobs in turn, or interleaved by a TaskScheduler.
 #include "kestrel/tuner/session.h"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "kestrel/rpc/errors.h"
@@ -37,6 +40,12 @@ void report_failure(SessionReporter& reporter, std::exception_ptr failure, bool 
   }
   reporter.fail_unfinished(message, aborted);
 }
+
+// A scheduled session's final round, as each job's progress reports it.
+struct FinalRoundState {
+  std::size_t position = 0, tasks = 0;  // the job re-measured now (1-based), of how many; 0: searching
+  std::function<std::optional<std::chrono::steady_clock::duration>()> eta;  // the round's time left
+};
 
 }  // namespace
 
@@ -99,25 +108,38 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
                                                 const TuneOptions& tune, SessionResult& session,
                                                 SessionReporter& reporter,
                                                 const std::function<void(std::size_t, const TuneProgress&)>& on_progress) {
+  using Clock = std::chrono::steady_clock;
   TuneOptions per_job = tune;
   per_job.time_budget = std::chrono::seconds(0);  // the session's budget is shared by all jobs
   std::vector<std::unique_ptr<TuningLoop>> loops;
   std::vector<SchedulerTask> tasks;
+  // In the final round, each report says the job's place in it and the round's ETA.
+  FinalRoundState final_state;
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
     Task task = task_of(jobs_[i], target);
     tasks.push_back({jobs_[i].weight, task.flops(), std::string(task.op->name())});
     reporter.describe(i, reported_job(i, task, per_job));
     loops.push_back(std::make_unique<TuningLoop>(std::move(task), db_, evaluator, per_job));
-    loops.back()->on_progress([&on_progress, &reporter, i](const TuneProgress& p) {
-      reporter.progress(i, p);
-      if (on_progress) on_progress(i, p);
+    loops.back()->on_progress([&on_progress, &reporter, &final_state, i](const TuneProgress& p) {
+      if (final_state.tasks == 0 || p.phase == "tuning") {
+        reporter.progress(i, p);
+        if (on_progress) on_progress(i, p);
+        return;
+      }
+      TuneProgress q = p;
+      q.final_task = final_state.position;
+      q.final_tasks = final_state.tasks;
+      if (final_state.eta) q.eta = final_state.eta();
+      reporter.progress(i, q);
+      if (on_progress) on_progress(i, q);
     });
   }
   TaskScheduler scheduler(tasks, options_.scheduler);
-  const auto started = std::chrono::steady_clock::now();
-  auto out_of_time = [&] {
-    return options_.time_budget.count() > 0 && std::chrono::steady_clock::now() - started >= options_.time_budget;
-  };
+  auto now = [&tune] { return tune.clock ? tune.clock() : Clock::now(); };
+  const Clock::time_point started = now();
+  std::optional<Clock::time_point> deadline;
+  if (options_.time_budget.count() > 0) deadline = started + options_.time_budget;
+  auto out_of_time = [&] { return deadline && now() >= *deadline; };
   session.stop_reason = StopReason::trials;
   std::vector<bool> live(loops.size(), false);
   for (std::size_t i = 0; i < loops.size(); ++i) loops_.push_back(loops[i].get());
@@ -131,6 +153,31 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
   for (std::size_t i = 0; i < loops.size(); ++i) {
     if (!live[i]) scheduler.retire(i);
   }
+  // The final round's expected time: every started job's minimum passes (a job with
+  // nothing measured this session to go by is reckoned at the others' mean).
+  auto entry_pass_fallback = [&] {
+    Clock::duration sum{};
+    long n = 0;
+    for (const auto& loop : loops) {
+      if (auto t = loop->entry_pass_time()) {
+        sum += *t;
+        ++n;
+      }
+    }
+    return n > 0 ? sum / n : Clock::duration{};
+  };
+  auto final_reserve = [&] {
+    const Clock::duration fallback = entry_pass_fallback();
+    Clock::duration sum{};
+    for (std::size_t i = 0; i < loops.size(); ++i) {
+      if (live[i]) sum += loops[i]->final_estimate(fallback);
+    }
+    return sum;
+  };
+  const Clock::duration reserve_cap = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(static_cast<double>(options_.time_budget.count()) * options_.final_share));
+  Clock::duration steps_time{};
+  long steps = 0;
   while (!stop_) {
     if (out_of_time()) {
       session.stop_reason = StopReason::time_budget;
@@ -138,8 +185,23 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
     }
     std::optional<std::size_t> pick = scheduler.next();
     if (!pick) break;
+    if (deadline) {
+      // Stop while the next step (as long as this job's last, else the mean step) still
+      // leaves the final round its time.
+      const Clock::duration reserve = std::min(final_reserve(), reserve_cap);
+      Clock::duration next = loops[*pick]->last_step();
+      if (next == Clock::duration{} && steps > 0) next = steps_time / steps;
+      if (now() + reserve + next >= *deadline) {
+        session.stop_reason = StopReason::time_budget;
+        session.final_reserved = reserve;
+        break;
+      }
+    }
     loop_ = loops[*pick].get();
+    const Clock::time_point step_started = now();
     std::optional<TuneProgress> p = co_await loops[*pick]->step();
+    steps_time += now() - step_started;
+    ++steps;
     if (!p) {
       scheduler.retire(*pick);
       continue;
@@ -147,12 +209,73 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
     scheduler.observe(*pick, p->best_seconds, p->trials);
   }
   if (stop_) session.stop_reason = StopReason::interrupted;
-  // Each job's final round (not after an interruption: its loop then takes the best recorded).
+
+  // ---- the final round: the jobs that matter most (weight x best time) first --------
+  // (Not after an interruption: each loop then takes its best recorded.)
+  std::vector<std::size_t> order;
   for (std::size_t i = 0; i < loops.size(); ++i) {
-    if (!live[i]) continue;
+    if (live[i]) order.push_back(i);
+  }
+  auto share = [&](std::size_t i) {
+    const double best = loops[i]->progress().best_seconds;
+    return std::isfinite(best) ? jobs_[i].weight * best : -1.0;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return share(a) > share(b); });
+  std::vector<Clock::duration> estimate(loops.size());
+  const Clock::duration fallback = entry_pass_fallback();
+  for (std::size_t i : order) estimate[i] = loops[i]->final_estimate(fallback);
+  const Clock::time_point final_started = now();
+  Clock::time_point task_started = final_started;
+  Clock::duration estimated_done{}, took_done{};
+  std::size_t current = 0;
+  final_state.tasks = order.size();
+  final_state.eta = [&]() -> std::optional<Clock::duration> {
+    // The estimates of the jobs left, scaled by how the finished ones compared.
+    const double scale = estimated_done.count() > 0 && took_done.count() > 0
+                             ? std::chrono::duration<double>(took_done) / std::chrono::duration<double>(estimated_done)
+                             : 1.0;
+    double left = 0;
+    for (std::size_t k = current + 1; k < order.size(); ++k) left += std::chrono::duration<double>(estimate[order[k]]).count();
+    const double in_current = std::chrono::duration<double>(now() - task_started).count();
+    const double current_left =
+        std::max(0.0, scale * std::chrono::duration<double>(estimate[order[current]]).count() - in_current);
+    Clock::duration eta =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(scale * left + current_left));
+    if (deadline) eta = std::min(eta, std::max(Clock::duration{}, *deadline - now()));
+    return eta;
+  };
+  std::vector<std::optional<TuneResult>> results(loops.size());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::size_t i = order[k];
+    current = k;
+    final_state.position = k + 1;
+    task_started = now();
+    FinalLimit limit;
+    if (deadline) {
+      // Passes beyond the minimum leave the later jobs their minimum passes.
+      Clock::duration later{};
+      for (std::size_t j = k + 1; j < order.size(); ++j) later += estimate[order[j]];
+      limit.deadline = *deadline;
+      limit.extra_deadline = *deadline - later;
+    }
     loop_ = loops[i].get();
-    session.results.push_back(co_await loops[i]->finish());
-    reporter.finish(i, loops[i]->progress(), &session.results.back());
+    TuneResult result = co_await loops[i]->finish(limit);
+    took_done += now() - task_started;
+    estimated_done += estimate[i];
+    if (result.final_cut == FinalCut::skipped) {
+      ++session.final_skipped;
+    } else if (result.final_cut == FinalCut::fewer_passes) {
+      ++session.final_fewer;
+    } else if (result.passes > 0) {
+      ++session.final_full;
+    }
+    reporter.finish(i, loops[i]->progress(), &result);
+    results[i] = std::move(result);
+  }
+  session.final_time = now() - final_started;
+  final_state = {};
+  for (auto& result : results) {
+    if (result) session.results.push_back(std::move(*result));
   }
   loop_ = nullptr;
   loops_.clear();

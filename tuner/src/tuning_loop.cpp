@@ -32,6 +32,15 @@ std::string_view to_string(StopReason reason) {
   }
   return "";
 }
+
+std::string_view to_string(FinalCut cut) {
+  switch (cut) {
+    case FinalCut::none: return "";
+    case FinalCut::fewer_passes: return "fewer passes";
+    case FinalCut::skipped: return "skipped";
+  }
+  return "";
+}
 namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -62,6 +71,43 @@ TuningLoop::TuningLoop(Task task, records::RecordStore& db, Evaluator& evaluator
 
 TuningLoop::~TuningLoop() = default;
 
+Clock::time_point TuningLoop::now() const { return options_.clock ? options_.clock() : Clock::now(); }
+
+std::uint32_t TuningLoop::min_final_passes() const {
+  return std::max<std::uint32_t>(1, std::min(options_.final_passes, options_.final_repeat));
+}
+
+std::size_t TuningLoop::final_entries() const {
+  if (options_.zero_shot) return options_.zero_shot_verify > 0 ? zero_shot_points_.size() + 1 : 0;
+  if (options_.final_top == 0 || ok_count_ == 0) return 0;
+  // The finalists, the default (counted apart: it may be one of them) and the vendors.
+  return std::min(options_.final_top, ok_count_) + 1 + selected_vendors().size();
+}
+
+std::optional<Clock::duration> TuningLoop::entry_pass_time() const {
+  if (eval_configs_ == 0) return std::nullopt;
+  const double wall = std::chrono::duration<double>(eval_wall_).count();
+  // Per configuration: what is not its timed rounds (compiling, loading, warming up,
+  // the round trip), plus the timed rounds of a final pass at this session's round time.
+  double per_entry = std::max(0.0, wall - timed_seconds_) / static_cast<double>(eval_configs_);
+  if (timed_rounds_ > 0) {
+    const std::uint32_t rounds = (options_.final_repeat + min_final_passes() - 1) / min_final_passes();
+    per_entry += std::max<std::uint32_t>(1, rounds) * timed_seconds_ / static_cast<double>(timed_rounds_);
+  }
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(per_entry));
+}
+
+Clock::duration TuningLoop::final_estimate(Clock::duration per_entry_pass) const {
+  if (auto own = entry_pass_time()) per_entry_pass = *own;
+  return per_entry_pass * static_cast<long>(final_entries() * min_final_passes());
+}
+
+std::optional<Clock::duration> TuningLoop::final_estimate() const {
+  if (final_entries() == 0) return Clock::duration{};
+  if (!entry_pass_time()) return std::nullopt;
+  return final_estimate(Clock::duration{});
+}
+
 void TuningLoop::report(const std::string& phase) {
   progress_.total = options_.zero_shot ? zero_shot_points_.size() + 1 : options_.trials;
   progress_.trials = measured_.size();
@@ -75,9 +121,25 @@ void TuningLoop::report(const std::string& phase) {
   progress_.best_seconds = best_cost_;
   progress_.default_seconds = default_cost_;
   progress_.best_config = best_config_;
-  progress_.elapsed = Clock::now() - started_;
+  progress_.elapsed = now() - started_;
   progress_.phase = phase;
-  if (result_.this_session > 0 && progress_.trials < progress_.total) {
+  progress_.verdict.clear();
+  progress_.speedup = 0;
+  progress_.passes = 0;
+  progress_.final_cut = FinalCut::none;
+  if (phase == "final") {
+    progress_.eta = final_eta_;
+  } else if (phase == "done") {
+    progress_.eta.reset();
+    progress_.verdict = result_.verdict;
+    progress_.passes = result_.passes;
+    progress_.final_cut = result_.final_cut;
+    if (!result_.final.empty() && result_.final.front().ok()) {
+      progress_.speedup = result_.final.front().is_default ? 1.0 : result_.final.front().speedup;
+    } else if (result_.best_recorded && std::isfinite(result_.default_seconds) && result_.best_recorded->median_s > 0) {
+      progress_.speedup = result_.default_seconds / result_.best_recorded->median_s;
+    }
+  } else if (result_.this_session > 0 && progress_.trials < progress_.total) {
     auto per_trial = progress_.elapsed / result_.this_session;
     progress_.eta = per_trial * static_cast<long>(progress_.total - progress_.trials);
   } else {
@@ -89,7 +151,7 @@ void TuningLoop::report(const std::string& phase) {
 rpc::awaitable<void> TuningLoop::start() {
   task_.op->validate(task_.params);
   space_ = std::make_unique<Space>(*task_.op, task_.params, task_.target.traits);
-  started_ = Clock::now();
+  started_ = now();
   result_ = {};
   result_.session = new_session_id();
   result_.op = task_.op_name();
@@ -116,6 +178,7 @@ rpc::awaitable<void> TuningLoop::start() {
     }
     if (!measured_.insert(index).second) continue;
     history.push_back({index, past.cost, past.ok()});
+    if (past.ok()) ++ok_count_;
     if (past.ok() && past.cost < best_cost_) {
       best_cost_ = past.cost;
       best_config_ = past.config;
@@ -215,6 +278,7 @@ rpc::awaitable<std::vector<Evaluation>> TuningLoop::evaluate(const std::vector<s
   loop_records::Context context{result_.session, options_.device_key, options_.device_class, default_config_};
   std::vector<bool> recorded(indices.size(), false);
   std::vector<Evaluation> evaluations;
+  const Clock::time_point evaluate_started = now();
   try {
     evaluations = co_await evaluator_.evaluate(
         task_, configs, options_.measure, [&](std::size_t i, const Evaluation& e) {
@@ -237,9 +301,16 @@ rpc::awaitable<std::vector<Evaluation>> TuningLoop::evaluate(const std::vector<s
     }
     throw;
   }
+  eval_wall_ += now() - evaluate_started;
   std::vector<Observation> observations;
   for (std::size_t i = 0; i < indices.size(); ++i) {
     const Evaluation& e = evaluations[i];
+    ++eval_configs_;
+    if (e.ok()) {
+      ++ok_count_;
+      timed_rounds_ += e.round_seconds.size();
+      for (double seconds : e.round_seconds) timed_seconds_ += seconds * std::max<std::uint32_t>(1, e.number);
+    }
     // Lost with its device: not measured. Tried again in the next batch once; lost again,
     // it is recorded as such and a later session tries it.
     if (e.status == kernel::Status::device_lost) {
@@ -272,7 +343,14 @@ rpc::awaitable<bool> TuningLoop::evaluate_unless_interrupted(const std::vector<s
 std::optional<StopReason> TuningLoop::stop_reason() const {
   if (measured_.size() >= options_.trials) return StopReason::trials;
   if (stop_.load()) return StopReason::interrupted;
-  if (options_.time_budget.count() > 0 && Clock::now() - started_ >= options_.time_budget) return StopReason::time_budget;
+  if (options_.time_budget.count() > 0) {
+    // The budget covers the final round: the search stops when another step (as long as
+    // the last) would leave less than the final round's minimum passes are expected to
+    // take (at most half the budget: the search keeps the other half).
+    Clock::duration reserve = final_estimate().value_or(Clock::duration{});
+    reserve = std::min<Clock::duration>(reserve, options_.time_budget / 2);
+    if (now() - started_ + reserve + last_step_ >= options_.time_budget) return StopReason::time_budget;
+  }
   if (options_.early_stopping > 0 && since_improvement_ >= options_.early_stopping) return StopReason::early_stopping;
   return std::nullopt;
 }
@@ -285,6 +363,7 @@ rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
     done_ = true;
     co_return std::nullopt;
   }
+  const Clock::time_point step_started = now();
   std::size_t n = std::min(options_.batch_size, options_.trials - measured_.size());
   // Configurations lost with their device in the last batch go first.
   std::vector<std::uint64_t> batch;
@@ -309,6 +388,7 @@ rpc::awaitable<std::optional<TuneProgress>> TuningLoop::step() {
   }
   std::vector<Evaluation> evaluations;
   if (!co_await evaluate_unless_interrupted(batch, evaluations)) co_return std::nullopt;
+  last_step_ = now() - step_started;
   for (std::size_t i = 0; i < evaluations.size(); ++i) {
     const Evaluation& e = evaluations[i];
     if (e.ok() && e.cost < best_cost_) {
@@ -363,12 +443,15 @@ void TuningLoop::final_round_from_records(double cost, std::uint64_t index) {
   result_.best_recorded = entry;
 }
 
-rpc::awaitable<TuneResult> TuningLoop::finish() {
+rpc::awaitable<TuneResult> TuningLoop::finish(FinalLimit limit) {
   if (!started_ok_) throw std::logic_error("TuningLoop::finish() before start()");
   if (!done_) {
     if (auto reason = stop_reason()) result_.stop_reason = *reason;
     done_ = true;
   }
+  // A loop's own time budget covers its final round.
+  if (!limit.deadline && options_.time_budget.count() > 0) limit.deadline = started_ + options_.time_budget;
+  const Clock::time_point final_started = now();
   result_.default_seconds = default_cost_;
   const std::vector<ops::VendorKernel> vendors = selected_vendors();
   loop_records::Context context{result_.session, options_.device_key, options_.device_class, default_config_};
@@ -399,10 +482,28 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
       if (std::find(finalists.begin(), finalists.end(), index) == finalists.end()) finalists.push_back(index);
     }
   }
-  if (!options_.zero_shot && (finalists.empty() || stop_.load())) {
+  // Out of time: no final round; the best recorded configuration stands.
+  bool skipped = false;
+  if (limit.deadline && !stop_.load() && (options_.zero_shot || !finalists.empty())) {
+    const std::size_t entries = finalists.size() + 1 + vendors.size();
+    const Clock::duration needed =
+        entry_pass_time().value_or(Clock::duration{}) * static_cast<long>(entries * min_final_passes());
+    if (now() + needed > *limit.deadline) skipped = true;
+  }
+  if (skipped) {
+    result_.final_cut = FinalCut::skipped;
+    log::info(kLog, task_.op_name(), " ", result_.workload, ": no time left for the final round; the best recorded "
+              "configuration stands, not re-measured");
+    if (options_.zero_shot) {
+      result_.trials = 0;
+      report("done");
+      co_return result_;
+    }
+  }
+  if (!options_.zero_shot && (finalists.empty() || stop_.load() || skipped)) {
     if (!ranked.empty()) final_round_from_records(ranked.front().first, ranked.front().second);
     // No final round to join: the vendor kernels are measured once on their own.
-    if (!vendors.empty() && !stop_.load()) {
+    if (!vendors.empty() && !stop_.load() && !skipped) {
       report("final");
       auto measured = co_await evaluator_.evaluate_vendors(task_, vendors, options_.measure);
       for (const Evaluation& e : measured) {
@@ -416,6 +517,8 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
   }
 
   // ---- finalists and the default, interleaved over passes, order alternating -----
+  final_eta_ = entry_pass_time().value_or(Clock::duration{}) *
+               static_cast<long>((finalists.size() + 1 + vendors.size()) * min_final_passes());
   report("final");
   std::vector<ops::Config> configs;
   for (std::uint64_t index : finalists) configs.push_back(space_->config(index));
@@ -476,10 +579,32 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
            (r.n >= 2 && r.high <= 1 + options_.final_precision);
   };
   std::vector<bool> vendor_measured(vendors.size(), false);  // an evaluator may not run vendors
+  // A pass is expected to take as long as the passes so far, else as the search's
+  // measurements say.
+  Clock::duration passes_time{};
+  const Clock::duration first_pass_estimate =
+      entry_pass_time().value_or(Clock::duration{}) * static_cast<long>(merged.size());
+  auto pass_estimate = [&](std::uint32_t done) {
+    return done > 0 ? passes_time / static_cast<long>(done) : first_pass_estimate;
+  };
   std::uint32_t pass = 0;
   for (; pass < max_passes; ++pass) {
     if (pass > 0 && stop_.load()) break;
     if (pass >= min_passes && decided()) break;
+    const Clock::duration estimate = pass_estimate(pass);
+    final_eta_ = estimate * static_cast<long>(std::max<std::uint32_t>(1, min_passes > pass ? min_passes - pass : 1));
+    if (limit.deadline) {
+      Clock::time_point until = *limit.deadline;
+      if (pass >= min_passes && limit.extra_deadline) until = std::min(until, *limit.extra_deadline);
+      if (now() + estimate > until) {
+        result_.final_cut = FinalCut::fewer_passes;
+        log::info(kLog, task_.op_name(), " ", result_.workload, ": the time limit ends the final round after ", pass,
+                  " passes");
+        break;
+      }
+    }
+    if (pass > 0) report("final");
+    const Clock::time_point pass_started = now();
     std::vector<std::size_t> order(configs.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     if (pass % 2 == 1) std::reverse(order.begin(), order.end());
@@ -499,12 +624,14 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
       merge(configs.size() + v, vendor_evaluations[v]);
       vendor_measured[v] = true;
     }
+    passes_time += now() - pass_started;
     if (pass + 1 >= min_passes && pass + 1 < max_passes && !decided()) {
       log::info(kLog, task_.op_name(), " ", result_.workload, ": final pass ", pass + 1,
                 " left the speed-up over the default undecided; measuring another pass");
     }
   }
   result_.passes = pass;
+  final_eta_.reset();
 
   // ---- the recommendation: faster than the default with confidence, or the default --
   for (std::size_t i = 0; i < merged.size(); ++i) {
@@ -592,6 +719,7 @@ rpc::awaitable<TuneResult> TuningLoop::finish() {
     // Never recommend a configuration that is not faster than the default with confidence.
     result_.default_is_best = own == default_at;
   }
+  result_.final_time = now() - final_started;
   result_.trials = measured_.size();
   report("done");
   co_return result_;

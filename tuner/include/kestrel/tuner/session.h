@@ -48,12 +48,19 @@ struct SessionOptions {
   // Interleave the jobs (TaskScheduler) instead of tuning them in turn. Each job then
   // stops at tune.trials (its own total, earlier sessions included; tune.time_budget is
   // not used per job) and the session at time_budget (0: when every job is done).
+  // time_budget covers the final round too: the search stops early enough to leave the
+  // jobs' final rounds the time their minimum passes are expected to take (from what the
+  // search measured; at most final_share of the budget), and the final round re-measures
+  // the jobs that matter most first (weight x best time), each within what is left
+  // (FinalLimit): the others get fewer passes, or none when no time is left (their best
+  // recorded configuration stands).
   bool scheduled = false;
   // When set, the jobs are made from the target once the device is leased (a model's
   // tasks depend on the target's vector width), replacing the constructor's.
   std::function<std::vector<TuneJob>(const host::Target&)> make_jobs;
   SchedulerOptions scheduler;
   std::chrono::seconds time_budget{0};
+  double final_share = 0.5;
   // Where the jobs' progress goes as rpc::SessionReports (after each batch, and a last
   // one, finished, when a job is done: SessionReporter); empty: the devices' tracker
   // (SessionDevices::report), which shows them on its dashboard when it takes them.
@@ -67,6 +74,11 @@ struct SessionResult {
   bool interrupted = false;         // request_stop(): the remaining jobs were not tuned
   bool aborted = false;             // abort(): the job in flight has no result either
   StopReason stop_reason = StopReason::none;  // scheduled: trials, time_budget or interrupted
+  // Scheduled sessions' final round: the jobs whose final round ran in full, was cut to
+  // fewer passes, or was skipped for time (TuneResult::final_cut); the time the search
+  // left for it when the budget stopped the search (its estimate), and what it took.
+  std::size_t final_full = 0, final_fewer = 0, final_skipped = 0;
+  std::chrono::steady_clock::duration final_reserved{}, final_time{};
 };
 
 class TuneSession {

@@ -48,6 +48,24 @@ enum class StopReason {
 // "zero-shot"; "" for none: what the records, the dashboard and --json show.
 std::string_view to_string(StopReason reason);
 
+// How a time limit cut a task's final round (TuningLoop::finish with a FinalLimit, or
+// the loop's own time_budget): not at all; fewer passes than it would have run (the
+// verdict is from the passes that ran); or skipped before its first pass (no time left:
+// the best recorded configuration stands, not re-measured).
+enum class FinalCut { none, fewer_passes, skipped };
+// "", "fewer passes", "skipped": what the summaries and --json show.
+std::string_view to_string(FinalCut cut);
+
+// When a final round must end (TuningLoop::finish). No pass starts that is expected (from
+// the passes so far, else from the search's measurements) to end after `deadline`; the
+// first needs time for the minimum passes (final_passes), else the round is skipped.
+// Passes beyond the minimum start only when expected to end before `extra_deadline`
+// too (a scheduled session keeps the time the other tasks' minimum passes need).
+struct FinalLimit {
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::optional<std::chrono::steady_clock::time_point> extra_deadline;
+};
+
 class CrossModel;
 class Space;
 class Strategy;
@@ -94,6 +112,9 @@ struct TuneOptions {
   // stands in for the picks and TuneResult::ZeroShot::fallback says why.
   bool zero_shot = false;
   std::size_t zero_shot_verify = 0;
+  // The time source of budgets and progress (tests simulate time with it); empty: the
+  // steady clock.
+  std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
 // GFLOP/s of a kernel doing `flops` floating-point operations per call in `seconds` per
@@ -116,6 +137,16 @@ struct TuneProgress {
   std::chrono::steady_clock::duration elapsed{};
   std::optional<std::chrono::steady_clock::duration> eta;
   std::string phase;             // "tuning", "final", "done"
+  // In the final round (phase "final", and "done" after it): eta is the time left for
+  // the final round (a scheduled session's: of every task's). A scheduled session's
+  // final round also gives this task's place in it (1-based) of final_tasks.
+  std::size_t final_task = 0, final_tasks = 0;
+  // The "done" report: the final round's verdict (TuneResult::verdict), the
+  // recommendation's speed-up over the default (0: unknown), the passes run and the cut.
+  std::string verdict;
+  double speedup = 0;
+  std::uint32_t passes = 0;
+  FinalCut final_cut = FinalCut::none;
   // GFLOP/s of best_seconds and default_seconds (0 while unknown).
   double best_gflops() const { return to_gflops(flops, best_seconds); }
   double default_gflops() const { return to_gflops(flops, default_seconds); }
@@ -158,6 +189,9 @@ struct TuneResult {
   // default failed: ranked by median); empty without a final round.
   std::string verdict;
   std::uint32_t passes = 0;                   // final passes run
+  // How a time limit cut the final round (skipped: best_recorded stands, not re-measured).
+  FinalCut final_cut = FinalCut::none;
+  std::chrono::steady_clock::duration final_time{};  // what the final round took
   // The recommendation: final.front(), or without a final round best_recorded; null
   // when nothing was measured successfully.
   const FinalEntry* recommendation() const {
@@ -208,8 +242,23 @@ class TuningLoop {
   // (the reason is result().stop_reason); nothing is measured then.
   rpc::awaitable<std::optional<TuneProgress>> step();
   // Re-measures the finalists and the default (unless interrupted or final_top is 0)
-  // and returns the session's result.
-  rpc::awaitable<TuneResult> finish();
+  // and returns the session's result. Within `limit` (FinalLimit); without one, a loop
+  // with a time_budget ends its final round within it (started at start()).
+  rpc::awaitable<TuneResult> finish(FinalLimit limit = {});
+  // The time the final round's minimum passes (final_passes) are expected to take: its
+  // entries (the finalists, the default, the vendors) x passes x the time one entry's
+  // pass takes, from this session's measurements (per configuration: its time beyond its
+  // timed rounds, plus the timed rounds a final pass gives it). Zero when there will be no
+  // final round; nothing when nothing was measured yet to estimate from.
+  std::optional<std::chrono::steady_clock::duration> final_estimate() const;
+  // The same with `per_entry_pass` (another task's) when this loop has nothing to go by.
+  std::chrono::steady_clock::duration final_estimate(std::chrono::steady_clock::duration per_entry_pass) const;
+  // One entry's pass, as final_estimate reckons it; nothing before any measurement.
+  std::optional<std::chrono::steady_clock::duration> entry_pass_time() const;
+  // How long the last step() took (zero before the first).
+  std::chrono::steady_clock::duration last_step() const { return last_step_; }
+  // The loop's clock (TuneOptions::clock).
+  std::chrono::steady_clock::time_point now() const;
   // start(), step() until done, finish().
   rpc::awaitable<TuneResult> run(std::function<void(const TuneProgress&)> on_progress = {});
 
@@ -260,6 +309,16 @@ class TuningLoop {
   std::size_t failures_ = 0;
   std::size_t since_improvement_ = 0;
   std::vector<std::uint64_t> zero_shot_points_;  // the model's picks, best first
+  // What this session's measurements took (for final_estimate): the evaluator's wall
+  // time, the configurations, their timed rounds and those rounds' time.
+  std::chrono::steady_clock::duration eval_wall_{};
+  std::size_t eval_configs_ = 0, timed_rounds_ = 0;
+  double timed_seconds_ = 0;
+  std::size_t ok_count_ = 0;  // successful configurations recorded (finalist candidates)
+  std::chrono::steady_clock::duration last_step_{};
+  std::optional<std::chrono::steady_clock::duration> final_eta_;  // reported in the final round
+  std::size_t final_entries() const;
+  std::uint32_t min_final_passes() const;
   bool started_ok_ = false;
   bool done_ = false;
   TuneProgress progress_;

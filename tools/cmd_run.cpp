@@ -160,7 +160,8 @@ int run_model(int argc, char** argv) {
     const std::vector<std::string> constant = deploy::constant_outputs(graph, timed.outputs);
     for (const auto& name : constant) {
       const deploy::Tensor& t = timed.outputs.at(name);
-      const double v = t.type == model::ElemType::f32 ? static_cast<double>(t.f32.front()) : static_cast<double>(t.i64.front());
+      double v = t.type == model::ElemType::f32 ? static_cast<double>(t.f32.front()) : static_cast<double>(t.i64.front());
+      if (v == 0) v = 0;  // -0 prints as 0
       std::cerr << "kestrel run: warning: output " << name << " " << deploy::shape_text(t.shape) << " is constant (every value is "
                 << v << "): a match with ONNX Runtime proves little about the kernels\n";
     }

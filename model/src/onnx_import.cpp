@@ -1,6 +1,8 @@
 // The importer: reads a model with ONNX's protobuf schema (libonnx), checks what Kestrel
-// reads (opset, IR version, domains, input shapes), infers shapes with ONNX's shape
-// inference and converts the result into the plain structs of graph.h. Constant nodes
+// reads (opset, IR version, domains, element types, input shapes), reads weights kept in
+// an external file (external_data.h), rewrites opset 18 to 21 nodes into opset 17 for
+// libonnx 1.12 (opset_upgrade.h), infers shapes with ONNX's shape inference and converts
+// the result into the plain structs of graph.h. Constant nodes
 // become initializers, layout nodes over constants are folded into initializers
 // (fold_constants.h) and a BatchNormalization after a Conv is folded (fold_batchnorm.h).
 #include <onnx/checker.h>
@@ -15,7 +17,9 @@
 #include <sstream>
 
 #include "fold_batchnorm.h"
+#include "external_data.h"
 #include "fold_constants.h"
+#include "opset_upgrade.h"
 #include "fold_shapes.h"
 #include "kestrel/model/graph.h"
 
@@ -185,30 +189,30 @@ Initializer constant_value(const onnx::NodeProto& node, const std::string& what)
 }
 
 std::string opset_range() {
-  return "Kestrel reads opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset);
+  return "Kestrel reads opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kNewestOpset);
 }
 
-// Checks what Kestrel reads before ONNX's checker (whose messages are less direct):
-// the IR version, the default domain's opset, every node's domain.
-std::int64_t check_supported(const onnx::ModelProto& proto, const std::string& path) {
-  if (proto.ir_version() > onnx::IR_VERSION) {
+// Checks what Kestrel reads before ONNX's checker (whose messages are less direct): the
+// IR version, the default domain's opset, every node's domain, the element types. Then
+// makes the model one that libonnx 1.12 reads (IR 8, opset 17): external data read in,
+// opset 18 to 21 nodes rewritten (opset_upgrade.h), the IR version set to 8. Returns the
+// default domain's opset as written.
+std::int64_t check_supported(onnx::ModelProto& proto, const std::string& path) {
+  if (proto.ir_version() > kNewestIrVersion) {
     throw ModelError(path + ": IR version " + std::to_string(proto.ir_version()) +
-                     " is newer than this build of ONNX reads (up to " + std::to_string(onnx::IR_VERSION) +
-                     "): save it with ir_version=" + std::to_string(onnx::IR_VERSION));
+                     " is newer than Kestrel reads (up to " + std::to_string(kNewestIrVersion) +
+                     "): export it with an older onnx, or set ir_version to " + std::to_string(kNewestIrVersion) +
+                     " if it uses no newer IR feature");
   }
   std::optional<std::int64_t> opset;
   for (const auto& import : proto.opset_import()) {
     if (import.domain().empty() || import.domain() == "ai.onnx") opset = import.version();
   }
   if (!opset) throw ModelError(path + ": the model imports no opset of the ONNX domain (" + opset_range() + ")");
-  if (*opset < kMinOpset || *opset > kMaxOpset) {
-    throw ModelError(path + ": opset " + std::to_string(*opset) + " is not supported: " + opset_range() +
-                     " (convert it with onnx.version_converter.convert_version)");
-  }
-  for (const auto& init : proto.graph().initializer()) {
-    if (init.data_location() == onnx::TensorProto::EXTERNAL) {
-      convert_tensor(init, init.name(), path + ": initializer '" + init.name() + "'");  // throws
-    }
+  if (*opset < kMinOpset || *opset > kNewestOpset) {
+    throw ModelError(path + ": opset " + std::to_string(*opset) + " is not supported: " + opset_range() + " (" +
+                     std::to_string(kLibOpset + 1) + " to " + std::to_string(kNewestOpset) + " rewritten into opset " +
+                     std::to_string(kLibOpset) + "; convert it with onnx.version_converter.convert_version)");
   }
   for (const auto& node : proto.graph().node()) {
     if (!node.domain().empty() && node.domain() != "ai.onnx") {
@@ -216,6 +220,10 @@ std::int64_t check_supported(const onnx::ModelProto& proto, const std::string& p
                        "': Kestrel reads standard ONNX operators only");
     }
   }
+  check_element_types(proto, path);
+  load_external_data(proto, path);
+  if (*opset > kLibOpset) rewrite_to_opset17(proto, *opset, path);
+  if (proto.ir_version() > kLibIrVersion) proto.set_ir_version(kLibIrVersion);
   return *opset;
 }
 

@@ -4,6 +4,7 @@
 // small-tier zoo files of tests/data/zoo/ loaded and planned.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -25,7 +26,7 @@ namespace {
 
 std::string zoo(const std::string& name) { return std::string(KESTREL_SOURCE_DIR) + "/tests/data/zoo/" + name; }
 
-[[maybe_unused]] std::string error_of(const std::function<void()>& f) {
+std::string error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const ModelError& e) {
@@ -106,4 +107,190 @@ TEST_CASE("import zoo: cnn_bn_tiny.legacy (zero biases through Identity) plans e
   CHECK(!untuned_has(p, "Gemm"));
   CHECK(!untuned_has(p, "Identity"));
   CHECK(tuned_share(p) > 0.99);
+}
+
+namespace {
+
+// The node op types in order.
+std::vector<std::string> op_types(const kestrel::model::Graph& g) {
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.op_type);
+  return ops;
+}
+
+// Moves initializer `index` of `b` into `file` (beside the model) as external data.
+void externalize(OnnxBuilder& b, int index, const std::string& dir_file, const std::string& location,
+                 std::int64_t offset = 0, std::int64_t drop = 0) {
+  auto* t = b.proto().mutable_graph()->mutable_initializer(index);
+  std::string raw = t->raw_data();
+  {
+    std::ofstream out(dir_file, std::ios::binary);
+    out << std::string(static_cast<std::size_t>(offset), 'x') << raw.substr(0, raw.size() - static_cast<std::size_t>(drop));
+  }
+  t->clear_raw_data();
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const std::string& k, const std::string& v) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("location", location);
+  add("offset", std::to_string(offset));
+  add("length", std::to_string(raw.size()));
+}
+
+OnnxBuilder ir10_conv(std::int64_t opset) {
+  OnnxBuilder b(opset);
+  b.proto().set_ir_version(10);
+  b.input("x", {1, 8, 16, 16}).output("y");
+  b.weight("w", {16, 8, 3, 3}).weight("b", {16});
+  b.node("Conv", {"x", "w", "b"}, {"c"}).ints("pads", {1, 1, 1, 1}).ints("kernel_shape", {3, 3});
+  b.node("Relu", {"c"}, {"y"});
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("import zoo: weights in an external data file are read; missing, short or escaping files are refused") {
+  TempDir dir;
+  OnnxBuilder b = ir10_conv(17);
+  const std::string w_raw = b.proto().graph().initializer(0).raw_data();
+  externalize(b, 0, dir.file("m.onnx.data"), "m.onnx.data", 128);
+  b.save(dir.file("m.onnx"));
+  Model model = Model::load(dir.file("m.onnx"));
+  REQUIRE(model.graph().initializer("w"));
+  const auto& w = model.graph().initializer("w")->f32;
+  REQUIRE(w.size() == 16 * 8 * 9);
+  CHECK(std::memcmp(w.data(), w_raw.data(), w_raw.size()) == 0);
+  CHECK(model.bind({}).initializer("w")->f32 == w);
+
+  OnnxBuilder truncated = ir10_conv(17);
+  externalize(truncated, 0, dir.file("t.onnx.data"), "t.onnx.data", 0, 100);
+  truncated.save(dir.file("t.onnx"));
+  CHECK_THAT(error_of([&] { Model::load(dir.file("t.onnx")); }),
+             Contains("t.onnx: initializer 'w'") && Contains("'t.onnx.data'") && Contains("truncated"));
+
+  std::filesystem::remove(dir.file("t.onnx.data"));
+  CHECK_THAT(error_of([&] { Model::load(dir.file("t.onnx")); }), Contains("initializer 'w'") && Contains("missing"));
+
+  for (const std::string location : {"../outside.data", "/etc/passwd", "sub/../../x.data"}) {
+    OnnxBuilder escaping = ir10_conv(17);
+    externalize(escaping, 0, dir.file("e.data"), location);
+    escaping.save(dir.file("e.onnx"));
+    INFO(location);
+    CHECK_THAT(error_of([&] { Model::load(dir.file("e.onnx")); }), Contains("outside the model's folder"));
+  }
+}
+
+TEST_CASE("import zoo: IR 10 is read, IR 11 and opset 22 are refused, float8 is refused by name") {
+  TempDir dir;
+  ir10_conv(17).save(dir.file("ir10.onnx"));
+  CHECK(Model::load(dir.file("ir10.onnx")).graph().nodes.size() == 2);
+
+  OnnxBuilder ir11 = ir10_conv(17);
+  ir11.proto().set_ir_version(11);
+  ir11.save(dir.file("ir11.onnx"));
+  CHECK_THAT(error_of([&] { Model::load(dir.file("ir11.onnx")); }),
+             Contains("IR version 11 is newer than Kestrel reads (up to 10)"));
+
+  ir10_conv(22).save(dir.file("o22.onnx"));
+  CHECK_THAT(error_of([&] { Model::load(dir.file("o22.onnx")); }),
+             Contains("opset 22 is not supported") && Contains("opsets 11 to 21"));
+
+  OnnxBuilder f8 = ir10_conv(19);
+  f8.proto().mutable_graph()->mutable_initializer(1)->set_data_type(17);
+  f8.save(dir.file("f8.onnx"));
+  CHECK_THAT(error_of([&] { Model::load(dir.file("f8.onnx")); }), Contains("initializer 'b' is float8e4m3fn"));
+}
+
+TEST_CASE("import zoo: opset 18-21 nodes are rewritten into opset 17 (Reduce axes, Split, Pad, Gelu, Mish)") {
+  TempDir dir;
+  OnnxBuilder b(20);
+  b.proto().set_ir_version(10);
+  b.input("x", {1, 6, 4, 4}).output("mean").output("all").output("same").output("s0").output("s1").output("s2")
+      .output("pad").output("gelu").output("gelu_tanh").output("mish");
+  b.ints("axes", {2, 3});
+  b.ints("pads", {1, 2});
+  b.ints("pad_axes", {-1});
+  b.node("ReduceMean", {"x", "axes"}, {"mean"}).i("keepdims", 1).i("noop_with_empty_axes", 0);
+  b.node("ReduceMax", {"x"}, {"all"}).i("keepdims", 0);
+  b.node("ReduceSumSquare", {"x", ""}, {"same"}).i("noop_with_empty_axes", 1);
+  b.node("Split", {"x"}, {"s0", "s1", "s2"}).i("axis", 2).i("num_outputs", 3);  // 4 -> 2, 2, 0
+  b.node("Pad", {"x", "pads", "", "pad_axes"}, {"pad"});
+  b.node("Gelu", {"x"}, {"gelu"}, "gelu");
+  b.node("Gelu", {"x"}, {"gelu_tanh"}, "gelu_tanh").s("approximate", "tanh");
+  b.node("Mish", {"x"}, {"mish"});
+  b.save(dir.file("m.onnx"));
+  Model model = Model::load(dir.file("m.onnx"));
+  const auto& g = model.graph();
+  CHECK(g.opset == 20);  // as written
+  CHECK(op_types(g) == std::vector<std::string>{"ReduceMean", "ReduceMax", "Identity", "Split", "Pad",
+                                                "Div",        "Erf",       "Add",      "Mul",   "Mul",
+                                                "Pow",        "Mul",       "Add",      "Mul",   "Tanh",
+                                                "Add",        "Mul",       "Mul",      "Softplus", "Tanh", "Mul"});
+  CHECK(g.nodes[0].attr_ints("axes") == std::vector<std::int64_t>{2, 3});
+  CHECK(g.nodes[0].inputs.size() == 1);
+  CHECK(kestrel::model::to_string(*g.value("mean")->shape) == "[1,6,1,1]");
+  CHECK(g.nodes[1].attr_ints("axes").empty());
+  CHECK(kestrel::model::to_string(*g.value("all")->shape) == "[]");
+  CHECK(kestrel::model::to_string(*g.value("s0")->shape) == "[1,6,2,4]");
+  CHECK(kestrel::model::to_string(*g.value("s2")->shape) == "[1,6,0,4]");
+  CHECK(kestrel::model::to_string(*g.value("pad")->shape) == "[1,6,4,7]");
+  REQUIRE(g.initializer(g.nodes[4].inputs[1]));
+  CHECK(g.initializer(g.nodes[4].inputs[1])->i64 == std::vector<std::int64_t>{0, 0, 0, 1, 0, 0, 0, 2});
+  CHECK(kestrel::model::to_string(*g.value("gelu")->shape) == "[1,6,4,4]");
+  CHECK(kestrel::model::to_string(*g.value("mish")->shape) == "[1,6,4,4]");
+}
+
+TEST_CASE("import zoo: opset 18-21 operators with no opset-17 form are refused by name") {
+  TempDir dir;
+  OnnxBuilder b(18);
+  b.input("x", {1, 4, 4, 4}).output("y");
+  b.weight("scale", {2}).weight("bias", {2});
+  b.node("GroupNormalization", {"x", "scale", "bias"}, {"y"}, "gn").i("num_groups", 2);
+  b.save(dir.file("gn.onnx"));
+  CHECK_THAT(error_of([&] { Model::load(dir.file("gn.onnx")); }),
+             Contains("node 'gn' (GroupNormalization) is an opset-18 operator") && Contains("no opset-17 equivalent"));
+
+  OnnxBuilder r(18);
+  r.input("x", {1, 4, 4, 4}).output("y");
+  r.ints("axes", {});
+  r.proto().mutable_graph()->add_input()->set_name("dyn_axes");
+  auto* t = r.proto().mutable_graph()->mutable_input(1)->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::INT64);
+  t->mutable_shape()->add_dim()->set_dim_value(1);
+  r.node("ReduceMean", {"x", "dyn_axes"}, {"y"}, "rm");
+  r.save(dir.file("r.onnx"));
+  CHECK_THAT(error_of([&] { Model::load(dir.file("r.onnx")); }),
+             Contains("node 'rm' (ReduceMean) takes its axes from 'dyn_axes', computed at run time"));
+}
+
+TEST_CASE("import zoo: every dynamo export of tests/data/zoo loads and plans") {
+  // name -> the symbols it was traced at (none: static).
+  const std::vector<std::pair<std::string, std::map<std::string, std::int64_t>>> files = {
+      {"bert_tiny.dynamo-opset17.onnx", {}},       {"bert_tiny.dynamo.onnx", {}},
+      {"bert_tiny_dyn.dynamo.onnx", {}},           {"cnn_bn_tiny.dynamo-opset17.onnx", {}},
+      {"cnn_bn_tiny.dynamo.onnx", {}},             {"distilbert_tiny.dynamo.onnx", {}},
+      {"efficientnet_b0_w025.dynamo.onnx", {}},    {"embedding_tiny.dynamo.onnx", {}},
+      {"gpt2_tiny.dynamo.onnx", {}},               {"mobilenet_v3_small_w025.dynamo.onnx", {}},
+      {"resnet_blocks_tiny.dynamo.onnx", {}},      {"vit_tiny.dynamo-opset17.onnx", {}},
+      {"vit_tiny.dynamo.onnx", {}}};
+  std::size_t seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(zoo(""))) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".dynamo") != std::string::npos && name.ends_with(".onnx")) ++seen;
+  }
+  CHECK(seen == files.size());
+  for (const auto& [name, symbols] : files) {
+    INFO(name);
+    std::optional<Model> model;
+    REQUIRE_NOTHROW(model.emplace(Model::load(zoo(name))));
+    std::map<std::string, std::int64_t> bound = symbols;
+    for (const auto& s : model->graph().symbols()) bound.emplace(s, s == "batch" ? 1 : 16);
+    Plan p;
+    REQUIRE_NOTHROW(p = plan_of(*model, bound));
+    CHECK(!p.tasks.empty());
+    CHECK(!untuned_has(p, "Gelu"));
+    CHECK(!untuned_has(p, "Conv"));
+  }
 }

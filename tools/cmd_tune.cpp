@@ -181,7 +181,7 @@ std::string final_text(const tuner::TuneResult& r) {
 void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::SessionResult& session,
                          const std::string& db_path) {
   std::cout << "\n" << std::left << std::setw(6) << "TASK" << std::setw(6) << "x" << std::setw(8) << "TRIALS"
-            << std::setw(10) << "GFLOP/s" << std::setw(10) << "SPEED-UP" << std::setw(12) << "EST. ms" << std::setw(14)
+            << std::setw(10) << "GFLOP/s" << std::setw(10) << "SPEED-UP" << std::setw(12) << "EST. ms" << std::setw(16)
             << "FINAL" << "WORKLOAD\n";
   double best_s = 0, default_s = 0;
   std::size_t trials = 0;
@@ -206,7 +206,7 @@ void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::S
     std::cout << std::left << std::setw(6) << i + 1 << std::setw(6) << static_cast<long>(weight) << std::setw(8) << r.trials
               << std::setw(10) << std::fixed << std::setprecision(1) << (best ? best->gflops(r.flops) : 0.0)
               << std::setw(10) << speedup.str()
-              << std::setw(12) << std::setprecision(3) << est * 1e3 << std::setw(14) << final_text(r) << r.op << " "
+              << std::setw(12) << std::setprecision(3) << est * 1e3 << std::setw(16) << final_text(r) << r.op << " "
               << r.workload << "\n";
   }
   std::cout << "\n" << session.results.size() << "/" << jobs.size() << " tasks, " << trials

@@ -216,8 +216,8 @@ class ModelProgressView {
       line << "not re-measured (no time left in the budget): its best recorded stands";
       if (p.speedup > 0) line << ", " << speedup();
     } else if (p.passes == 0) {
-      line << "no final round";
-      if (p.speedup > 0) line << ", best recorded " << speedup();
+      line << "no final round, its best recorded stands";
+      if (p.speedup > 0) line << ", " << speedup();
     } else {
       line << (p.verdict.empty() ? "done" : p.verdict);
       if (p.speedup > 0) line << ", " << speedup();

@@ -80,8 +80,11 @@ std::uint32_t TuningLoop::min_final_passes() const {
 std::size_t TuningLoop::final_entries() const {
   if (options_.zero_shot) return options_.zero_shot_verify > 0 ? zero_shot_points_.size() + 1 : 0;
   if (options_.final_top == 0 || ok_count_ == 0) return 0;
+  const std::size_t vendors = selected_vendors().size();
+  // Only the default succeeded: nothing to compare it with (finish skips it under a limit).
+  if (ok_count_ == 1 && std::isfinite(default_cost_) && vendors == 0) return 0;
   // The finalists, the default (counted apart: it may be one of them) and the vendors.
-  return std::min(options_.final_top, ok_count_) + 1 + selected_vendors().size();
+  return std::min(options_.final_top, ok_count_) + 1 + vendors;
 }
 
 std::optional<Clock::duration> TuningLoop::entry_pass_time() const {
@@ -482,6 +485,10 @@ rpc::awaitable<TuneResult> TuningLoop::finish(FinalLimit limit) {
       if (std::find(finalists.begin(), finalists.end(), index) == finalists.end()) finalists.push_back(index);
     }
   }
+  // Under a time limit, the default alone is not re-measured: nothing to compare it with.
+  const bool default_alone = limit.deadline && !options_.zero_shot && vendors.empty() && finalists.size() == 1 &&
+                             space_->config(finalists.front()) == default_config_;
+  if (default_alone) finalists.clear();
   // Out of time: no final round; the best recorded configuration stands.
   bool skipped = false;
   if (limit.deadline && !stop_.load() && (options_.zero_shot || !finalists.empty())) {

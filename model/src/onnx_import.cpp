@@ -4,7 +4,8 @@
 // libonnx 1.12 (opset_upgrade.h), infers shapes with ONNX's shape inference and converts
 // the result into the plain structs of graph.h. Constant nodes
 // become initializers, layout nodes over constants are folded into initializers
-// (fold_constants.h) and a BatchNormalization after a Conv is folded (fold_batchnorm.h).
+// (fold_constants.h), a spatial ReduceMean becomes GlobalAveragePool (canonical_ops.h)
+// and a BatchNormalization after a Conv is folded (fold_batchnorm.h).
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "fold_batchnorm.h"
+#include "canonical_ops.h"
 #include "external_data.h"
 #include "fold_constants.h"
 #include "opset_upgrade.h"
@@ -308,6 +310,7 @@ Graph convert(const onnx::ModelProto& proto, const std::string& path, std::int64
     out.nodes.push_back(std::move(node));
   }
   fold_constants(out);
+  canonicalize_ops(out);
   fold_batchnorm(out);
   return out;
 }

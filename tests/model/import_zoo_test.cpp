@@ -203,13 +203,14 @@ TEST_CASE("import zoo: IR 10 is read, IR 11 and opset 22 are refused, float8 is 
   CHECK_THAT(error_of([&] { Model::load(dir.file("f8.onnx")); }), Contains("initializer 'b' is float8e4m3fn"));
 }
 
-TEST_CASE("import zoo: opset 18-21 nodes are rewritten into opset 17 (Reduce axes, Split, Pad, Gelu, Mish)") {
+TEST_CASE("import zoo: opset 18-21 nodes are rewritten into opset 17 (Reduce axes, Split, Pad, Gelu, Mish), a spatial "
+          "ReduceMean is a GlobalAveragePool") {
   TempDir dir;
   OnnxBuilder b(20);
   b.proto().set_ir_version(10);
   b.input("x", {1, 6, 4, 4}).output("mean").output("all").output("same").output("s0").output("s1").output("s2")
-      .output("pad").output("gelu").output("gelu_tanh").output("mish");
-  b.ints("axes", {2, 3});
+      .output("pad").output("gelu").output("gelu_tanh").output("mish").output("gap");
+  b.ints("axes", {1, 3}).ints("spatial", {-1, -2});
   b.ints("pads", {1, 2});
   b.ints("pad_axes", {-1});
   b.node("ReduceMean", {"x", "axes"}, {"mean"}).i("keepdims", 1).i("noop_with_empty_axes", 0);
@@ -220,6 +221,7 @@ TEST_CASE("import zoo: opset 18-21 nodes are rewritten into opset 17 (Reduce axe
   b.node("Gelu", {"x"}, {"gelu"}, "gelu");
   b.node("Gelu", {"x"}, {"gelu_tanh"}, "gelu_tanh").s("approximate", "tanh");
   b.node("Mish", {"x"}, {"mish"});
+  b.node("ReduceMean", {"x", "spatial"}, {"gap"});  // keepdims defaults to 1
   b.save(dir.file("m.onnx"));
   Model model = Model::load(dir.file("m.onnx"));
   const auto& g = model.graph();
@@ -227,10 +229,12 @@ TEST_CASE("import zoo: opset 18-21 nodes are rewritten into opset 17 (Reduce axe
   CHECK(op_types(g) == std::vector<std::string>{"ReduceMean", "ReduceMax", "Identity", "Split", "Pad",
                                                 "Div",        "Erf",       "Add",      "Mul",   "Mul",
                                                 "Pow",        "Mul",       "Add",      "Mul",   "Tanh",
-                                                "Add",        "Mul",       "Mul",      "Softplus", "Tanh", "Mul"});
-  CHECK(g.nodes[0].attr_ints("axes") == std::vector<std::int64_t>{2, 3});
+                                                "Add",        "Mul",       "Mul",      "Softplus", "Tanh", "Mul",
+                                                "GlobalAveragePool"});
+  CHECK(g.nodes[0].attr_ints("axes") == std::vector<std::int64_t>{1, 3});
   CHECK(g.nodes[0].inputs.size() == 1);
-  CHECK(kestrel::model::to_string(*g.value("mean")->shape) == "[1,6,1,1]");
+  CHECK(kestrel::model::to_string(*g.value("mean")->shape) == "[1,1,4,1]");
+  CHECK(kestrel::model::to_string(*g.value("gap")->shape) == "[1,6,1,1]");
   CHECK(g.nodes[1].attr_ints("axes").empty());
   CHECK(kestrel::model::to_string(*g.value("all")->shape) == "[]");
   CHECK(kestrel::model::to_string(*g.value("s0")->shape) == "[1,6,2,4]");
@@ -292,5 +296,6 @@ TEST_CASE("import zoo: every dynamo export of tests/data/zoo loads and plans") {
     CHECK(!p.tasks.empty());
     CHECK(!untuned_has(p, "Gelu"));
     CHECK(!untuned_has(p, "Conv"));
+    CHECK(!untuned_has(p, "ReduceMean"));  // the CNNs' global pools and squeeze-excites
   }
 }

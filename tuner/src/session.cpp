@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "kestrel/base/log.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/tuner/evaluator.h"
 
@@ -273,6 +274,8 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
     results[i] = std::move(result);
   }
   session.final_time = now() - final_started;
+  log::info("tune", "final round: expected ", std::chrono::duration<double>(estimated_done).count(), " s, took ",
+            std::chrono::duration<double>(session.final_time).count(), " s");
   final_state = {};
   for (auto& result : results) {
     if (result) session.results.push_back(std::move(*result));

@@ -248,7 +248,7 @@ class TuningLoop {
   // The time the final round's minimum passes (final_passes) are expected to take: its
   // entries (the finalists, the default, the vendors) x passes x the time one entry's
   // pass takes, from this session's measurements (per configuration: its time beyond its
-  // timed rounds, plus the timed rounds a final pass gives it). Zero when there will be no
+  // timed rounds and its compilation, plus the timed rounds a final pass gives it). Zero when there will be no
   // final round; nothing when nothing was measured yet to estimate from.
   std::optional<std::chrono::steady_clock::duration> final_estimate() const;
   // The same with `per_entry_pass` (another task's) when this loop has nothing to go by.
@@ -313,7 +313,7 @@ class TuningLoop {
   // time, the configurations, their timed rounds and those rounds' time.
   std::chrono::steady_clock::duration eval_wall_{};
   std::size_t eval_configs_ = 0, timed_rounds_ = 0;
-  double timed_seconds_ = 0;
+  double timed_seconds_ = 0, compile_seconds_ = 0;
   std::size_t ok_count_ = 0;  // successful configurations recorded (finalist candidates)
   std::chrono::steady_clock::duration last_step_{};
   std::optional<std::chrono::steady_clock::duration> final_eta_;  // reported in the final round

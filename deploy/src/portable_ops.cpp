@@ -1095,6 +1095,18 @@ std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tenso
   if (!node.domain.empty() && node.domain != "ai.onnx") {
     fail(node, "operators of domain " + node.domain + " have no portable implementation");
   }
+  // Every input holds its shape's values (an initializer of an element type the importer
+  // keeps without data, bool say, does not).
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const Tensor* t = in[i];
+    if (!t || t->layout != TensorLayout::plain) continue;
+    const std::size_t held = t->type == ElemType::f32 ? t->f32.size() : t->i64.size();
+    if (static_cast<std::int64_t>(held) != t->elements()) {
+      fail(node, "input " + std::to_string(i) + " (" + (i < node.inputs.size() ? node.inputs[i] : std::string("?")) + ") " +
+                     shape_text(t->shape) + " holds " + std::to_string(held) + " values" +
+                     (held == 0 ? ": a constant of an element type Kestrel does not read (bool, float16, ...)" : ""));
+    }
+  }
   const std::string& op = node.op_type;
   if (op == "Conv") return {conv(node, in)};
   if (op == "Gemm") return {gemm(node, in)};

@@ -160,7 +160,7 @@ std::string contents(const model::Plan& plan) {
 
 int run_tasks(int argc, char** argv) {
   Args args("kestrel tasks",
-            "Reads an ONNX model (opsets 11 to 17), infers its shapes and lists the Kestrel tasks it\n"
+            "Reads an ONNX model (opsets 11 to 21, IR up to 10), infers its shapes and lists the Kestrel tasks it\n"
             "maps to: each distinct op and workload, the ONNX operators it covers (a fused epilogue\n"
             "such as Conv+Add+Relu), how often it occurs, its GFLOP and share of the model's FLOPs,\n"
             "and the workload parameters that follow a symbolic dimension (dynamic). Operators left\n"

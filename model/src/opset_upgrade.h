@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <string>
 
+#include "kestrel/model/graph.h"
+
 namespace kestrel::model {
 
 inline constexpr std::int64_t kNewestIrVersion = 10;  // read as written
 inline constexpr std::int64_t kLibIrVersion = 8;      // what libonnx 1.12 checks
-inline constexpr std::int64_t kNewestOpset = 21;      // 18..21 rewritten to 17
+inline constexpr std::int64_t kNewestOpset = kMaxOpset;     // 18..21 rewritten to 17
 inline constexpr std::int64_t kLibOpset = 17;
 
 // Refuses the element types IR 9 and 10 added (float8, int4, uint4, and newer ones) on any

@@ -258,11 +258,14 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
       for (std::size_t j = k + 1; j < order.size(); ++j) later += estimate[order[j]];
       limit.deadline = *deadline;
       limit.extra_deadline = *deadline - later;
+      limit.entry_pass = fallback;
     }
     loop_ = loops[i].get();
     TuneResult result = co_await loops[i]->finish(limit);
-    took_done += now() - task_started;
-    estimated_done += estimate[i];
+    if (result.passes > 0) {  // (the ETA's scale: the jobs whose final round ran)
+      took_done += now() - task_started;
+      estimated_done += estimate[i];
+    }
     if (result.final_cut == FinalCut::skipped) {
       ++session.final_skipped;
     } else if (result.final_cut == FinalCut::fewer_passes) {
@@ -274,7 +277,9 @@ rpc::awaitable<void> TuneSession::run_scheduled(Evaluator& evaluator, const host
     results[i] = std::move(result);
   }
   session.final_time = now() - final_started;
-  log::info("tune", "final round: expected ", std::chrono::duration<double>(estimated_done).count(), " s, took ",
+  log::info("tune", "final round: the jobs re-measured were expected to take ",
+            std::chrono::duration<double>(estimated_done).count(), " s and took ",
+            std::chrono::duration<double>(took_done).count(), " s; the round took ",
             std::chrono::duration<double>(session.final_time).count(), " s");
   final_state = {};
   for (auto& result : results) {

@@ -459,6 +459,7 @@ rpc::awaitable<TuneResult> TuningLoop::finish(FinalLimit limit) {
   }
   // A loop's own time budget covers its final round.
   if (!limit.deadline && options_.time_budget.count() > 0) limit.deadline = started_ + options_.time_budget;
+  const Clock::duration entry_pass = entry_pass_time().value_or(limit.entry_pass.value_or(Clock::duration{}));
   const Clock::time_point final_started = now();
   result_.default_seconds = default_cost_;
   const std::vector<ops::VendorKernel> vendors = selected_vendors();
@@ -498,8 +499,7 @@ rpc::awaitable<TuneResult> TuningLoop::finish(FinalLimit limit) {
   bool skipped = false;
   if (limit.deadline && !stop_.load() && (options_.zero_shot || !finalists.empty())) {
     const std::size_t entries = finalists.size() + 1 + vendors.size();
-    const Clock::duration needed =
-        entry_pass_time().value_or(Clock::duration{}) * static_cast<long>(entries * min_final_passes());
+    const Clock::duration needed = entry_pass * static_cast<long>(entries * min_final_passes());
     if (now() + needed > *limit.deadline) skipped = true;
   }
   if (skipped) {
@@ -515,7 +515,9 @@ rpc::awaitable<TuneResult> TuningLoop::finish(FinalLimit limit) {
   if (!options_.zero_shot && (finalists.empty() || stop_.load() || skipped)) {
     if (!ranked.empty()) final_round_from_records(ranked.front().first, ranked.front().second);
     // No final round to join: the vendor kernels are measured once on their own.
-    if (!vendors.empty() && !stop_.load() && !skipped) {
+    const bool vendors_fit =
+        !limit.deadline || now() + entry_pass * static_cast<long>(vendors.size()) <= *limit.deadline;
+    if (!vendors.empty() && !stop_.load() && !skipped && vendors_fit) {
       report("final");
       auto measured = co_await evaluator_.evaluate_vendors(task_, vendors, options_.measure);
       for (const Evaluation& e : measured) {
@@ -529,8 +531,7 @@ rpc::awaitable<TuneResult> TuningLoop::finish(FinalLimit limit) {
   }
 
   // ---- finalists and the default, interleaved over passes, order alternating -----
-  final_eta_ = entry_pass_time().value_or(Clock::duration{}) *
-               static_cast<long>((finalists.size() + 1 + vendors.size()) * min_final_passes());
+  final_eta_ = entry_pass * static_cast<long>((finalists.size() + 1 + vendors.size()) * min_final_passes());
   report("final");
   std::vector<ops::Config> configs;
   for (std::uint64_t index : finalists) configs.push_back(space_->config(index));
@@ -594,8 +595,7 @@ rpc::awaitable<TuneResult> TuningLoop::finish(FinalLimit limit) {
   // A pass is expected to take as long as the passes so far, else as the search's
   // measurements say.
   Clock::duration passes_time{};
-  const Clock::duration first_pass_estimate =
-      entry_pass_time().value_or(Clock::duration{}) * static_cast<long>(merged.size());
+  const Clock::duration first_pass_estimate = entry_pass * static_cast<long>(merged.size());
   auto pass_estimate = [&](std::uint32_t done) {
     return done > 0 ? passes_time / static_cast<long>(done) : first_pass_estimate;
   };

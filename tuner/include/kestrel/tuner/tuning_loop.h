@@ -64,6 +64,8 @@ std::string_view to_string(FinalCut cut);
 struct FinalLimit {
   std::optional<std::chrono::steady_clock::time_point> deadline;
   std::optional<std::chrono::steady_clock::time_point> extra_deadline;
+  // One entry's pass when the loop measured nothing to go by (other tasks' mean).
+  std::optional<std::chrono::steady_clock::duration> entry_pass;
 };
 
 class CrossModel;

@@ -1031,6 +1031,120 @@ std::vector<Tensor> split(const Node& node, const Inputs& in) {
   return out;
 }
 
+// Max, Min (variadic, numpy broadcasting; float or integer as the inputs).
+Tensor extremum(const Node& node, const Inputs& in, bool max) {
+  if (in.empty()) fail(node, "no inputs");
+  Tensor acc = numeric_in(node, in, 0);
+  for (std::size_t k = 1; k < in.size(); ++k) {
+    const Tensor& b = numeric_in(node, in, k);
+    if (b.type != acc.type) fail(node, "inputs of different element types");
+    Tensor out;
+    out.type = acc.type;
+    out.shape = broadcast_shape(acc.shape, b.shape);
+    const auto n = static_cast<std::size_t>(element_count(out.shape));
+    if (out.type == ElemType::f32) out.f32.resize(n);
+    else out.i64.resize(n);
+    for_each_broadcast(out.shape, {acc.shape, b.shape}, [&](std::int64_t i, const Dims& off) {
+      const auto x = static_cast<std::size_t>(off[0]), y = static_cast<std::size_t>(off[1]);
+      const auto at = static_cast<std::size_t>(i);
+      if (out.type == ElemType::f32) {
+        const float u = acc.f32[x], v = b.f32[y];
+        // NaN propagates, as numpy's maximum and ONNX Runtime do.
+        out.f32[at] = std::isnan(u) || std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : max ? std::max(u, v) : std::min(u, v);
+      } else {
+        out.i64[at] = max ? std::max(acc.i64[x], b.i64[y]) : std::min(acc.i64[x], b.i64[y]);
+      }
+    });
+    acc = std::move(out);
+  }
+  return acc;
+}
+
+// ReduceMean, ReduceSum, ReduceMax, ReduceMin over `axes` (the attribute, or from opset
+// 18 the second input; none: every axis, or nothing with noop_with_empty_axes), keepdims
+// (default 1). Sums accumulate in double.
+Tensor reduce(const Node& node, const Inputs& in) {
+  const Tensor& x = floats_in(node, in, 0);
+  const std::size_t rank = x.shape.size();
+  Dims axes = node.attr_ints("axes");
+  if (const Tensor* t = optional_in(in, 1)) axes = ints_of(node, *t);
+  if (axes.empty() && node.attr_int("noop_with_empty_axes", 0) != 0) return x;
+  std::vector<bool> reduced(rank, axes.empty());
+  for (auto a : axes) reduced[static_cast<std::size_t>(norm_axis(node, a, rank))] = true;
+  const bool keep = node.attr_int("keepdims", 1) != 0;
+  Dims kept_shape = x.shape, out_shape;
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (reduced[d]) kept_shape[d] = 1;
+    if (!reduced[d] || keep) out_shape.push_back(kept_shape[d]);
+  }
+  const std::string& op = node.op_type;
+  const bool mean = op == "ReduceMean", sum = op == "ReduceSum", is_max = op == "ReduceMax";
+  const double init = mean || sum ? 0.0 : is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  std::vector<double> acc(static_cast<std::size_t>(element_count(kept_shape)), init);
+  const Dims out_strides = strides_of(kept_shape);
+  Dims index(rank, 0);
+  for (std::size_t flat = 0; flat < x.f32.size(); ++flat) {
+    std::int64_t o = 0;
+    for (std::size_t d = 0; d < rank; ++d) o += (reduced[d] ? 0 : index[d]) * out_strides[d];
+    double& a = acc[static_cast<std::size_t>(o)];
+    const double v = x.f32[flat];
+    if (mean || sum) a += v;
+    else if (std::isnan(v) || std::isnan(a)) a = std::numeric_limits<double>::quiet_NaN();
+    else a = is_max ? std::max(a, v) : std::min(a, v);
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++index[d] < x.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  const std::int64_t count = acc.empty() ? 1 : x.elements() / static_cast<std::int64_t>(acc.size());
+  Tensor out = Tensor::floats(out_shape);
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    out.f32[i] = static_cast<float>(mean ? acc[i] / static_cast<double>(std::max<std::int64_t>(count, 1)) : acc[i]);
+  }
+  return out;
+}
+
+// GatherND(data, indices, batch_dims): each row of the indices' last dimension (length
+// k) picks data[b.., i0, .., ik-1] (a slice of the remaining dimensions); negative indices
+// count from the end.
+Tensor gather_nd(const Node& node, const Inputs& in) {
+  const Tensor& x = numeric_in(node, in, 0);
+  const Tensor& idx_t = input(node, in, 1);
+  const Dims idx = ints_of(node, idx_t);
+  const auto b = static_cast<std::size_t>(node.attr_int("batch_dims", 0));
+  const std::size_t r = x.shape.size(), q = idx_t.shape.size();
+  if (q < 1 || b >= q || b >= r) fail(node, "batch_dims " + std::to_string(b) + " does not fit the ranks of data and indices");
+  const auto k = static_cast<std::size_t>(idx_t.shape.back());
+  if (k < 1 || b + k > r) fail(node, "index rows of length " + std::to_string(k) + " do not fit the data " + shape_text(x.shape));
+  for (std::size_t d = 0; d < b; ++d) {
+    if (x.shape[d] != idx_t.shape[d]) fail(node, "the batch dimensions of data and indices differ");
+  }
+  Dims shape(idx_t.shape.begin(), idx_t.shape.end() - 1);
+  shape.insert(shape.end(), x.shape.begin() + static_cast<std::ptrdiff_t>(b + k), x.shape.end());
+  const std::int64_t slice = element_count(Dims(x.shape.begin() + static_cast<std::ptrdiff_t>(b + k), x.shape.end()));
+  const std::int64_t batches = element_count(Dims(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(b)));
+  const std::int64_t per_batch_data = batches ? x.elements() / batches : 0;
+  const std::int64_t rows = static_cast<std::int64_t>(idx.size() / k);
+  const std::int64_t rows_per_batch = batches ? rows / batches : 0;
+  const Dims strides = strides_of(x.shape);
+  Dims offsets;
+  offsets.reserve(static_cast<std::size_t>(rows * slice));
+  for (std::int64_t row = 0; row < rows; ++row) {
+    std::int64_t off = (rows_per_batch ? row / rows_per_batch : 0) * per_batch_data;
+    for (std::size_t j = 0; j < k; ++j) {
+      const std::size_t d = b + j;
+      std::int64_t i = idx[static_cast<std::size_t>(row) * k + j];
+      if (i < -x.shape[d] || i >= x.shape[d]) {
+        fail(node, "index " + std::to_string(i) + " is out of range for extent " + std::to_string(x.shape[d]));
+      }
+      if (i < 0) i += x.shape[d];
+      off += i * strides[d];
+    }
+    for (std::int64_t s2 = 0; s2 < slice; ++s2) offsets.push_back(off + s2);
+  }
+  return take(x, shape, offsets);
+}
+
 double erf_of(double x) { return std::erf(x); }
 
 const std::map<std::string, int>& portable_table() {
@@ -1043,6 +1157,7 @@ const std::map<std::string, int>& portable_table() {
       {"Constant", 0}, {"HardSigmoid", 0}, {"HardSwish", 0}, {"IsNaN", 0}, {"Where", 0}, {"Equal", 0}, {"Less", 0},
       {"LessOrEqual", 0}, {"Greater", 0}, {"GreaterOrEqual", 0}, {"And", 0}, {"Or", 0}, {"Xor", 0}, {"Not", 0},
       {"Expand", 0}, {"ConstantOfShape", 0}, {"GatherElements", 0}, {"Range", 0}, {"Split", 0},
+      {"Max", 0}, {"Min", 0}, {"ReduceMean", 0}, {"ReduceSum", 0}, {"ReduceMax", 0}, {"ReduceMin", 0}, {"GatherND", 0},
   };
   return table;
 }
@@ -1152,6 +1267,9 @@ std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tenso
   if (op == "GatherElements") return {gather_elements(node, in)};
   if (op == "Range") return {range(node, in)};
   if (op == "Split") return split(node, in);
+  if (op == "Max" || op == "Min") return {extremum(node, in, op == "Max")};
+  if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin") return {reduce(node, in)};
+  if (op == "GatherND") return {gather_nd(node, in)};
   fail(node, "no portable implementation of ONNX operator " + op);
 }
 

@@ -259,3 +259,60 @@ TEST_CASE("deploy: missing_portable lists every operator of a plan's portable st
   plan.steps[1].kind = Step::Kind::task;
   CHECK(missing_portable(g, plan)[0].nodes == 1);
 }
+
+TEST_CASE("deploy: portable Max, Min, the Reduce operators and GatherND (dynamo exports)", "[deploy][portable]") {
+  Tensor a = Tensor::floats({2, 2}, std::vector<float>{1, 5, -3, 2});
+  Tensor b = Tensor::floats({2}, std::vector<float>{0, 4});
+  expect_floats(run1(node("Max", 2), {&a, &b}), {1, 5, 0, 4});
+  expect_floats(run1(node("Min", 2), {&a, &b}), {0, 4, -3, 2});
+  Tensor i1 = Tensor::ints({1}, {3}), i2 = Tensor::ints({3}, {1, 7, 3}), i3 = Tensor::ints({}, {2});
+  CHECK(run1(node("Max", 3), {&i1, &i2, &i3}).i64 == Ints{3, 7, 3});
+
+  // ReduceMean over the spatial axes with keepdims (squeeze-excite), and the others.
+  Tensor x = Tensor::floats({1, 2, 2, 2}, std::vector<float>{1, 2, 3, 4, -1, -2, -3, 10});
+  Node mean = node("ReduceMean");
+  Attribute axes;
+  axes.ints = {2, 3};
+  mean.attributes["axes"] = axes;
+  Tensor m = run1(mean, {&x});
+  CHECK(m.shape == Ints{1, 2, 1, 1});
+  expect_floats(m, {2.5f, 1});
+  // Axes as an input (opset 18), keepdims 0, a negative axis.
+  Node sum = node("ReduceSum", 2);
+  sum.attributes["keepdims"] = one(0);
+  Tensor ax = Tensor::ints({1}, {-1});
+  Tensor s = run1(sum, {&x, &ax});
+  CHECK(s.shape == Ints{1, 2, 2});
+  expect_floats(s, {3, 7, -3, 7});
+  Tensor mx = run1(node("ReduceMax"), {&x});  // every axis, kept
+  CHECK(mx.shape == Ints{1, 1, 1, 1});
+  expect_floats(mx, {10});
+  expect_floats(run1(node("ReduceMin"), {&x}), {-3});
+  Node noop = node("ReduceMean");
+  noop.attributes["noop_with_empty_axes"] = one(1);
+  CHECK(run1(noop, {&x}).shape == Ints{1, 2, 2, 2});
+
+  // GatherND, ONNX's examples: data [[0,1],[2,3]], indices [[0,0],[1,1]] -> [0,3];
+  // indices [[1],[0]] -> [[2,3],[0,1]]; batch_dims 1: data [[[0,1],[2,3]],[[4,5],[6,7]]],
+  // indices [[1],[0]] -> [[2,3],[4,5]].
+  Tensor d = Tensor::floats({2, 2}, std::vector<float>{0, 1, 2, 3});
+  Tensor pairs = Tensor::ints({2, 2}, {0, 0, 1, 1});
+  Tensor g1 = run1(node("GatherND", 2), {&d, &pairs});
+  CHECK(g1.shape == Ints{2});
+  expect_floats(g1, {0, 3});
+  Tensor rows = Tensor::ints({2, 1}, {1, 0});
+  Tensor g2 = run1(node("GatherND", 2), {&d, &rows});
+  CHECK(g2.shape == Ints{2, 2});
+  expect_floats(g2, {2, 3, 0, 1});
+  Tensor d3 = Tensor::floats({2, 2, 2}, std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7});
+  Node batched = node("GatherND", 2);
+  batched.attributes["batch_dims"] = one(1);
+  Tensor g3 = run1(batched, {&d3, &rows});
+  CHECK(g3.shape == Ints{2, 2});
+  expect_floats(g3, {2, 3, 4, 5});
+  // A negative index counts from the end; one out of range is refused.
+  Tensor neg = Tensor::ints({1, 2}, {-1, 0});
+  expect_floats(run1(node("GatherND", 2), {&d, &neg}), {2});
+  Tensor far = Tensor::ints({1, 2}, {2, 0});
+  CHECK_THROWS_WITH(run1(node("GatherND", 2), {&d, &far}), Catch::Contains("n_GatherND") && Catch::Contains("out of range"));
+}

@@ -5,8 +5,9 @@
 // GlobalAveragePool, Flatten, Reshape, Transpose, Concat, Gather, Unsqueeze, Squeeze,
 // Shape, Slice, Cast, Identity, Dropout (inference: identity), and what torch's exporters
 // write around them: HardSigmoid, HardSwish, IsNaN, Where, Equal, Less(OrEqual),
-// Greater(OrEqual), And, Or, Xor, Not, Expand, ConstantOfShape, GatherElements, Range,
-// Split. Booleans are held as i64 tensors of 0 and 1.
+// Greater(OrEqual), And, Or, Xor, Not, Expand, ConstantOfShape, GatherElements,
+// GatherND, Range, Split, Max, Min, ReduceMean/Sum/Max/Min. Booleans are held as i64
+// tensors of 0 and 1.
 #pragma once
 
 #include <string>

@@ -1212,7 +1212,10 @@ std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tenso
   }
   // Every input holds its shape's values (an initializer of an element type the importer
   // keeps without data, bool say, does not).
-  for (std::size_t i = 0; i < in.size(); ++i) {
+  // Dropout reads only its data: ratio and training_mode (a bool constant) are ignored
+  // at inference.
+  const std::size_t read = node.op_type == "Dropout" ? std::min<std::size_t>(in.size(), 1) : in.size();
+  for (std::size_t i = 0; i < read; ++i) {
     const Tensor* t = in[i];
     if (!t || t->layout != TensorLayout::plain) continue;
     const std::size_t held = t->type == ElemType::f32 ? t->f32.size() : t->i64.size();

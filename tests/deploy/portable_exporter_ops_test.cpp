@@ -316,3 +316,17 @@ TEST_CASE("deploy: portable Max, Min, the Reduce operators and GatherND (dynamo 
   Tensor far = Tensor::ints({1, 2}, {2, 0});
   CHECK_THROWS_WITH(run1(node("GatherND", 2), {&d, &far}), Catch::Contains("n_GatherND") && Catch::Contains("out of range"));
 }
+
+TEST_CASE("deploy: a portable step refuses an input without its values, except what Dropout ignores", "[deploy][portable]") {
+  // A bool constant as the importer keeps it: a shape, no values.
+  Tensor no_data;
+  no_data.type = ElemType::i64;
+  no_data.shape = {1, 4};
+  Tensor x = Tensor::ints({1, 4}, {1, 0, 1, 1});
+  CHECK_THROWS_WITH(run1(node("And", 2), {&x, &no_data}),
+                    Catch::Contains("n_And") && Catch::Contains("in1") && Catch::Contains("holds 0 values"));
+  Tensor training_mode;
+  training_mode.type = ElemType::i64;  // a scalar bool, no values
+  Tensor f = Tensor::floats({2}, std::vector<float>{1, 2});
+  expect_floats(run1(node("Dropout", 3), {&f, nullptr, &training_mode}), {1, 2});
+}

@@ -213,7 +213,7 @@ void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::S
             << " trials; stopped by "
             << (session.stop_reason == tuner::StopReason::none ? "trials" : tuner::to_string(session.stop_reason)) << "\n";
   const std::size_t final_tasks = session.final_full + session.final_fewer + session.final_skipped;
-  if (final_tasks > 0) {
+  if (!session.results.empty()) {
     auto seconds = [](std::chrono::steady_clock::duration d) {
       std::ostringstream out;
       out << std::fixed << std::setprecision(1) << std::chrono::duration<double>(d).count() << " s";
@@ -223,6 +223,9 @@ void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::S
     if (session.final_fewer > 0) std::cout << ", " << session.final_fewer << " with fewer passes (time budget)";
     if (session.final_skipped > 0) {
       std::cout << ", " << session.final_skipped << " not re-measured (time budget: their best recorded stands)";
+    }
+    if (session.results.size() > final_tasks) {
+      std::cout << ", " << session.results.size() - final_tasks << " without one (their best recorded stands)";
     }
     std::cout << "; it took " << seconds(session.final_time);
     if (session.final_reserved.count() > 0) {

@@ -61,7 +61,8 @@ int run_model(int argc, char** argv) {
   args.option("repeat", "R", "timed runs of each (after one untimed run)", "10");
   args.option("seed", "S", "seed of the random inputs", "1");
   args.option("inputs", "FILE.npz", "the model's inputs (np.savez: an array per input, named NAME or input:NAME; "
-                                    "output:* arrays are ignored) instead of random ones; they also give the "
+                                    "output:NAME arrays, as the zoo's files hold ONNX Runtime's, are compared with "
+                                    "Kestrel's outputs too) instead of random ones; they also give the "
                                     "symbolic dimensions their sizes unless --shape does");
   args.option("tolerance", "T", "allowed max error relative to the output's largest magnitude", "0.001");
   args.option("python", "PATH", "Python with onnxruntime (default: $KESTREL_PYTHON, .venv, python3)");
@@ -156,6 +157,10 @@ int run_model(int argc, char** argv) {
     const std::vector<deploy::OutputCheck> comparisons = deploy::compare_outputs(graph, timed.outputs, ort, tolerance);
     bool ok = true;
     for (const auto& c : comparisons) ok = ok && c.ok;
+    // The outputs a given .npz holds (the zoo's: ONNX Runtime's for those inputs): checked too.
+    const std::vector<deploy::OutputCheck> npz_checks =
+        given ? deploy::compare_npz_outputs(graph, timed.outputs, *given, tolerance) : std::vector<deploy::OutputCheck>{};
+    for (const auto& c : npz_checks) ok = ok && c.ok;
     // An output of one value everywhere matches at any error: say so.
     const std::vector<std::string> constant = deploy::constant_outputs(graph, timed.outputs);
     for (const auto& name : constant) {
@@ -185,6 +190,14 @@ int run_model(int argc, char** argv) {
       j["checked"] = ort.available;
       j["ok"] = ok;
       j["constant_outputs"] = constant;
+      if (given) {
+        j["npz_outputs"] = json::array();
+        for (const auto& c : npz_checks) {
+          json o{{"name", c.name}, {"max_abs_error", c.max_abs}, {"relative_error", c.relative}, {"ok", c.ok}};
+          if (!c.problem.empty()) o["problem"] = c.problem;
+          j["npz_outputs"].push_back(o);
+        }
+      }
       j["inputs"] = json::object();
       for (const auto& [name, t] : inputs) {
         j["inputs"][name] = {{"shape", t.shape},
@@ -224,6 +237,10 @@ int run_model(int argc, char** argv) {
         std::cout << "output " << c.name << " " << deploy::shape_text(c.shape) << ": max abs error " << c.max_abs
                   << ", relative to max |onnxruntime| " << c.relative << " (tolerance " << tolerance << "): "
                   << (c.ok ? "match" : "MISMATCH: " + c.problem) << "\n";
+      }
+      for (const auto& c : npz_checks) {
+        std::cout << "output " << c.name << " against output:" << c.name << " of " << args.get("inputs") << ": max abs error "
+                  << c.max_abs << ", relative " << c.relative << ": " << (c.ok ? "match" : "MISMATCH: " + c.problem) << "\n";
       }
       std::cout << std::fixed << std::setprecision(3) << "latency (median of " << repeat << ", " << threads
                 << (threads == 1 ? " thread" : " threads") << "): kestrel " << ours.median_ms << " ms";

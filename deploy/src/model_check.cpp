@@ -664,6 +664,20 @@ std::vector<OutputCheck> compare_outputs(const model::Graph& graph, const std::m
   return checks;
 }
 
+std::vector<OutputCheck> compare_npz_outputs(const model::Graph& graph, const std::map<std::string, Tensor>& outputs,
+                                             const std::map<std::string, NpzArray>& arrays, double tolerance) {
+  std::vector<OutputCheck> checks;
+  for (const auto& o : graph.outputs) {
+    const auto it = arrays.find("output:" + o.name);
+    const auto got = outputs.find(o.name);
+    if (it == arrays.end() || got == outputs.end()) continue;
+    Tensor want = Tensor::floats(it->second.shape);
+    for (std::size_t i = 0; i < it->second.values.size(); ++i) want.f32[i] = static_cast<float>(it->second.values[i]);
+    checks.push_back(compare_output(o.name, got->second, &want, tolerance));
+  }
+  return checks;
+}
+
 double speedup(const Latency& ours, const Latency& onnxruntime) {
   return ours.median_ms > 0 ? onnxruntime.median_ms / ours.median_ms : 0.0;
 }

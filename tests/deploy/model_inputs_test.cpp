@@ -250,3 +250,23 @@ TEST_CASE("deploy: integer outputs compare with ONNX Runtime's, and constant out
   outputs["ones"] = Tensor::ints({2}, {1, 1});
   CHECK(constant_outputs(g, outputs) == std::vector<std::string>{"zeros", "ones"});
 }
+
+TEST_CASE("deploy: the outputs a .npz holds are compared with Kestrel's", "[deploy][model_check]") {
+  const auto arrays = read_npz(zoo("embedding_tiny.legacy.npz"));
+  REQUIRE(arrays.count("output:hidden"));
+  model::Graph g;
+  g.outputs = {value("hidden", {1, 16, 16}), value("other", {2})};
+  std::map<std::string, Tensor> outputs;
+  Tensor same = Tensor::floats({1, 16, 16});
+  for (std::size_t i = 0; i < same.f32.size(); ++i) same.f32[i] = static_cast<float>(arrays.at("output:hidden").values[i]);
+  outputs["hidden"] = same;
+  outputs["other"] = Tensor::floats({2}, 1.0f);
+  auto checks = compare_npz_outputs(g, outputs, arrays, 1e-3);
+  REQUIRE(checks.size() == 1);  // "other" is not in the file
+  CHECK(checks[0].name == "hidden");
+  CHECK(checks[0].ok);
+  outputs["hidden"].f32[5] += 1.0f;
+  checks = compare_npz_outputs(g, outputs, arrays, 1e-3);
+  CHECK_FALSE(checks[0].ok);
+  CHECK(checks[0].max_abs == Approx(1.0).epsilon(1e-3));
+}

@@ -99,6 +99,10 @@ TEST_CASE("deploy: kestrel run feeds the zoo's int64 token ids, generated inside
 
   j = run_json(dir, {"--model", model, "--inputs", zoo("embedding_tiny.legacy.npz")}, 0);
   CHECK(j["ok"] == true);
+  // The .npz's own outputs (ONNX Runtime's) are compared too.
+  REQUIRE(j["npz_outputs"].size() == 1);
+  CHECK(j["npz_outputs"][0]["name"] == "hidden");
+  CHECK(j["npz_outputs"][0]["ok"] == true);
   CHECK(j["inputs"]["input_ids"]["values"].get<std::string>().find("embedding_tiny.legacy.npz") != std::string::npos);
 
   // Text output says what the integer input holds.

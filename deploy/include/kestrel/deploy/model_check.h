@@ -68,7 +68,7 @@ std::map<std::string, NpzArray> read_npz(const std::string& path);
 // The model's inputs from a .npz's arrays: for each graph input, the entry "input:NAME"
 // (as scripts/model-zoo.py writes) or "NAME". Float inputs need a float array, integer and
 // boolean ones an integer or boolean array; each must have the input's bound shape.
-// Entries "output:..." are ignored; another entry naming no input is an error. Throws
+// Entries "output:..." are not inputs (compare_npz_outputs); another entry naming no input is an error. Throws
 // UsageError saying which input and why.
 std::map<std::string, Tensor> inputs_from_npz(const model::Graph& graph, const std::map<std::string, NpzArray>& arrays,
                                               const std::string& path);
@@ -145,6 +145,12 @@ OutputCheck compare_output(const std::string& name, const Tensor& got, const Ten
 // ONNX Runtime did not run (`ort.available` false). `outputs` must hold every graph output.
 std::vector<OutputCheck> compare_outputs(const model::Graph& graph, const std::map<std::string, Tensor>& outputs,
                                          const OrtRun& ort, double tolerance);
+
+// The graph outputs that the .npz also holds as "output:NAME" (the zoo's files keep ONNX
+// Runtime's outputs for their inputs), each compared with ours as compare_output does;
+// empty when it holds none.
+std::vector<OutputCheck> compare_npz_outputs(const model::Graph& graph, const std::map<std::string, Tensor>& outputs,
+                                             const std::map<std::string, NpzArray>& arrays, double tolerance);
 
 // ONNX Runtime's median latency over ours (0 when ours is 0).
 double speedup(const Latency& ours, const Latency& onnxruntime);

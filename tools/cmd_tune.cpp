@@ -388,11 +388,7 @@ int run_tune(int argc, char** argv) {
     } else if (args.has("json")) {
       if (from_model) {
         nlohmann::json list = nlohmann::json::array();
-        for (const auto& r : session.results) {
-          nlohmann::json one = frontend::to_json(r);
-          one["final_cut"] = std::string(tuner::to_string(r.final_cut));
-          list.push_back(std::move(one));
-        }
+        for (const auto& r : session.results) list.push_back(frontend::to_json(r));
         auto seconds = [](std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); };
         nlohmann::json final_round = {{"full", session.final_full}, {"fewer_passes", session.final_fewer},
                                       {"skipped", session.final_skipped},

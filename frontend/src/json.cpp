@@ -54,6 +54,7 @@ nlohmann::json to_json(const tuner::TuneResult& result) {
   out["best"] = best ? to_json(*best, result.flops) : nlohmann::json(nullptr);
   out["verdict"] = result.verdict;
   out["passes"] = result.passes;
+  out["final_cut"] = std::string(tuner::to_string(result.final_cut));
   if (result.zero_shot) out["zero_shot"] = zero_shot;
   if (!result.prior.empty()) out["prior"] = result.prior;
   nlohmann::json vendors = nlohmann::json::array();
@@ -74,7 +75,13 @@ nlohmann::json to_json(const tuner::TuneProgress& p) {
           {"best_config", p.best_config ? ops::format_config(*p.best_config) : std::string()},
           {"elapsed_s", seconds(p.elapsed)},
           {"eta_s", p.eta ? nlohmann::json(seconds(*p.eta)) : nlohmann::json(nullptr)},
-          {"phase", p.phase}};
+          {"phase", p.phase},
+          {"final_task", p.final_task},
+          {"final_tasks", p.final_tasks},
+          {"verdict", p.verdict},
+          {"speedup", p.speedup},
+          {"passes", p.passes},
+          {"final_cut", std::string(tuner::to_string(p.final_cut))}};
 }
 
 }  // namespace kestrel::frontend

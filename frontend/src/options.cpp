@@ -95,7 +95,8 @@ const std::vector<OptionSpec> kBudget = {
     {"trials-per-task", OptionKind::integer, "N",
      "with a model: at most N trials per task, earlier runs included (default: 64, no limit with a time budget)", "",
      1, 100'000'000},
-    {"time-budget", OptionKind::duration, "DURATION", "stop searching after this long, e.g. 90s, 15m or 2h", "", 0, 0},
+    {"time-budget", OptionKind::duration, "DURATION", "the whole session's time, its final re-measurement included (when short, the tasks that weigh most are "
+     "re-measured first, the others keep their best recorded), e.g. 90s, 15m or 2h", "", 0, 0},
     {"no-transfer", OptionKind::flag, "", "do not seed the cost model with records of other workloads", "", 0, 0},
 };
 

@@ -175,6 +175,7 @@ def test_tune_stops_at_a_time_budget_given_as_text_or_seconds(tmp_path):
         result = kestrel.tune("gemm", SHAPE, trials=100000, time_budget=budget, batch=2, db=tmp_path / "b.db", **FAST)
         assert result.stop_reason == "time budget", (budget, result.stop_reason)
         assert 1 <= result.this_session < 100000
+        assert result.final_cut in ("", "fewer passes", "skipped")  # kestrel tune --json's field
 
 
 def test_tune_zero_shot_picks_without_a_device_or_records(tmp_path):

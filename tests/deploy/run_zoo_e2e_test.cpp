@@ -180,3 +180,20 @@ TEST_CASE("deploy: kestrel run warns when an output is constant (all zeros match
   CHECK(r.code == 0);
   CHECK_THAT(r.output, Catch::Contains("warning: output y is constant"));
 }
+
+TEST_CASE("deploy: kestrel run on the zoo's legacy BERT (int64 ids and mask, GatherElements/IsNaN/Where) matches",
+          "[deploy][e2e]") {
+  kestrel::test::require_python_modules("numpy, onnxruntime");
+  kestrel::test::TempDir dir;
+  const std::string model = zoo("bert_tiny.legacy.onnx");
+  json j = run_json(dir, {"--model", model}, 0);
+  INFO(j.dump(2));
+  CHECK(j["ok"] == true);
+  CHECK(j["outputs"].size() == 2);
+  CHECK(j["inputs"]["input_ids"]["values"].get<std::string>().find("indices in [0, 1000)") == 0);
+  CHECK(j["inputs"]["attention_mask"]["values"] == "ones (a mask)");
+  j = run_json(dir, {"--model", model, "--inputs", zoo("bert_tiny.legacy.npz")}, 0);
+  CHECK(j["ok"] == true);
+  REQUIRE(j["npz_outputs"].size() == 2);
+  for (const auto& o : j["npz_outputs"]) CHECK(o["ok"] == true);
+}

@@ -200,6 +200,7 @@ class Folder {
       remove[i] = r && !stays;
       if (stays && (!r || !is_bool_cast_of_initializer(node))) {
         for (const auto& in : node.input()) read.insert(in);
+        read_by_subgraphs(node, read);
       }
     }
     int folded = 0;
@@ -246,6 +247,21 @@ class Folder {
   }
 
  private:
+  // Adds to `read` what the subgraphs of `node` (If, Loop, Scan bodies) read: they may
+  // read values of the enclosing graph.
+  static void read_by_subgraphs(const onnx::NodeProto& node, std::set<std::string>& read) {
+    auto visit = [&](const onnx::GraphProto& g) {
+      for (const auto& n : g.node()) {
+        for (const auto& in : n.input()) read.insert(in);
+        read_by_subgraphs(n, read);
+      }
+    };
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) visit(a.g());
+      for (const auto& g : a.graphs()) visit(g);
+    }
+  }
+
   // `t` as an initializer `name` of element type `type` (int64 or int32). Returns the name.
   std::string add_initializer(const std::string& name, const IntTensor& t, int type) {
     auto* init = graph_.add_initializer();

@@ -116,8 +116,18 @@ Initializer convert_tensor(const onnx::TensorProto& tensor, const std::string& n
         out.i64.assign(tensor.int32_data().begin(), tensor.int32_data().end());
       }
       break;
+    case onnx::TensorProto::BOOL:
+      // Masks and flags (the dynamo exporter writes bool constants): as i64 0/1, the type
+      // staying `other`, as the runtime holds booleans.
+      if (tensor.has_raw_data()) {
+        for (std::uint8_t v : raw_values<std::uint8_t>(tensor.raw_data(), count, what)) out.i64.push_back(v != 0);
+      } else {
+        check_count(tensor.int32_data_size());
+        for (std::int32_t v : tensor.int32_data()) out.i64.push_back(v != 0);
+      }
+      break;
     default:
-      break;  // other element types (bool, fp16, ...) are kept without data
+      break;  // other element types (fp16, int8, ...) are kept without data
   }
   return out;
 }

@@ -197,3 +197,19 @@ TEST_CASE("deploy: kestrel run on the zoo's legacy BERT (int64 ids and mask, Gat
   REQUIRE(j["npz_outputs"].size() == 2);
   for (const auto& o : j["npz_outputs"]) CHECK(o["ok"] == true);
 }
+
+TEST_CASE("deploy: kestrel run on the zoo's dynamo exports of BERT and GPT-2 (bool constants, IR 10) matches",
+          "[deploy][e2e]") {
+  // The dynamo exporter writes masks as bool constants: the importer keeps their values
+  // (as 0/1) for the portable And/Where/Not that read them.
+  kestrel::test::require_python_modules("numpy, onnxruntime");
+  kestrel::test::TempDir dir;
+  for (const char* name : {"bert_tiny.dynamo", "gpt2_tiny.dynamo"}) {
+    INFO(name);
+    json j = run_json(dir, {"--model", zoo(std::string(name) + ".onnx"), "--inputs", zoo(std::string(name) + ".npz")}, 0);
+    INFO(j.dump(2));
+    CHECK(j["ok"] == true);
+    REQUIRE_FALSE(j["npz_outputs"].empty());
+    for (const auto& o : j["npz_outputs"]) CHECK(o["ok"] == true);
+  }
+}

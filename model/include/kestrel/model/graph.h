@@ -41,7 +41,8 @@ struct ValueInfo {
 };
 
 // A constant tensor (ONNX initializer or Constant node output). f32 data in `f32`,
-// integer data (Reshape shapes, Gather indices) in `i64`; the other is empty.
+// integer data (Reshape shapes, Gather indices) and booleans (as 0/1, type other) in `i64`;
+// the other is empty (both, for types Kestrel does not read: fp16, int8, ...).
 struct Initializer {
   std::string name;
   ElemType type = ElemType::f32;

@@ -2,7 +2,9 @@
 // included.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "kestrel/deploy/portable_ops.h"
 
@@ -262,4 +264,100 @@ TEST_CASE("model: portable ops refuse what they do not implement, by node", "[mo
   Node bad_reshape = node("Reshape", 2);
   Tensor shape = Tensor::ints({1}, {3});
   CHECK_THROWS_WITH(run1(bad_reshape, {&a, &shape}), Catch::Contains("cannot reshape [2] to [3]"));
+}
+
+// Issue 28: the elementwise operators run four lanes at a time with float exp; across
+// their range, on sizes with a tail, they stay within float tolerance of the double
+// references, and the broadcast fast paths (coalesced dimensions, scalar and row
+// operands, Pow by 2, 3 and 0.5) give what a per-element loop gives.
+TEST_CASE("deploy: portable elementwise fast paths match double references", "[deploy][portable]") {
+  std::vector<float> xs;
+  for (float x = -95.0f; x < 95.0f; x += 0.0371f) xs.push_back(x);
+  xs.push_back(1e-6f);
+  xs.push_back(-3e-5f);
+  Tensor x = Tensor::floats({static_cast<std::int64_t>(xs.size())}, xs);
+  auto check = [&](const char* op, auto ref, double eps, bool relative) {
+    Tensor out = run1(node(op), {&x});
+    REQUIRE(out.f32.size() == xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const double want = ref(static_cast<double>(xs[i]));
+      const double tol = relative ? eps * std::abs(want) + 1e-37 : eps;
+      INFO(op << " at " << xs[i] << ": " << out.f32[i] << " want " << want);
+      if (std::isnan(want)) CHECK(std::isnan(out.f32[i]));
+      else if (std::isinf(want)) CHECK(out.f32[i] > 3e38f);
+      else CHECK(std::abs(out.f32[i] - want) <= tol);
+    }
+  };
+  check("Sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }, 2e-7, false);
+  check("Tanh", [](double v) { return std::tanh(v); }, 3e-7, false);
+  check("Erf", [](double v) { return std::erf(v); }, 1e-6, false);
+  check("Exp", [](double v) { return v > 88.72 ? HUGE_VAL : v < -87.33 ? 0.0 : std::exp(v); }, 3e-7, true);
+  check("Relu", [](double v) { return v > 0 ? v : 0; }, 0, false);
+  check("Neg", [](double v) { return -v; }, 0, false);
+  check("Sqrt", [](double v) { return std::sqrt(v); }, 1e-7, true);
+  Tensor nan = Tensor::floats({3}, std::vector<float>{NAN, INFINITY, -INFINITY});
+  Tensor s = run1(node("Sigmoid"), {&nan});
+  CHECK(std::isnan(s.f32[0]));
+  CHECK(s.f32[1] == 1.0f);
+  CHECK(s.f32[2] == 0.0f);
+  Tensor t = run1(node("Tanh"), {&nan});
+  CHECK(std::isnan(t.f32[0]));
+  CHECK(t.f32[1] == 1.0f);
+  CHECK(t.f32[2] == -1.0f);
+
+  // Pow by constants (odd sizes: the vector loop and its tail).
+  Tensor base = Tensor::floats({7}, std::vector<float>{-2.5f, -1, 0, 0.5f, 1.25f, 3, 7});
+  Tensor pos = Tensor::floats({7}, std::vector<float>{0, 0.25f, 1, 2, 3.5f, 9, 100});
+  auto pow_by = [&](const Tensor& a, float e) {
+    Tensor ex = Tensor::floats({}, std::vector<float>{e});
+    Tensor out = run1(node("Pow", 2), {&a, &ex});
+    for (std::size_t i = 0; i < a.f32.size(); ++i) {
+      INFO("Pow(" << a.f32[i] << ", " << e << ")");
+      CHECK(std::abs(out.f32[i] - std::pow(static_cast<double>(a.f32[i]), e)) <= 1e-6 * std::max(1.0, std::abs(std::pow(static_cast<double>(a.f32[i]), static_cast<double>(e)))));
+    }
+  };
+  pow_by(base, 1);
+  pow_by(base, 2);
+  pow_by(base, 3);
+  pow_by(pos, 0.5f);
+  pow_by(pos, 1.5f);
+  Tensor iexp = Tensor::ints({}, {3});
+  expect_floats(run1(node("Pow", 2), {&base, &iexp}), {-15.625f, -1, 0, 0.125f, 1.953125f, 27, 343});
+
+  // [1,C,H,W] op [1,C,1,1], [C,1,1], a row [W], a scalar, and the operands swapped, against
+  // a per-element loop.
+  const std::int64_t C = 3, H = 5, W = 7;
+  std::vector<float> big(static_cast<std::size_t>(C * H * W));
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = 0.25f * static_cast<float>(i % 13) - 1.0f;
+  Tensor a = Tensor::floats({1, C, H, W}, big);
+  Tensor chan = Tensor::floats({1, C, 1, 1}, std::vector<float>{2, -3, 0.5f});
+  Tensor chan3 = Tensor::floats({C, 1, 1}, std::vector<float>{2, -3, 0.5f});
+  Tensor row = Tensor::floats({W}, std::vector<float>{1, 2, 3, 4, 5, 6, 8});
+  Tensor sc = Tensor::floats({1}, std::vector<float>{4});
+  auto at = [&](const Tensor& b, std::int64_t c, std::int64_t w) {
+    if (b.f32.size() == 1) return b.f32[0];
+    if (b.f32.size() == static_cast<std::size_t>(W)) return b.f32[static_cast<std::size_t>(w)];
+    return b.f32[static_cast<std::size_t>(c)];
+  };
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    for (const Tensor* b : {&chan, &chan3, &row, &sc}) {
+      for (bool swap : {false, true}) {
+        Tensor out = swap ? run1(node(op, 2), {b, &a}) : run1(node(op, 2), {&a, b});
+        CHECK(out.shape == std::vector<std::int64_t>{1, C, H, W});
+        REQUIRE(out.f32.size() == big.size());
+        for (std::int64_t c = 0; c < C; ++c) {
+          for (std::int64_t h = 0; h < H; ++h) {
+            for (std::int64_t w = 0; w < W; ++w) {
+              const std::size_t i = static_cast<std::size_t>((c * H + h) * W + w);
+              const float u = swap ? at(*b, c, w) : big[i], v = swap ? big[i] : at(*b, c, w);
+              const std::string o = op;
+              const float want = o == "Add" ? u + v : o == "Sub" ? u - v : o == "Mul" ? u * v : u / v;
+              INFO(op << " swap " << swap << " b of " << b->f32.size() << " at " << i);
+              CHECK(out.f32[i] == want);
+            }
+          }
+        }
+      }
+    }
+  }
 }

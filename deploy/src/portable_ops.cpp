@@ -207,16 +207,26 @@ enum class BinaryOp { add, sub, mul, div, pow };
 // lanes at a time (f takes F4 and float operands).
 template <typename F>
 void vector_row(float* dst, const float* pa, const float* pb, std::int64_t n, bool whole_a, bool whole_b, F f) {
-  const F4 sa = splat(pa[0]), sb = splat(pb[0]);
-  std::int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    F4 x = sa, y = sb, r;
-    if (whole_a) std::memcpy(&x, pa + j, sizeof x);
-    if (whole_b) std::memcpy(&y, pb + j, sizeof y);
-    r = f(x, y);
-    std::memcpy(dst + j, &r, sizeof r);
-  }
-  for (; j < n; ++j) dst[j] = f(whole_a ? pa[j] : pa[0], whole_b ? pb[j] : pb[0]);
+  // One loop per case, so that the vector loop has no branch on them.
+  auto rows = [&](auto load_a, auto load_b) {
+    std::int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const F4 r = f(load_a(j), load_b(j));
+      std::memcpy(dst + j, &r, sizeof r);
+    }
+    for (; j < n; ++j) dst[j] = f(whole_a ? pa[j] : pa[0], whole_b ? pb[j] : pb[0]);
+  };
+  auto load = [](const float* p) {
+    return [p](std::int64_t j) {
+      F4 v;
+      std::memcpy(&v, p + j, sizeof v);
+      return v;
+    };
+  };
+  auto constant = [](float v) { return [s = splat(v)](std::int64_t) { return s; }; };
+  if (whole_a && whole_b) rows(load(pa), load(pb));
+  else if (whole_a) rows(load(pa), constant(pb[0]));
+  else rows(constant(pa[0]), load(pb));
 }
 
 // out = f(a, b) over `shape` with numpy broadcasting: an odometer over the outer

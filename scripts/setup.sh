@@ -20,6 +20,7 @@ packages=(
   libpq-dev postgresql                               # records on PostgreSQL (libpq); the tests start their own server (initdb, postgres)
   pybind11-dev                                       # the Python package `kestrel` (bindings over the C++ libraries)
   libonnx-dev libprotobuf-dev                        # model import (ONNX's parser and shape inference)
+  libzip-dev                                         # `kestrel run --inputs FILE.npz` (numpy's zip archives)
   python3-venv                                       # the Python test dependencies' venv (onnx, onnxruntime)
   llvm-19-dev libclang-19-dev liblld-19-dev clang-19 lld-19 zlib1g-dev libzstd-dev libffi-dev libxml2-dev  # in-process kernel compiler (+ what LLVM/LLD's CMake configs find)
   catch2 libbenchmark-dev                            # tests, benchmarks

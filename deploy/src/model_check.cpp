@@ -14,33 +14,24 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <zip.h>
 
 #include "kestrel/base/stats.h"
 #include "kestrel/base/usage_error.h"
 #include "kestrel/deploy/python_tool.h"
+#include "kestrel/device_runtime/kernel_runner.h"
 
 namespace kestrel::deploy {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-// Uniform in [-1, 1) from a seed (splitmix64), one stream per input.
-void fill_random(AlignedFloats& values, std::uint64_t seed) {
-  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  for (float& v : values) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    v = static_cast<float>(static_cast<double>(z >> 40) / static_cast<double>(1ull << 24) * 2.0 - 1.0);
-  }
-}
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
@@ -155,25 +146,9 @@ OrtRun run_ort_in(const OnnxRuntime& ort, const std::string& model_path, const s
 
 }  // namespace
 
-std::map<std::string, Tensor> random_inputs(const model::Graph& graph, std::uint64_t seed) {
-  std::map<std::string, Tensor> inputs;
-  std::uint64_t stream = seed;
-  for (const auto& in : graph.inputs) {
-    if (in.type != model::ElemType::f32) {
-      throw UsageError("model input " + in.name + " is not float: kestrel run feeds random float inputs only");
-    }
-    std::vector<std::int64_t> shape;
-    for (const auto& d : *in.shape) shape.push_back(d.value);
-    Tensor t = Tensor::floats(shape);
-    fill_random(t.f32, stream++);
-    inputs[in.name] = std::move(t);
-  }
-  return inputs;
-}
-
 namespace {
 
-// splitmix64 stream of a seed (the same mixing as fill_random).
+// splitmix64 stream of a seed (the mixing of device::fill_uniform, for integers).
 struct SplitMix {
   std::uint64_t state;
   explicit SplitMix(std::uint64_t seed) : state(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
@@ -388,7 +363,7 @@ std::map<std::string, Tensor> generated_inputs(const model::Graph& graph, std::u
     }
     if (in.type == model::ElemType::f32) {
       Tensor t = Tensor::floats(shape);
-      fill_random(t.f32, stream++);
+      device::fill_uniform(t.f32, stream++);
       inputs[in.name] = std::move(t);
       continue;
     }
@@ -420,66 +395,43 @@ std::string generated_input_text(const model::Graph& graph, const std::string& i
 }
 
 std::map<std::string, NpzArray> read_npz(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) npz_fail(path, "no such file (or it cannot be read)");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
-  const std::uint64_t size = bytes.size();
-  // The end of central directory record: the last "PK\5\6" within the final 64 KiB + 22.
-  std::int64_t eocd = -1;
-  for (std::int64_t i = static_cast<std::int64_t>(size) - 22; i >= 0 && i >= static_cast<std::int64_t>(size) - 22 - 65535; --i) {
-    if (le32(data + i) == 0x06054b50) {
-      eocd = i;
-      break;
-    }
+  // The archive through libzip (stored or deflated entries, zip64, CRC-checked); the
+  // .npy inside each entry by parse_npy.
+  if (!fs::is_regular_file(path)) npz_fail(path, "no such file (or it cannot be read)");
+  int error = 0;
+  std::unique_ptr<zip_t, decltype(&zip_discard)> archive(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &error),
+                                                         &zip_discard);
+  if (!archive) {
+    zip_error_t why;
+    zip_error_init_with_code(&why, error);
+    const std::string text = zip_error_strerror(&why);
+    zip_error_fini(&why);
+    npz_fail(path, "not a .npz file (" + text + "; numpy writes .npz with np.savez)");
   }
-  if (eocd < 0) npz_fail(path, "not a .npz file (no zip end-of-directory record; numpy writes .npz with np.savez)");
-  std::uint64_t entries = le16(data + eocd + 10);
-  std::uint64_t dir_size = le32(data + eocd + 12), dir_offset = le32(data + eocd + 16);
-  if (entries == 0xffff || dir_offset == 0xffffffffu || dir_size == 0xffffffffu) {
-    // Zip64: the locator sits just before the end record.
-    if (eocd < 20 || le32(data + eocd - 20) != 0x07064b50) npz_fail(path, "a zip64 archive without its locator");
-    const std::uint64_t rec = le64(data + eocd - 20 + 8);
-    if (rec + 56 > size || le32(data + rec) != 0x06064b50) npz_fail(path, "a zip64 archive with a bad end record");
-    entries = le64(data + rec + 32);
-    dir_size = le64(data + rec + 40);
-    dir_offset = le64(data + rec + 48);
-  }
-  if (dir_offset + dir_size > size) npz_fail(path, "truncated (the zip directory lies past the end of the file)");
   std::map<std::string, NpzArray> out;
-  std::uint64_t at = dir_offset;
-  for (std::uint64_t e = 0; e < entries; ++e) {
-    if (at + 46 > size || le32(data + at) != 0x02014b50) npz_fail(path, "a corrupt zip directory");
-    const std::uint16_t flags = le16(data + at + 8), method = le16(data + at + 10);
-    std::uint64_t compressed = le32(data + at + 20), uncompressed = le32(data + at + 24);
-    const std::uint16_t name_len = le16(data + at + 28), extra_len = le16(data + at + 30), comment_len = le16(data + at + 32);
-    std::uint64_t local = le32(data + at + 42);
-    if (at + 46 + name_len + extra_len > size) npz_fail(path, "a corrupt zip directory");
-    const std::string name(reinterpret_cast<const char*>(data + at + 46), name_len);
-    // Zip64 extended sizes and offset, in this order, for each field that is 0xffffffff.
-    for (std::uint64_t x = at + 46 + name_len; x + 4 <= at + 46 + name_len + extra_len;) {
-      const std::uint16_t id = le16(data + x), len = le16(data + x + 2);
-      if (id == 0x0001) {
-        std::uint64_t f = x + 4;
-        if (uncompressed == 0xffffffffu && f + 8 <= x + 4 + len) uncompressed = le64(data + f), f += 8;
-        if (compressed == 0xffffffffu && f + 8 <= x + 4 + len) compressed = le64(data + f), f += 8;
-        if (local == 0xffffffffu && f + 8 <= x + 4 + len) local = le64(data + f);
-      }
-      x += 4 + len;
+  const zip_int64_t entries = zip_get_num_entries(archive.get(), 0);
+  for (zip_int64_t e = 0; e < entries; ++e) {
+    zip_stat_t stat;
+    if (zip_stat_index(archive.get(), static_cast<zip_uint64_t>(e), 0, &stat) != 0) {
+      npz_fail(path, std::string("a corrupt zip directory: ") + zip_strerror(archive.get()));
     }
-    at += 46 + name_len + extra_len + comment_len;
-    if (flags & 1) npz_fail(path, "entry " + name + " is encrypted");
-    if (method != 0) {
-      npz_fail(path, "entry " + name + " is compressed (method " + std::to_string(method) +
-                         "; np.savez_compressed): save the arrays with np.savez, which stores them");
+    const std::string name = stat.name;
+    std::unique_ptr<zip_file_t, decltype(&zip_fclose)> file(zip_fopen_index(archive.get(), static_cast<zip_uint64_t>(e), 0),
+                                                            &zip_fclose);
+    if (!file) npz_fail(path, "entry " + name + ": " + zip_strerror(archive.get()));
+    // Read to the end, where libzip checks the entry's CRC (a read past it: 0 bytes, or -1).
+    std::string bytes(static_cast<std::size_t>(stat.size), '\0');
+    zip_int64_t got = zip_fread(file.get(), bytes.data(), stat.size);
+    char past = 0;
+    if (got == static_cast<zip_int64_t>(stat.size)) got += zip_fread(file.get(), &past, 1);
+    if (got != static_cast<zip_int64_t>(stat.size)) {
+      npz_fail(path, "entry " + name + " cannot be read: " + (got < static_cast<zip_int64_t>(stat.size)
+                                                                     ? std::string(zip_file_strerror(file.get()))
+                                                                     : std::string("longer than its directory says")));
     }
-    if (compressed != uncompressed) npz_fail(path, "entry " + name + " is stored with two different sizes");
-    if (local + 30 > size || le32(data + local) != 0x04034b50) npz_fail(path, "entry " + name + ": a corrupt local header");
-    const std::uint64_t begin = local + 30 + le16(data + local + 26) + le16(data + local + 28);
-    if (begin + compressed > size) npz_fail(path, "entry " + name + " is truncated");
     std::string key = name;
     if (key.size() > 4 && key.compare(key.size() - 4, 4, ".npy") == 0) key.resize(key.size() - 4);
-    out[key] = parse_npy(path, name, data + begin, compressed);
+    out[key] = parse_npy(path, name, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include "kestrel/base/usage_error.h"
 #include "kestrel/deploy/model_check.h"
 #include "kestrel/deploy/python_tool.h"
+#include "kestrel/device_runtime/kernel_runner.h"
 
 using namespace kestrel;
 using namespace kestrel::deploy;
@@ -34,9 +35,9 @@ Tensor tensor(std::vector<std::int64_t> shape, std::vector<float> values) { retu
 TEST_CASE("model check: the random inputs are seeded, one stream per input, in [-1, 1)", "[deploy][model_check]") {
   model::Graph g;
   g.inputs = {value("a", {2, 50}), value("b", {100})};
-  const auto first = random_inputs(g, 1);
-  const auto again = random_inputs(g, 1);
-  const auto other = random_inputs(g, 2);
+  const auto first = generated_inputs(g, 1);
+  const auto again = generated_inputs(g, 1);
+  const auto other = generated_inputs(g, 2);
   REQUIRE(first.size() == 2);
   CHECK(first.at("a").shape == std::vector<std::int64_t>{2, 50});
   CHECK(first.at("a").f32 == again.at("a").f32);
@@ -48,9 +49,10 @@ TEST_CASE("model check: the random inputs are seeded, one stream per input, in [
     CHECK(v >= -1.0f);
     CHECK(v < 1.0f);
   }
-
-  g.inputs.push_back(value("ids", {4}, model::ElemType::i64));
-  CHECK_THROWS_AS(random_inputs(g, 1), UsageError);
+  // The values a measurement's arguments get from the same seed (device::fill_uniform).
+  std::vector<float> device_values(100);
+  device::fill_uniform(device_values, 2);
+  CHECK(std::equal(device_values.begin(), device_values.end(), first.at("b").f32.begin()));
 }
 
 TEST_CASE("model check: an output matches when its largest error is within the tolerance of the largest magnitude",

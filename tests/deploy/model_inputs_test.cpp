@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
+#include <zip.h>
 
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,47 @@ struct TempFile {
   ~TempFile() { fs::remove(path); }
 };
 
+using Entries = std::vector<std::pair<std::string, std::string>>;
+
+// The entries of a zip archive, in order: name and bytes.
+Entries entries_of(const std::string& path) {
+  int error = 0;
+  zip_t* archive = zip_open(path.c_str(), ZIP_RDONLY, &error);
+  REQUIRE(archive != nullptr);
+  Entries out;
+  for (zip_int64_t e = 0; e < zip_get_num_entries(archive, 0); ++e) {
+    zip_stat_t stat;
+    REQUIRE(zip_stat_index(archive, static_cast<zip_uint64_t>(e), 0, &stat) == 0);
+    zip_file_t* file = zip_fopen_index(archive, static_cast<zip_uint64_t>(e), 0);
+    REQUIRE(file != nullptr);
+    std::string bytes(static_cast<std::size_t>(stat.size), '\0');
+    CHECK(zip_fread(file, bytes.data(), stat.size) == static_cast<zip_int64_t>(stat.size));
+    zip_fclose(file);
+    out.emplace_back(stat.name, std::move(bytes));
+  }
+  zip_discard(archive);
+  return out;
+}
+
+// A zip archive of `entries` as bytes: stored (np.savez) or deflated (np.savez_compressed).
+std::string zip_of(const Entries& entries, bool deflate) {
+  const std::string path = (fs::temp_directory_path() / ("kestrel-npz-test-" + std::to_string(::getpid()) + ".zip")).string();
+  int error = 0;
+  zip_t* archive = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error);
+  REQUIRE(archive != nullptr);
+  for (const auto& [name, bytes] : entries) {
+    zip_source_t* source = zip_source_buffer(archive, bytes.data(), bytes.size(), 0);
+    REQUIRE(source != nullptr);
+    const zip_int64_t index = zip_file_add(archive, name.c_str(), source, ZIP_FL_ENC_UTF_8);
+    REQUIRE(index >= 0);
+    REQUIRE(zip_set_file_compression(archive, static_cast<zip_uint64_t>(index), deflate ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0) == 0);
+  }
+  REQUIRE(zip_close(archive) == 0);  // writes the archive (the buffers must live until here)
+  std::string out = read_bytes(path);
+  fs::remove(path);
+  return out;
+}
+
 std::string npz_error(const std::string& path) {
   try {
     read_npz(path);
@@ -105,12 +147,14 @@ TEST_CASE("deploy: kestrel run's generated integer inputs follow the graph: Gath
   for (auto v : in.at("steps").i64) CHECK((v >= 0 && v < 4));
   CHECK(in.at("flags").i64 == Ints{1, 1});
   CHECK(in.at("x").type == model::ElemType::f32);
-  // Seeded: the same values again, others for another seed; floats as random_inputs.
+  // Seeded: the same values again, others for another seed; floats from their own stream.
   CHECK(generated_inputs(g, 1).at("input_ids").i64 == ids.i64);
   CHECK(generated_inputs(g, 2).at("input_ids").i64 != ids.i64);
   model::Graph floats_only;
   floats_only.inputs = {value("a", {5}), value("b", {3})};
-  CHECK(generated_inputs(floats_only, 7).at("b").f32 == random_inputs(floats_only, 7).at("b").f32);
+  const auto b = generated_inputs(floats_only, 7).at("b").f32;  // the second input: seed 8's stream
+  const auto a = generated_inputs(floats_only, 8).at("a").f32;
+  CHECK(std::equal(b.begin(), b.end(), a.begin()));
 
   CHECK(generated_input_text(g, "input_ids") == "indices in [0, 1000) (of Gather Gather_words)");
   CHECK(generated_input_text(g, "token_type_ids") == "indices in [0, 2) (of Gather Gather_types)");
@@ -180,6 +224,8 @@ TEST_CASE("deploy: a corrupt .npz is refused with a clear error", "[deploy][mode
   CHECK_THAT(npz_error("/nonexistent/x.npz"), Catch::Contains("/nonexistent/x.npz") && Catch::Contains("no such file"));
   const std::string good = read_bytes(zoo("embedding_tiny.legacy.npz"));
   REQUIRE(good.size() > 200);
+  const Entries entries = entries_of(zoo("embedding_tiny.legacy.npz"));
+  REQUIRE(entries.size() >= 2);
 
   TempFile not_zip("this is not a zip archive", "text.npz");
   CHECK_THAT(npz_error(not_zip.path), Catch::Contains("not a .npz file"));
@@ -187,48 +233,54 @@ TEST_CASE("deploy: a corrupt .npz is refused with a clear error", "[deploy][mode
   TempFile truncated(good.substr(0, good.size() / 2), "half.npz");
   CHECK_THAT(npz_error(truncated.path), Catch::Contains("not a .npz file"));
 
-  // The directory says deflate (np.savez_compressed).
-  std::string deflated = good;
-  const std::size_t dir = deflated.find("PK\x01\x02");
-  REQUIRE(dir != std::string::npos);
-  deflated[dir + 10] = 8;
-  TempFile compressed(deflated, "deflate.npz");
-  CHECK_THAT(npz_error(compressed.path), Catch::Contains("compressed") && Catch::Contains("np.savez"));
+  // A stored entry's data damaged: its CRC no longer matches.
+  std::string flipped = good;
+  const std::size_t data = flipped.find("\x93NUMPY");
+  REQUIRE(data != std::string::npos);
+  REQUIRE(data + 150 < flipped.size());
+  flipped[data + 150] ^= 0x5a;  // in the first entry's array data
+  TempFile crc(flipped, "crc.npz");
+  CHECK_THAT(npz_error(crc.path), Catch::Contains("crc.npz") && Catch::Contains("CRC"));
 
-  // The first entry's .npy magic damaged.
-  std::string bad_magic = good;
-  const std::size_t magic = bad_magic.find("\x93NUMPY");
-  REQUIRE(magic != std::string::npos);
-  bad_magic[magic + 1] = 'X';
-  TempFile no_magic(bad_magic, "magic.npz");
+  // np.savez_compressed's archives (deflated entries) read as np.savez's do.
+  TempFile deflated(zip_of(entries, true), "deflate.npz");
+  const auto from_deflated = read_npz(deflated.path);
+  const auto from_stored = read_npz(zoo("embedding_tiny.legacy.npz"));
+  REQUIRE(from_deflated.size() == from_stored.size());
+  for (const auto& [name, array] : from_stored) {
+    CHECK(from_deflated.at(name).values == array.values);
+    CHECK(from_deflated.at(name).shape == array.shape);
+  }
+
+  // The .npy inside an entry damaged (archives rewritten, their CRCs right).
+  auto changed = [&](const std::string& from, const std::string& to, const std::string& name) {
+    Entries edited = entries;
+    bool found = false;
+    for (auto& [entry, bytes] : edited) {
+      const std::size_t at = bytes.find(from);
+      if (at == std::string::npos) continue;
+      bytes.replace(at, from.size(), to);
+      found = true;
+      break;
+    }
+    REQUIRE(found);
+    return TempFile(zip_of(edited, false), name);
+  };
+  const TempFile no_magic = changed("\x93NUMPY", "\x93XUMPY", "magic.npz");
   CHECK_THAT(npz_error(no_magic.path), Catch::Contains("not a .npy array"));
 
   // An unsupported dtype (complex) and a big-endian one.
-  std::string complex = good;
-  const std::size_t descr = complex.find("'<i8'");
-  REQUIRE(descr != std::string::npos);
-  complex.replace(descr, 5, "'<c8'");
-  TempFile c8(complex, "complex.npz");
+  const TempFile c8 = changed("'<i8'", "'<c8'", "complex.npz");
   CHECK_THAT(npz_error(c8.path), Catch::Contains("dtype <c8 is not supported"));
-  std::string big = good;
-  big.replace(descr, 5, "'>i8'");
-  TempFile be(big, "big.npz");
+  const TempFile be = changed("'<i8'", "'>i8'", "big.npz");
   CHECK_THAT(npz_error(be.path), Catch::Contains("dtype >i8 is not supported"));
 
   // A shape that does not match the data.
-  std::string reshaped = good;
-  const std::size_t shape = reshaped.find("(1, 16)");
-  REQUIRE(shape != std::string::npos);
-  reshaped.replace(shape, 7, "(1, 17)");
-  TempFile wrong_size(reshaped, "size.npz");
+  const TempFile wrong_size = changed("(1, 16)", "(1, 17)", "size.npz");
   CHECK_THAT(npz_error(wrong_size.path), Catch::Contains("shape [1,17]") && Catch::Contains("bytes of data"));
 
   // Fortran order.
-  std::string fortran = good;
-  const std::size_t order = fortran.find("False");
-  REQUIRE(order != std::string::npos);
-  fortran.replace(order, 5, "True ");
-  TempFile f(fortran, "fortran.npz");
+  const TempFile f = changed("False", "True ", "fortran.npz");
   CHECK_THAT(npz_error(f.path), Catch::Contains("Fortran"));
 }
 

@@ -31,13 +31,10 @@ struct ModelRunError : std::runtime_error {
 // largest magnitude of ONNX Runtime's output.
 inline constexpr double kDefaultTolerance = 1e-3;
 
-// One plain float tensor per graph input, at its bound shape, uniform in [-1, 1): the
-// first input from `seed`, the next from seed + 1, ... (splitmix64; the same seed gives
-// the same inputs everywhere). Throws UsageError for an input that is not float.
-std::map<std::string, Tensor> random_inputs(const model::Graph& graph, std::uint64_t seed);
-
-// The inputs `kestrel run` feeds a model with no --inputs: float inputs as random_inputs
-// (the same values for the same seed); integer inputs (int64, int32) values a real model
+// The inputs `kestrel run` feeds a model with no --inputs: float inputs uniform in
+// [-1, 1), the first input from `seed`, the next from seed + 1, ... (device::fill_uniform,
+// as a measurement fills its arguments: the same seed gives the same inputs everywhere);
+// integer inputs (int64, int32) values a real model
 // gets: the indices of a Gather (directly, or through Cast/Reshape/Unsqueeze/Squeeze/
 // Flatten/Identity) uniform in [0, the gathered extent) (token ids inside the vocabulary),
 // an input whose name contains "mask" all ones, any other small values in [0, 4);

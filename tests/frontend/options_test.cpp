@@ -17,6 +17,7 @@
 #include "kestrel/records/records.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/tuner/cross_model.h"
+#include "support/errors.h"
 
 namespace {
 
@@ -43,14 +44,7 @@ class MapSource final : public frontend::OptionSource {
   std::string prefix_;
 };
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+const auto usage_error = &test::error_message<UsageError>;
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/errors.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
 #include "model/onnx_builder.h"
@@ -26,14 +27,7 @@ namespace {
 
 std::string zoo(const std::string& name) { return std::string(KESTREL_SOURCE_DIR) + "/tests/data/zoo/" + name; }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ModelError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+const auto error_of = &kestrel::test::error_message<ModelError>;
 
 Plan plan_of(const Model& model, std::map<std::string, std::int64_t> symbols = {}) {
   PlanOptions options;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "support/errors.h"
 #include "kestrel/model/graph.h"
 #include "model/onnx_builder.h"
 #include "support/process.h"
@@ -33,14 +34,7 @@ OnnxBuilder conv_model() {
   return b;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ModelError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+const auto error_of = &kestrel::test::error_message<ModelError>;
 
 }  // namespace
 

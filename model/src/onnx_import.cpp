@@ -16,6 +16,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "fold_batchnorm.h"
 #include "canonical_ops.h"
@@ -63,9 +64,9 @@ std::vector<T> raw_values(const std::string& raw, std::int64_t count, const std:
 // A TensorProto (initializer or Constant value) as an Initializer. `what` names it for
 // messages ("model.onnx: initializer 'w'").
 Initializer convert_tensor(const onnx::TensorProto& tensor, const std::string& name, const std::string& what) {
+  // load_external_data (external_data.h) has read every external tensor into the model.
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    throw ModelError(what + " keeps its data in an external file, which Kestrel does not read: save the model "
-                     "with its weights inside (onnx.save_model(model, path, save_as_external_data=False))");
+    throw std::logic_error(what + " still names external data after load_external_data");
   }
   Initializer out;
   out.name = name;

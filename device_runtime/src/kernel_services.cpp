@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -18,18 +19,45 @@
 
 namespace kestrel::device {
 
+// The pool's threads wait for work by spinning a short while, then sleeping. A model's
+// kernels follow one another within microseconds, and a futex wake-up costs tens of
+// microseconds on a virtual machine (more than a small kernel's whole run): spinning
+// keeps the threads ready between calls; sleeping keeps an idle pool off the CPU. There
+// is no spinning when the pool has more threads than the machine has hardware threads.
 struct KernelServices::Pool {
   explicit Pool(unsigned threads) {
+    const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+    spin = threads <= hardware ? std::chrono::microseconds(200) : std::chrono::microseconds(0);
     for (unsigned i = 1; i < threads; ++i) workers.emplace_back([this] { work(); });
   }
   ~Pool() {
     {
       std::lock_guard lock(mutex);
-      stopping = true;
-      ++generation;
+      stopping.store(true);
+      generation.fetch_add(1);
     }
     wake.notify_all();
     for (auto& t : workers) t.join();
+  }
+
+  static void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+  // Spins until finished() or the spin time is over; true when finished() held.
+  template <typename Done>
+  bool spin_until(Done finished) const {
+    if (spin.count() == 0) return finished();
+    const auto until = std::chrono::steady_clock::now() + spin;
+    for (unsigned i = 1;; ++i) {
+      if (finished()) return true;
+      relax();
+      if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return finished();
+    }
   }
 
   void parallel_for(std::int64_t count, void (*f)(std::int64_t, void*), void* context) {
@@ -38,19 +66,22 @@ struct KernelServices::Pool {
       for (std::int64_t i = 0; i < count; ++i) f(i, context);
       return;
     }
+    fn = f;
+    ctx = context;
+    n = count;
+    next.store(0, std::memory_order_relaxed);
+    pending.store(static_cast<int>(workers.size()), std::memory_order_relaxed);
+    bool sleeping = false;
     {
       std::lock_guard lock(mutex);
-      fn = f;
-      ctx = context;
-      n = count;
-      next.store(0);
-      busy = static_cast<int>(workers.size());
-      ++generation;
+      generation.fetch_add(1, std::memory_order_release);
+      sleeping = sleepers > 0;
     }
-    wake.notify_all();
+    if (sleeping) wake.notify_all();
     drain();
+    if (spin_until([&] { return pending.load(std::memory_order_acquire) == 0; })) return;
     std::unique_lock lock(mutex);
-    done.wait(lock, [&] { return busy == 0; });
+    done.wait(lock, [&] { return pending.load(std::memory_order_acquire) == 0; });
   }
 
   void drain() {
@@ -59,24 +90,30 @@ struct KernelServices::Pool {
   void work() {
     std::uint64_t seen = 0;
     while (true) {
-      {
+      if (!spin_until([&] { return generation.load(std::memory_order_acquire) != seen; })) {
         std::unique_lock lock(mutex);
-        wake.wait(lock, [&] { return generation != seen; });
-        seen = generation;
-        if (stopping) return;
+        ++sleepers;
+        wake.wait(lock, [&] { return generation.load(std::memory_order_acquire) != seen; });
+        --sleepers;
       }
+      seen = generation.load(std::memory_order_acquire);
+      if (stopping.load()) return;
       drain();
-      std::lock_guard lock(mutex);
-      if (--busy == 0) done.notify_one();
+      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard lock(mutex);
+        done.notify_one();
+      }
     }
   }
 
   std::vector<std::thread> workers;
+  std::chrono::microseconds spin{0};
   std::mutex mutex;
   std::condition_variable wake, done;
-  std::uint64_t generation = 0;
-  bool stopping = false;
-  int busy = 0;
+  std::atomic<std::uint64_t> generation{0};
+  std::atomic<bool> stopping{false};
+  int sleepers = 0;                 // under mutex
+  std::atomic<int> pending{0};      // workers not yet through the current job
   void (*fn)(std::int64_t, void*) = nullptr;
   void* ctx = nullptr;
   std::int64_t n = 0;

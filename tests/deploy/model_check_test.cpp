@@ -32,7 +32,7 @@ Tensor tensor(std::vector<std::int64_t> shape, std::vector<float> values) { retu
 
 }  // namespace
 
-TEST_CASE("model check: the random inputs are seeded, one stream per input, in [-1, 1)", "[deploy][model_check]") {
+TEST_CASE("model check: the random inputs are seeded, one stream per input, from -1 up to 1", "[deploy][model_check]") {
   model::Graph g;
   g.inputs = {value("a", {2, 50}), value("b", {100})};
   const auto first = generated_inputs(g, 1);

@@ -103,7 +103,7 @@ TEST_CASE("the runner picks a kernel of a module by its entry name", "[runner][a
   for (std::size_t i = 0; i < good.size(); ++i) REQUIRE(bad[i] == good[i] + 1.0f);
 }
 
-TEST_CASE("the runner's inputs are deterministic, in [-1, 1) and differ by seed", "[runner]") {
+TEST_CASE("the runner's inputs are deterministic, uniform from -1 up to 1 and differ by seed", "[runner]") {
   std::vector<float> a(10'000), b(10'000), c(10'000);
   fill_uniform(a, 7);
   fill_uniform(b, 7);

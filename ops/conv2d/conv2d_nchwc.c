@@ -14,7 +14,7 @@
  * Freestanding C specialised entirely by #defines (see conv2d_nchwc.cpp):
  *   workload  CONV_N CONV_C CONV_H CONV_W CONV_K CONV_R CONV_S CONV_STRIDE CONV_PAD CONV_DILATION
  *             CONV_BLOCK (channels per block = floats per vector), optional CONV_GROUPS
- *             (default 1), CONV_BIAS CONV_RESIDUAL (0/1), CONV_ACT (0..3, see
+ *             (default 1), CONV_BIAS CONV_RESIDUAL (0/1), CONV_ACT (0..8, KESTREL_ACT_* of
  *             kestrel/kernel/math.h)
  *   CONV_OW     output columns per register tile (one broadcast input float each)
  *   CONV_OK     output-channel blocks per register tile (one weight vector each); divides

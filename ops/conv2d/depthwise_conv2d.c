@@ -10,7 +10,7 @@
  *
  * Freestanding C specialised entirely by #defines (see depthwise_conv2d.cpp):
  *   workload  CONV_N CONV_C CONV_H CONV_W CONV_R CONV_S CONV_STRIDE CONV_PAD CONV_DILATION
- *             CONV_BLOCK, optional CONV_BIAS CONV_RESIDUAL (0/1) CONV_ACT (0..3, see
+ *             CONV_BLOCK, optional CONV_BIAS CONV_RESIDUAL (0/1) CONV_ACT (0..8, KESTREL_ACT_* of
  *             kestrel/kernel/math.h)
  *   CONV_OW     output columns per register tile
  *   CONV_OH     output rows per register tile (an input row is loaded once for all of them)

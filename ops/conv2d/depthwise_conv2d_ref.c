@@ -57,12 +57,24 @@ static double ref_erf(double z) {
   return z < 0 ? -e : e;
 }
 
-/* The activation of the epilogue: 0 none, 1 relu, 2 relu6, 3 gelu (erf form). */
+static double ref_sigmoid(double x) { return 1.0 / (1.0 + ref_exp(-x)); }
+static double ref_hardsigmoid(double x) {
+  double y = x / 6.0 + 0.5;
+  return y < 0 ? 0 : y > 1 ? 1 : y;
+}
+
+/* The activation of the epilogue (KESTREL_ACT_* of kestrel/kernel/math.h): 0 none, 1 relu,
+ * 2 relu6, 3 gelu (erf form), 4 sigmoid, 5 silu, 6 hardswish, 7 hardsigmoid, 8 tanh. */
 static double ref_activate(double x) {
   switch (CONV_ACT) {
     case 1: return x > 0 ? x : 0;
     case 2: return x < 0 ? 0 : x > 6 ? 6 : x;
     case 3: return 0.5 * x * (1.0 + ref_erf(x * 0.70710678118654752440));
+    case 4: return ref_sigmoid(x);
+    case 5: return x * ref_sigmoid(x);
+    case 6: return x * ref_hardsigmoid(x);
+    case 7: return ref_hardsigmoid(x);
+    case 8: return 1.0 - 2.0 / (ref_exp(2.0 * x) + 1.0);
     default: return x;
   }
 }

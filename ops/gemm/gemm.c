@@ -16,8 +16,8 @@
  *                 threads pack its panels together once, then take one MC block of rows
  *                 each (the loop nest is jc,pc,ic, whatever GEMM_ORDER says)
  *   epilogue (optional, 0 when absent) GEMM_BIAS: add bias[N] per column; GEMM_RESIDUAL:
- *                 add residual[M][N]; GEMM_ACT: then apply activation 0 none, 1 relu,
- *                 2 relu6, 3 gelu (kestrel/kernel/math.h). C = act(A*B + bias + residual),
+ *                 add residual[M][N]; GEMM_ACT: then apply activation KESTREL_ACT_* (0
+ *                 none, 1 relu, ... 8 tanh: kestrel/kernel/math.h). C = act(A*B + bias + residual),
  *                 applied in the micro-kernel's store path of the last k block only, so
  *                 once per element after the full reduction. Arguments: A, B, [bias],
  *                 [residual], C.

@@ -3,9 +3,9 @@
  * of C per parallel_for task. Needs GEMM_M, GEMM_N, GEMM_K; the epilogue GEMM_BIAS,
  * GEMM_RESIDUAL, GEMM_ACT is optional (0 when absent). Same arguments as gemm.c: A, B,
  * [bias], [residual] (inputs), C (output). Returns 2 on bad arguments, 1 when scratch
- * memory runs out. */
+ * memory runs out. The activation is computed in double with the functions of
+ * ops/glue/ref_math.h, which gemm.cpp prepends to this text. */
 #include "kestrel/kernel/abi.h"
-#include "kestrel/kernel/math.h"
 
 #if !defined(GEMM_M) || !defined(GEMM_N) || !defined(GEMM_K)
 #error "gemm_ref.c needs GEMM_M, GEMM_N and GEMM_K"
@@ -19,6 +19,23 @@
 #ifndef GEMM_ACT
 #define GEMM_ACT 0
 #endif
+
+/* The activation (KESTREL_ACT_* of kestrel/kernel/math.h): 0 none, 1 relu, 2 relu6, 3 gelu
+ * (erf form), 4 sigmoid, 5 silu, 6 hardswish, 7 hardsigmoid, 8 tanh. */
+static double ref_activate(double x) {
+  const double hardsigmoid = x / 6.0 + 0.5 < 0 ? 0 : x / 6.0 + 0.5 > 1 ? 1 : x / 6.0 + 0.5;
+  switch (GEMM_ACT) {
+    case 1: return x > 0 ? x : 0;
+    case 2: return x < 0 ? 0 : x > 6 ? 6 : x;
+    case 3: return 0.5 * x * (1.0 + ref_erf(x * 0.70710678118654752440));
+    case 4: return 1.0 / (1.0 + ref_exp(-x));
+    case 5: return x / (1.0 + ref_exp(-x));
+    case 6: return x * hardsigmoid;
+    case 7: return hardsigmoid;
+    case 8: return ref_tanh(x);
+    default: return x;
+  }
+}
 
 typedef struct {
   const kestrel_services* svc;
@@ -49,7 +66,7 @@ static void ref_row(int64_t i, void* p) {
     double v = acc[j];
     if (GEMM_BIAS) v += (double)ctx->bias[j];
     if (GEMM_RESIDUAL) v += (double)ctx->residual[i * GEMM_N + j];
-    ctx->c[i * GEMM_N + j] = kestrel_activate((float)v, GEMM_ACT);
+    ctx->c[i * GEMM_N + j] = (float)ref_activate(v);
   }
   kestrel_release(ctx->svc, acc);
 }

@@ -1,8 +1,8 @@
 /* ref_math.h: double-precision exp, erf, tanh and sqrt for the reference kernels of the
- * glue ops (softmax, layernorm, elementwise), written out so that the references need no
- * libm and share nothing with the kernels' own kestrel/kernel/math.h. The op classes
- * prepend this text to each reference source. Accurate to about 1e-14 relative, far
- * below the fp32 tolerances the kernels are held to. */
+ * glue ops (softmax, layernorm, elementwise) and of gemm, written out so that the
+ * references need no libm and share nothing with the kernels' own kestrel/kernel/math.h.
+ * The op classes prepend this text to each reference source. Accurate to about 1e-14
+ * relative, far below the fp32 tolerances the kernels are held to. */
 #include <stdint.h>
 
 /* Prepended to a source, so a function it does not call is no warning. */

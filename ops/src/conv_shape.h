@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kestrel/ops/op.h"
+#include "activation.h"
 #include "knob_util.h"
 
 namespace kestrel::ops::detail {
@@ -41,7 +42,7 @@ inline std::vector<ParamSpec> conv_epilogue_params() {
   return {
       {"bias", "1 = add a bias per output channel (a tensor after the inputs)", 0, 1, 0, true},
       {"residual", "1 = add a tensor of the output's shape (ResNet's shortcut)", 0, 1, 0, true},
-      {"act", "activation of the sum: 0 none, 1 relu, 2 relu6, 3 gelu (erf form)", 0, 3, 0, true},
+      activation_param("activation of the sum"),
   };
 }
 

@@ -1,6 +1,7 @@
 // gemm: C[M][N] = act(A[M][K] * B[K][N] + bias + residual), fp32 row-major, the epilogue
 // optional. The op's knob space, constraints and default; the kernel itself is
 // ops/gemm/gemm.c, the reference ops/gemm/gemm_ref.c.
+#include "activation.h"
 #include "builtin_ops.h"
 #include "knob_util.h"
 #include "vendor_kernels.h"
@@ -47,7 +48,7 @@ class GemmOp final : public Op {
         {"K", "columns of A, rows of B (the reduction length)", 1, kMaxDim, 0},
         {"bias", "1: add a bias per column of C (tensor bias[N])", 0, 1, 0, true},
         {"residual", "1: add a tensor of C's shape (residual[M][N])", 0, 1, 0, true},
-        {"act", "activation applied last: 0 none, 1 relu, 2 relu6, 3 gelu (erf)", 0, 3, 0, true},
+        detail::activation_param("activation applied last"),
     };
   }
 
@@ -195,7 +196,8 @@ class GemmOp final : public Op {
   }
 
   KernelSource reference(const Params& p) const override {
-    KernelSource out{Backend::cpu, "gemm_ref.c", std::string(embedded::gemm_ref_c()), {}};
+    KernelSource out{Backend::cpu, "gemm_ref.c", std::string(embedded::ref_math_h()) + std::string(embedded::gemm_ref_c()),
+                     {}};
     detail::add_defines(out.defines, "GEMM_", p);
     return out;
   }

@@ -23,7 +23,6 @@ std::string_view layernorm_c();
 std::string_view layernorm_ref_c();
 std::string_view elementwise_c();
 std::string_view elementwise_ref_c();
-std::string_view ref_math_h();
 std::string_view softmax_cu();
 std::string_view softmax_cl();
 std::string_view layernorm_cu();

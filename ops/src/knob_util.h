@@ -15,6 +15,8 @@ namespace kestrel::embedded {
 // Kernel sources embedded at build time (cmake/KestrelEmbed.cmake).
 std::string_view gemm_c();
 std::string_view gemm_ref_c();
+// ops/glue/ref_math.h: the double exp, erf and tanh that references prepend.
+std::string_view ref_math_h();
 std::string_view conv2d_c();
 std::string_view conv2d_ref_c();
 std::string_view conv2d_nchwc_c();

@@ -53,6 +53,8 @@ typedef struct {
 enum {
   DNNL_F32 = 3, DNNL_FORWARD_INFERENCE = 96, DNNL_CONVOLUTION_DIRECT = 1, DNNL_CPU = 1, DNNL_STREAM_DEFAULT = 1,
   DNNL_X = 2, DNNL_ELTWISE_RELU = 31, DNNL_ELTWISE_CLIP = 255, DNNL_ELTWISE_GELU_ERF = 48,
+  DNNL_ELTWISE_LOGISTIC = 175, DNNL_ELTWISE_SWISH = 223, DNNL_ELTWISE_HARDSWISH = 112, DNNL_ELTWISE_LINEAR = 127,
+  DNNL_ELTWISE_TANH = 47,
   DNNL_ARG_SRC = 1, DNNL_ARG_DST = 17, DNNL_ARG_WEIGHTS = 33, DNNL_ARG_BIAS = 41,
 };
 #if B == 4
@@ -150,6 +152,18 @@ static dnnl_status create(void) {
   if (CONV_ACT == 1 && (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_RELU, 0.0f, 0.0f))) return s;
   if (CONV_ACT == 2 && (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_CLIP, 0.0f, 6.0f))) return s;
   if (CONV_ACT == 3 && (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_GELU_ERF, 0.0f, 0.0f))) return s;
+  if (CONV_ACT == 4 && (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_LOGISTIC, 0.0f, 0.0f))) return s;
+  if (CONV_ACT == 5 && (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_SWISH, 1.0f, 0.0f))) return s;
+  /* hardswish: oneDNN 2.x fixes x * relu6(x + 3) / 6 and ignores alpha and beta; 3.x reads them */
+  if (CONV_ACT == 6 && (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_HARDSWISH, 1.0f / 6, 0.5f))) {
+    return s;
+  }
+  /* hardsigmoid: 2.x has no such algorithm; x / 6 + 1/2, then clipped to [0, 1] */
+  if (CONV_ACT == 7 && ((s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_LINEAR, 1.0f / 6, 0.5f)) ||
+                        (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_CLIP, 0.0f, 1.0f)))) {
+    return s;
+  }
+  if (CONV_ACT == 8 && (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_TANH, 0.0f, 0.0f))) return s;
   if ((s = g_api.primitive_attr_set_post_ops(attr, post_ops))) return s;
   if ((s = g_api.primitive_desc_create(&pd, desc, attr, engine, 0))) return s;
   if ((s = g_api.primitive_create(&g_primitive, pd))) return s;

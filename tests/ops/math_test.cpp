@@ -4,6 +4,7 @@
 // bounds the header documents.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ KESTREL_KERNEL(svc, args, num_args) {
   APPLY(kestrel_activate(v, KESTREL_ACT_RELU), 5)
   APPLY(kestrel_activate(v, KESTREL_ACT_RELU6), 6)
   APPLY(kestrel_rsqrt(kestrel_abs(v) + 1.0f), 7)
+  APPLY(kestrel_activate(v, KESTREL_ACT_SIGMOID), 8)
+  APPLY(kestrel_activate(v, KESTREL_ACT_SILU), 9)
+  APPLY(kestrel_activate(v, KESTREL_ACT_HARDSWISH), 10)
+  APPLY(kestrel_activate(v, KESTREL_ACT_HARDSIGMOID), 11)
+  APPLY(kestrel_activate(v, KESTREL_ACT_TANH), 12)
   return 0;
 }
 )";
@@ -48,7 +54,12 @@ double reference(int function, double x) {
     case 4: return 1.0 / (1.0 + std::exp(-x));
     case 5: return x > 0 ? x : 0.0;
     case 6: return x < 0 ? 0.0 : x > 6 ? 6.0 : x;
-    default: return 1.0 / std::sqrt(std::fabs(x) + 1.0);
+    case 7: return 1.0 / std::sqrt(std::fabs(x) + 1.0);
+    case 8: return 1.0 / (1.0 + std::exp(-x));
+    case 9: return x / (1.0 + std::exp(-x));
+    case 10: return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
+    case 11: return std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
+    default: return std::tanh(x);
   }
 }
 
@@ -62,12 +73,17 @@ double bound(int function, double x) {
     case 4: return 1e-7;
     case 5:
     case 6: return 0.0;
-    default: return 2e-7;
+    case 7: return 2e-7;
+    case 8: return 1e-7;
+    case 9:
+    case 10: return 2e-7 * (1.0 + std::fabs(x));
+    case 11: return 1e-7;
+    default: return 1.5e-7;
   }
 }
 
 void check_width(int width) {
-  constexpr int kFunctions = 8;
+  constexpr int kFunctions = 13;
   // Every 0.0037 on [-87, 88] (exp's normal range), padded to a multiple of 16.
   std::vector<float> xs;
   for (double x = -87.0; x <= 88.0; x += 0.0037) xs.push_back(static_cast<float>(x));

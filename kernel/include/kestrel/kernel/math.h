@@ -16,6 +16,11 @@
  *   kestrel_gelu     x * (1 + erf(x / sqrt 2)) / 2 (ONNX Gelu's default form), absolute
  *                    error < 1e-7 * (1 + |x|)
  *   kestrel_sigmoid  absolute error < 1e-7
+ *   kestrel_silu     x * sigmoid(x) (SiLU, "swish"), absolute error < 2e-7 * (1 + |x|)
+ *   kestrel_hardsigmoid  max(0, min(1, x / 6 + 1/2)) (torch's constants; ONNX HardSigmoid
+ *                    with alpha = 1/6, beta = 0.5), absolute error < 1e-7
+ *   kestrel_hardswish    x * hardsigmoid(x) (ONNX HardSwish, torch's hardswish), absolute
+ *                    error < 2e-7 * (1 + |x|)
  *   kestrel_sqrt     the hardware's square root; kestrel_rsqrt divides by it
  * NaN inputs give NaN (relu and max/min excepted, which follow the hardware's max/min).
  */
@@ -29,6 +34,13 @@
 #define KESTREL_ACT_RELU 1
 #define KESTREL_ACT_RELU6 2
 #define KESTREL_ACT_GELU 3
+#define KESTREL_ACT_SIGMOID 4
+#define KESTREL_ACT_SILU 5
+#define KESTREL_ACT_HARDSWISH 6
+#define KESTREL_ACT_HARDSIGMOID 7
+#define KESTREL_ACT_TANH 8
+/* The largest code: ops accept act in 0..KESTREL_ACT_MAX. */
+#define KESTREL_ACT_MAX 8
 
 typedef float kestrel_f1 __attribute__((vector_size(1 * sizeof(float))));
 typedef float kestrel_f2 __attribute__((vector_size(2 * sizeof(float))));
@@ -130,6 +142,11 @@ typedef float kestrel_f16 __attribute__((vector_size(16 * sizeof(float))));
   }                                                                                                               \
   KESTREL_MATH T kestrel_gelu(T x) { return 0.5f * x * (1.0f + kestrel_erf(x * 0.70710678118654752f)); }        \
   KESTREL_MATH T kestrel_sigmoid(T x) { return 1.0f / (1.0f + kestrel_exp(-x)); }                                \
+  KESTREL_MATH T kestrel_silu(T x) { return x * kestrel_sigmoid(x); }                                            \
+  KESTREL_MATH T kestrel_hardsigmoid(T x) {                                                                       \
+    return kestrel_min(kestrel_max(x * 0.166666667f + 0.5f, (T){} + 0.0f), (T){} + 1.0f);                       \
+  }                                                                                                               \
+  KESTREL_MATH T kestrel_hardswish(T x) { return x * kestrel_hardsigmoid(x); }                                   \
   KESTREL_MATH T kestrel_sqrt(T x) { return __builtin_elementwise_sqrt_or_scalar_(x); }                           \
   KESTREL_MATH T kestrel_rsqrt(T x) { return 1.0f / kestrel_sqrt(x); }                                            \
   /* act is one of KESTREL_ACT_*, normally a compile-time constant (the branch folds). */                        \
@@ -138,6 +155,11 @@ typedef float kestrel_f16 __attribute__((vector_size(16 * sizeof(float))));
       case KESTREL_ACT_RELU: return kestrel_relu(x);                                                              \
       case KESTREL_ACT_RELU6: return kestrel_relu6(x);                                                            \
       case KESTREL_ACT_GELU: return kestrel_gelu(x);                                                              \
+      case KESTREL_ACT_SIGMOID: return kestrel_sigmoid(x);                                                        \
+      case KESTREL_ACT_SILU: return kestrel_silu(x);                                                              \
+      case KESTREL_ACT_HARDSWISH: return kestrel_hardswish(x);                                                    \
+      case KESTREL_ACT_HARDSIGMOID: return kestrel_hardsigmoid(x);                                                \
+      case KESTREL_ACT_TANH: return kestrel_tanh(x);                                                              \
       default: return x;                                                                                          \
     }                                                                                                             \
   }

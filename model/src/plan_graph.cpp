@@ -197,18 +197,64 @@ class Planner {
     std::string pattern;
   };
 
-  // Relu, Clip(0, 6) or (when `gelu`) the erf GELU subgraph reading `value` alone.
+  // Activation codes of the ops' `act` parameter (KESTREL_ACT_* of kestrel/kernel/math.h).
+  enum Act : std::int64_t { kRelu = 1, kRelu6 = 2, kGelu = 3, kSigmoid = 4, kSilu = 5, kHardSwish = 6, kHardSigmoid = 7,
+                            kTanh = 8 };
+
+  // HardSigmoid with torch's constants, alpha = 1/6 and beta = 1/2 (to a few float ulps);
+  // ONNX's default alpha of 0.2 is another function.
+  static bool torch_hardsigmoid(const Node& n) {
+    return n.op_type == "HardSigmoid" && std::abs(n.attr_float("alpha", 0.2f) - 1.0 / 6.0) <= 1e-6 &&
+           std::abs(n.attr_float("beta", 0.5f) - 0.5) <= 1e-6;
+  }
+
+  // The activation reading `value` alone: Relu, Clip(0, 6), Sigmoid, Tanh, HardSwish,
+  // HardSigmoid (torch's constants); else x * Sigmoid(x) or x * HardSigmoid(x) (SiLU,
+  // HardSwish: `value` read by exactly those two nodes); else, when `gelu`, the erf GELU
+  // subgraph.
   std::optional<Epilogue> match_act(const std::string& value, bool gelu) const {
     auto next = sole_consumer(value);
     if (next) {
       const Node& n = node(*next);
-      if (n.op_type == "Relu") return Epilogue{1, {*next}, n.outputs[0], "Relu"};
-      if (n.op_type == "Clip" && n.inputs.size() == 3 && n.inputs[0] == value) {
+      if (n.inputs.empty() || n.inputs[0] != value) return std::nullopt;
+      if (n.op_type == "Relu") return Epilogue{kRelu, {*next}, n.outputs[0], "Relu"};
+      if (n.op_type == "Clip" && n.inputs.size() == 3) {
         auto lo = scalar(n.inputs[1]), hi = scalar(n.inputs[2]);
-        if (lo && hi && *lo == 0.0f && *hi == 6.0f) return Epilogue{2, {*next}, n.outputs[0], "Clip"};
+        if (lo && hi && *lo == 0.0f && *hi == 6.0f) return Epilogue{kRelu6, {*next}, n.outputs[0], "Clip"};
       }
+      if (n.op_type == "Sigmoid") return Epilogue{kSigmoid, {*next}, n.outputs[0], "Sigmoid"};
+      if (n.op_type == "Tanh") return Epilogue{kTanh, {*next}, n.outputs[0], "Tanh"};
+      if (n.op_type == "HardSwish") return Epilogue{kHardSwish, {*next}, n.outputs[0], "HardSwish"};
+      if (torch_hardsigmoid(n)) return Epilogue{kHardSigmoid, {*next}, n.outputs[0], "HardSigmoid"};
+      return std::nullopt;
     }
+    if (auto gate = match_gated(value)) return gate;
     if (gelu) return match_gelu(value);
+    return std::nullopt;
+  }
+
+  // x * Sigmoid(x) (SiLU) or x * HardSigmoid(x) (HardSwish), the Mul's operands in either
+  // order: x read by the gate and the Mul only, the gate's output by the Mul only.
+  std::optional<Epilogue> match_gated(const std::string& x) const {
+    auto it = consumers_.find(x);
+    if (it == consumers_.end() || graph_outputs_.contains(x)) return std::nullopt;
+    const std::set<std::size_t> readers(it->second.begin(), it->second.end());
+    if (readers.size() != 2 || it->second.size() != 2) return std::nullopt;
+    for (auto gate_i : readers) {
+      const Node& gate = node(gate_i);
+      if (covered_[gate_i] || gate.inputs.size() != 1 || gate.inputs[0] != x || gate.outputs.empty()) continue;
+      const bool sigmoid = gate.op_type == "Sigmoid";
+      if (!sigmoid && !torch_hardsigmoid(gate)) continue;
+      auto mul_i = sole_consumer(gate.outputs[0]);
+      if (!mul_i || !readers.contains(*mul_i) || node(*mul_i).op_type != "Mul" ||
+          other_input(node(*mul_i), gate.outputs[0]) != x) {
+        continue;
+      }
+      std::vector<std::size_t> nodes = {gate_i, *mul_i};
+      std::sort(nodes.begin(), nodes.end());
+      return Epilogue{sigmoid ? kSilu : kHardSwish, nodes, node(*mul_i).outputs[0],
+                      gate.op_type + "+Mul"};
+    }
     return std::nullopt;
   }
 
@@ -280,7 +326,7 @@ class Planner {
       if (!last) continue;
       if (*last != *a_i) nodes.push_back(*last);
       std::sort(nodes.begin(), nodes.end());
-      return Epilogue{3, nodes, node(*last).outputs[0], "Gelu"};
+      return Epilogue{kGelu, nodes, node(*last).outputs[0], "Gelu"};
     }
     return std::nullopt;
   }

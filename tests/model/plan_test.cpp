@@ -226,6 +226,102 @@ TEST_CASE("plan: Gemm with transB and a bias, MatMul + Add + GELU subgraphs in t
   CHECK(p.untuned.empty());
 }
 
+TEST_CASE("plan: SiLU, HardSwish, HardSigmoid, Sigmoid and Tanh fuse into the conv and gemm epilogues") {
+  OnnxBuilder b;
+  b.input("x", {1, 16, 8, 8}).input("v", {4, 32}).output("y").output("z");
+  b.weight("w1", {16, 16, 1, 1}).weight("b1", {16}).weight("dw", {16, 1, 3, 3}).weight("w3", {16, 16, 3, 3});
+  b.weight("w4", {16, 16, 1, 1}).weight("w5", {16, 16, 3, 3}).weight("w6", {16, 16, 1, 1});
+  b.weight("w7", {16, 16, 1, 1}).weight("w8", {16, 16, 3, 3});
+  // EfficientNet's SiLU as both exporters write it: x * Sigmoid(x), and the operands swapped.
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"});
+  b.node("Sigmoid", {"c1"}, {"s1"});
+  b.node("Mul", {"c1", "s1"}, {"m1"});
+  b.node("Conv", {"m1", "dw"}, {"c2"}).i("group", 16).ints("pads", {1, 1, 1, 1});
+  b.node("Sigmoid", {"c2"}, {"s2"});
+  b.node("Mul", {"s2", "c2"}, {"m2"});
+  // MobileNetV3: HardSwish, x * HardSigmoid(x) with torch's constants, bare HardSigmoid.
+  b.node("Conv", {"m2", "w3"}, {"c3"}).ints("pads", {1, 1, 1, 1});
+  b.node("HardSwish", {"c3"}, {"h3"});
+  b.node("Conv", {"h3", "w4"}, {"c4"});
+  b.node("HardSigmoid", {"c4"}, {"g4"}).f("alpha", 1.0f / 6.0f);
+  b.node("Mul", {"g4", "c4"}, {"m4"});
+  b.node("Conv", {"m4", "w5"}, {"c5"}).ints("pads", {1, 1, 1, 1});
+  b.node("HardSigmoid", {"c5"}, {"g5"}).f("alpha", 1.0f / 6.0f).f("beta", 0.5f);
+  b.node("Conv", {"g5", "w6"}, {"c6"});
+  b.node("Tanh", {"c6"}, {"t6"});
+  // A squeeze-excite gate: the Sigmoid fuses, the Mul by the other value stays.
+  b.node("Conv", {"t6", "w7"}, {"c7"});
+  b.node("Sigmoid", {"c7"}, {"s7"});
+  b.node("Conv", {"t6", "w8"}, {"c8"}).ints("pads", {1, 1, 1, 1});
+  b.node("Mul", {"c8", "s7"}, {"y"});
+  // A gemm: MatMul + bias + SiLU, then Gemm + HardSwish.
+  b.weight("wm", {32, 24}).weight("bm", {24}).weight("wg", {24, 8});
+  b.node("MatMul", {"v", "wm"}, {"mm"});
+  b.node("Add", {"mm", "bm"}, {"am"});
+  b.node("Sigmoid", {"am"}, {"sm"});
+  b.node("Mul", {"am", "sm"}, {"um"});
+  b.node("Gemm", {"um", "wg"}, {"gg"});
+  b.node("HardSwish", {"gg"}, {"z"});
+  Plan p = plan(b);
+  std::vector<std::string> tasks;
+  for (const auto& t : p.tasks) {
+    const auto act = t.params.find("act");
+    tasks.push_back(t.op_name() + ":" + t.pattern + ":act=" + std::to_string(act == t.params.end() ? 0 : act->second));
+  }
+  CHECK(tasks == std::vector<std::string>{
+                     "conv2d_nchwc:Conv+Sigmoid+Mul:act=5", "depthwise_conv2d:Conv+Sigmoid+Mul:act=5",
+                     "conv2d_nchwc:Conv+HardSwish:act=6", "conv2d_nchwc:Conv+HardSigmoid+Mul:act=6",
+                     "conv2d_nchwc:Conv+HardSigmoid:act=7", "conv2d_nchwc:Conv+Tanh:act=8",
+                     "conv2d_nchwc:Conv+Sigmoid:act=4", "conv2d_nchwc:Conv:act=0", "elementwise:Mul:act=0",
+                     "gemm:MatMul+Add+Sigmoid+Mul:act=5", "gemm:Gemm+HardSwish:act=6"});
+  CHECK(values(task_step(p, 0)) == std::vector<std::string>{"x", "w1", "b1", "m1"});
+  CHECK(task_step(p, 0).nodes == std::vector<std::size_t>{0, 1, 2});
+  CHECK(values(task_step(p, 1)) == std::vector<std::string>{"m1", "dw", "m2"});
+  CHECK(values(task_step(p, 3)) == std::vector<std::string>{"h3", "w4", "m4"});
+  CHECK(values(task_step(p, 6)) == std::vector<std::string>{"t6", "w7", "s7"});
+  CHECK(values(task_step(p, 9)) == std::vector<std::string>{"v", "wm", "bm", "um"});
+  CHECK(p.tasks[9].params == Params{{"M", 4}, {"N", 24}, {"K", 32}, {"bias", 1}, {"act", 5}});
+  CHECK(values(task_step(p, 10)) == std::vector<std::string>{"um", "wg", "z"});
+  CHECK(p.untuned.empty());
+}
+
+TEST_CASE("plan: an activation with another reader of its input or output, or ONNX's HardSigmoid, does not fuse") {
+  OnnxBuilder b;
+  b.input("x", {1, 8, 6, 6}).output("y").output("s2");
+  b.weight("w1", {8, 8, 1, 1}).weight("w2", {8, 8, 1, 1}).weight("w3", {8, 8, 1, 1}).weight("w4", {8, 8, 1, 1});
+  b.weight("w5", {8, 8, 1, 1});
+  // x * Sigmoid(x) whose pre-activation value has a third reader (the Add).
+  b.node("Conv", {"x", "w1"}, {"c1"});
+  b.node("Sigmoid", {"c1"}, {"s1"});
+  b.node("Mul", {"c1", "s1"}, {"m1"});
+  b.node("Add", {"m1", "c1"}, {"a1"});
+  // x * Sigmoid(x) whose sigmoid is also a graph output.
+  b.node("Conv", {"a1", "w2"}, {"c2"});
+  b.node("Sigmoid", {"c2"}, {"s2"});
+  b.node("Mul", {"c2", "s2"}, {"m2"});
+  // HardSigmoid at ONNX's defaults (alpha 0.2): neither alone nor as x * HardSigmoid(x).
+  b.node("Conv", {"m2", "w3"}, {"c3"});
+  b.node("HardSigmoid", {"c3"}, {"g3"});
+  b.node("Conv", {"g3", "w4"}, {"c4"});
+  b.node("HardSigmoid", {"c4"}, {"g4"}).f("alpha", 0.2f);
+  b.node("Mul", {"c4", "g4"}, {"m4"});
+  // beta other than 1/2.
+  b.node("Conv", {"m4", "w5"}, {"c5"});
+  b.node("HardSigmoid", {"c5"}, {"y"}).f("alpha", 1.0f / 6.0f).f("beta", 0.6f);
+  Plan p = plan(b);
+  std::vector<std::string> tasks;
+  for (const auto& t : p.tasks) tasks.push_back(t.op_name() + ":" + t.pattern);
+  CHECK(tasks == std::vector<std::string>{"conv2d_nchwc:Conv", "elementwise:Sigmoid", "elementwise:Mul",
+                                          "elementwise:Add"});
+  for (const auto& t : p.tasks) CHECK(!t.params.contains("act"));
+  CHECK(p.tasks[0].occurrences == 5);
+  CHECK(p.tasks[1].occurrences == 2);
+  CHECK(p.tasks[2].occurrences == 3);
+  REQUIRE(p.untuned.size() == 1);
+  CHECK(p.untuned[0].op_type == "HardSigmoid");
+  CHECK(p.untuned[0].occurrences == 3);
+}
+
 TEST_CASE("plan: attention with a symbolic sequence: batch_matmul, softmax, dynamic params per symbol") {
   OnnxBuilder b;
   b.input("x", {1, "seq", 32}).output("y");

@@ -68,7 +68,7 @@ int run_model(int argc, char** argv) {
   args.option("python", "PATH", "Python with onnxruntime (default: $KESTREL_PYTHON, .venv, python3)");
   args.option("ort-script", "PATH", "the ONNX Runtime helper (default: scripts/ort_run.py of the source tree)");
   args.flag("no-check", "run without ONNX Runtime when it is not installed");
-  args.flag("profile", "print the ten slowest steps of the last timed run");
+  args.flag("profile", "print the ten slowest steps of the last timed run and the time by kind of step");
   args.flag("json", "print one JSON object");
   try {
     if (!args.parse(argc, argv, 2)) {
@@ -257,6 +257,11 @@ int run_model(int argc, char** argv) {
           << profile.task_s * 1e3 << " ms in task steps; slowest:\n";
       for (std::size_t i = 0; i < profile.slowest.size() && i < 10; ++i) {
         out << "  " << std::setw(8) << profile.slowest[i].seconds * 1e3 << " ms  " << profile.slowest[i].step << "\n";
+      }
+      out << "by kind (task steps: the op; portable steps: the ONNX operator):\n";
+      for (const auto& k : profile.by_kind) {
+        out << "  " << std::setw(8) << k.seconds * 1e3 << " ms  " << (k.task ? "task " : "portable ") << k.kind << " ("
+            << k.steps << (k.steps == 1 ? " step)\n" : " steps)\n");
       }
     }
     return ok ? 0 : 1;

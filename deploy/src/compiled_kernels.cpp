@@ -93,6 +93,18 @@ std::int32_t CompiledKernels::run(const ModelTask& task, const ops::Params& actu
   return rc;
 }
 
+BoundKernel CompiledKernels::bind(const ModelTask& task, const ops::Params& actual) {
+  const device::CpuKernelModule* module = &*impl_->entry(task, actual).module;
+  device::KernelServices* services = &impl_->services;
+  return [module, services](std::span<const kestrel_arg> args) {
+    std::int32_t rc = module->call(services->table(), args);
+    services->reclaim_scratch();
+    return rc;
+  };
+}
+
+const kestrel_services* CompiledKernels::services() const { return impl_->services.table(); }
+
 std::string CompiledKernels::which(const ModelTask& task, const ops::Params& actual) {
   return impl_->entry(task, actual).which;
 }

@@ -67,6 +67,17 @@ std::int32_t ExportedLibrary::run(const ModelTask& task, const ops::Params& actu
   return rc;
 }
 
+BoundKernel ExportedLibrary::bind(const ModelTask& task, const ops::Params& actual) {
+  return [impl = impl_.get(), op = task.op_name(), params = impl_->params_of(task, actual)](std::span<const kestrel_arg> args) {
+    std::int32_t rc = impl->dispatch(impl->services.table(), op.c_str(), params.data(), static_cast<std::int32_t>(params.size()),
+                                     args.data(), static_cast<std::int32_t>(args.size()));
+    impl->services.reclaim_scratch();
+    return rc;
+  };
+}
+
+const kestrel_services* ExportedLibrary::services() const { return impl_->services.table(); }
+
 std::string ExportedLibrary::which(const ModelTask& task, const ops::Params& actual) {
   const std::vector<std::int64_t> params = impl_->params_of(task, actual);
   const char* text = impl_->which(task.op_name().c_str(), params.data(), static_cast<std::int32_t>(params.size()));

@@ -8,6 +8,10 @@ std::string KernelProvider::describe_error(std::int32_t code) const {
   return "kernel returned error code " + std::to_string(code);
 }
 
+BoundKernel KernelProvider::bind(const model::ModelTask& task, const ops::Params& actual) {
+  return [this, &task, actual](std::span<const kestrel_arg> args) { return run(task, actual, args); };
+}
+
 std::string task_key(const std::string& op, const ops::Params& params) { return op + "/" + ops::format_params(params); }
 
 std::vector<std::int64_t> ordered_params(const ops::Op& op, const ops::Params& params) {

@@ -642,6 +642,16 @@ StepProfile step_profile(const Runner& runner) {
     if (t.task) p.task_s += t.seconds;
   }
   std::sort(p.slowest.begin(), p.slowest.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  std::map<std::pair<bool, std::string>, StepProfile::Kind> kinds;
+  for (const auto& t : p.slowest) {
+    StepProfile::Kind& k = kinds[{t.task, t.kind}];
+    k.kind = t.kind;
+    k.task = t.task;
+    ++k.steps;
+    k.seconds += t.seconds;
+  }
+  for (auto& [key, k] : kinds) p.by_kind.push_back(std::move(k));
+  std::sort(p.by_kind.begin(), p.by_kind.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
   return p;
 }
 

@@ -29,6 +29,48 @@ using Inputs = std::vector<const Tensor*>;
   throw ModelError(node.op_type + " node " + node.name + ": " + message);
 }
 
+// ---- threads ----------------------------------------------------------------------------
+// The pool of the kernels' services, set by run_portable() for the step it runs (null: the
+// calling thread alone). A thread-local rather than a parameter of every operator: only
+// the loops below that split their work read it.
+thread_local const kestrel_services* step_services = nullptr;
+
+struct StepServices {
+  explicit StepServices(const kestrel_services* services) : saved(step_services) { step_services = services; }
+  ~StepServices() { step_services = saved; }
+  StepServices(const StepServices&) = delete;
+  StepServices& operator=(const StepServices&) = delete;
+  const kestrel_services* saved;
+};
+
+// body(begin, end) over [0, n) split into ranges of at least `grain` items, on the step's
+// pool: two ranges per thread, or the whole range on the calling thread when there is no
+// pool or too little work. `body` must not throw (it runs on pool threads).
+template <typename F>
+void parallel_ranges(std::int64_t n, std::int64_t grain, const F& body) {
+  const kestrel_services* svc = step_services;
+  const std::int64_t threads = svc ? static_cast<std::int64_t>(svc->num_threads) : 1;
+  const std::int64_t ranges = std::min(threads * 2, n / std::max<std::int64_t>(grain, 1));
+  if (threads <= 1 || ranges <= 1) {
+    if (n > 0) body(std::int64_t{0}, n);
+    return;
+  }
+  struct Job {
+    const F* body;
+    std::int64_t n, ranges;
+  } job{&body, n, ranges};
+  svc->parallel_for(
+      svc->context, ranges,
+      [](std::int64_t i, void* arg) {
+        const Job& j = *static_cast<const Job*>(arg);
+        (*j.body)(j.n * i / j.ranges, j.n * (i + 1) / j.ranges);
+      },
+      &job);
+}
+
+// Float elements per parallel range of the memory-bound loops (a few microseconds of work).
+constexpr std::int64_t kElementGrain = 16384;
+
 const Tensor& input(const Node& node, const Inputs& in, std::size_t i) {
   if (i >= in.size() || !in[i]) fail(node, "input " + std::to_string(i) + " is missing");
   return *in[i];
@@ -180,7 +222,7 @@ template <typename F>
 // dst[i] = f(src[i]) for i < n, f taking and returning F4 (four lanes at a time; the tail
 // through a zero-padded block).
 template <typename F>
-void map_floats(const float* src, float* dst, std::size_t n, F f) {
+void map_floats_serial(const float* src, float* dst, std::size_t n, F f) {
   std::size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     F4 v;
@@ -197,6 +239,16 @@ void map_floats(const float* src, float* dst, std::size_t n, F f) {
     std::memcpy(buf, &v, sizeof v);
     std::memcpy(dst + i, buf, (n - i) * sizeof(float));
   }
+}
+
+// map_floats_serial over ranges of whole vectors on the step's pool.
+template <typename F>
+void map_floats(const float* src, float* dst, std::size_t n, F f) {
+  const auto vectors = static_cast<std::int64_t>((n + 3) / 4);
+  parallel_ranges(vectors, kElementGrain / 4, [&](std::int64_t b, std::int64_t e) {
+    const auto begin = static_cast<std::size_t>(b) * 4, end = std::min(n, static_cast<std::size_t>(e) * 4);
+    map_floats_serial(src + begin, dst + begin, end - begin, f);
+  });
 }
 
 // ---- elementwise ------------------------------------------------------------------------
@@ -246,9 +298,19 @@ void broadcast_loop(const Dims& shape, const Dims& as, const Dims& bs, const T* 
   const Dims sa = aligned(as), sb = aligned(bs);
   const std::int64_t inner = shape.back(), ia = sa.back(), ib = sb.back();
   const std::int64_t outer = inner ? element_count(shape) / inner : 0;
+  parallel_ranges(outer, std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(inner, 1)),
+                  [&](std::int64_t first, std::int64_t last) {
+  // The odometer at row `first`.
   Dims index(rank, 0);
   std::int64_t oa = 0, ob = 0;
-  for (std::int64_t o = 0; o < outer; ++o) {
+  for (std::int64_t d = static_cast<std::int64_t>(rank) - 2, rest = first; d >= 0 && rest > 0; --d) {
+    const auto du = static_cast<std::size_t>(d);
+    index[du] = rest % shape[du];
+    rest /= shape[du];
+    oa += index[du] * sa[du];
+    ob += index[du] * sb[du];
+  }
+  for (std::int64_t o = first; o < last; ++o) {
     T* dst = out + o * inner;
     const T* pa = a + oa;
     const T* pb = b + ob;
@@ -282,6 +344,7 @@ void broadcast_loop(const Dims& shape, const Dims& as, const Dims& bs, const T* 
       index[d] = 0;
     }
   }
+  });
 }
 
 // Pow with one exponent for every element: 1, 2, 3 and 0.5 as ONNX Runtime computes them
@@ -440,9 +503,20 @@ Tensor matmul(const Node& node, const Inputs& in) {
   if (!a_vec) shape.push_back(m);
   if (!b_vec) shape.push_back(n);
   Tensor out = Tensor::floats(shape);
-  for_each_broadcast(batch, {abatch, bbatch}, [&](std::int64_t i, const Dims& off) {
-    matmul_into(a.f32.data() + off[0] * m * k, b.f32.data() + off[1] * k * n, out.f32.data() + i * m * n, m, n, k);
-  });
+  // Each batch's operand offsets, then the products (rows split when there is one batch).
+  std::vector<std::pair<std::int64_t, std::int64_t>> offsets;
+  for_each_broadcast(batch, {abatch, bbatch}, [&](std::int64_t, const Dims& off) { offsets.emplace_back(off[0], off[1]); });
+  const auto batches = static_cast<std::int64_t>(offsets.size());
+  parallel_ranges(batches * m, std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(n * k / 16, 1)),
+                  [&](std::int64_t first, std::int64_t last) {
+                    for (std::int64_t row = first; row < last;) {
+                      const std::int64_t i = row / m, r0 = row % m, rows = std::min(m - r0, last - row);
+                      const auto [oa, ob] = offsets[static_cast<std::size_t>(i)];
+                      matmul_into(a.f32.data() + oa * m * k + r0 * k, b.f32.data() + ob * k * n,
+                                  out.f32.data() + (i * m + r0) * n, rows, n, k);
+                      row += rows;
+                    }
+                  });
   return out;
 }
 
@@ -523,8 +597,9 @@ Tensor conv(const Node& node, const Inputs& in) {
   const Tensor* bias = optional_in(in, 2);
   Tensor out = Tensor::floats({n, k, p, q});
   const std::int64_t kg = k / groups;
-  for (std::int64_t b = 0; b < n; ++b) {
-    for (std::int64_t ko = 0; ko < k; ++ko) {
+  parallel_ranges(n * k, 1, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t plane_index = first; plane_index < last; ++plane_index) {
+      const std::int64_t b = plane_index / k, ko = plane_index % k;
       float* plane = out.f32.data() + (b * k + ko) * p * q;
       const float init = bias ? bias->f32[static_cast<std::size_t>(ko)] : 0.0f;
       std::fill(plane, plane + p * q, init);
@@ -548,7 +623,7 @@ Tensor conv(const Node& node, const Inputs& in) {
         }
       }
     }
-  }
+  });
   return out;
 }
 
@@ -564,7 +639,8 @@ Tensor pool(const Node& node, const Inputs& in, bool max) {
   const std::int64_t p = out_extent(h, win.r, win.sh, win.dh, win.pt, win.pb);
   const std::int64_t q = out_extent(wd, win.s, win.sw, win.dw, win.pl, win.pr);
   Tensor out = Tensor::floats({n, c, p, q});
-  for (std::int64_t plane = 0; plane < n * c; ++plane) {
+  parallel_ranges(n * c, 1, [&](std::int64_t first, std::int64_t last) {
+  for (std::int64_t plane = first; plane < last; ++plane) {
     const float* src = x.f32.data() + plane * h * wd;
     for (std::int64_t op = 0; op < p; ++op) {
       for (std::int64_t oq = 0; oq < q; ++oq) {
@@ -589,6 +665,7 @@ Tensor pool(const Node& node, const Inputs& in, bool max) {
       }
     }
   }
+  });
   return out;
 }
 
@@ -602,11 +679,14 @@ Tensor global_average_pool(const Node& node, const Inputs& in) {
     shape[i] = 1;
   }
   Tensor out = Tensor::floats(shape);
-  for (std::int64_t plane = 0; plane < shape[0] * shape[1]; ++plane) {
-    double sum = 0;
-    for (std::int64_t i = 0; i < spatial; ++i) sum += x.f32[static_cast<std::size_t>(plane * spatial + i)];
-    out.f32[static_cast<std::size_t>(plane)] = static_cast<float>(sum / static_cast<double>(spatial));
-  }
+  parallel_ranges(shape[0] * shape[1], std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(spatial, 1)),
+                  [&](std::int64_t first, std::int64_t last) {
+                    for (std::int64_t plane = first; plane < last; ++plane) {
+                      double sum = 0;
+                      for (std::int64_t i = 0; i < spatial; ++i) sum += x.f32[static_cast<std::size_t>(plane * spatial + i)];
+                      out.f32[static_cast<std::size_t>(plane)] = static_cast<float>(sum / static_cast<double>(spatial));
+                    }
+                  });
   return out;
 }
 
@@ -620,14 +700,17 @@ Tensor batch_norm(const Node& node, const Inputs& in) {
   if (x.shape.size() < 2) fail(node, "input must have a channel dimension");
   const std::int64_t c = x.shape[1], inner = element_count(Dims(x.shape.begin() + 2, x.shape.end()));
   Tensor out = x;
-  for (std::int64_t i = 0; i < x.shape[0] * c; ++i) {
-    const auto ch = static_cast<std::size_t>(i % c);
-    const double a = scale.f32[ch] / std::sqrt(var.f32[ch] + eps), b = bias.f32[ch] - a * mean.f32[ch];
-    for (std::int64_t j = 0; j < inner; ++j) {
-      float& v = out.f32[static_cast<std::size_t>(i * inner + j)];
-      v = static_cast<float>(a * v + b);
-    }
-  }
+  parallel_ranges(x.shape[0] * c, std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(inner, 1)),
+                  [&](std::int64_t first, std::int64_t last) {
+                    for (std::int64_t i = first; i < last; ++i) {
+                      const auto ch = static_cast<std::size_t>(i % c);
+                      const double a = scale.f32[ch] / std::sqrt(var.f32[ch] + eps), b = bias.f32[ch] - a * mean.f32[ch];
+                      for (std::int64_t j = 0; j < inner; ++j) {
+                        float& v = out.f32[static_cast<std::size_t>(i * inner + j)];
+                        v = static_cast<float>(a * v + b);
+                      }
+                    }
+                  });
   return out;
 }
 
@@ -640,6 +723,23 @@ Tensor softmax(const Node& node, const Inputs& in) {
   const std::int64_t inner = element_count(Dims(x.shape.begin() + axis + 1, x.shape.end()));
   const std::int64_t outer = element_count(Dims(x.shape.begin(), x.shape.begin() + axis));
   Tensor out = x;
+  if (inner == 1) {
+    // Rows of `len` contiguous floats: the exponentials four lanes at a time.
+    parallel_ranges(outer, std::max<std::int64_t>(1, kElementGrain / 4 / std::max<std::int64_t>(len, 1)),
+                    [&](std::int64_t first, std::int64_t last) {
+                      for (std::int64_t o = first; o < last; ++o) {
+                        float* row = out.f32.data() + o * len;
+                        float mx = -std::numeric_limits<float>::infinity();
+                        for (std::int64_t j = 0; j < len; ++j) mx = std::max(mx, row[j]);
+                        map_floats_serial(row, row, static_cast<std::size_t>(len), [mx](F4 v) { return exp4(v - mx); });
+                        double sum = 0;
+                        for (std::int64_t j = 0; j < len; ++j) sum += row[j];
+                        const float inv = static_cast<float>(1.0 / sum);
+                        for (std::int64_t j = 0; j < len; ++j) row[j] *= inv;
+                      }
+                    });
+    return out;
+  }
   for (std::int64_t o = 0; o < outer; ++o) {
     for (std::int64_t i = 0; i < inner; ++i) {
       float* base = out.f32.data() + o * len * inner + i;
@@ -670,7 +770,9 @@ std::vector<Tensor> layer_norm(const Node& node, const Inputs& in, std::size_t o
   Dims stat_shape = x.shape;
   for (std::size_t i = static_cast<std::size_t>(axis); i < stat_shape.size(); ++i) stat_shape[i] = 1;
   Tensor out = x, mean = Tensor::floats(stat_shape), inv = Tensor::floats(stat_shape);
-  for (std::int64_t r = 0; r < rows; ++r) {
+  parallel_ranges(rows, std::max<std::int64_t>(1, kElementGrain / 4 / std::max<std::int64_t>(inner, 1)),
+                  [&](std::int64_t first, std::int64_t last) {
+  for (std::int64_t r = first; r < last; ++r) {
     float* row = out.f32.data() + r * inner;
     double sum = 0, sq = 0;
     for (std::int64_t j = 0; j < inner; ++j) sum += row[j];
@@ -684,6 +786,7 @@ std::vector<Tensor> layer_norm(const Node& node, const Inputs& in, std::size_t o
     mean.f32[static_cast<std::size_t>(r)] = static_cast<float>(mu);
     inv.f32[static_cast<std::size_t>(r)] = static_cast<float>(rstd);
   }
+  });
   std::vector<Tensor> result = {std::move(out), std::move(mean), std::move(inv)};
   result.resize(std::min<std::size_t>(std::max<std::size_t>(outputs, 1), 3));
   return result;
@@ -734,9 +837,17 @@ void permute(const Dims& shape, const Dims& strides, const T* src, T* out) {
   }
   const std::int64_t inner = shape.back(), step = strides.back();
   const std::int64_t outer = inner ? element_count(shape) / inner : 0;
+  parallel_ranges(outer, std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(inner, 1)),
+                  [&](std::int64_t first, std::int64_t last) {
   Dims index(rank, 0);
   std::int64_t off = 0;
-  for (std::int64_t o = 0; o < outer; ++o) {
+  for (std::int64_t d = static_cast<std::int64_t>(rank) - 2, rest = first; d >= 0 && rest > 0; --d) {
+    const auto du = static_cast<std::size_t>(d);
+    index[du] = rest % shape[du];
+    rest /= shape[du];
+    off += index[du] * strides[du];
+  }
+  for (std::int64_t o = first; o < last; ++o) {
     T* dst = out + o * inner;
     for (std::int64_t j = 0; j < inner; ++j) dst[j] = src[off + j * step];
     for (std::size_t d = rank - 1; d-- > 0;) {
@@ -747,6 +858,7 @@ void permute(const Dims& shape, const Dims& strides, const T* src, T* out) {
       index[d] = 0;
     }
   }
+  });
 }
 
 Tensor transpose(const Node& node, const Inputs& in) {
@@ -1046,7 +1158,11 @@ Tensor is_nan(const Node& node, const Inputs& in) {
   const Tensor& x = numeric_in(node, in, 0);
   Tensor out = bools(x.shape);
   if (x.type == ElemType::f32) {
-    for (std::size_t i = 0; i < x.f32.size(); ++i) out.i64[i] = std::isnan(x.f32[i]) ? 1 : 0;
+    parallel_ranges(static_cast<std::int64_t>(x.f32.size()), kElementGrain, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t i = first; i < last; ++i) {
+        out.i64[static_cast<std::size_t>(i)] = std::isnan(x.f32[static_cast<std::size_t>(i)]) ? 1 : 0;
+      }
+    });
   }
   return out;
 }
@@ -1063,13 +1179,40 @@ Tensor where(const Node& node, const Inputs& in) {
   const auto n = static_cast<std::size_t>(element_count(out.shape));
   if (x.type == ElemType::f32) out.f32.resize(n);
   else out.i64.resize(n);
-  for_each_broadcast(out.shape, {c.shape, x.shape, y.shape}, [&](std::int64_t i, const Dims& off) {
-    const bool take_x = number_at(c, off[0]) != 0;
-    const auto at = static_cast<std::size_t>(take_x ? off[1] : off[2]);
-    const Tensor& src = take_x ? x : y;
-    if (out.type == ElemType::f32) out.f32[static_cast<std::size_t>(i)] = src.f32[at];
-    else out.i64[static_cast<std::size_t>(i)] = src.i64[at];
-  });
+  if (n == 0) return out;
+  // Rows of the last dimension, each operand whole or one value along it; the rows split
+  // over the pool.
+  const std::size_t rank = out.shape.size();
+  auto aligned = [&](const Dims& operand) {
+    Dims own = strides_of(operand), st(rank, 0);
+    for (std::size_t i = 0; i < operand.size(); ++i) st[rank - operand.size() + i] = operand[i] == 1 ? 0 : own[i];
+    return st;
+  };
+  const Dims sc = aligned(c.shape), sx = aligned(x.shape), sy = aligned(y.shape);
+  const std::int64_t inner = rank ? out.shape.back() : 1;
+  const std::int64_t outer = static_cast<std::int64_t>(n) / inner;
+  const std::int64_t ic = rank ? sc.back() : 0, ix = rank ? sx.back() : 0, iy = rank ? sy.back() : 0;
+  auto rows = [&](auto* dst, const auto* xs, const auto* ys) {
+    parallel_ranges(outer, std::max<std::int64_t>(1, kElementGrain / inner), [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t o = first; o < last; ++o) {
+        std::int64_t oc = 0, ox = 0, oy = 0;
+        for (std::int64_t d = static_cast<std::int64_t>(rank) - 2, rest = o; d >= 0 && rest > 0; --d) {
+          const auto du = static_cast<std::size_t>(d);
+          const std::int64_t at = rest % out.shape[du];
+          rest /= out.shape[du];
+          oc += at * sc[du];
+          ox += at * sx[du];
+          oy += at * sy[du];
+        }
+        for (std::int64_t j = 0; j < inner; ++j) {
+          const bool take_x = number_at(c, oc + j * ic) != 0;
+          dst[o * inner + j] = take_x ? xs[ox + j * ix] : ys[oy + j * iy];
+        }
+      }
+    });
+  };
+  if (out.type == ElemType::f32) rows(out.f32.data(), x.f32.data(), y.f32.data());
+  else rows(out.i64.data(), x.i64.data(), y.i64.data());
   return out;
 }
 
@@ -1386,7 +1529,8 @@ std::string missing_portable_text(const std::vector<MissingPortable>& missing) {
   return out;
 }
 
-std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tensor*>& in) {
+std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tensor*>& in, const kestrel_services* services) {
+  const StepServices on_pool(services);
   if (!node.domain.empty() && node.domain != "ai.onnx") {
     fail(node, "operators of domain " + node.domain + " have no portable implementation");
   }

@@ -53,6 +53,29 @@ struct TaskStep {
   std::vector<std::int64_t> elements;       // per argument, the op's tensor size
   std::vector<const AlignedFloats*> packed;  // per argument: the repacked initializer, or null
   std::string label;                         // "conv2d_nchwc/... (Conv+Relu, node conv1)"
+  BoundKernel kernel;
+};
+
+// Float buffers of dead values, by size, for the next outputs of that size: after the
+// first run a model's task steps allocate nothing (the sizes repeat from run to run), and
+// a reused buffer is not zeroed first (kernels write every element of their output).
+class SpareBuffers {
+ public:
+  AlignedFloats take(std::size_t n) {
+    auto it = spare_.lower_bound(n);
+    if (it == spare_.end() || it->first > 2 * n) return AlignedFloats(n);
+    AlignedFloats out = std::move(it->second);
+    spare_.erase(it);
+    out.resize(n);
+    return out;
+  }
+  void give(std::optional<Tensor>& t) {
+    if (t && t->f32.capacity() > 0) spare_.emplace(t->f32.size(), std::move(t->f32));
+    t.reset();
+  }
+
+ private:
+  std::multimap<std::size_t, AlignedFloats> spare_;
 };
 
 }  // namespace
@@ -68,6 +91,7 @@ struct Runner::Impl {
   std::vector<std::vector<std::string>> frees;  // per step: values dead after it
   std::vector<std::string> used;
   std::vector<Runner::StepTime> times;  // per step, of the last run
+  SpareBuffers spare;
 
   Impl(const Graph& g, const Plan& p, KernelProvider& k, std::map<std::string, std::int64_t> s)
       : graph(g), plan(p), kernels(k), symbols(std::move(s)) {}
@@ -159,7 +183,10 @@ struct Runner::Impl {
     }
     kernels.prepare(calls);
     for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-      if (tasks[i]) used.push_back(tasks[i]->label + ": " + kernels.which(plan.tasks[plan.steps[i].task], tasks[i]->actual));
+      if (!tasks[i]) continue;
+      const ModelTask& task = plan.tasks[plan.steps[i].task];
+      used.push_back(tasks[i]->label + ": " + kernels.which(task, tasks[i]->actual));
+      tasks[i]->kernel = kernels.bind(task, tasks[i]->actual);
     }
   }
 
@@ -217,10 +244,9 @@ struct Runner::Impl {
       throw ModelError(t.label + ": output " + out_arg.value + " " + shape_text(out.shape) + " has " +
                        std::to_string(out.elements()) + " elements, the kernel writes " + std::to_string(t.elements.back()));
     }
-    out.f32.assign(static_cast<std::size_t>(t.elements.back()), 0.0f);
+    out.f32 = spare.take(static_cast<std::size_t>(t.elements.back()));
     args.push_back(kestrel_arg{out.f32.data(), t.elements.back(), 0.0});
-    const ModelTask& task = plan.tasks[step.task];
-    std::int32_t rc = kernels.run(task, t.actual, args);
+    std::int32_t rc = t.kernel(args);
     if (rc != 0) throw ModelError(t.label + ": " + kernels.describe_error(rc));
     Slot slot;
     if (out.layout == TensorLayout::nchwc) slot.blocked = std::move(out);
@@ -228,10 +254,41 @@ struct Runner::Impl {
     env[out_arg.value] = std::move(slot);
   }
 
-  void run_portable_node(const Node& node, std::map<std::string, Slot>& env) {
+  // Reshape, Flatten, Squeeze, Unsqueeze and Identity of a value that dies at this step:
+  // its data moves to the output under the output's shape instead of being copied.
+  bool move_view(std::size_t index, const Node& node, std::map<std::string, Slot>& env) {
+    static const std::set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    if (!views.count(node.op_type) || node.inputs.empty() || node.outputs.size() != 1) return false;
+    const std::string& value = node.inputs[0];
+    if (value.empty() || graph.initializer(value) || node.outputs[0].empty()) return false;
+    if (std::count(node.inputs.begin(), node.inputs.end(), value) != 1) return false;
+    const auto& dying = frees[index];
+    if (std::find(dying.begin(), dying.end(), value) == dying.end()) return false;
+    const ValueInfo* info = graph.value(node.outputs[0]);
+    if (!info || !info->shape) return false;
+    std::vector<std::int64_t> shape;
+    for (const Dim& d : *info->shape) {
+      if (d.symbolic()) return false;
+      shape.push_back(d.value);
+    }
+    const Tensor& source = plain_of(env, value);
+    if (element_count(shape) != source.elements()) return false;  // the portable step names the error
+    Slot& slot = env.at(value);
+    Tensor moved = std::move(*slot.plain);
+    moved.shape = std::move(shape);
+    spare.give(slot.blocked);
+    env.erase(value);
+    Slot out;
+    out.plain = std::move(moved);
+    env[node.outputs[0]] = std::move(out);
+    return true;
+  }
+
+  void run_portable_node(std::size_t index, const Node& node, std::map<std::string, Slot>& env) {
+    if (move_view(index, node, env)) return;
     std::vector<const Tensor*> inputs;
     for (const auto& name : node.inputs) inputs.push_back(name.empty() ? nullptr : &plain_of(env, name));
-    std::vector<Tensor> outputs = run_portable(node, inputs);
+    std::vector<Tensor> outputs = run_portable(node, inputs, kernels.services());
     for (std::size_t j = 0; j < node.outputs.size() && j < outputs.size(); ++j) {
       if (node.outputs[j].empty()) continue;
       Slot slot;
@@ -267,17 +324,29 @@ struct Runner::Impl {
       if (step.kind == Step::Kind::task) {
         run_task(i, step, env);
         times[i].step = tasks[i]->label;
+        times[i].kind = tasks[i]->op->name();
         times[i].task = true;
       } else {
-        for (std::size_t n : step.nodes) run_portable_node(graph.nodes.at(n), env);
+        for (std::size_t n : step.nodes) run_portable_node(i, graph.nodes.at(n), env);
         const Node& node = graph.nodes.at(step.nodes.front());
         times[i].step = node.op_type + " " + node.name;
+        times[i].kind = node.op_type;
       }
-      for (const auto& dead : frees[i]) env.erase(dead);
+      for (const auto& dead : frees[i]) {
+        auto it = env.find(dead);
+        if (it == env.end()) continue;
+        spare.give(it->second.plain);
+        spare.give(it->second.blocked);
+        env.erase(it);
+      }
       times[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     std::map<std::string, Tensor> out;
     for (const ValueInfo& o : graph.outputs) out[o.name] = plain_of(env, o.name);
+    for (auto& [name, slot] : env) {
+      spare.give(slot.plain);
+      spare.give(slot.blocked);
+    }
     return out;
   }
 };

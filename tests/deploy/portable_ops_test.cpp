@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kestrel/deploy/portable_ops.h"
+#include "kestrel/device_runtime/kernel_services.h"
 
 using namespace kestrel::deploy;
 using namespace kestrel::model;
@@ -360,4 +361,70 @@ TEST_CASE("deploy: portable elementwise fast paths match double references", "[d
       }
     }
   }
+}
+
+TEST_CASE("deploy: portable operators on a pool of threads give the values of one thread", "[deploy][portable]") {
+  // Tensors past the operators' grain, so that their loops split; each result compared
+  // element for element with the same node run on the calling thread alone.
+  kestrel::device::KernelServices pool(3);
+  auto values = [](std::vector<std::int64_t> shape, float scale) {
+    std::vector<float> v(static_cast<std::size_t>(element_count(shape)));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * std::sin(0.37f * static_cast<float>(i)) + 0.01f * static_cast<float>(i % 7);
+    return Tensor::floats(std::move(shape), v);
+  };
+  const Tensor x = values({1, 8, 64, 80}, 3.0f);
+  const Tensor channel = values({1, 8, 1, 1}, 1.0f);
+  const Tensor row = values({80}, 2.0f);
+  const Tensor scale = values({80}, 1.0f), bias = values({80}, 0.5f);
+  const Tensor bn_scale = values({8}, 1.0f), bn_bias = values({8}, 0.1f), bn_mean = values({8}, 0.2f);
+  Tensor bn_var = values({8}, 0.0f);
+  for (float& v : bn_var.f32) v = 1.5f + v;
+  Tensor mask = Tensor::ints({1, 1, 64, 80}, std::vector<std::int64_t>(64 * 80));
+  for (std::size_t i = 0; i < mask.i64.size(); ++i) mask.i64[i] = (i * 7) % 3 == 0;
+  const Tensor zero = Tensor::floats({}, std::vector<float>{0.0f});
+  const Tensor a = values({4, 64, 80}, 1.0f), b = values({80, 32}, 1.0f);
+  const Tensor image = values({1, 8, 40, 40}, 1.0f), dw = values({8, 1, 3, 3}, 1.0f);
+
+  auto same = [&](Node n, std::vector<const Tensor*> in) {
+    INFO(n.op_type);
+    const std::vector<Tensor> one = run_portable(n, in);
+    const std::vector<Tensor> many = run_portable(n, in, pool.table());
+    REQUIRE(one.size() == many.size());
+    for (std::size_t o = 0; o < one.size(); ++o) {
+      CHECK(one[o].shape == many[o].shape);
+      CHECK(one[o].i64 == many[o].i64);
+      REQUIRE(one[o].f32.size() == many[o].f32.size());
+      CHECK(std::equal(one[o].f32.begin(), one[o].f32.end(), many[o].f32.begin(),
+                       [](float p, float q) { return p == q || (std::isnan(p) && std::isnan(q)); }));
+    }
+  };
+  same(node("Sigmoid"), {&x});
+  same(node("Add", 2), {&x, &channel});
+  same(node("Mul", 2), {&row, &x});
+  same(node("Sub", 2), {&x, &x});
+  same(node("IsNaN"), {&x});
+  same(node("Where", 3), {&mask, &zero, &x});
+  Node softmax = node("Softmax");
+  softmax.attributes["axis"] = one(-1);
+  same(softmax, {&x});
+  Node softmax_inner = node("Softmax");
+  softmax_inner.attributes["axis"] = one(1);
+  same(softmax_inner, {&x});
+  Node ln = node("LayerNormalization", 3);
+  ln.attributes["axis"] = one(-1);
+  same(ln, {&x, &scale, &bias});
+  same(node("BatchNormalization", 5), {&x, &bn_scale, &bn_bias, &bn_mean, &bn_var});
+  same(node("GlobalAveragePool"), {&x});
+  Node perm = node("Transpose");
+  perm.attributes["perm"] = ints({0, 2, 3, 1});
+  same(perm, {&x});
+  same(node("MatMul", 2), {&a, &b});
+  Node conv = node("Conv", 2);
+  conv.attributes["group"] = one(8);
+  conv.attributes["pads"] = ints({1, 1, 1, 1});
+  same(conv, {&image, &dw});
+  Node pool_node = node("MaxPool");
+  pool_node.attributes["kernel_shape"] = ints({3, 3});
+  pool_node.attributes["strides"] = ints({2, 2});
+  same(pool_node, {&image});
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -24,6 +25,10 @@ struct TaskCall {
   ops::Params actual;
 };
 
+// One task's kernel at one workload, looked up once: runs it on the op's tensors (output
+// last) and returns run()'s code.
+using BoundKernel = std::function<std::int32_t(std::span<const kestrel_arg>)>;
+
 class KernelProvider {
  public:
   virtual ~KernelProvider() = default;
@@ -39,6 +44,12 @@ class KernelProvider {
   virtual std::string which(const model::ModelTask& task, const ops::Params& actual) = 0;
   // What a non-zero code of run() means.
   virtual std::string describe_error(std::int32_t code) const;
+  // The kernel of `task` at `actual`, found once (after prepare()) so that each call does
+  // no lookup; `task` must outlive it. The default calls run().
+  virtual BoundKernel bind(const model::ModelTask& task, const ops::Params& actual);
+  // The services (thread pool, scratch) the kernels run on, which the runner's portable
+  // steps share; null when there are none (portable steps then use the calling thread).
+  virtual const kestrel_services* services() const { return nullptr; }
 };
 
 // The kernels of an exported library, `<dir>/libkestrel_kernels.so`, called through its
@@ -56,6 +67,8 @@ class ExportedLibrary final : public KernelProvider {
   std::int32_t run(const model::ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) override;
   std::string which(const model::ModelTask& task, const ops::Params& actual) override;
   std::string describe_error(std::int32_t code) const override;
+  BoundKernel bind(const model::ModelTask& task, const ops::Params& actual) override;
+  const kestrel_services* services() const override;
   const std::string& path() const;
 
  private:
@@ -78,6 +91,8 @@ class CompiledKernels final : public KernelProvider {
   std::int32_t run(const model::ModelTask& task, const ops::Params& actual, std::span<const kestrel_arg> args) override;
   std::string which(const model::ModelTask& task, const ops::Params& actual) override;
   std::string describe_error(std::int32_t code) const override;
+  BoundKernel bind(const model::ModelTask& task, const ops::Params& actual) override;
+  const kestrel_services* services() const override;
   // The traits of this host's CPU, which the default configurations follow.
   const ops::TargetTraits& traits() const;
 

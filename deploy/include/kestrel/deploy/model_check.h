@@ -157,6 +157,14 @@ double speedup(const Latency& ours, const Latency& onnxruntime);
 struct StepProfile {
   double total_s = 0, task_s = 0;
   std::vector<Runner::StepTime> slowest;
+  // The steps' time by kind (a task's op, a portable step's operator), largest first.
+  struct Kind {
+    std::string kind;
+    bool task = false;
+    int steps = 0;
+    double seconds = 0;
+  };
+  std::vector<Kind> by_kind;
 };
 StepProfile step_profile(const Runner& runner);
 

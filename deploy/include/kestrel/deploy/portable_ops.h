@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kestrel/deploy/tensor.h"
+#include "kestrel/kernel/abi.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
 
@@ -37,10 +38,13 @@ std::vector<MissingPortable> missing_portable(const model::Graph& graph, const m
 std::string missing_portable_text(const std::vector<MissingPortable>& missing);
 
 // Runs `node` on its inputs (plain layout; null for an omitted optional input) and
-// returns its outputs in order. Throws ModelError naming the node for an operator with no
-// portable implementation, an attribute it does not support, or inputs of the wrong
+// returns its outputs in order; the heavy operators (elementwise, broadcasts, MatMul,
+// Conv, pooling, normalisations, Softmax, Transpose) split their loops over the thread
+// pool of `services` when given. Throws ModelError naming the node for an operator with
+// no portable implementation, an attribute it does not support, or inputs of the wrong
 // shape.
-std::vector<Tensor> run_portable(const model::Node& node, const std::vector<const Tensor*>& inputs);
+std::vector<Tensor> run_portable(const model::Node& node, const std::vector<const Tensor*>& inputs,
+                                 const kestrel_services* services = nullptr);
 
 // The shape numpy broadcasting gives two shapes; throws ModelError when they do not
 // broadcast.

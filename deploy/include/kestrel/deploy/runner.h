@@ -46,6 +46,7 @@ class Runner {
   // Seconds each step took in the last run(), layout conversions of its inputs included.
   struct StepTime {
     std::string step;  // a task step's key and nodes, or "<op_type> <node name>"
+    std::string kind;  // a task step's op ("gemm"), a portable step's ONNX operator ("Softmax")
     bool task = false;
     double seconds = 0;
   };

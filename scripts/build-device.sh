@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Builds the device runtime for a board, stripped and linked so that the board needs
-# only its C library and OpenSSL 3 (libssl3, on every current glibc distribution): one
-# file to copy. --static needs nothing at all (OpenSSL linked in: about 4 MB more).
+# only its C library: one file to copy. TLS and crypto come from mbedTLS, linked in
+# (a TLS 1.2 client; the host build keeps OpenSSL: docs/security.md). --static needs
+# nothing at all (the C library inside too). Link-time optimisation on (about 4% smaller).
+# scripts/device-size.sh says what each part costs.
 #   scripts/build-device.sh aarch64-linux-gnu        # Raspberry Pi (64-bit OS), Jetson, phones
 #   scripts/build-device.sh armv7a-linux-gnueabihf   # Raspberry Pi OS 32-bit
 #   scripts/build-device.sh native                   # this machine
 #   scripts/build-device.sh aarch64-linux-gnu --static   # no libc needed either: Android
 # Also builds libkestrel_rt.{a,so} (the runtime exported kernel libraries link) in
-# <build>/device_runtime. Prints the path and size of the result. Needs the cross toolchains from scripts/setup.sh.
+# <build>/device_runtime. Prints the path and size of the result. Needs the cross toolchains and libraries from scripts/setup-cross.sh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 triple="${1:-native}"
 static="${2:-}"
 suffix=""
 args=(-G Ninja -DCMAKE_BUILD_TYPE=MinSizeRel -DKESTREL_BUILD_HOST=OFF -DKESTREL_BUILD_TESTS=OFF
-      -DKESTREL_BUILD_BENCH=OFF -DKESTREL_STATIC_RUNTIME=ON)
+      -DKESTREL_BUILD_BENCH=OFF -DKESTREL_STATIC_RUNTIME=ON -DKESTREL_TLS_LIBRARY=mbedTLS
+      -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON)
 case "$static" in
   "") ;;
   --static) suffix="-static"; args+=(-DKESTREL_FULLY_STATIC=ON) ;;

@@ -135,7 +135,7 @@ echo
     else if (probe ~ /^(capnp|kj)::/) g = "capnp::, kj::"
     else if (probe ~ /^(std::|__gnu_cxx::|__cxxabiv1::|__cxa_|__gxx_|operator (new|delete)|d_|__gnu_)/) g = "std:: and the C++ runtime"
     else if (probe ~ /^(mbedtls_|mbedtls)/) g = "mbedtls_* (C)"
-    else if (probe ~ /^(SSL_|ssl|tls1|tls_|dtls|EVP_|evp_|X509|x509|ossl_|OSSL_|OPENSSL|openssl|ERR_|err_|BIO_|bio_|ASN1|asn1|BN_|bn_|EC_|ec_|RSA|rsa|CRYPTO_|PEM_|pem_)/) g = "OpenSSL (C)"
+    else if (probe ~ /^(SSL_|ssl|tls1|tls_|dtls|EVP_|evp_|X509|x509|ossl_|OSSL_|OPENSSL|openssl|ERR_|err_|BIO_|bio_|ASN1|asn1|BN_|bn_|EC_|ec_|RSA|rsa|CRYPTO_|PEM_|pem_)/) g = "TLS and crypto internals (C: ssl_, ec_, bn_, x509, EVP_, ...; OpenSSL or mbedTLS)"
     else if (probe ~ /^(sodium|crypto_|randombytes|_sodium)/) g = "libsodium (C)"
     else if (probe ~ /^(seccomp_|_db_|db_|arch_|gen_|sys_chk_|_gen_|_bpf_|abi_)/) g = "libseccomp (C)"
     else if (probe ~ /::/) g = "other C++"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what cross builds of the device runtime need: the aarch64 and armhf cross
-# compilers, qemu user-mode emulation, and the arm64/armhf builds of Cap'n Proto and
-# libsodium, OpenSSL and libseccomp (Debian multiarch). Idempotent. Needs root (or sudo).
+# compilers, qemu user-mode emulation, and the arm64/armhf builds of Cap'n Proto,
+# mbedTLS (the boards' TLS), libsodium, OpenSSL and libseccomp (Debian multiarch).
+# Idempotent. Needs root (or sudo).
 #
 # Multiarch packages must have the same version on every architecture. Debian's security
 # archive can carry a newer libssl3 for amd64 than the main archive has for arm64/armhf
@@ -14,7 +15,8 @@ if command -v aarch64-linux-gnu-g++ > /dev/null && command -v arm-linux-gnueabih
    [ -f /usr/lib/arm-linux-gnueabihf/libcapnp.a ] && [ -f /usr/lib/aarch64-linux-gnu/libsodium.a ] &&
    [ -f /usr/lib/arm-linux-gnueabihf/libsodium.a ] &&
    [ -f /usr/lib/aarch64-linux-gnu/libseccomp.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libseccomp.a ] &&
-   [ -f /usr/lib/aarch64-linux-gnu/libssl.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libssl.a ]; then
+   [ -f /usr/lib/aarch64-linux-gnu/libssl.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libssl.a ] &&
+   [ -f /usr/lib/aarch64-linux-gnu/libmbedtls.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libmbedtls.a ]; then
   echo "setup-cross: all present"
   exit 0
 fi
@@ -51,5 +53,5 @@ apt_install --allow-downgrades \
   "libssl-dev:arm64=$ssl" "libssl-dev:armhf=$ssl" \
   crossbuild-essential-arm64 crossbuild-essential-armhf qemu-user-static \
   libcapnp-dev:arm64 libcapnp-dev:armhf libsodium-dev:arm64 libsodium-dev:armhf \
-  libseccomp-dev:arm64 libseccomp-dev:armhf
+  libseccomp-dev:arm64 libseccomp-dev:armhf libmbedtls-dev:arm64 libmbedtls-dev:armhf
 echo "setup-cross: done"

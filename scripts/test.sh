@@ -2,7 +2,8 @@
 # Sets up, builds (warnings as errors) and runs the whole test suite: unit tests,
 # multi-process tests with the real binaries, the layering check, and the boards tests,
 # for which it also installs the cross toolchains and qemu and cross-builds the device
-# runtime for aarch64 (also fully static) and armv7 (emulated boards). KESTREL_NO_CROSS=1 leaves those out
+# runtime for aarch64 (also fully static) and armv7 (emulated boards), and builds the
+# board runtime for this machine too (mbedTLS interop). KESTREL_NO_CROSS=1 leaves the cross builds out
 # (the emulated-board test then reports itself skipped). The Python test dependencies
 # (numpy, onnx, onnxruntime in .venv: scripts/setup-python.sh) come next; without them
 # (no PyPI, KESTREL_NO_PYTHON=1) the tests against ONNX Runtime report themselves skipped,
@@ -29,6 +30,9 @@ if [ "${KESTREL_NO_CROSS:-0}" != "1" ]; then
   "$root/scripts/build-device.sh" aarch64-linux-gnu --static
   "$root/scripts/build-device.sh" armv7a-linux-gnueabihf
 fi
+# The board runtime for this machine (TLS from mbedTLS, like the boards'): the test of
+# an mbedTLS runtime against the OpenSSL tracker runs it.
+"$root/scripts/build-device.sh" native
 "$root/scripts/build.sh" -DKESTREL_WERROR=ON
 build="${KESTREL_BUILD_DIR:-$root/build}"
 # The kestrel Python package into the venv (the ctest cases `python: ...` install it again

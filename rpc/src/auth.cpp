@@ -1,26 +1,20 @@
-// Token handling and HMAC-SHA256 proofs, on libsodium.
+// Token handling and HMAC-SHA256 proofs (crypto.h: libsodium or mbedTLS).
 #include "kestrel/rpc/auth.h"
 
-#include <sodium.h>
 #include <sys/stat.h>
 
 
 #include "kestrel/rpc/errors.h"
 #include "kestrel/base/file.h"
 #include "kestrel/base/log.h"
+#include "crypto.h"
 
 namespace kestrel::rpc {
-namespace {
-void ensure_sodium() {
-  static const bool ok = sodium_init() >= 0;
-  if (!ok) throw std::runtime_error("libsodium failed to initialise");
-}
-}  // namespace
 
 Token::Token(std::string secret) : secret_(std::move(secret)) {}
 
 Token::~Token() {
-  if (!secret_.empty()) sodium_memzero(secret_.data(), secret_.size());
+  if (!secret_.empty()) crypto::wipe(secret_.data(), secret_.size());
 }
 
 Token Token::from_file(const std::string& path) {
@@ -43,21 +37,13 @@ Token Token::from_file(const std::string& path) {
 }
 
 Nonce random_nonce() {
-  ensure_sodium();
   Nonce nonce;
-  randombytes_buf(nonce.data(), nonce.size());
+  crypto::random_bytes(nonce);
   return nonce;
 }
 
 Mac hmac_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t> message) {
-  ensure_sodium();
-  crypto_auth_hmacsha256_state state;
-  crypto_auth_hmacsha256_init(&state, key.data(), key.size());
-  crypto_auth_hmacsha256_update(&state, message.data(), message.size());
-  Mac mac;
-  crypto_auth_hmacsha256_final(&state, mac.data());
-  sodium_memzero(&state, sizeof state);
-  return mac;
+  return crypto::hmac_sha256(key, {message});
 }
 
 Mac compute_mac(const Token& token, std::string_view label, wire::Role role, std::span<const std::uint8_t> first,
@@ -73,9 +59,8 @@ Mac compute_mac(const Token& token, std::string_view label, wire::Role role, std
 }
 
 bool mac_matches(const Mac& expected, std::span<const std::uint8_t> received) {
-  ensure_sodium();
   if (received.size() != expected.size()) return false;
-  return crypto_verify_32(expected.data(), received.data()) == 0;
+  return crypto::equal_32(expected.data(), received.data());
 }
 
 }  // namespace kestrel::rpc

@@ -2,12 +2,11 @@
 // and optional frame MACs, and a queued writer.
 #include "kestrel/rpc/connection.h"
 
-#include <sodium.h>
-
 #include <charconv>
 
 #include "kestrel/base/log.h"
 #include "kestrel/rpc/errors.h"
+#include "crypto.h"
 #include "tls_stream.h"
 
 namespace kestrel::rpc {
@@ -25,15 +24,8 @@ std::array<std::uint8_t, kFrameMacBytes> frame_mac(const std::array<std::uint8_t
   std::array<std::uint8_t, 9> prefix{};
   prefix[0] = direction;
   for (int i = 0; i < 8; ++i) prefix[1 + i] = static_cast<std::uint8_t>(seq >> (8 * i));
-  crypto_auth_hmacsha256_state state;
-  crypto_auth_hmacsha256_init(&state, key.data(), key.size());
-  crypto_auth_hmacsha256_update(&state, prefix.data(), prefix.size());
-  crypto_auth_hmacsha256_update(&state, head.data(), head.size());
-  crypto_auth_hmacsha256_update(&state, tail.data(), tail.size());
-  std::array<std::uint8_t, kFrameMacBytes> mac{};
-  crypto_auth_hmacsha256_final(&state, mac.data());
-  sodium_memzero(&state, sizeof state);
-  return mac;
+  static_assert(kFrameMacBytes == crypto::Digest().size());
+  return crypto::hmac_sha256(key, {prefix, head, tail});
 }
 
 }  // namespace
@@ -46,7 +38,7 @@ std::shared_ptr<Connection> Connection::create(tcp::socket socket, ConnectionOpt
 }
 
 std::shared_ptr<Connection> Connection::create(std::unique_ptr<TlsStream> tls, ConnectionOptions options) {
-  auto executor = tls->stream.get_executor();
+  auto executor = tls->socket().get_executor();
   tcp::socket unused(executor);
   std::shared_ptr<Connection> conn(new Connection(std::move(unused), std::move(tls), options));
   asio::co_spawn(executor, [conn]() { return conn->write_loop(); }, asio::detached);
@@ -71,10 +63,10 @@ Connection::~Connection() {
   socket().close(ec);
 }
 
-tcp::socket& Connection::socket() { return tls_ ? tls_->stream.next_layer() : socket_; }
+tcp::socket& Connection::socket() { return tls_ ? tls_->socket() : socket_; }
 
 awaitable<std::tuple<std::error_code, std::size_t>> Connection::read_exactly(asio::mutable_buffer buffer) {
-  if (tls_) co_return co_await asio::async_read(tls_->stream, buffer, use_nothrow);
+  if (tls_) co_return co_await tls_->read(buffer);
   co_return co_await asio::async_read(socket_, buffer, use_nothrow);
 }
 
@@ -86,13 +78,7 @@ void Connection::set_frame_keys(const FrameKeys& keys) {
 
 std::vector<std::uint8_t> Connection::tls_exporter(std::string_view label) const {
   if (!tls_) return {};
-  std::vector<std::uint8_t> out(32);
-  std::string label_text(label);
-  if (SSL_export_keying_material(const_cast<SSL*>(tls_->stream.native_handle()), out.data(), out.size(),
-                                 label_text.c_str(), label_text.size(), nullptr, 0, 0) != 1) {
-    return {};
-  }
-  return out;
+  return tls_->exporter(label);
 }
 
 awaitable<ReadResult> Connection::read() {
@@ -100,13 +86,14 @@ awaitable<ReadResult> Connection::read() {
   std::array<std::uint8_t, kFrameHeaderBytes> header{};
   auto [ec, n] = co_await read_exactly(asio::buffer(header));
   if (ec) {
-    // A TLS peer that closes without close_notify between frames is an orderly end too:
-    // frames are whole units, so truncation inside one is still caught below.
+    // A TLS peer that closes without close_notify between frames is an orderly end too
+    // (TlsStream reports it as eof): frames are whole units, so truncation inside one is
+    // still caught below.
     if (closed_ || ec == asio::error::operation_aborted || (ec == asio::error::eof && n == 0) ||
-        ec == asio::error::connection_reset || (ec == asio::ssl::error::stream_truncated && n == 0)) {
+        ec == asio::error::connection_reset) {
       result.error = FrameError::closed;
       result.detail = closed_ ? "closed locally" : ec.message();
-    } else if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
+    } else if (ec == asio::error::eof) {
       result.error = FrameError::truncated;
       result.detail = str("stream ended inside a frame header (", n, " of 4 bytes)");
     } else {
@@ -166,8 +153,7 @@ awaitable<ReadResult> Connection::read() {
     } else if (closed_) {
       result.error = FrameError::closed;
       result.detail = "closed locally";
-    } else if (body_ec == asio::error::eof || body_ec == asio::error::connection_reset ||
-               body_ec == asio::ssl::error::stream_truncated) {
+    } else if (body_ec == asio::error::eof || body_ec == asio::error::connection_reset) {
       result.error = FrameError::truncated;
       result.detail = str("stream ended after ", got, " of ", check.length, " frame bytes");
     } else {
@@ -180,7 +166,7 @@ awaitable<ReadResult> Connection::read() {
     // The MAC covers the header and the body: checked before anything is decoded.
     std::span<const std::uint8_t> body(reinterpret_cast<const std::uint8_t*>(words.data()), check.length);
     auto expected = frame_mac(keys_->receive, keys_->receive_direction, receive_seq_, header, body);
-    if (crypto_verify_32(expected.data(), mac.data()) != 0) {
+    if (!crypto::equal_32(expected.data(), mac.data())) {
       result.error = FrameError::malformed;
       result.detail = str("frame authentication failed: frame ", receive_seq_,
                           " carries a wrong MAC (injected, replayed, reordered or altered on the way)");
@@ -280,7 +266,7 @@ awaitable<void> Connection::write_loop() {
     queued_bytes_ -= frame.size();
     std::error_code ec;
     if (tls_) {
-      std::tie(ec, std::ignore) = co_await asio::async_write(tls_->stream, asio::buffer(frame), use_nothrow);
+      std::tie(ec, std::ignore) = co_await tls_->write(asio::buffer(frame));
     } else {
       std::tie(ec, std::ignore) = co_await asio::async_write(socket_, asio::buffer(frame), use_nothrow);
     }

@@ -1,7 +1,7 @@
-// SHA-256 and hex (libsodium).
+// SHA-256 and hex (crypto.h: libsodium or mbedTLS).
 #include "kestrel/rpc/sha256.h"
 
-#include <sodium.h>
+#include "crypto.h"
 
 namespace kestrel::rpc {
 
@@ -17,9 +17,7 @@ std::string to_hex(std::span<const std::uint8_t> bytes) {
 }
 
 std::string sha256_hex(std::span<const std::uint8_t> bytes) {
-  std::uint8_t digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, bytes.data(), bytes.size());
-  return to_hex(digest);
+  return to_hex(crypto::sha256(bytes));
 }
 
 }  // namespace kestrel::rpc

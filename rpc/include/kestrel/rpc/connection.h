@@ -52,8 +52,8 @@ struct FrameKeys {
 };
 
 // A TLS stream whose handshake has completed (tls.h makes one); opaque here so that
-// this header does not pull in OpenSSL.
-struct TlsStream;
+// this header does not pull in the TLS library (OpenSSL or mbedTLS).
+class TlsStream;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:

@@ -1,8 +1,11 @@
-// TLS for tracker connections (OpenSSL through Asio's SSL stream): the contexts of the
-// tracker and of its peers, and the set-up of a connection's transport (TLS or plain)
-// before the handshake. TLS 1.3 only. Authentication stays the token handshake, bound
-// to the TLS session by an exported key (kTokenBindingLabel), so a proxy that terminates
-// TLS on each side cannot complete it even where peers do not check the certificate.
+// TLS for tracker connections: the contexts of the tracker and of its peers, and the
+// set-up of a connection's transport (TLS or plain) before the handshake. Host builds
+// use OpenSSL through Asio's SSL stream (TLS 1.3; the tracker also accepts TLS 1.2 with
+// ECDHE, AEAD and the extended master secret, for boards); board runtimes built on
+// mbedTLS (KESTREL_TLS_LIBRARY) are TLS 1.2 clients only. Authentication stays the token
+// handshake, bound to the TLS session by an exported key (kTokenBindingLabel), so a
+// proxy that terminates TLS on each side cannot complete it even where peers do not
+// check the certificate.
 #pragma once
 
 #include <chrono>
@@ -26,7 +29,8 @@ class TlsContext {
  public:
   // Tracker side. With a certificate and key (PEM files) it presents them; with both
   // empty it generates a self-signed EC P-256 certificate in memory. Throws
-  // RpcError(bad_request) naming the file and OpenSSL's reason when one cannot be used.
+  // RpcError(bad_request) naming the file and OpenSSL's reason when one cannot be used,
+  // and always in an mbedTLS build (client only).
   static std::shared_ptr<const TlsContext> server(const std::string& cert_file, const std::string& key_file);
   // Peer side. With a CA file (PEM: the tracker's certificate itself, or the CA that
   // signed it) the tracker's certificate must chain to it (its name is not checked);
@@ -43,9 +47,11 @@ class TlsContext {
   const std::string& fingerprint() const;
   bool generated_certificate() const;
 
+  // OpenSSL builds only (the tracker's HTTPS server shares the context).
   asio::ssl::context& native() const;
 
  private:
+  friend class TlsStream;
   struct Impl;
   explicit TlsContext(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -56,25 +56,32 @@ struct TaskStep {
   BoundKernel kernel;
 };
 
-// Float buffers of dead values, by size, for the next outputs of that size: after the
-// first run a model's task steps allocate nothing (the sizes repeat from run to run), and
-// a reused buffer is not zeroed first (kernels write every element of their output).
+// Float buffers of dead values, by size, for the next task outputs of the same size: a
+// model's runs repeat the same sizes in the same order, so after the first run its task
+// steps take every output buffer from here. Of each size at most as many are kept as task
+// steps write (the rest go back to the allocator), so nothing grows from run to run. A
+// reused buffer is not zeroed first (kernels write every element of their output).
 class SpareBuffers {
  public:
+  void expect(std::size_t n) { ++limit_[n]; }
   AlignedFloats take(std::size_t n) {
-    auto it = spare_.lower_bound(n);
-    if (it == spare_.end() || it->first > 2 * n) return AlignedFloats(n);
+    auto it = spare_.find(n);
+    if (it == spare_.end()) return AlignedFloats(n);
     AlignedFloats out = std::move(it->second);
     spare_.erase(it);
-    out.resize(n);
     return out;
   }
   void give(std::optional<Tensor>& t) {
-    if (t && t->f32.capacity() > 0) spare_.emplace(t->f32.size(), std::move(t->f32));
+    if (t && t->f32.size() > 0) {
+      const std::size_t n = t->f32.size();
+      auto limit = limit_.find(n);
+      if (limit != limit_.end() && spare_.count(n) < limit->second) spare_.emplace(n, std::move(t->f32));
+    }
     t.reset();
   }
 
  private:
+  std::map<std::size_t, std::size_t> limit_;  // task steps writing outputs of each size
   std::multimap<std::size_t, AlignedFloats> spare_;
 };
 
@@ -162,6 +169,7 @@ struct Runner::Impl {
       if (step.kind == Step::Kind::task) {
         prepare_task(i, step);
         calls.push_back({&plan.tasks[step.task], tasks[i]->actual});
+        spare.expect(static_cast<std::size_t>(tasks[i]->elements.back()));
       }
     }
     // Every operator that cannot run, not just the first.
@@ -284,8 +292,123 @@ struct Runner::Impl {
     return true;
   }
 
+  // The blocked tensor of `value` when it is held only in the blocked layout (a task
+  // wrote it and nothing has asked for it plain), else null.
+  Tensor* blocked_only(std::map<std::string, Slot>& env, const std::string& value) {
+    if (value.empty() || graph.initializer(value)) return nullptr;
+    auto it = env.find(value);
+    if (it == env.end() || it->second.plain || !it->second.blocked) return nullptr;
+    Tensor* t = &*it->second.blocked;
+    return t->shape.size() == 4 && t->block == plan.block ? t : nullptr;
+  }
+
+  // An elementwise step whose activation operand is held only in the blocked layout runs
+  // on the blocked data and writes a blocked output (the squeeze-excite Mul between two
+  // convolutions then converts nothing): a unary operator on the data as a flat vector;
+  // Add/Sub/Mul/Div with a second operand that is blocked of the same shape, one value,
+  // or one value per channel ([1,C,1,1] or [C,1,1], zero-padded to whole blocks). The
+  // portable implementation does the arithmetic on shape views of the blocked data; lanes
+  // past C are zeroed after. False when the step does not qualify.
+  bool blocked_elementwise(const Node& node, std::map<std::string, Slot>& env) {
+    static const std::set<std::string> binaries = {"Add", "Sub", "Mul", "Div"};
+    static const std::set<std::string> unaries = {"Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Neg"};
+    const bool binary = binaries.count(node.op_type) && node.inputs.size() == 2;
+    if (node.outputs.size() != 1 || node.outputs[0].empty()) return false;
+    if (!binary && !(unaries.count(node.op_type) && node.inputs.size() == 1)) return false;
+    // The blocked operand: one held blocked only, of the output's shape.
+    const ValueInfo* info = graph.value(node.outputs[0]);
+    if (!info || !info->shape || info->shape->size() != 4) return false;
+    auto output_shaped = [&](Tensor* t) {
+      if (!t || t->type != ElemType::f32) return false;
+      for (std::size_t d = 0; d < 4; ++d) {
+        if ((*info->shape)[d].symbolic() || (*info->shape)[d].value != t->shape[d]) return false;
+      }
+      return true;
+    };
+    std::size_t at = 0;
+    Tensor* a = blocked_only(env, node.inputs[0]);
+    if (!output_shaped(a) && binary) {
+      at = 1;
+      a = blocked_only(env, node.inputs[1]);
+    }
+    if (!output_shaped(a)) return false;
+    const std::int64_t n = a->shape[0], c = a->shape[1], hw = a->shape[2] * a->shape[3], block = a->block;
+    const std::int64_t blocks = (c + block - 1) / block;
+    const std::vector<std::int64_t> logical = a->shape;
+    // The shape views: flat, or [N][C/B][H*W][B] against a [1][C/B][1][B] channel vector.
+    std::vector<std::int64_t> view = {static_cast<std::int64_t>(a->f32.size())};
+    std::optional<Tensor> channels;  // the other operand padded to whole blocks
+    Tensor* other = nullptr;
+    Tensor* other_blocked = nullptr;
+    if (binary) {
+      const std::string& name = node.inputs[1 - at];
+      if (name.empty()) return false;
+      other_blocked = blocked_only(env, name);
+      if (other_blocked && (other_blocked->shape != logical || other_blocked->f32.size() != a->f32.size())) {
+        other_blocked = nullptr;  // a per-channel vector a task wrote: read it plain
+      }
+      if (!other_blocked) {
+        const Tensor& b = plain_of(env, name);
+        if (b.type != ElemType::f32) return false;
+        if (b.elements() == 1) {
+          channels = Tensor::floats({}, std::span<const float>(b.f32.data(), 1));
+        } else if (b.shape == std::vector<std::int64_t>{1, c, 1, 1} || b.shape == std::vector<std::int64_t>{c, 1, 1}) {
+          channels = Tensor::floats({1, blocks, 1, block});
+          std::copy(b.f32.begin(), b.f32.end(), channels->f32.begin());
+          view = {n, blocks, hw, block};
+        } else {
+          return false;
+        }
+        other = &*channels;
+      }
+    }
+    // Run the portable operator on the views, then restore the operands' own shapes.
+    auto as_view = [&](Tensor& t) {
+      t.shape = view;
+      t.layout = TensorLayout::plain;
+    };
+    auto restore = [&](Tensor& t) {
+      t.shape = logical;
+      t.layout = TensorLayout::nchwc;
+    };
+    std::vector<const Tensor*> inputs(node.inputs.size());
+    as_view(*a);
+    inputs[at] = a;
+    if (other_blocked) {
+      if (other_blocked != a) as_view(*other_blocked);
+      inputs[1 - at] = other_blocked;
+    } else if (binary) {
+      inputs[1 - at] = other;
+    }
+    std::vector<Tensor> out;
+    try {
+      out = run_portable(node, inputs, kernels.services());
+    } catch (...) {
+      restore(*a);
+      if (other_blocked) restore(*other_blocked);
+      throw;
+    }
+    restore(*a);
+    if (other_blocked) restore(*other_blocked);
+    Tensor result = std::move(out.at(0));
+    result.shape = logical;
+    result.layout = TensorLayout::nchwc;
+    result.block = block;
+    if (c % block) {  // lanes past C back to zero (Sigmoid(0) is not)
+      for (std::int64_t i = 0; i < n * hw; ++i) {
+        float* last = result.f32.data() + ((i / hw * blocks + blocks - 1) * hw + i % hw) * block;
+        std::fill(last + c % block, last + block, 0.0f);
+      }
+    }
+    Slot slot;
+    slot.blocked = std::move(result);
+    env[node.outputs[0]] = std::move(slot);
+    return true;
+  }
+
   void run_portable_node(std::size_t index, const Node& node, std::map<std::string, Slot>& env) {
     if (move_view(index, node, env)) return;
+    if (blocked_elementwise(node, env)) return;
     std::vector<const Tensor*> inputs;
     for (const auto& name : node.inputs) inputs.push_back(name.empty() ? nullptr : &plain_of(env, name));
     std::vector<Tensor> outputs = run_portable(node, inputs, kernels.services());

@@ -2,11 +2,70 @@
 #include "kestrel/deploy/tensor.h"
 
 #include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 namespace kestrel::deploy {
 
 using model::ElemType;
 using model::Initializer;
+
+namespace {
+
+constexpr std::align_val_t kTensorAlign{64};
+constexpr std::size_t kKeepFrom = 64 * 1024;             // smaller blocks go straight to the heap
+constexpr std::size_t kKeepAtMost = 512u * 1024 * 1024;  // bytes kept in all
+
+// Freed blocks by rounded size, and their total.
+struct KeptBlocks {
+  std::mutex mutex;
+  std::unordered_map<std::size_t, std::vector<void*>> by_size;
+  std::size_t bytes = 0;
+};
+
+KeptBlocks& kept() {
+  static KeptBlocks* blocks = new KeptBlocks;  // never destroyed: tensors may be freed at exit
+  return *blocks;
+}
+
+std::size_t rounded(std::size_t bytes) { return bytes < kKeepFrom ? bytes : (bytes + 4095) / 4096 * 4096; }
+
+}  // namespace
+
+void* acquire_tensor_memory(std::size_t bytes) {
+  const std::size_t size = rounded(std::max<std::size_t>(bytes, 1));
+  if (size >= kKeepFrom) {
+    KeptBlocks& k = kept();
+    std::lock_guard lock(k.mutex);
+    auto it = k.by_size.find(size);
+    if (it != k.by_size.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      k.bytes -= size;
+      return p;
+    }
+  }
+  return ::operator new(size, kTensorAlign);
+}
+
+void release_tensor_memory(void* p, std::size_t bytes) noexcept {
+  if (!p) return;
+  const std::size_t size = rounded(std::max<std::size_t>(bytes, 1));
+  if (size >= kKeepFrom) {
+    KeptBlocks& k = kept();
+    std::lock_guard lock(k.mutex);
+    if (k.bytes + size <= kKeepAtMost) {
+      try {
+        k.by_size[size].push_back(p);
+        k.bytes += size;
+        return;
+      } catch (...) {  // no memory for the bookkeeping: free the block instead
+      }
+    }
+  }
+  ::operator delete(p, kTensorAlign);
+}
 
 std::int64_t element_count(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;

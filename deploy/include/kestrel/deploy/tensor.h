@@ -15,16 +15,23 @@
 
 namespace kestrel::deploy {
 
-// std::allocator with 64-byte alignment (kernel buffers), value-initialising.
+// 64-byte-aligned memory for tensors. Blocks of 64 KiB and more are kept when freed (up to
+// 512 MiB in all) and handed out again for the same rounded size: a model's runs allocate
+// the same sizes every time, and memory fresh from the system costs a page fault per 4 KiB
+// on first touch, which a kept block has paid already. Thread-safe.
+void* acquire_tensor_memory(std::size_t bytes);
+void release_tensor_memory(void* p, std::size_t bytes) noexcept;
+
+// std::allocator with 64-byte alignment (kernel buffers) from acquire_tensor_memory,
+// value-initialising.
 template <typename T>
 struct AlignedAllocator {
   using value_type = T;
-  static constexpr std::align_val_t kAlign{64};
   AlignedAllocator() = default;
   template <typename U>
   AlignedAllocator(const AlignedAllocator<U>&) noexcept {}
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, kAlign); }
+  T* allocate(std::size_t n) { return static_cast<T*>(acquire_tensor_memory(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { release_tensor_memory(p, n * sizeof(T)); }
   template <typename U>
   friend bool operator==(const AlignedAllocator&, const AlignedAllocator<U>&) {
     return true;

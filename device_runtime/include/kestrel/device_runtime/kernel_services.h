@@ -26,7 +26,9 @@ class KernelServices {
   // The table to pass to a kernel; valid while this object lives.
   const kestrel_services* table() const { return &table_; }
   unsigned threads() const { return table_.num_threads; }
-  // Frees the scratch memory kernels allocated and did not release. Call it between
+  // Takes back the scratch memory kernels allocated and did not release (kept, up to
+  // 256 MiB with the released blocks, for the next request of the same size; freed with
+  // this object). Call it between
   // kernel calls, never during one.
   void reclaim_scratch();
   // What a kernel's non-zero return code means, for the candidate's message: for

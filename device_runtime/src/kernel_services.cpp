@@ -57,7 +57,12 @@ struct KernelServices::Pool {
     for (unsigned i = 1;; ++i) {
       if (finished()) return true;
       relax();
-      if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return finished();
+      if (i % 64 == 0) {
+        if (std::chrono::steady_clock::now() >= until) return finished();
+        // Past the first few microseconds, give the core to any other thread that wants
+        // it (a loaded machine): sched_yield returns at once when none does.
+        if (i >= 1024) std::this_thread::yield();
+      }
     }
   }
 

@@ -217,6 +217,34 @@ TEST_CASE("a session message is checked against the schema before any handler", 
   CHECK_FALSE(SessionPayload::decode(bytes, error));
   CHECK_THAT(error, Catch::Contains("session.uploadModule.hash"));
 
+  // Lists of structs are read as capnp reads them (rpc/src/schema_check.cpp walks the
+  // raw layout): a list of bits is refused, an element's enum is checked, and a list of
+  // words reads as structs of one data word.
+  SECTION("a list of bits where a list of structs is declared") {
+    capnp::MallocMessageBuilder bits;
+    auto batch = bits.initRoot<wire::SessionMessage>().initMeasureBatch();
+    pointer_of(batch, "args").initAs<capnp::List<bool>>(3);
+    std::string why;
+    CHECK_FALSE(SessionPayload::decode(encode_session(bits), why));
+    CHECK_THAT(why, Catch::Contains("session.measureBatch.args") && Catch::Contains("bits"));
+  }
+  SECTION("an enum the schema does not name inside a list of structs") {
+    capnp::MallocMessageBuilder unknown;
+    auto args = unknown.initRoot<wire::SessionMessage>().initMeasureBatch().initArgs(2);
+    args[1].setDtype(static_cast<wire::DataType>(7));
+    std::string why;
+    CHECK_FALSE(SessionPayload::decode(encode_session(unknown), why));
+    CHECK_THAT(why, Catch::Contains("session.measureBatch.args[1].dtype") && Catch::Contains("7"));
+  }
+  SECTION("a list of 64-bit words reads as a list of structs of one word") {
+    capnp::MallocMessageBuilder words;
+    auto batch = words.initRoot<wire::SessionMessage>().initMeasureBatch();
+    pointer_of(batch, "args").initAs<capnp::List<std::uint64_t>>(2).set(1, 5);
+    std::string why;
+    CHECK(SessionPayload::decode(encode_session(words), why));
+    CHECK(why.empty());
+  }
+
   capnp::MallocMessageBuilder good;
   auto batch = good.initRoot<wire::SessionMessage>().initMeasureBatch();
   batch.initCandidates(1)[0].setModuleHash("abc");

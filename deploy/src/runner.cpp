@@ -93,12 +93,48 @@ struct Runner::Impl {
   KernelProvider& kernels;
   std::map<std::string, std::int64_t> symbols;
   std::map<std::string, AlignedFloats> packed;  // by "value|layout|elements"
-  std::map<std::string, Tensor> constants;      // initializers as plain tensors (portable steps)
   std::vector<std::optional<TaskStep>> tasks;   // per step
-  std::vector<std::vector<std::string>> frees;  // per step: values dead after it
   std::vector<std::string> used;
-  std::vector<Runner::StepTime> times;  // per step, of the last run
+  std::vector<Runner::StepTime> times;  // per step, of the last run (labels set once)
   SpareBuffers spare;
+
+  // Every value by a number, fixed at prepare(), so that a run looks nothing up by name.
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);  // an omitted input
+  std::map<std::string, std::size_t> ids;
+  std::vector<std::string> names;                    // by id
+  std::vector<const Initializer*> inits;             // by id: the initializer, or null
+  std::vector<std::optional<std::vector<std::int64_t>>> shapes;  // by id: the bound shape, when known
+  std::vector<std::optional<Tensor>> constants;      // by id: an initializer as a plain tensor
+  std::vector<Slot> env;                             // by id: the value during a run
+  struct NodeIds {
+    std::vector<std::size_t> in, out;
+  };
+  std::vector<NodeIds> node_ids;                     // by graph node
+  std::vector<std::vector<std::size_t>> arg_ids;     // per step: its args'
+  std::vector<std::vector<std::size_t>> frees;       // per step: values dead after it
+  std::vector<std::size_t> input_ids, output_ids;    // the graph's
+
+  std::size_t id_of(const std::string& name) {
+    if (name.empty()) return kNone;
+    auto [it, added] = ids.emplace(name, names.size());
+    if (added) {
+      names.push_back(name);
+      inits.push_back(graph.initializer(name));
+      std::optional<std::vector<std::int64_t>> shape;
+      if (const ValueInfo* info = graph.value(name); info && info->shape) {
+        shape.emplace();
+        for (const Dim& d : *info->shape) {
+          if (d.symbolic()) {
+            shape.reset();
+            break;
+          }
+          shape->push_back(d.value);
+        }
+      }
+      shapes.push_back(std::move(shape));
+    }
+    return it->second;
+  }
 
   Impl(const Graph& g, const Plan& p, KernelProvider& k, std::map<std::string, std::int64_t> s)
       : graph(g), plan(p), kernels(k), symbols(std::move(s)) {}
@@ -162,6 +198,21 @@ struct Runner::Impl {
   }
 
   void prepare() {
+    for (const ValueInfo& in : graph.inputs) input_ids.push_back(id_of(in.name));
+    for (const ValueInfo& out : graph.outputs) output_ids.push_back(id_of(out.name));
+    for (const Node& node : graph.nodes) {
+      NodeIds n;
+      for (const auto& name : node.inputs) n.in.push_back(id_of(name));
+      for (const auto& name : node.outputs) n.out.push_back(id_of(name));
+      node_ids.push_back(std::move(n));
+    }
+    for (const Step& step : plan.steps) {
+      std::vector<std::size_t> a;
+      for (const StepArg& arg : step.args) a.push_back(id_of(arg.value));
+      arg_ids.push_back(std::move(a));
+    }
+    constants.resize(names.size());
+    env.resize(names.size());
     tasks.resize(plan.steps.size());
     std::vector<TaskCall> calls;
     for (std::size_t i = 0; i < plan.steps.size(); ++i) {
@@ -175,19 +226,32 @@ struct Runner::Impl {
     // Every operator that cannot run, not just the first.
     if (const auto missing = missing_portable(graph, plan); !missing.empty()) throw ModelError(missing_portable_text(missing));
     // Each value dies after the last step that reads it (graph outputs never).
-    std::set<std::string> outputs;
-    for (const auto& o : graph.outputs) outputs.insert(o.name);
-    std::map<std::string, std::size_t> last;
+    std::vector<std::size_t> last(names.size(), kNone);
     for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-      const Step& step = plan.steps[i];
-      for (std::size_t n : step.nodes) {
-        for (const auto& in : graph.nodes.at(n).inputs) last[in] = i;
+      for (std::size_t n : plan.steps[i].nodes) {
+        for (std::size_t in : node_ids.at(n).in) {
+          if (in != kNone) last[in] = i;
+        }
       }
-      for (const auto& a : step.args) last[a.value] = i;
+      for (std::size_t a : arg_ids[i]) last[a] = i;
     }
+    for (std::size_t o : output_ids) last[o] = kNone;
     frees.resize(plan.steps.size());
-    for (const auto& [value, step] : last) {
-      if (!value.empty() && !outputs.count(value) && !graph.initializer(value)) frees[step].push_back(value);
+    for (std::size_t id = 0; id < names.size(); ++id) {
+      if (last[id] != kNone && !inits[id]) frees[last[id]].push_back(id);
+    }
+    // The steps' labels, once.
+    times.resize(plan.steps.size());
+    for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+      if (tasks[i]) {
+        times[i].step = tasks[i]->label;
+        times[i].kind = tasks[i]->op->name();
+        times[i].task = true;
+      } else if (!plan.steps[i].nodes.empty()) {
+        const Node& node = graph.nodes.at(plan.steps[i].nodes.front());
+        times[i].step = node.op_type + " " + node.name;
+        times[i].kind = node.op_type;
+      }
     }
     kernels.prepare(calls);
     for (std::size_t i = 0; i < plan.steps.size(); ++i) {
@@ -198,29 +262,33 @@ struct Runner::Impl {
     }
   }
 
-  const Tensor& plain_of(std::map<std::string, Slot>& env, const std::string& value) {
-    if (const Initializer* init = graph.initializer(value)) {
-      auto it = constants.find(value);
-      if (it == constants.end()) it = constants.emplace(value, Tensor::of(*init)).first;
-      return it->second;
+  const Tensor& plain_of(std::size_t id) {
+    if (inits[id]) {
+      if (!constants[id]) constants[id] = Tensor::of(*inits[id]);
+      return *constants[id];
     }
-    auto it = env.find(value);
-    if (it == env.end()) throw ModelError("value " + value + " is read before any step wrote it");
-    Slot& slot = it->second;
+    Slot& slot = env[id];
+    if (!slot.plain && !slot.blocked) throw ModelError("value " + names[id] + " is read before any step wrote it");
     if (!slot.plain) slot.plain = to_plain(*slot.blocked);
     return *slot.plain;
   }
 
-  const Tensor& blocked_of(std::map<std::string, Slot>& env, const std::string& value) {
-    auto it = env.find(value);
-    if (it == env.end()) throw ModelError("value " + value + " is read before any step wrote it");
-    Slot& slot = it->second;
+  const Tensor& blocked_of(std::size_t id) {
+    Slot& slot = env[id];
+    if (!slot.plain && !slot.blocked) throw ModelError("value " + names[id] + " is read before any step wrote it");
     if (!slot.blocked || slot.blocked->block != plan.block) slot.blocked = to_nchwc(*slot.plain, plan.block);
     return *slot.blocked;
   }
 
-  void run_task(std::size_t index, const Step& step, std::map<std::string, Slot>& env) {
+  // The value's storage back to the spare buffers; the slot empty.
+  void release(std::size_t id) {
+    spare.give(env[id].plain);
+    spare.give(env[id].blocked);
+  }
+
+  void run_task(std::size_t index, const Step& step) {
     TaskStep& t = *tasks[index];
+    const std::vector<std::size_t>& aid = arg_ids[index];
     std::vector<kestrel_arg> args;
     const std::size_t n = step.args.size();
     for (std::size_t a = 0; a + 1 < n; ++a) {
@@ -231,7 +299,7 @@ struct Runner::Impl {
         data = const_cast<float*>(t.packed[a]->data());
         size = static_cast<std::int64_t>(t.packed[a]->size());
       } else {
-        const Tensor& v = arg.layout == ArgLayout::nchwc ? blocked_of(env, arg.value) : plain_of(env, arg.value);
+        const Tensor& v = arg.layout == ArgLayout::nchwc ? blocked_of(aid[a]) : plain_of(aid[a]);
         if (v.type != ElemType::f32) throw ModelError(t.label + ": argument " + arg.value + " is not float");
         data = const_cast<float*>(v.f32.data());
         size = static_cast<std::int64_t>(v.f32.size());
@@ -244,7 +312,7 @@ struct Runner::Impl {
     }
     const StepArg& out_arg = step.args.back();
     Tensor out;
-    out.shape = bound_shape(out_arg.value);
+    out.shape = shapes[aid.back()] ? *shapes[aid.back()] : bound_shape(out_arg.value);
     if (out_arg.layout == ArgLayout::nchwc) {
       out.layout = TensorLayout::nchwc;
       out.block = plan.block;
@@ -256,49 +324,42 @@ struct Runner::Impl {
     args.push_back(kestrel_arg{out.f32.data(), t.elements.back(), 0.0});
     std::int32_t rc = t.kernel(args);
     if (rc != 0) throw ModelError(t.label + ": " + kernels.describe_error(rc));
-    Slot slot;
+    Slot& slot = env[aid.back()];
+    release(aid.back());
     if (out.layout == TensorLayout::nchwc) slot.blocked = std::move(out);
     else slot.plain = std::move(out);
-    env[out_arg.value] = std::move(slot);
   }
 
   // Reshape, Flatten, Squeeze, Unsqueeze and Identity of a value that dies at this step:
   // its data moves to the output under the output's shape instead of being copied.
-  bool move_view(std::size_t index, const Node& node, std::map<std::string, Slot>& env) {
+  bool move_view(std::size_t index, const Node& node, const NodeIds& nid) {
     static const std::set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-    if (!views.count(node.op_type) || node.inputs.empty() || node.outputs.size() != 1) return false;
-    const std::string& value = node.inputs[0];
-    if (value.empty() || graph.initializer(value) || node.outputs[0].empty()) return false;
-    if (std::count(node.inputs.begin(), node.inputs.end(), value) != 1) return false;
+    if (nid.in.empty() || nid.out.size() != 1 || !views.count(node.op_type)) return false;
+    const std::size_t value = nid.in[0];
+    if (value == kNone || inits[value] || nid.out[0] == kNone) return false;
+    if (std::count(nid.in.begin(), nid.in.end(), value) != 1) return false;
     const auto& dying = frees[index];
     if (std::find(dying.begin(), dying.end(), value) == dying.end()) return false;
-    const ValueInfo* info = graph.value(node.outputs[0]);
-    if (!info || !info->shape) return false;
-    std::vector<std::int64_t> shape;
-    for (const Dim& d : *info->shape) {
-      if (d.symbolic()) return false;
-      shape.push_back(d.value);
-    }
-    const Tensor& source = plain_of(env, value);
+    if (!shapes[nid.out[0]]) return false;
+    std::vector<std::int64_t> shape = *shapes[nid.out[0]];
+    const Tensor& source = plain_of(value);
     if (element_count(shape) != source.elements()) return false;  // the portable step names the error
-    Slot& slot = env.at(value);
+    Slot& slot = env[value];
     Tensor moved = std::move(*slot.plain);
     moved.shape = std::move(shape);
-    spare.give(slot.blocked);
-    env.erase(value);
-    Slot out;
-    out.plain = std::move(moved);
-    env[node.outputs[0]] = std::move(out);
+    release(value);
+    release(nid.out[0]);
+    env[nid.out[0]].plain = std::move(moved);
     return true;
   }
 
   // The blocked tensor of `value` when it is held only in the blocked layout (a task
   // wrote it and nothing has asked for it plain), else null.
-  Tensor* blocked_only(std::map<std::string, Slot>& env, const std::string& value) {
-    if (value.empty() || graph.initializer(value)) return nullptr;
-    auto it = env.find(value);
-    if (it == env.end() || it->second.plain || !it->second.blocked) return nullptr;
-    Tensor* t = &*it->second.blocked;
+  Tensor* blocked_only(std::size_t id) {
+    if (id == kNone || inits[id]) return nullptr;
+    Slot& slot = env[id];
+    if (slot.plain || !slot.blocked) return nullptr;
+    Tensor* t = &*slot.blocked;
     return t->shape.size() == 4 && t->block == plan.block ? t : nullptr;
   }
 
@@ -309,27 +370,21 @@ struct Runner::Impl {
   // or one value per channel ([1,C,1,1] or [C,1,1], zero-padded to whole blocks). The
   // portable implementation does the arithmetic on shape views of the blocked data; lanes
   // past C are zeroed after. False when the step does not qualify.
-  bool blocked_elementwise(const Node& node, std::map<std::string, Slot>& env) {
+  bool blocked_elementwise(const Node& node, const NodeIds& nid) {
     static const std::set<std::string> binaries = {"Add", "Sub", "Mul", "Div"};
     static const std::set<std::string> unaries = {"Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Neg"};
     const bool binary = binaries.count(node.op_type) && node.inputs.size() == 2;
     if (node.outputs.size() != 1 || node.outputs[0].empty()) return false;
     if (!binary && !(unaries.count(node.op_type) && node.inputs.size() == 1)) return false;
     // The blocked operand: one held blocked only, of the output's shape.
-    const ValueInfo* info = graph.value(node.outputs[0]);
-    if (!info || !info->shape || info->shape->size() != 4) return false;
-    auto output_shaped = [&](Tensor* t) {
-      if (!t || t->type != ElemType::f32) return false;
-      for (std::size_t d = 0; d < 4; ++d) {
-        if ((*info->shape)[d].symbolic() || (*info->shape)[d].value != t->shape[d]) return false;
-      }
-      return true;
-    };
+    if (nid.out.size() != 1 || nid.out[0] == kNone || !shapes[nid.out[0]] || shapes[nid.out[0]]->size() != 4) return false;
+    const std::vector<std::int64_t>& out_shape = *shapes[nid.out[0]];
+    auto output_shaped = [&](Tensor* t) { return t && t->type == ElemType::f32 && t->shape == out_shape; };
     std::size_t at = 0;
-    Tensor* a = blocked_only(env, node.inputs[0]);
+    Tensor* a = blocked_only(nid.in[0]);
     if (!output_shaped(a) && binary) {
       at = 1;
-      a = blocked_only(env, node.inputs[1]);
+      a = blocked_only(nid.in[1]);
     }
     if (!output_shaped(a)) return false;
     const std::int64_t n = a->shape[0], c = a->shape[1], hw = a->shape[2] * a->shape[3], block = a->block;
@@ -341,14 +396,14 @@ struct Runner::Impl {
     Tensor* other = nullptr;
     Tensor* other_blocked = nullptr;
     if (binary) {
-      const std::string& name = node.inputs[1 - at];
-      if (name.empty()) return false;
-      other_blocked = blocked_only(env, name);
+      const std::size_t name = nid.in[1 - at];
+      if (name == kNone) return false;
+      other_blocked = blocked_only(name);
       if (other_blocked && (other_blocked->shape != logical || other_blocked->f32.size() != a->f32.size())) {
         other_blocked = nullptr;  // a per-channel vector a task wrote: read it plain
       }
       if (!other_blocked) {
-        const Tensor& b = plain_of(env, name);
+        const Tensor& b = plain_of(name);
         if (b.type != ElemType::f32) return false;
         if (b.elements() == 1) {
           channels = Tensor::floats({}, std::span<const float>(b.f32.data(), 1));
@@ -400,29 +455,31 @@ struct Runner::Impl {
         std::fill(last + c % block, last + block, 0.0f);
       }
     }
-    Slot slot;
-    slot.blocked = std::move(result);
-    env[node.outputs[0]] = std::move(slot);
+    release(nid.out[0]);
+    env[nid.out[0]].blocked = std::move(result);
     return true;
   }
 
-  void run_portable_node(std::size_t index, const Node& node, std::map<std::string, Slot>& env) {
-    if (move_view(index, node, env)) return;
-    if (blocked_elementwise(node, env)) return;
+  void run_portable_node(std::size_t index, std::size_t n) {
+    const Node& node = graph.nodes[n];
+    const NodeIds& nid = node_ids[n];
+    if (move_view(index, node, nid)) return;
+    if (blocked_elementwise(node, nid)) return;
     std::vector<const Tensor*> inputs;
-    for (const auto& name : node.inputs) inputs.push_back(name.empty() ? nullptr : &plain_of(env, name));
+    for (std::size_t id : nid.in) inputs.push_back(id == kNone ? nullptr : &plain_of(id));
     std::vector<Tensor> outputs = run_portable(node, inputs, kernels.services());
-    for (std::size_t j = 0; j < node.outputs.size() && j < outputs.size(); ++j) {
-      if (node.outputs[j].empty()) continue;
-      Slot slot;
-      slot.plain = std::move(outputs[j]);
-      env[node.outputs[j]] = std::move(slot);
+    for (std::size_t j = 0; j < nid.out.size() && j < outputs.size(); ++j) {
+      if (nid.out[j] == kNone) continue;
+      release(nid.out[j]);
+      env[nid.out[j]].plain = std::move(outputs[j]);
     }
   }
 
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs) {
-    std::map<std::string, Slot> env;
-    for (const ValueInfo& in : graph.inputs) {
+    // Whatever a failed run left behind goes first.
+    for (std::size_t id = 0; id < env.size(); ++id) release(id);
+    for (std::size_t k = 0; k < graph.inputs.size(); ++k) {
+      const ValueInfo& in = graph.inputs[k];
       auto it = inputs.find(in.name);
       if (it == inputs.end()) throw ModelError("no value for the model input " + in.name);
       const auto shape = bound_shape(in.name);
@@ -436,40 +493,22 @@ struct Runner::Impl {
                          " tensor of shape " + shape_text(shape) + ", got " +
                          (given.type == ElemType::f32 ? "a float" : "an integer") + " tensor of shape " + shape_text(given.shape));
       }
-      Slot slot;
-      slot.plain = to_plain(it->second);
-      env[in.name] = std::move(slot);
+      env[input_ids[k]].plain = to_plain(it->second);
     }
-    times.resize(plan.steps.size());
     for (std::size_t i = 0; i < plan.steps.size(); ++i) {
       const Step& step = plan.steps[i];
       const auto start = std::chrono::steady_clock::now();
       if (step.kind == Step::Kind::task) {
-        run_task(i, step, env);
-        times[i].step = tasks[i]->label;
-        times[i].kind = tasks[i]->op->name();
-        times[i].task = true;
+        run_task(i, step);
       } else {
-        for (std::size_t n : step.nodes) run_portable_node(i, graph.nodes.at(n), env);
-        const Node& node = graph.nodes.at(step.nodes.front());
-        times[i].step = node.op_type + " " + node.name;
-        times[i].kind = node.op_type;
+        for (std::size_t n : step.nodes) run_portable_node(i, n);
       }
-      for (const auto& dead : frees[i]) {
-        auto it = env.find(dead);
-        if (it == env.end()) continue;
-        spare.give(it->second.plain);
-        spare.give(it->second.blocked);
-        env.erase(it);
-      }
+      for (std::size_t dead : frees[i]) release(dead);
       times[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     std::map<std::string, Tensor> out;
-    for (const ValueInfo& o : graph.outputs) out[o.name] = plain_of(env, o.name);
-    for (auto& [name, slot] : env) {
-      spare.give(slot.plain);
-      spare.give(slot.blocked);
-    }
+    for (std::size_t k = 0; k < graph.outputs.size(); ++k) out[graph.outputs[k].name] = plain_of(output_ids[k]);
+    for (std::size_t id = 0; id < env.size(); ++id) release(id);
     return out;
   }
 };

@@ -44,6 +44,14 @@ class GemmGpuOp final : public detail::GpuVariant {
 
   std::string check(const Params& p, const Config& c, const TargetTraits&) const override {
     if (auto reason = detail::check_domains(knobs(p), c); !reason.empty()) return reason;
+    // gemm.cu / gemm.cl take A, B and C only: the CPU op's epilogue parameters (which this
+    // variant shares) would otherwise be ignored.
+    for (const char* epilogue : {"bias", "residual", "act"}) {
+      if (const auto value = detail::param_or(p, epilogue, 0); value != 0) {
+        return std::string("the CUDA/OpenCL gemm has no epilogue: ") + epilogue + "=" + std::to_string(value) +
+               " runs on the CPU gemm only (leave bias, residual and act out for a GPU)";
+      }
+    }
     std::int64_t bm = c.at("bm"), bn = c.at("bn"), bk = c.at("bk"), tm = c.at("tm"), tn = c.at("tn"),
                  vec = c.at("vec");
     if (bm % tm != 0) return "bm=" + std::to_string(bm) + " is not a multiple of tm=" + std::to_string(tm);

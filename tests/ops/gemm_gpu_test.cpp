@@ -96,6 +96,14 @@ TEST_CASE("GPU gemm: invalid configurations say why and are never sources", "[op
   CHECK_THROWS_WITH(op.source(Backend::cuda, p, bad), Catch::Contains("invalid gemm configuration"));
   CHECK_THROWS_WITH(op.source(Backend::cpu, p, op.default_config(p, kTraits)), Catch::Contains("no cpu kernel"));
   CHECK_THROWS_WITH(parse_config(op, p, "mc=64", kTraits), Catch::Contains("unknown knob 'mc'"));
+  // The kernels have no epilogue: a workload with one is refused, naming it, not computed without it.
+  for (const char* epilogue : {"bias=1", "residual=1", "act=1", "act=5", "act=8"}) {
+    Params with = parse_params(op, std::string("M=64,N=64,K=64,") + epilogue);
+    INFO(epilogue);
+    CHECK_THAT(op.check(with, op.default_config(with, kTraits), kTraits),
+               Catch::Contains("no epilogue") && Catch::Contains(epilogue));
+    CHECK_THROWS_WITH(op.source(Backend::cuda, with, op.default_config(with, kTraits)), Catch::Contains("no epilogue"));
+  }
 }
 
 TEST_CASE("GPU gemm: the default is valid and features are stable for any workload", "[ops][gpu]") {

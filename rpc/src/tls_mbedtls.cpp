@@ -29,6 +29,10 @@ const int kCipherSuites[] = {
     MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,         MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
     0};
 
+// The key exchange groups offered: what the tracker (OpenSSL 3) picks from, nothing weaker.
+const mbedtls_ecp_group_id kCurves[] = {MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_SECP384R1,
+                                        MBEDTLS_ECP_DP_NONE};
+
 // Bytes read from the socket at a time: one TLS record and its header.
 constexpr std::size_t kReadChunk = 17 * 1024;
 
@@ -194,6 +198,7 @@ TlsStream::TlsStream(tcp::socket socket, std::shared_ptr<const TlsContext> conte
   if (ret != 0) throw RpcError(ErrorCode::protocol_error, str("TLS set-up failed: ", mbedtls_error(ret).message()));
   mbedtls_ssl_conf_min_version(&c, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);  // TLS 1.2
   mbedtls_ssl_conf_ciphersuites(&c, kCipherSuites);
+  mbedtls_ssl_conf_curves(&c, kCurves);
   mbedtls_ssl_conf_rng(&c, random_for_tls, nullptr);
   mbedtls_ssl_conf_extended_master_secret(&c, MBEDTLS_SSL_EXTENDED_MS_ENABLED);
   mbedtls_ssl_conf_renegotiation(&c, MBEDTLS_SSL_RENEGOTIATION_DISABLED);

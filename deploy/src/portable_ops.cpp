@@ -1121,29 +1121,43 @@ const Tensor& numeric_in(const Node& node, const Inputs& in, std::size_t i) {
 Tensor compare(const Node& node, const Inputs& in) {
   const Tensor& a = numeric_in(node, in, 0);
   const Tensor& b = numeric_in(node, in, 1);
-  const std::string& op = node.op_type;
-  std::function<bool(double, double)> f;
-  if (op == "Equal") f = [](double x, double y) { return x == y; };
-  else if (op == "Less") f = [](double x, double y) { return x < y; };
-  else if (op == "LessOrEqual") f = [](double x, double y) { return x <= y; };
-  else if (op == "Greater") f = [](double x, double y) { return x > y; };
-  else if (op == "GreaterOrEqual") f = [](double x, double y) { return x >= y; };
-  else if (op == "And") f = [](double x, double y) { return x != 0 && y != 0; };
-  else if (op == "Or") f = [](double x, double y) { return x != 0 || y != 0; };
-  else f = [](double x, double y) { return (x != 0) != (y != 0); };
-  // Integers compared as integers (no rounding past 2^53).
-  const bool ints = a.type == ElemType::i64 && b.type == ElemType::i64;
-  Tensor out = bools(broadcast_shape(a.shape, b.shape));
-  for_each_broadcast(out.shape, {a.shape, b.shape}, [&](std::int64_t i, const Dims& off) {
-    bool r;
-    if (ints && (op == "Equal" || op == "Less" || op == "LessOrEqual" || op == "Greater" || op == "GreaterOrEqual")) {
-      const std::int64_t x = a.i64[static_cast<std::size_t>(off[0])], y = b.i64[static_cast<std::size_t>(off[1])];
-      r = op == "Equal" ? x == y : op == "Less" ? x < y : op == "LessOrEqual" ? x <= y : op == "Greater" ? x > y : x >= y;
-    } else {
-      r = f(number_at(a, off[0]), number_at(b, off[1]));
+  enum class Cmp { eq, lt, le, gt, ge, both, either, one };
+  static const std::map<std::string, Cmp> kinds = {{"Equal", Cmp::eq},         {"Less", Cmp::lt},    {"LessOrEqual", Cmp::le},
+                                                   {"Greater", Cmp::gt},        {"GreaterOrEqual", Cmp::ge},
+                                                   {"And", Cmp::both},          {"Or", Cmp::either},  {"Xor", Cmp::one}};
+  const auto kind = kinds.find(node.op_type);
+  if (kind == kinds.end()) fail(node, "not a comparison");
+  auto apply = [k = kind->second](auto x, auto y) -> std::int64_t {
+    switch (k) {
+      case Cmp::eq: return x == y;
+      case Cmp::lt: return x < y;
+      case Cmp::le: return x <= y;
+      case Cmp::gt: return x > y;
+      case Cmp::ge: return x >= y;
+      case Cmp::both: return x != 0 && y != 0;
+      case Cmp::either: return x != 0 || y != 0;
+      case Cmp::one: return (x != 0) != (y != 0);
     }
-    out.i64[static_cast<std::size_t>(i)] = r ? 1 : 0;
-  });
+    return 0;
+  };
+  Tensor out = bools(broadcast_shape(a.shape, b.shape));
+  // Integers compared as integers (no rounding past 2^53), floats as floats (doubles when
+  // the two differ in type); equal shapes in one flat loop.
+  if (a.type == ElemType::i64 && b.type == ElemType::i64) {
+    if (a.shape == b.shape) {
+      for (std::size_t i = 0; i < out.i64.size(); ++i) out.i64[i] = apply(a.i64[i], b.i64[i]);
+    } else {
+      for_each_broadcast(out.shape, {a.shape, b.shape}, [&](std::int64_t i, const Dims& off) {
+        out.i64[static_cast<std::size_t>(i)] = apply(a.i64[static_cast<std::size_t>(off[0])], b.i64[static_cast<std::size_t>(off[1])]);
+      });
+    }
+  } else if (a.type == ElemType::f32 && b.type == ElemType::f32 && a.shape == b.shape) {
+    for (std::size_t i = 0; i < out.i64.size(); ++i) out.i64[i] = apply(a.f32[i], b.f32[i]);
+  } else {
+    for_each_broadcast(out.shape, {a.shape, b.shape}, [&](std::int64_t i, const Dims& off) {
+      out.i64[static_cast<std::size_t>(i)] = apply(number_at(a, off[0]), number_at(b, off[1]));
+    });
+  }
   return out;
 }
 

@@ -849,7 +849,8 @@ void permute(const Dims& shape, const Dims& strides, const T* src, T* out) {
   }
   for (std::int64_t o = first; o < last; ++o) {
     T* dst = out + o * inner;
-    for (std::int64_t j = 0; j < inner; ++j) dst[j] = src[off + j * step];
+    if (step == 1) std::copy(src + off, src + off + inner, dst);  // the last axis stays last
+    else for (std::int64_t j = 0; j < inner; ++j) dst[j] = src[off + j * step];
     for (std::size_t d = rank - 1; d-- > 0;) {
       ++index[d];
       off += strides[d];

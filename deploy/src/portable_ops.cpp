@@ -826,11 +826,61 @@ Tensor reshape(const Node& node, const Inputs& in) {
   return with_shape(x, shape);
 }
 
+// The transpose of 2-D tiles: when the output's last axis is strided in the source and
+// another output axis `d1` is the source's contiguous one, out[.., i, .., j] =
+// src[base + i + j * step] is copied in 16x16 tiles, so that both sides read and write
+// whole cache lines (a row-by-row gather touches a line per element). False when no axis
+// fits.
+template <typename T>
+bool permute_tiled(const Dims& shape, const Dims& strides, const T* src, T* out) {
+  const std::size_t rank = shape.size();
+  if (rank < 2 || strides.back() == 1) return false;
+  std::size_t d1 = rank;
+  for (std::size_t d = 0; d + 1 < rank; ++d) {
+    if (strides[d] == 1 && shape[d] > 1) d1 = d;
+  }
+  if (d1 == rank) return false;
+  const Dims out_strides = strides_of(shape);
+  const std::int64_t n1 = shape[d1], nl = shape.back(), step = strides.back(), row = out_strides[d1];
+  // The other axes, walked as one flat index.
+  Dims other;
+  for (std::size_t d = 0; d + 1 < rank; ++d) {
+    if (d != d1) other.push_back(static_cast<std::int64_t>(d));
+  }
+  std::int64_t outer = 1;
+  for (auto d : other) outer *= shape[static_cast<std::size_t>(d)];
+  constexpr std::int64_t kTile = 16;
+  const std::int64_t tiles1 = (n1 + kTile - 1) / kTile;
+  parallel_ranges(outer * tiles1, std::max<std::int64_t>(1, kElementGrain / (kTile * nl)), [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t w = first; w < last; ++w) {
+      std::int64_t rest = w / tiles1, so = 0, dst_off = 0;
+      for (std::size_t k = other.size(); k-- > 0;) {
+        const auto d = static_cast<std::size_t>(other[k]);
+        const std::int64_t at = rest % shape[d];
+        rest /= shape[d];
+        so += at * strides[d];
+        dst_off += at * out_strides[d];
+      }
+      const std::int64_t i0 = w % tiles1 * kTile, i1 = std::min(n1, i0 + kTile);
+      for (std::int64_t j0 = 0; j0 < nl; j0 += kTile) {
+        const std::int64_t j1 = std::min(nl, j0 + kTile);
+        for (std::int64_t i = i0; i < i1; ++i) {
+          T* dst = out + dst_off + i * row;
+          const T* from = src + so + i;
+          for (std::int64_t j = j0; j < j1; ++j) dst[j] = from[j * step];
+        }
+      }
+    }
+  });
+  return true;
+}
+
 // out (row-major in `shape`) = src read with `strides` per output dimension: an odometer
 // over the outer dimensions, a strided loop over the last.
 template <typename T>
 void permute(const Dims& shape, const Dims& strides, const T* src, T* out) {
   const std::size_t rank = shape.size();
+  if (permute_tiled(shape, strides, src, out)) return;
   if (rank == 0) {
     out[0] = src[0];
     return;

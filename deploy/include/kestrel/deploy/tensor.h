@@ -9,6 +9,7 @@
 #include <new>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kestrel/model/graph.h"
@@ -23,7 +24,9 @@ void* acquire_tensor_memory(std::size_t bytes);
 void release_tensor_memory(void* p, std::size_t bytes) noexcept;
 
 // std::allocator with 64-byte alignment (kernel buffers) from acquire_tensor_memory,
-// value-initialising.
+// default-initialising: `AlignedFloats(n)` and `resize(n)` leave the new floats as they
+// are (every writer of a tensor writes all of it; a zero pass would cost as much as a
+// copy). Give a value (`assign(n, 0.0f)`, `Tensor::floats`) where zeros are meant.
 template <typename T>
 struct AlignedAllocator {
   using value_type = T;
@@ -32,6 +35,11 @@ struct AlignedAllocator {
   AlignedAllocator(const AlignedAllocator<U>&) noexcept {}
   T* allocate(std::size_t n) { return static_cast<T*>(acquire_tensor_memory(n * sizeof(T))); }
   void deallocate(T* p, std::size_t n) noexcept { release_tensor_memory(p, n * sizeof(T)); }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(p)) U;
+    else ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
   template <typename U>
   friend bool operator==(const AlignedAllocator&, const AlignedAllocator<U>&) {
     return true;

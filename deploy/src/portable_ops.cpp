@@ -1594,6 +1594,40 @@ std::string missing_portable_text(const std::vector<MissingPortable>& missing) {
   return out;
 }
 
+void blocked_channel_binary(const std::string& op, bool vector_first, const float* x, const float* v, float* out,
+                            std::int64_t n, std::int64_t blocks, std::int64_t hw, std::int64_t block,
+                            const kestrel_services* services) {
+  const StepServices on_pool(services);
+  const BinaryOp kind = op == "Add" ? BinaryOp::add : op == "Sub" ? BinaryOp::sub : op == "Mul" ? BinaryOp::mul : BinaryOp::div;
+  auto apply = [kind, vector_first](F4 a, F4 b) {
+    if (vector_first) std::swap(a, b);
+    switch (kind) {
+      case BinaryOp::add: return a + b;
+      case BinaryOp::sub: return a - b;
+      case BinaryOp::mul: return a * b;
+      default: return a / b;
+    }
+  };
+  parallel_ranges(n * blocks, std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(hw * block, 1)),
+                  [&](std::int64_t first, std::int64_t last) {
+                    for (std::int64_t nb = first; nb < last; ++nb) {
+                      const float* vb = v + nb % blocks * block;
+                      const float* src = x + nb * hw * block;
+                      float* dst = out + nb * hw * block;
+                      for (std::int64_t q = 0; q < block; q += 4) {
+                        F4 w;
+                        std::memcpy(&w, vb + q, sizeof w);
+                        for (std::int64_t p = 0; p < hw; ++p) {
+                          F4 a;
+                          std::memcpy(&a, src + p * block + q, sizeof a);
+                          const F4 r = apply(a, w);
+                          std::memcpy(dst + p * block + q, &r, sizeof r);
+                        }
+                      }
+                    }
+                  });
+}
+
 std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tensor*>& in, const kestrel_services* services) {
   const StepServices on_pool(services);
   if (!node.domain.empty() && node.domain != "ai.onnx") {

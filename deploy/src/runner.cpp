@@ -417,6 +417,17 @@ struct Runner::Impl {
         other = &*channels;
       }
     }
+    if (channels && view.size() == 4 && block % 4 == 0) {
+      Tensor result;
+      result.shape = logical;
+      result.layout = TensorLayout::nchwc;
+      result.block = block;
+      result.f32.resize(a->f32.size());
+      blocked_channel_binary(node.op_type, at == 1, a->f32.data(), channels->f32.data(), result.f32.data(), n, blocks, hw, block,
+                             kernels.services());
+      finish_blocked(nid.out[0], std::move(result), c);
+      return true;
+    }
     // Run the portable operator on the views, then restore the operands' own shapes.
     auto as_view = [&](Tensor& t) {
       t.shape = view;
@@ -449,15 +460,23 @@ struct Runner::Impl {
     result.shape = logical;
     result.layout = TensorLayout::nchwc;
     result.block = block;
-    if (c % block) {  // lanes past C back to zero (Sigmoid(0) is not)
+    finish_blocked(nid.out[0], std::move(result), c);
+    return true;
+  }
+
+  // A blocked result of blocked_elementwise into its slot, its lanes past C back to zero
+  // (Sigmoid(0) is not, x / 0 is not even finite).
+  void finish_blocked(std::size_t id, Tensor result, std::int64_t c) {
+    const std::int64_t block = result.block, blocks = (c + block - 1) / block;
+    const std::int64_t n = result.shape[0], hw = result.shape[2] * result.shape[3];
+    if (c % block) {
       for (std::int64_t i = 0; i < n * hw; ++i) {
         float* last = result.f32.data() + ((i / hw * blocks + blocks - 1) * hw + i % hw) * block;
         std::fill(last + c % block, last + block, 0.0f);
       }
     }
-    release(nid.out[0]);
-    env[nid.out[0]].blocked = std::move(result);
-    return true;
+    release(id);
+    env[id].blocked = std::move(result);
   }
 
   void run_portable_node(std::size_t index, std::size_t n) {

@@ -332,8 +332,8 @@ TEST_CASE("model: a plan made at a bucket runs at another size of its symbol, dy
 TEST_CASE("model: elementwise steps on blocked values run blocked, and repeated runs take no fresh memory", "[model]") {
   // Conv (20 channels in blocks of 8: a part-filled last block) -> GlobalAveragePool ->
   // Sigmoid -> Mul back onto the conv's output (a squeeze-excite scale), Sigmoid, Add of a
-  // value to itself, Div by a scalar, then a second Conv: the portable steps between the
-  // convolutions read values that tasks wrote blocked.
+  // value to itself, Div by a scalar, Sub from the channel vector, then a second Conv: the
+  // portable steps between the convolutions read values that tasks wrote blocked.
   ops::Registry ops = ops::builtin_ops();
   GraphBuilder b;
   b.input("x", {1, 20, 48, 48});
@@ -352,7 +352,8 @@ TEST_CASE("model: elementwise steps on blocked values run blocked, and repeated 
   std::size_t sig2 = b.node("Sigmoid", {"m"}, "u", {1, 20, 48, 48});
   std::size_t add = b.node("Add", {"u", "u"}, "a", {1, 20, 48, 48});
   std::size_t div = b.node("Div", {"a", "two"}, "d", {1, 20, 48, 48});
-  std::size_t conv2 = b.node("Conv", {"d", "w2"}, "y", {1, 8, 48, 48}, {{"pads", ints({1, 1, 1, 1})}, {"kernel_shape", ints({3, 3})}});
+  std::size_t sub = b.node("Sub", {"s", "d"}, "e", {1, 20, 48, 48});  // the channel vector first
+  std::size_t conv2 = b.node("Conv", {"e", "w2"}, "y", {1, 8, 48, 48}, {{"pads", ints({1, 1, 1, 1})}, {"kernel_shape", ints({3, 3})}});
   b.output("y");
 
   Plan plan;
@@ -362,9 +363,9 @@ TEST_CASE("model: elementwise steps on blocked values run blocked, and repeated 
            "Conv");
   add_task(plan, ops, "pool2d", "N=1,C=20,H=48,W=48,kind=1,global=1,block=8", {gap},
            {{"c", ArgLayout::nchwc}, {"g", ArgLayout::nchwc}}, "GlobalAveragePool");
-  for (std::size_t n : {sig, mul, sig2, add, div}) add_portable(plan, n);
+  for (std::size_t n : {sig, mul, sig2, add, div, sub}) add_portable(plan, n);
   add_task(plan, ops, "conv2d_nchwc", "N=1,C=20,H=48,W=48,K=8,R=3,S=3,pad=1,block=8", {conv2},
-           {{"d", ArgLayout::nchwc}, {"w2", ArgLayout::conv_weight}, {"y", ArgLayout::nchwc}}, "Conv");
+           {{"e", ArgLayout::nchwc}, {"w2", ArgLayout::conv_weight}, {"y", ArgLayout::nchwc}}, "Conv");
 
   CompiledKernels kernels(2);
   Runner runner(b.g, plan, kernels);

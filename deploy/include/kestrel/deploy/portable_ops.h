@@ -46,6 +46,14 @@ std::string missing_portable_text(const std::vector<MissingPortable>& missing);
 std::vector<Tensor> run_portable(const model::Node& node, const std::vector<const Tensor*>& inputs,
                                  const kestrel_services* services = nullptr);
 
+// out = x op v for a tensor in the NCHWc layout, [n][blocks][hw][block], and one value per
+// channel padded to whole blocks, v[blocks][block] (`vector_first`: v op x); op is "Add",
+// "Sub", "Mul" or "Div"; block a multiple of 4. Split over the pool of `services` when
+// given. The squeeze-excite scale on a blocked activation.
+void blocked_channel_binary(const std::string& op, bool vector_first, const float* x, const float* v, float* out,
+                            std::int64_t n, std::int64_t blocks, std::int64_t hw, std::int64_t block,
+                            const kestrel_services* services = nullptr);
+
 // The shape numpy broadcasting gives two shapes; throws ModelError when they do not
 // broadcast.
 std::vector<std::int64_t> broadcast_shape(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b);

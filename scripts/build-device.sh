@@ -6,6 +6,7 @@
 # scripts/device-size.sh says what each part costs.
 #   scripts/build-device.sh aarch64-linux-gnu        # Raspberry Pi (64-bit OS), Jetson, phones
 #   scripts/build-device.sh armv7a-linux-gnueabihf   # Raspberry Pi OS 32-bit
+#   scripts/build-device.sh riscv64-linux-gnu        # RISC-V boards (VisionFive 2, Milk-V)
 #   scripts/build-device.sh native                   # this machine
 #   scripts/build-device.sh aarch64-linux-gnu --static   # no libc needed either: Android
 # Also builds libkestrel_rt.{a,so} (the runtime exported kernel libraries link) in
@@ -30,10 +31,18 @@ case "$triple" in
     args+=(-DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/aarch64-linux-gnu.cmake") ;;
   armv7a-linux-gnueabihf) strip_tool=arm-linux-gnueabihf-strip
     args+=(-DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/armv7a-linux-gnueabihf.cmake") ;;
-  *) echo "build-device: unknown target '$triple' (native, aarch64-linux-gnu, armv7a-linux-gnueabihf)" >&2; exit 2 ;;
+  riscv64-linux-gnu) strip_tool=riscv64-linux-gnu-strip
+    args+=(-DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/riscv64-linux-gnu.cmake")
+    # Debian 12 has no riscv64 packages: scripts/build-riscv64-deps.sh builds the libraries.
+    rv_prefix="${KESTREL_RISCV64_PREFIX:-/opt/kestrel/riscv64-linux-gnu}"
+    if [ ! -f "$rv_prefix/.kestrel-deps" ]; then
+      echo "build-device: no riscv64 libraries in $rv_prefix: run scripts/setup-cross.sh (it builds them)" >&2
+      exit 1
+    fi ;;
+  *) echo "build-device: unknown target '$triple' (native, aarch64-linux-gnu, armv7a-linux-gnueabihf, riscv64-linux-gnu)" >&2; exit 2 ;;
 esac
 if ! command -v "$strip_tool" > /dev/null; then
-  echo "build-device: $strip_tool not found: run scripts/setup.sh (it installs the cross toolchains)" >&2
+  echo "build-device: $strip_tool not found: run scripts/setup-cross.sh (it installs the cross toolchains)" >&2
   exit 1
 fi
 mkdir -p "$build"

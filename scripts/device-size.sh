@@ -6,7 +6,7 @@
 # on the unstripped binary the code and data of each C++ namespace (Asio is header-only,
 # so its code sits in Kestrel's objects: only the namespace split shows it), the
 # sections of the stripped file, and what it needs at run time (`readelf -d`, NEEDED).
-#   scripts/device-size.sh [aarch64-linux-gnu|armv7a-linux-gnueabihf|native] [--static] [--no-build]
+#   scripts/device-size.sh [aarch64-linux-gnu|armv7a-linux-gnueabihf|riscv64-linux-gnu|native] [--static] [--no-build]
 # The grouping: OpenSSL (libssl, libcrypto), mbedTLS (libmbedtls, libmbedx509,
 # libmbedcrypto), Cap'n Proto (libcapnp, libkj), libsodium, libseccomp, libstdc++
 # (libstdc++, libsupc++), libgcc, the C library (static builds: libc.a, libm.a, ...,
@@ -22,7 +22,7 @@ for arg in "$@"; do
   case "$arg" in
     --static) static="--static" ;;
     --no-build) build_it=0 ;;
-    native | aarch64-linux-gnu | armv7a-linux-gnueabihf) triple="$arg" ;;
+    native | aarch64-linux-gnu | armv7a-linux-gnueabihf | riscv64-linux-gnu) triple="$arg" ;;
     *) echo "device-size: unknown argument '$arg' (a triple, --static, --no-build)" >&2; exit 2 ;;
   esac
 done
@@ -33,6 +33,7 @@ case "$triple" in
   native) tools="" ;;
   aarch64-linux-gnu) tools="aarch64-linux-gnu-" ;;
   armv7a-linux-gnueabihf) tools="arm-linux-gnueabihf-" ;;
+  riscv64-linux-gnu) tools="riscv64-linux-gnu-" ;;
 esac
 if [ "$build_it" = 1 ]; then
   KESTREL_DEVICE_BUILD_DIR="$build" "$root/scripts/build-device.sh" "$triple" $static > /dev/null

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs what cross builds of the device runtime need: the aarch64 and armhf cross
-# compilers, qemu user-mode emulation, and the arm64/armhf builds of Cap'n Proto,
-# mbedTLS (the boards' TLS), libsodium, OpenSSL and libseccomp (Debian multiarch).
+# Installs what cross builds of the device runtime need: the aarch64, armhf and riscv64
+# cross compilers, qemu user-mode emulation, and the arm64/armhf builds of Cap'n Proto,
+# mbedTLS (the boards' TLS), libsodium, OpenSSL and libseccomp (Debian multiarch). Debian
+# 12 has no riscv64 architecture, so the riscv64 builds of those libraries are compiled
+# from Debian's source packages by scripts/build-riscv64-deps.sh (about 2 minutes, once).
 # Idempotent. Needs root (or sudo).
 #
 # Multiarch packages must have the same version on every architecture. Debian's security
@@ -16,7 +18,10 @@ if command -v aarch64-linux-gnu-g++ > /dev/null && command -v arm-linux-gnueabih
    [ -f /usr/lib/arm-linux-gnueabihf/libsodium.a ] &&
    [ -f /usr/lib/aarch64-linux-gnu/libseccomp.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libseccomp.a ] &&
    [ -f /usr/lib/aarch64-linux-gnu/libssl.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libssl.a ] &&
-   [ -f /usr/lib/aarch64-linux-gnu/libmbedtls.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libmbedtls.a ]; then
+   [ -f /usr/lib/aarch64-linux-gnu/libmbedtls.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libmbedtls.a ] &&
+   command -v riscv64-linux-gnu-g++ > /dev/null && command -v gperf > /dev/null &&
+   command -v autoreconf > /dev/null && command -v libtoolize > /dev/null && command -v dpkg-source > /dev/null; then
+  "$(dirname "$0")/build-riscv64-deps.sh"
   echo "setup-cross: all present"
   exit 0
 fi
@@ -53,5 +58,8 @@ apt_install --allow-downgrades \
   "libssl-dev:arm64=$ssl" "libssl-dev:armhf=$ssl" \
   crossbuild-essential-arm64 crossbuild-essential-armhf qemu-user-static \
   libcapnp-dev:arm64 libcapnp-dev:armhf libsodium-dev:arm64 libsodium-dev:armhf \
-  libseccomp-dev:arm64 libseccomp-dev:armhf libmbedtls-dev:arm64 libmbedtls-dev:armhf
+  libseccomp-dev:arm64 libseccomp-dev:armhf libmbedtls-dev:arm64 libmbedtls-dev:armhf \
+  g++-riscv64-linux-gnu gperf autoconf automake libtool dpkg-dev
+# riscv64: no multiarch packages in Debian 12; the libraries built from Debian's sources.
+"$(dirname "$0")/build-riscv64-deps.sh"
 echo "setup-cross: done"

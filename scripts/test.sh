@@ -2,7 +2,7 @@
 # Sets up, builds (warnings as errors) and runs the whole test suite: unit tests,
 # multi-process tests with the real binaries, the layering check, and the boards tests,
 # for which it also installs the cross toolchains and qemu and cross-builds the device
-# runtime for aarch64 (also fully static) and armv7 (emulated boards), and builds the
+# runtime for aarch64 (also fully static), armv7 and riscv64 (emulated boards), and builds the
 # board runtime for this machine too (mbedTLS interop). KESTREL_NO_CROSS=1 leaves the cross builds out
 # (the emulated-board test then reports itself skipped). The Python test dependencies
 # (numpy, onnx, onnxruntime in .venv: scripts/setup-python.sh) come next; without them
@@ -29,6 +29,7 @@ if [ "${KESTREL_NO_CROSS:-0}" != "1" ]; then
   "$root/scripts/build-device.sh" aarch64-linux-gnu
   "$root/scripts/build-device.sh" aarch64-linux-gnu --static
   "$root/scripts/build-device.sh" armv7a-linux-gnueabihf
+  "$root/scripts/build-device.sh" riscv64-linux-gnu
 fi
 # The board runtime for this machine (TLS from mbedTLS, like the boards'): the test of
 # an mbedTLS runtime against the OpenSSL tracker runs it.

@@ -170,6 +170,9 @@ const EmulatedBoard kAarch64Static{"aarch64-linux-gnu", "qemu-aarch64-static", "
                                    "/usr/aarch64-linux-gnu", "--static"};
 const EmulatedBoard kArmv7{"armv7a-linux-gnueabihf", "qemu-arm-static", "/lib/ld-linux-armhf.so.3",
                            "/usr/arm-linux-gnueabihf", ""};
+// Debian 12 has no libc6:riscv64: the cross toolchain's sysroot is always the board's root.
+const EmulatedBoard kRiscv64{"riscv64-linux-gnu", "qemu-riscv64-static", "/lib/ld-linux-riscv64-lp64d.so.1",
+                             "/usr/riscv64-linux-gnu", ""};
 
 void require_emulation(const EmulatedBoard& b) {
   if (::access(b.binary().c_str(), X_OK) != 0) {
@@ -296,4 +299,52 @@ TEST_CASE("emulated aarch64 and armv7 boards tune beside the local device throug
     // which loads kernel modules with no C library to bind them to).
     if (!s.device_b.empty()) CHECK(ok_on[s.device_b] > 0);
   }
+}
+
+// A riscv64 board (issue 29 part 4): the runtime cross-built for riscv64-linux-gnu, under
+// qemu on its own network, registers with the triple the host compiles for, and a tuning
+// session on its key compiles every candidate for riscv64 and measures kernels on it.
+TEST_CASE("an emulated riscv64 board registers under its triple and tunes a gemm", "[boards][netns][qemu]") {
+  require_netns();
+  require_emulation(kRiscv64);
+  log::set_level(log::Level::warn);
+  TempDir dir;
+  std::string token = write_token(dir, "token", "riscv64-board-secret-0123456");
+  TrackerProcess tracker(dir, {"--host", "0.0.0.0", "--token-file", token});
+  NetNs ns(14);
+  REQUIRE(ns.ok());
+  auto board = start_board(dir, ns, kRiscv64.command(), tracker.port, "vf2", "vf2-a", token);
+
+  nlohmann::json pool;
+  bool registered =
+      test::wait_for([&] { return device_count(pool = query(dir, tracker, {"--token-file", token})) == 1; }, 60s);
+  INFO("board:\n" << board->log());
+  REQUIRE(registered);
+  const auto& device = pool["devices"][0];
+  CHECK(device["info"]["name"] == "vf2-a");
+  CHECK(device["info"]["triple"] == "riscv64-linux-gnu");
+  std::string address = device["address"];
+  CHECK(address.substr(0, address.find(':')) == "10.213.14.2");
+
+  std::string db = dir.file("vf2.db");
+  Process tune(tune_args(db, tracker.address(), token, "vf2", "40x32x24", 9, 1), dir.file("tune-vf2.log"));
+  auto code = tune.wait_exit(240s);
+  INFO("tune:\n" << tune.log() << "board:\n" << board->log());
+  REQUIRE(code);
+  CHECK(*code == 0);
+
+  records::SqliteRecords records(db);
+  std::size_t trials = 0, ok = 0;
+  for (const auto& best : tasks_of(records)) {
+    for (const auto& r : records.find(best.op, best.workload, best.target)) {
+      CHECK(r.device_class.key == "vf2");
+      CHECK(ops::format_params(r.workload) == "K=24,M=40,N=32");
+      CHECK(r.target.triple == "riscv64-linux-gnu");  // compiled for the board
+      CHECK((r.device.empty() || r.device == "vf2-a"));
+      if (!r.final_measurement) ++trials;
+      if (r.ok()) ++ok;
+    }
+  }
+  CHECK(trials == 9);
+  CHECK(ok > 0);  // kernels really ran on the emulated riscv64 board
 }

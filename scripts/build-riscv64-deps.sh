@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds the riscv64 libraries the device runtime links (Cap'n Proto 0.9.2, mbedTLS 2.28,
+# libseccomp 2.5.4, libsodium 1.0.18) from Debian's own source packages, cross-compiled
+# with gcc-riscv64-linux-gnu into $KESTREL_RISCV64_PREFIX (default /opt/kestrel/riscv64-linux-gnu),
+# where cmake/toolchains/riscv64-linux-gnu.cmake finds them.
+#
+# Why from source: Debian 12 (bookworm) has no riscv64 architecture (its Release file
+# lists amd64 arm64 armel armhf i386 mips64el mipsel ppc64el s390x; riscv64 became a
+# release architecture with Debian 13), so `libcapnp-dev:riscv64` and the others cannot be
+# installed by multiarch as for arm64/armhf. Only the cross compiler and the cross C
+# library (libc6-dev-riscv64-cross) are packaged. The sources are the same versions the
+# amd64/arm64 builds use, fetched with `apt-get source` from the configured mirror through
+# a private source list (the system's apt configuration is not changed). mbedTLS gets
+# Debian's configuration (debian/rules); the libraries are static and position
+# independent. libsodium is there only because cmake/KestrelDeps.cmake requires it in
+# every build (the board runtime links none of it).
+#
+# Idempotent (a stamp in the prefix); called by scripts/setup-cross.sh. Needs root for
+# the default prefix, and gperf, autoconf, automake, libtool, dpkg-dev (setup-cross.sh
+# installs them). About 3 minutes on 2 cores.
+set -euo pipefail
+source "$(dirname "$0")/apt-retry.sh"
+prefix="${KESTREL_RISCV64_PREFIX:-/opt/kestrel/riscv64-linux-gnu}"
+stamp="$prefix/.kestrel-deps"
+packages=(capnproto mbedtls libseccomp libsodium)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${packages[*]}" ]; then
+  echo "build-riscv64-deps: present in $prefix"
+  exit 0
+fi
+jobs="${KESTREL_JOBS:-2}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# deb-src entries for the mirrors apt already uses, in a private apt state.
+mkdir -p "$work/apt/lists/partial" "$work/apt/cache/archives/partial" "$work/apt/sources.list.d" "$work/src"
+for f in /etc/apt/sources.list.d/*.sources; do
+  [ -f "$f" ] && sed 's/^Types:.*/Types: deb-src/' "$f" > "$work/apt/sources.list.d/$(basename "$f")"
+done
+if [ -f /etc/apt/sources.list ]; then
+  sed -n 's/^deb \(.*\)/deb-src \1/p' /etc/apt/sources.list > "$work/apt/sources.list.d/list.list"
+fi
+apt_opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$work/apt/sources.list.d"
+          -o "Dir::State::Lists=$work/apt/lists" -o "Dir::Cache=$work/apt/cache" -o APT::Sandbox::User=root)
+fetched=0
+for try in $(seq 1 "$APT_TRIES"); do
+  if apt-get "${apt_opts[@]}" -qq update && (cd "$work/src" && apt-get "${apt_opts[@]}" -qq source "${packages[@]}"); then
+    fetched=1
+    break
+  fi
+  echo "build-riscv64-deps: fetching the source packages failed (try $try of $APT_TRIES)" >&2
+  [ "$try" -lt "$APT_TRIES" ] && sleep $((try * APT_DELAY))
+done
+[ "$fetched" = 1 ] || { echo "build-riscv64-deps: could not fetch the sources of ${packages[*]}" >&2; exit 1; }
+
+src="$work/src"
+export CFLAGS="-O2" CXXFLAGS="-O2"
+cat > "$work/toolchain.cmake" << 'EOF'
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR riscv64)
+set(CMAKE_C_COMPILER riscv64-linux-gnu-gcc)
+set(CMAKE_CXX_COMPILER riscv64-linux-gnu-g++)
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+EOF
+cmake_args=(-G Ninja -DCMAKE_TOOLCHAIN_FILE="$work/toolchain.cmake" -DCMAKE_BUILD_TYPE=None
+             -DCMAKE_INSTALL_PREFIX="$prefix")
+log="$work/build.log"
+step() {  # name command...
+  local name=$1
+  shift
+  echo "build-riscv64-deps: $name"
+  "$@" >> "$log" 2>&1 || { tail -30 "$log" >&2; echo "build-riscv64-deps: $name failed" >&2; exit 1; }
+}
+mkdir -p "$prefix"
+
+# mbedTLS with the options Debian's build sets (debian/rules), static only.
+mbed=$(echo "$src"/mbedtls-*/)
+for option in MBEDTLS_DEPRECATED_WARNING MBEDTLS_HAVEGE_C MBEDTLS_MD2_C MBEDTLS_MD4_C MBEDTLS_THREADING_C \
+              MBEDTLS_THREADING_PTHREAD MBEDTLS_CMAC_C MBEDTLS_SSL_DTLS_SRTP; do
+  step "mbedtls: $option" python3 "$mbed/scripts/config.py" -f "$mbed/include/mbedtls/config.h" set "$option"
+done
+step "mbedtls: configure" cmake -S "$mbed" -B "$work/mbedtls" "${cmake_args[@]}" -DENABLE_PROGRAMS=OFF \
+  -DENABLE_TESTING=OFF -DUSE_SHARED_MBEDTLS_LIBRARY=OFF -DUSE_STATIC_MBEDTLS_LIBRARY=ON -DLIB_INSTALL_DIR=lib
+step "mbedtls: build" cmake --build "$work/mbedtls" -j "$jobs"
+step "mbedtls: install" cmake --install "$work/mbedtls"
+
+# Cap'n Proto: the libraries and CMake package for riscv64; capnp_generate_cpp runs the
+# host's /usr/bin/capnp (EXTERNAL_CAPNP), which is the same version.
+step "capnproto: configure" cmake -S "$(echo "$src"/capnproto-*/)" -B "$work/capnp" "${cmake_args[@]}" \
+  -DBUILD_TESTING=OFF -DBUILD_SHARED_LIBS=OFF -DWITH_OPENSSL=OFF -DWITH_ZLIB=OFF -DEXTERNAL_CAPNP=ON
+step "capnproto: build" cmake --build "$work/capnp" -j "$jobs"
+step "capnproto: install" cmake --install "$work/capnp"
+
+# libseccomp (needs gperf), the library, its header and its .pc.
+cd "$(echo "$src"/libseccomp-*/)"
+step "libseccomp: configure" ./configure --host=riscv64-linux-gnu --prefix="$prefix" --libdir="$prefix/lib" \
+  --disable-shared --enable-static --with-pic
+step "libseccomp: build" make -j "$jobs" -C src
+step "libseccomp: install" make -C src install
+step "libseccomp: install headers" make -C include install
+mkdir -p "$prefix/lib/pkgconfig"
+cp libseccomp.pc "$prefix/lib/pkgconfig/"
+
+# libsodium (Debian's source has no configure: autogen needs autoconf, automake, libtool).
+cd "$(echo "$src"/libsodium-*/)"
+step "libsodium: autogen" ./autogen.sh -s
+step "libsodium: configure" ./configure --host=riscv64-linux-gnu --prefix="$prefix" --libdir="$prefix/lib" \
+  --disable-shared --enable-static --with-pic
+step "libsodium: build" make -j "$jobs"
+step "libsodium: install" make install
+
+echo "${packages[*]}" > "$stamp"
+echo "build-riscv64-deps: done ($prefix)"

@@ -2,13 +2,13 @@
 # Prints the size of the shipped device runtime per target (kestrel-device, stripped,
 # needing only the board's libc) next to the reference range of the TVM runtime
 # (200-600 KB), and the size of libkestrel_rt.so (what exported kernel libraries ship with).
-#   bench/runtime_size.sh                 # native, aarch64 (and fully static), armv7a
+#   bench/runtime_size.sh                 # native, aarch64 (and fully static), armv7a, riscv64
 #   bench/runtime_size.sh aarch64-linux-gnu
 # Cross targets need scripts/setup-cross.sh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(native aarch64-linux-gnu "aarch64-linux-gnu --static" armv7a-linux-gnueabihf)
+[ ${#targets[@]} -eq 0 ] && targets=(native aarch64-linux-gnu "aarch64-linux-gnu --static" armv7a-linux-gnueabihf riscv64-linux-gnu)
 printf "%-33s %10s %8s %12s  %s\n" TARGET BYTES KIB "RT .so BYTES" "NEEDS (vs TVM runtime 200-600 KB)"
 for t in "${targets[@]}"; do
   # build-device.sh prints the kestrel-device line, then the libkestrel_rt line.

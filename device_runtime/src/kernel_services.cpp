@@ -25,6 +25,36 @@ namespace kestrel::device {
 // microseconds on a virtual machine (more than a small kernel's whole run): spinning
 // keeps the threads ready between calls; sleeping keeps an idle pool off the CPU. There
 // is no spinning when the pool has more threads than the machine has hardware threads.
+namespace {
+
+// A lock for the scratch bookkeeping, which kernels' parallel tasks take at the same
+// moment (each packs into its own block): held for a map lookup, so a waiter spins
+// rather than sleeping in the kernel, whose wake-up would cost tens of microseconds.
+class SpinLock {
+ public:
+  void lock() {
+    while (held_.exchange(true, std::memory_order_acquire)) {
+      for (int i = 0; held_.load(std::memory_order_relaxed); ++i) {
+        if (i < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+          __builtin_ia32_pause();
+#elif defined(__aarch64__)
+          asm volatile("yield");
+#endif
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    }
+  }
+  void unlock() { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+
+}  // namespace
+
 struct KernelServices::Pool {
   explicit Pool(unsigned threads) {
     const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
@@ -131,7 +161,7 @@ struct KernelServices::Pool {
   // page fault per 4 KiB on first touch, over 1 ms per call for a 3 MB buffer on a virtual
   // machine, where a kept block has paid it already. At most kKeepBytes are kept.
   static constexpr std::size_t kKeepBytes = 256u * 1024 * 1024;
-  std::mutex alloc_mutex;
+  SpinLock alloc_mutex;
   std::map<void*, std::size_t> live;
   std::multimap<std::size_t, void*> kept;
   std::size_t kept_bytes = 0;
@@ -166,22 +196,23 @@ void service_parallel_for(void* context, std::int64_t n, void (*fn)(std::int64_t
 void* service_alloc(void* context, std::size_t bytes) {
   const std::size_t size = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
   auto* pool = static_cast<KernelServices::Pool*>(context);
-  std::lock_guard lock(pool->alloc_mutex);
   void* p = nullptr;
-  if (auto it = pool->kept.find(size); it != pool->kept.end()) {
-    p = it->second;
-    pool->kept.erase(it);
-    pool->kept_bytes -= size;
-  } else {
-    p = std::aligned_alloc(64, size);
-  }
-  if (p) {
-    try {
-      pool->live.emplace(p, size);
-    } catch (...) {
-      std::free(p);
-      return nullptr;
+  {
+    std::lock_guard lock(pool->alloc_mutex);
+    if (auto it = pool->kept.find(size); it != pool->kept.end()) {
+      p = it->second;
+      pool->kept.erase(it);
+      pool->kept_bytes -= size;
     }
+  }
+  if (!p) p = std::aligned_alloc(64, size);  // outside the lock: it may ask the system
+  if (!p) return nullptr;
+  std::lock_guard lock(pool->alloc_mutex);
+  try {
+    pool->live.emplace(p, size);
+  } catch (...) {
+    std::free(p);
+    return nullptr;
   }
   return p;
 }

@@ -2,6 +2,8 @@
 // convolution kernels (ops/conv2d/conv2d_nchwc_ref.c, depthwise_conv2d_ref.c).
 #include "kestrel/deploy/layout.h"
 
+#include "parallel.h"
+
 #include <algorithm>
 
 namespace kestrel::deploy {
@@ -21,9 +23,9 @@ void need(bool ok, const std::string& what) {
 
 }  // namespace
 
-Tensor to_nchwc(const Tensor& plain, std::int64_t block) {
+Tensor to_nchwc(const Tensor& plain, std::int64_t block, const kestrel_services* services) {
   if (plain.layout == TensorLayout::nchwc && plain.block == block) return plain;
-  if (plain.layout == TensorLayout::nchwc) return to_nchwc(to_plain(plain), block);
+  if (plain.layout == TensorLayout::nchwc) return to_nchwc(to_plain(plain, services), block, services);
   need(plain.type == ElemType::f32 && plain.shape.size() == 4 && block > 0,
        "the NCHWc layout needs a 4-D float tensor, got " + shape_text(plain.shape));
   const std::int64_t n = plain.shape[0], c = plain.shape[1], h = plain.shape[2], w = plain.shape[3];
@@ -32,18 +34,25 @@ Tensor to_nchwc(const Tensor& plain, std::int64_t block) {
   out.shape = plain.shape;
   out.layout = TensorLayout::nchwc;
   out.block = block;
-  out.f32.assign(static_cast<std::size_t>(n * cb * hw * block), 0.0f);
-  for (std::int64_t i = 0; i < n; ++i) {
-    for (std::int64_t ch = 0; ch < c; ++ch) {
-      const float* src = plain.f32.data() + (i * c + ch) * hw;
-      float* dst = out.f32.data() + (i * cb + ch / block) * hw * block + ch % block;
-      for (std::int64_t p = 0; p < hw; ++p) dst[p * block] = src[p];
+  out.f32.resize(static_cast<std::size_t>(n * cb * hw * block));
+  // Per (image, channel block): the output written in order, a vector of `block` lanes
+  // from `lanes` input planes (zeros past C), over the pool.
+  detail::parallel_ranges(services, n * cb, 1, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t ib = first; ib < last; ++ib) {
+      const std::int64_t i = ib / cb, b = ib % cb, lanes = std::min(block, c - b * block);
+      const float* src = plain.f32.data() + (i * c + b * block) * hw;
+      float* dst = out.f32.data() + ib * hw * block;
+      for (std::int64_t p = 0; p < hw; ++p) {
+        float* v = dst + p * block;
+        for (std::int64_t l = 0; l < lanes; ++l) v[l] = src[l * hw + p];
+        for (std::int64_t l = lanes; l < block; ++l) v[l] = 0.0f;
+      }
     }
-  }
+  });
   return out;
 }
 
-Tensor to_plain(const Tensor& tensor) {
+Tensor to_plain(const Tensor& tensor, const kestrel_services* services) {
   if (tensor.layout == TensorLayout::plain) return tensor;
   const std::int64_t n = tensor.shape[0], c = tensor.shape[1], h = tensor.shape[2], w = tensor.shape[3];
   const std::int64_t block = tensor.block, cb = ceil_div(c, block), hw = h * w;
@@ -53,13 +62,17 @@ Tensor to_plain(const Tensor& tensor) {
   Tensor out;
   out.shape = tensor.shape;
   out.f32.resize(static_cast<std::size_t>(n * c * hw));
-  for (std::int64_t i = 0; i < n; ++i) {
-    for (std::int64_t ch = 0; ch < c; ++ch) {
-      const float* src = tensor.f32.data() + (i * cb + ch / block) * hw * block + ch % block;
-      float* dst = out.f32.data() + (i * c + ch) * hw;
-      for (std::int64_t p = 0; p < hw; ++p) dst[p] = src[p * block];
+  // Per (image, channel block): the blocked data read in order, each lane to its plane.
+  detail::parallel_ranges(services, n * cb, 1, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t ib = first; ib < last; ++ib) {
+      const std::int64_t i = ib / cb, b = ib % cb, lanes = std::min(block, c - b * block);
+      const float* src = tensor.f32.data() + ib * hw * block;
+      float* dst = out.f32.data() + (i * c + b * block) * hw;
+      for (std::int64_t p = 0; p < hw; ++p) {
+        for (std::int64_t l = 0; l < lanes; ++l) dst[l * hw + p] = src[p * block + l];
+      }
     }
-  }
+  });
   return out;
 }
 

@@ -4,6 +4,8 @@
 // the attribute forms of older opsets are read too).
 #include "kestrel/deploy/portable_ops.h"
 
+#include "parallel.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -43,29 +45,10 @@ struct StepServices {
   const kestrel_services* saved;
 };
 
-// body(begin, end) over [0, n) split into ranges of at least `grain` items, on the step's
-// pool: two ranges per thread, or the whole range on the calling thread when there is no
-// pool or too little work. `body` must not throw (it runs on pool threads).
+// detail::parallel_ranges on the step's pool.
 template <typename F>
 void parallel_ranges(std::int64_t n, std::int64_t grain, const F& body) {
-  const kestrel_services* svc = step_services;
-  const std::int64_t threads = svc ? static_cast<std::int64_t>(svc->num_threads) : 1;
-  const std::int64_t ranges = std::min(threads * 2, n / std::max<std::int64_t>(grain, 1));
-  if (threads <= 1 || ranges <= 1) {
-    if (n > 0) body(std::int64_t{0}, n);
-    return;
-  }
-  struct Job {
-    const F* body;
-    std::int64_t n, ranges;
-  } job{&body, n, ranges};
-  svc->parallel_for(
-      svc->context, ranges,
-      [](std::int64_t i, void* arg) {
-        const Job& j = *static_cast<const Job*>(arg);
-        (*j.body)(j.n * i / j.ranges, j.n * (i + 1) / j.ranges);
-      },
-      &job);
+  detail::parallel_ranges(step_services, n, grain, body);
 }
 
 // Float elements per parallel range of the memory-bound loops (a few microseconds of work).

@@ -269,14 +269,14 @@ struct Runner::Impl {
     }
     Slot& slot = env[id];
     if (!slot.plain && !slot.blocked) throw ModelError("value " + names[id] + " is read before any step wrote it");
-    if (!slot.plain) slot.plain = to_plain(*slot.blocked);
+    if (!slot.plain) slot.plain = to_plain(*slot.blocked, kernels.services());
     return *slot.plain;
   }
 
   const Tensor& blocked_of(std::size_t id) {
     Slot& slot = env[id];
     if (!slot.plain && !slot.blocked) throw ModelError("value " + names[id] + " is read before any step wrote it");
-    if (!slot.blocked || slot.blocked->block != plan.block) slot.blocked = to_nchwc(*slot.plain, plan.block);
+    if (!slot.blocked || slot.blocked->block != plan.block) slot.blocked = to_nchwc(*slot.plain, plan.block, kernels.services());
     return *slot.blocked;
   }
 

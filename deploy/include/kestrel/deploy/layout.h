@@ -7,15 +7,17 @@
 #include <cstdint>
 
 #include "kestrel/deploy/tensor.h"
+#include "kestrel/kernel/abi.h"
 #include "kestrel/model/tasks.h"
 
 namespace kestrel::deploy {
 
 // A plain 4-D [N][C][H][W] float tensor as [N][ceil(C/B)][H][W][B], lanes past C zero.
-// Throws ModelError when the tensor is not 4-D float.
-Tensor to_nchwc(const Tensor& plain, std::int64_t block);
+// Throws ModelError when the tensor is not 4-D float. Split over the pool of `services`
+// (one channel block per task) when given.
+Tensor to_nchwc(const Tensor& plain, std::int64_t block, const kestrel_services* services = nullptr);
 // Back to plain row-major (a copy when already plain).
-Tensor to_plain(const Tensor& tensor);
+Tensor to_plain(const Tensor& tensor, const kestrel_services* services = nullptr);
 
 // An initializer in the layout a task argument takes, padded with zeros to `elements`
 // (the op's tensor size):

@@ -33,8 +33,8 @@ namespace {
 class SpinLock {
  public:
   void lock() {
-    while (held_.exchange(true, std::memory_order_acquire)) {
-      for (int i = 0; held_.load(std::memory_order_relaxed); ++i) {
+    while (held_.exchange(1, std::memory_order_acquire) != 0) {
+      for (int i = 0; held_.load(std::memory_order_relaxed) != 0; ++i) {
         if (i < 256) {
 #if defined(__x86_64__) || defined(__i386__)
           __builtin_ia32_pause();
@@ -47,10 +47,11 @@ class SpinLock {
       }
     }
   }
-  void unlock() { held_.store(false, std::memory_order_release); }
+  void unlock() { held_.store(0, std::memory_order_release); }
 
  private:
-  std::atomic<bool> held_{false};
+  // A word, not a bool: riscv64 has no one-byte atomic exchange without libatomic.
+  std::atomic<std::uint32_t> held_{0};
 };
 
 }  // namespace

@@ -20,11 +20,6 @@
 
 namespace kestrel::device {
 
-// The pool's threads wait for work by spinning a short while, then sleeping. A model's
-// kernels follow one another within microseconds, and a futex wake-up costs tens of
-// microseconds on a virtual machine (more than a small kernel's whole run): spinning
-// keeps the threads ready between calls; sleeping keeps an idle pool off the CPU. There
-// is no spinning when the pool has more threads than the machine has hardware threads.
 namespace {
 
 // A lock for the scratch bookkeeping, which kernels' parallel tasks take at the same
@@ -56,6 +51,11 @@ class SpinLock {
 
 }  // namespace
 
+// The pool's threads wait for work by spinning a short while, then sleeping. A model's
+// kernels follow one another within microseconds, and a futex wake-up costs tens of
+// microseconds on a virtual machine (more than a small kernel's whole run): spinning
+// keeps the threads ready between calls; sleeping keeps an idle pool off the CPU. There
+// is no spinning when the pool has more threads than the machine has hardware threads.
 struct KernelServices::Pool {
   explicit Pool(unsigned threads) {
     const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());

@@ -238,6 +238,12 @@ void map_floats(const float* src, float* dst, std::size_t n, F f) {
 
 enum class BinaryOp { add, sub, mul, div, pow };
 
+// Add, Sub, Mul, Div; Pow for any other name (callers pass those five).
+BinaryOp binary_op(const std::string& name) {
+  return name == "Add" ? BinaryOp::add : name == "Sub" ? BinaryOp::sub : name == "Mul" ? BinaryOp::mul
+         : name == "Div" ? BinaryOp::div : BinaryOp::pow;
+}
+
 // dst[j] = f(a, b) for j < n with a = pa[j] (whole) or pa[0] (broadcast), b likewise, four
 // lanes at a time (f takes F4 and float operands).
 template <typename F>
@@ -403,9 +409,7 @@ Tensor binary(const Node& node, const Inputs& in) {
   const Tensor& a = input(node, in, 0);
   const Tensor& b = input(node, in, 1);
   if (a.layout != TensorLayout::plain || b.layout != TensorLayout::plain) fail(node, "inputs must be plain");
-  const std::string& name = node.op_type;
-  const BinaryOp op = name == "Add" ? BinaryOp::add : name == "Sub" ? BinaryOp::sub : name == "Mul" ? BinaryOp::mul
-                      : name == "Div" ? BinaryOp::div : BinaryOp::pow;
+  const BinaryOp op = binary_op(node.op_type);
   Dims shape = broadcast_shape(a.shape, b.shape);
   // Equal shapes: one flat loop; else the dimensions coalesced (contiguous inner loops).
   Dims as = a.shape, bs = b.shape, loop = shape;
@@ -1581,7 +1585,7 @@ void blocked_channel_binary(const std::string& op, bool vector_first, const floa
                             std::int64_t n, std::int64_t blocks, std::int64_t hw, std::int64_t block,
                             const kestrel_services* services) {
   const StepServices on_pool(services);
-  const BinaryOp kind = op == "Add" ? BinaryOp::add : op == "Sub" ? BinaryOp::sub : op == "Mul" ? BinaryOp::mul : BinaryOp::div;
+  const BinaryOp kind = binary_op(op);
   auto apply = [kind, vector_first](F4 a, F4 b) {
     if (vector_first) std::swap(a, b);
     switch (kind) {

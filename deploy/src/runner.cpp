@@ -56,35 +56,6 @@ struct TaskStep {
   BoundKernel kernel;
 };
 
-// Float buffers of dead values, by size, for the next task outputs of the same size: a
-// model's runs repeat the same sizes in the same order, so after the first run its task
-// steps take every output buffer from here. Of each size at most as many are kept as task
-// steps write (the rest go back to the allocator), so nothing grows from run to run. A
-// reused buffer is not zeroed first (kernels write every element of their output).
-class SpareBuffers {
- public:
-  void expect(std::size_t n) { ++limit_[n]; }
-  AlignedFloats take(std::size_t n) {
-    auto it = spare_.find(n);
-    if (it == spare_.end()) return AlignedFloats(n);
-    AlignedFloats out = std::move(it->second);
-    spare_.erase(it);
-    return out;
-  }
-  void give(std::optional<Tensor>& t) {
-    if (t && t->f32.size() > 0) {
-      const std::size_t n = t->f32.size();
-      auto limit = limit_.find(n);
-      if (limit != limit_.end() && spare_.count(n) < limit->second) spare_.emplace(n, std::move(t->f32));
-    }
-    t.reset();
-  }
-
- private:
-  std::map<std::size_t, std::size_t> limit_;  // task steps writing outputs of each size
-  std::multimap<std::size_t, AlignedFloats> spare_;
-};
-
 }  // namespace
 
 struct Runner::Impl {
@@ -96,7 +67,6 @@ struct Runner::Impl {
   std::vector<std::optional<TaskStep>> tasks;   // per step
   std::vector<std::string> used;
   std::vector<Runner::StepTime> times;  // per step, of the last run (labels set once)
-  SpareBuffers spare;
 
   // Every value by a number, fixed at prepare(), so that a run looks nothing up by name.
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);  // an omitted input
@@ -139,15 +109,16 @@ struct Runner::Impl {
   Impl(const Graph& g, const Plan& p, KernelProvider& k, std::map<std::string, std::int64_t> s)
       : graph(g), plan(p), kernels(k), symbols(std::move(s)) {}
 
-  std::vector<std::int64_t> bound_shape(const std::string& value) const {
-    const ValueInfo* info = graph.value(value);
-    if (!info || !info->shape) throw ModelError("value " + value + " has no known shape (bind the model's symbols)");
-    std::vector<std::int64_t> out;
-    for (const Dim& d : *info->shape) {
-      if (d.symbolic()) throw ModelError("value " + value + " has the unbound dimension " + d.symbol);
-      out.push_back(d.value);
+  // The bound shape of value `id`; ModelError saying why when it has none.
+  const std::vector<std::int64_t>& bound_shape(std::size_t id) const {
+    if (shapes[id]) return *shapes[id];
+    const ValueInfo* info = graph.value(names[id]);
+    if (info && info->shape) {
+      for (const Dim& d : *info->shape) {
+        if (d.symbolic()) throw ModelError("value " + names[id] + " has the unbound dimension " + d.symbol);
+      }
     }
-    return out;
+    throw ModelError("value " + names[id] + " has no known shape (bind the model's symbols)");
   }
 
   ops::Params actual_params(const ModelTask& task) const {
@@ -220,7 +191,6 @@ struct Runner::Impl {
       if (step.kind == Step::Kind::task) {
         prepare_task(i, step);
         calls.push_back({&plan.tasks[step.task], tasks[i]->actual});
-        spare.expect(static_cast<std::size_t>(tasks[i]->elements.back()));
       }
     }
     // Every operator that cannot run, not just the first.
@@ -280,10 +250,11 @@ struct Runner::Impl {
     return *slot.blocked;
   }
 
-  // The value's storage back to the spare buffers; the slot empty.
+  // The slot empty; its storage goes back to the allocator, which keeps blocks by size
+  // for the next run (tensor.h: acquire_tensor_memory).
   void release(std::size_t id) {
-    spare.give(env[id].plain);
-    spare.give(env[id].blocked);
+    env[id].plain.reset();
+    env[id].blocked.reset();
   }
 
   void run_task(std::size_t index, const Step& step) {
@@ -312,7 +283,7 @@ struct Runner::Impl {
     }
     const StepArg& out_arg = step.args.back();
     Tensor out;
-    out.shape = shapes[aid.back()] ? *shapes[aid.back()] : bound_shape(out_arg.value);
+    out.shape = bound_shape(aid.back());
     if (out_arg.layout == ArgLayout::nchwc) {
       out.layout = TensorLayout::nchwc;
       out.block = plan.block;
@@ -320,7 +291,7 @@ struct Runner::Impl {
       throw ModelError(t.label + ": output " + out_arg.value + " " + shape_text(out.shape) + " has " +
                        std::to_string(out.elements()) + " elements, the kernel writes " + std::to_string(t.elements.back()));
     }
-    out.f32 = spare.take(static_cast<std::size_t>(t.elements.back()));
+    out.f32 = AlignedFloats(static_cast<std::size_t>(t.elements.back()));  // not zeroed: the kernel writes it all
     args.push_back(kestrel_arg{out.f32.data(), t.elements.back(), 0.0});
     std::int32_t rc = t.kernel(args);
     if (rc != 0) throw ModelError(t.label + ": " + kernels.describe_error(rc));
@@ -501,7 +472,7 @@ struct Runner::Impl {
       const ValueInfo& in = graph.inputs[k];
       auto it = inputs.find(in.name);
       if (it == inputs.end()) throw ModelError("no value for the model input " + in.name);
-      const auto shape = bound_shape(in.name);
+      const auto& shape = bound_shape(input_ids[k]);
       // Float inputs as f32; integer (int64, int32) and boolean ones as i64.
       const Tensor& given = it->second;
       const bool floats = in.type == ElemType::f32;

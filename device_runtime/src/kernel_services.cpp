@@ -22,6 +22,15 @@ namespace kestrel::device {
 
 namespace {
 
+// A pause in a spin loop: the hint that lets the sibling hyperthread run.
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // A lock for the scratch bookkeeping, which kernels' parallel tasks take at the same
 // moment (each packs into its own block): held for a map lookup, so a waiter spins
 // rather than sleeping in the kernel, whose wake-up would cost tens of microseconds.
@@ -30,15 +39,8 @@ class SpinLock {
   void lock() {
     while (held_.exchange(1, std::memory_order_acquire) != 0) {
       for (int i = 0; held_.load(std::memory_order_relaxed) != 0; ++i) {
-        if (i < 256) {
-#if defined(__x86_64__) || defined(__i386__)
-          __builtin_ia32_pause();
-#elif defined(__aarch64__)
-          asm volatile("yield");
-#endif
-        } else {
-          std::this_thread::yield();
-        }
+        if (i < 256) cpu_relax();
+        else std::this_thread::yield();
       }
     }
   }
@@ -72,14 +74,6 @@ struct KernelServices::Pool {
     for (auto& t : workers) t.join();
   }
 
-  static void relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-  }
-
   // Spins until finished() or the spin time is over; true when finished() held.
   template <typename Done>
   bool spin_until(Done finished) const {
@@ -87,7 +81,7 @@ struct KernelServices::Pool {
     const auto until = std::chrono::steady_clock::now() + spin;
     for (unsigned i = 1;; ++i) {
       if (finished()) return true;
-      relax();
+      cpu_relax();
       if (i % 64 == 0) {
         if (std::chrono::steady_clock::now() >= until) return finished();
         // Past the first few microseconds, give the core to any other thread that wants

@@ -23,6 +23,7 @@
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
+#include "loopback.h"
 #include "support.h"
 
 using namespace kestrel;
@@ -43,13 +44,7 @@ Listener& listener() {
 
 // A connected client socket with `bytes` written and its sending side shut.
 int send_and_shut(std::uint16_t port, std::span<const std::uint8_t> bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  fuzz::check(fd >= 0, "socket()");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  fuzz::check(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0, "connect()");
+  int fd = fuzz::connect_loopback(port);
   std::size_t sent = 0;
   while (sent < bytes.size()) {
     ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
@@ -115,6 +110,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   conn->close();
   l.io.restart();
   l.io.poll();
-  ::close(peer);
+  fuzz::close_without_time_wait(peer);
   return 0;
 }

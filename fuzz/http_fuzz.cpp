@@ -26,6 +26,7 @@
 #include "kestrel/rpc/tls.h"
 #include "kestrel/tracker/dashboard_feed.h"
 #include "kestrel/tracker/http_server.h"
+#include "loopback.h"
 #include "support.h"
 
 using namespace kestrel;
@@ -72,20 +73,10 @@ Servers& servers() {
 // Sends `bytes` on a fresh connection, shuts the sending side, and returns everything
 // the server answers until it closes. libFuzzer's SIGALRM may interrupt the calls: retry.
 std::string exchange(std::uint16_t port, std::span<const std::uint8_t> bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  fuzz::check(fd >= 0, "socket()");
+  int fd = fuzz::connect_loopback(port);
   timeval timeout{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int rc;
-  do {
-    rc = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  } while (rc != 0 && errno == EINTR);
-  fuzz::check(rc == 0, std::string("connect(): ") + std::strerror(errno));
   std::size_t sent = 0;
   while (sent < bytes.size()) {
     ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
@@ -105,7 +96,7 @@ std::string exchange(std::uint16_t port, std::span<const std::uint8_t> bytes) {
     if (n <= 0) break;  // closed (or reset after an oversized request)
     answer.append(buf, static_cast<std::size_t>(n));
   }
-  ::close(fd);
+  fuzz::close_without_time_wait(fd);
   return answer;
 }
 

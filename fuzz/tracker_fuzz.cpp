@@ -32,6 +32,7 @@
 #include "frames.h"
 #include "kestrel/base/log.h"
 #include "kestrel/tracker/tracker.h"
+#include "loopback.h"
 #include "support.h"
 
 using namespace kestrel;
@@ -46,15 +47,9 @@ constexpr int kReadTimeoutSeconds = 8;
 class RawPeer {
  public:
   explicit RawPeer(std::uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    fuzz::check(fd_ >= 0, "socket()");
+    fd_ = fuzz::connect_loopback(port);
     timeval tv{kReadTimeoutSeconds, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    fuzz::check(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0, "connect to the tracker");
   }
   ~RawPeer() { ::close(fd_); }
   RawPeer(const RawPeer&) = delete;

@@ -28,6 +28,7 @@ packages=(
   libopenblas-dev libdnnl-dev                        # `kestrel bench` compares with them; the vendor tests load libopenblas.so.0 and libdnnl.so.2 on the device
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo  # OpenCL: ICD loader (dlopened by kestrel-device), PoCL CPU driver for the OpenCL tests
   iproute2 procps                                    # process/network helpers used by e2e tests
+  openssh-server                                     # the deploy test's emulated ssh board (it starts its own sshd; where systemd runs, the package also starts one on port 22)
   chromium chromium-driver fonts-dejavu-core         # the dashboard's browser test (headless Chromium via selenium) and its screenshot's font
 )
 

@@ -203,7 +203,8 @@ remote() {
   local extra=()
   if [ "$1" = -t ]; then extra=(-t); shift; fi
   local rc=0
-  "${ssh_cmd[@]}" "${extra[@]}" "$target" "$1" 2> "$work/ssh.err" || rc=$?
+  # Through sh -c, whatever the login shell of the board's user (fish, csh).
+  "${ssh_cmd[@]}" "${extra[@]}" "$target" "sh -c $(shell_quote "$1")" 2> "$work/ssh.err" || rc=$?
   if [ "$rc" -eq 255 ]; then
     echo "deploy-board: cannot reach $target over ssh: $(grep -v '^Warning: Permanently added' "$work/ssh.err" |
       tail -2 | paste -sd ' ')" >&2
@@ -269,7 +270,7 @@ if [ "$uninstall" = no ]; then
   fi
   if [ -z "$arch" ]; then
     [ -n "$target" ] || usage_error "--to needs --arch (aarch64, armv7, riscv64 or x86_64) or --binary"
-    machine=$(remote "uname -m") || unreachable_or die "'uname -m' failed on $target"
+    machine=$(remote "uname -m" < /dev/null) || unreachable_or die "'uname -m' failed on $target"
     case "$machine" in
       aarch64 | arm64) arch=aarch64 ;;
       armv7* | armv8l) arch=armv7 ;;
@@ -352,5 +353,5 @@ remote "${tty[@]}" "$run_installer" || unreachable_or die "the install on $targe
 if [ "$uninstall" = yes ]; then
   echo "deploy-board: kestrel-device removed from $target"
 else
-  echo "deploy-board: kestrel-device ($arch) installed on $target; check it with: kestrel query --tracker $tracker${token_file:+ --token-file $token_file}"
+  echo "deploy-board: kestrel-device ($arch) installed on $target; check it with: kestrel query --tracker $tracker${token_file:+ --token-file $token_file}${tls_ca:+ --tls-ca $tls_ca}"
 fi

@@ -10,14 +10,15 @@
 # binary of another architecture and an unreachable board must fail with a clear
 # message. Also --to DIR and its install.sh.
 #   tests/deploy/deploy_board_test.sh SOURCE_DIR KESTREL_BIN KESTREL_DEVICE_BIN
-# Exits 77 (skipped) without openssh-server (scripts/setup.sh installs it).
+# Exits 77 (skipped) without openssh-server (scripts/setup.sh installs it); $KESTREL_SSHD
+# names another sshd.
 set -euo pipefail
 src=$(realpath "$1")
 kestrel=$(realpath "$2")
 device=$(realpath "$3")
 deploy="$src/scripts/deploy-board.sh"
 
-sshd=$(command -v sshd || echo /usr/sbin/sshd)
+sshd="${KESTREL_SSHD:-$(command -v sshd || echo /usr/sbin/sshd)}"
 for tool in "$sshd" ssh ssh-keygen; do
   if ! command -v "$tool" > /dev/null; then
     echo "no $tool (the openssh-server and openssh-client packages; scripts/setup.sh installs them): skipped"
@@ -283,6 +284,8 @@ expect_error "a missing token file" "no such readable file" "$board" "${deploy_a
 closed=$(free_port)
 KESTREL_DEPLOY_SSH="$ssh_base -p $closed" expect_error "an unreachable board" "cannot reach $board over ssh" \
   "$board" "${deploy_args[@]}"
+KESTREL_DEPLOY_SSH="$ssh_base -p $closed" expect_error "an unreachable board, its architecture given" \
+  "cannot reach $board over ssh" "$board" "${deploy_args[@]}" --arch x86_64
 [ ! -e "$root/usr/local/bin/kestrel-device" ] || fail "a failed deploy installed the binary"
 
 # --- --to DIR and its install.sh ----------------------------------------------------------------
@@ -300,5 +303,7 @@ grep -q "not started" install2.log || fail "install.sh under a prefix without --
 sh out/install.sh --prefix "$dir/root2" --uninstall --purge > uninstall2.log 2>&1 || fail "install.sh --uninstall: $(cat uninstall2.log)"
 [ -z "$(find root2 -type f)" ] || fail "install.sh --uninstall --purge left: $(find root2 -type f)"
 
+echo "--- what the first deploy said:"
+cat deploy1.log
 [ "$status" -eq 0 ] && echo "deploy-board.sh over ssh: installed with the right modes and settings, registered, redeployed, uninstalled; the errors are clear"
 exit $status

@@ -150,6 +150,9 @@ if [ -z "$to" ] && [ -z "$target" ]; then usage_error "no board: give [user@]boa
 if [ "$uninstall" = yes ] && [ -n "$to" ]; then
   usage_error "--uninstall works over ssh; with a --to folder run 'sudo sh install.sh --uninstall' on the board"
 fi
+if [ -n "$to" ] && { [ "$prefix" != / ] || [ -n "$systemctl_cmd" ] || [ "$no_start" = yes ]; }; then
+  usage_error "--prefix, --systemctl and --no-start act on the board: with --to, give them to install.sh there"
+fi
 case "$prefix" in /*) ;; *) usage_error "--prefix wants an absolute path on the board, not '$prefix'" ;; esac
 
 # Values that go into the unit's ExecStart line: no spaces, quotes or systemd specifiers.
@@ -260,6 +263,7 @@ pick_binary() {
     fi
     echo "deploy-board: building it: $cmd"
     "$root/scripts/build-device.sh" "$triple" ${variant:+"$variant"} || die "'$cmd' failed" 2
+    [ -f "$binary" ] || die "'$cmd' built no ${binary#"$root"/} (is KESTREL_DEVICE_BUILD_DIR set? then pass --binary)" 2
   fi
 }
 

@@ -68,7 +68,11 @@ std::int32_t ExportedLibrary::run(const ModelTask& task, const ops::Params& actu
 }
 
 BoundKernel ExportedLibrary::bind(const ModelTask& task, const ops::Params& actual) {
-  return [impl = impl_.get(), op = task.op_name(), params = impl_->params_of(task, actual)](std::span<const kestrel_arg> args) {
+  return bind(task.op_name(), impl_->params_of(task, actual));
+}
+
+BoundKernel ExportedLibrary::bind(const std::string& op, std::vector<std::int64_t> params) {
+  return [impl = impl_.get(), op, params = std::move(params)](std::span<const kestrel_arg> args) {
     std::int32_t rc = impl->dispatch(impl->services.table(), op.c_str(), params.data(), static_cast<std::int32_t>(params.size()),
                                      args.data(), static_cast<std::int32_t>(args.size()));
     impl->services.reclaim_scratch();
@@ -76,12 +80,15 @@ BoundKernel ExportedLibrary::bind(const ModelTask& task, const ops::Params& actu
   };
 }
 
+std::string ExportedLibrary::which(const std::string& op, const std::vector<std::int64_t>& params) {
+  const char* text = impl_->which(op.c_str(), params.data(), static_cast<std::int32_t>(params.size()));
+  return text ? text : "none";
+}
+
 const kestrel_services* ExportedLibrary::services() const { return impl_->services.table(); }
 
 std::string ExportedLibrary::which(const ModelTask& task, const ops::Params& actual) {
-  const std::vector<std::int64_t> params = impl_->params_of(task, actual);
-  const char* text = impl_->which(task.op_name().c_str(), params.data(), static_cast<std::int32_t>(params.size()));
-  return text ? text : "none";
+  return which(task.op_name(), impl_->params_of(task, actual));
 }
 
 std::string ExportedLibrary::describe_error(std::int32_t code) const {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/deploy/program.h"
 #include "kestrel/kernel/abi.h"
 #include "kestrel/model/tasks.h"
 #include "kestrel/ops/op.h"
@@ -24,10 +25,6 @@ struct TaskCall {
   const model::ModelTask* task = nullptr;
   ops::Params actual;
 };
-
-// One task's kernel at one workload, looked up once: runs it on the op's tensors (output
-// last) and returns run()'s code.
-using BoundKernel = std::function<std::int32_t(std::span<const kestrel_arg>)>;
 
 class KernelProvider {
  public:
@@ -70,6 +67,10 @@ class ExportedLibrary final : public KernelProvider {
   BoundKernel bind(const model::ModelTask& task, const ops::Params& actual) override;
   const kestrel_services* services() const override;
   const std::string& path() const;
+  // A lowered program's task step: its kernel by op name and params in the op's order
+  // (program.h), and which kernel that is ("tuned ...", "none").
+  BoundKernel bind(const std::string& op, std::vector<std::int64_t> params);
+  std::string which(const std::string& op, const std::vector<std::int64_t>& params);
 
  private:
   struct Impl;

@@ -1,6 +1,7 @@
 // The model runner: executes a bound Graph step by step as its Plan says, task steps with
 // a KernelProvider's kernels, the other steps with the portable implementations. Proves
-// an export (same output as ONNX Runtime) and times a model end to end.
+// an export (same output as ONNX Runtime) and times a model end to end. It lowers the
+// plan into a Program and runs it with the ProgramRunner, as a board does (program.h).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kestrel/deploy/kernel_provider.h"
+#include "kestrel/deploy/program.h"
 #include "kestrel/deploy/tensor.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
@@ -19,6 +21,12 @@ namespace kestrel::deploy {
 
 // A plan with every node a portable step (no task): the reference execution.
 model::Plan portable_plan(const model::Graph& graph);
+
+// `plan` over `graph` (bound at `symbols`, as Runner takes them) lowered into a Program
+// (program.h): values numbered, the task steps' weights packed, when each value dies.
+// Throws ModelError for a step naming no task or whose arguments do not fit its op.
+Program lower_program(const model::Graph& graph, const model::Plan& plan,
+                      const std::map<std::string, std::int64_t>& symbols = {});
 
 class Runner {
  public:
@@ -43,14 +51,14 @@ class Runner {
   // Per task step, in order: "<task key>: <which kernel>".
   std::vector<std::string> kernels_used() const;
 
-  // Seconds each step took in the last run(), layout conversions of its inputs included.
-  struct StepTime {
-    std::string step;  // a task step's key and nodes, or "<op_type> <node name>"
-    std::string kind;  // a task step's op ("gemm"), a portable step's ONNX operator ("Softmax")
-    bool task = false;
-    double seconds = 0;
-  };
+  // Seconds each step took in the last run(), layout conversions of its inputs included:
+  // step is a task step's key and nodes, or "<op_type> <node name>"; kind a task step's op
+  // ("gemm"), a portable step's ONNX operator ("Softmax").
+  using StepTime = deploy::StepTime;
   std::vector<StepTime> step_times() const;
+
+  // What runs: the plan lowered (what kestrel export --model writes as model.kprog).
+  const Program& program() const;
 
  private:
   struct Impl;

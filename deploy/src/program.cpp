@@ -1,0 +1,742 @@
+// A lowered model's file format and its execution (program.h). The execution is the
+// model runner proper: the host's Runner lowers a plan and runs it here, and so does a
+// board (model_runtime/).
+#include "kestrel/deploy/program.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "kestrel/deploy/layout.h"
+#include "kestrel/deploy/portable_ops.h"
+
+namespace kestrel::deploy {
+
+using model::ArgLayout;
+using model::ElemType;
+using model::Initializer;
+using model::ModelError;
+using model::Node;
+
+// ---------------------------------------------------------------------------------------
+// The file: "KESTRELP", u32 format version, u64 payload bytes, the payload, u64 FNV-1a of
+// the payload. Numbers little-endian; strings and arrays as u64 count + elements.
+
+namespace {
+
+constexpr char kMagic[8] = {'K', 'E', 'S', 'T', 'R', 'E', 'L', 'P'};
+constexpr std::uint32_t kFormatVersion = 1;
+// Larger counts than this are corruption, not a model (4 Gi elements).
+constexpr std::uint64_t kMaxCount = std::uint64_t{1} << 32;
+
+std::uint64_t fnv1a(const std::string& bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+class Writer {
+ public:
+  std::string out;
+
+  template <typename T>
+  void pod(T v) {
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, &v, sizeof(T));
+    if constexpr (std::endian::native == std::endian::big) std::reverse(bytes, bytes + sizeof(T));
+    out.append(reinterpret_cast<const char*>(bytes), sizeof(T));
+  }
+  void u64(std::uint64_t v) { pod(v); }
+  void i64(std::int64_t v) { pod(v); }
+  void str(const std::string& s) {
+    u64(s.size());
+    out += s;
+  }
+  template <typename T>
+  void array(std::span<const T> values) {
+    u64(values.size());
+    if constexpr (std::endian::native == std::endian::little) {
+      out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+    } else {
+      for (const T& v : values) pod(v);
+    }
+  }
+  void ints(const std::vector<std::int64_t>& v) { array<std::int64_t>(v); }
+  void sizes(const std::vector<std::size_t>& v) {
+    u64(v.size());
+    for (std::size_t x : v) u64(x == kNoValue ? ~std::uint64_t{0} : x);
+  }
+  void initializer(const Initializer& init) {
+    str(init.name);
+    pod(static_cast<std::uint8_t>(init.type));
+    ints(init.shape);
+    array<float>(init.f32);
+    ints(init.i64);
+  }
+  void node(const Node& n) {
+    str(n.name);
+    str(n.op_type);
+    str(n.domain);
+    u64(n.inputs.size());
+    for (const auto& s : n.inputs) str(s);
+    u64(n.outputs.size());
+    for (const auto& s : n.outputs) str(s);
+    u64(n.attributes.size());
+    for (const auto& [key, a] : n.attributes) {
+      str(key);
+      const std::uint8_t present = (a.i ? 1 : 0) | (a.f ? 2 : 0) | (a.s ? 4 : 0) | (a.t ? 8 : 0);
+      pod(present);
+      if (a.i) i64(*a.i);
+      if (a.f) pod(*a.f);
+      if (a.s) str(*a.s);
+      if (a.t) initializer(*a.t);
+      ints(a.ints);
+      array<float>(a.floats);
+    }
+  }
+};
+
+class Reader {
+ public:
+  Reader(const std::string& bytes, const std::string& path) : data_(bytes), path_(path) {}
+
+  [[noreturn]] void corrupt(const std::string& what) const {
+    throw ModelError(path_ + " is corrupt: " + what + " (export it again with kestrel export --model)");
+  }
+  template <typename T>
+  T pod() {
+    if (data_.size() - at_ < sizeof(T)) corrupt("it ends early");
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, data_.data() + at_, sizeof(T));
+    if constexpr (std::endian::native == std::endian::big) std::reverse(bytes, bytes + sizeof(T));
+    at_ += sizeof(T);
+    T v;
+    std::memcpy(&v, bytes, sizeof(T));
+    return v;
+  }
+  std::uint64_t u64() { return pod<std::uint64_t>(); }
+  std::int64_t i64() { return pod<std::int64_t>(); }
+  std::uint64_t count(std::size_t element_size) {
+    const std::uint64_t n = u64();
+    if (n > kMaxCount || n * element_size > data_.size() - at_) corrupt("a count past the end of the file");
+    return n;
+  }
+  std::string str() {
+    const std::uint64_t n = count(1);
+    std::string s = data_.substr(at_, n);
+    at_ += n;
+    return s;
+  }
+  template <typename T, typename Vec>
+  void array(Vec& out) {
+    const std::uint64_t n = count(sizeof(T));
+    out.resize(n);
+    for (std::uint64_t i = 0; i < n; ++i) out[i] = pod<T>();
+  }
+  std::vector<std::int64_t> ints() {
+    std::vector<std::int64_t> v;
+    array<std::int64_t>(v);
+    return v;
+  }
+  std::vector<std::size_t> sizes() {
+    const std::uint64_t n = count(8);
+    std::vector<std::size_t> v(n);
+    for (auto& x : v) {
+      const std::uint64_t raw = u64();
+      x = raw == ~std::uint64_t{0} ? kNoValue : static_cast<std::size_t>(raw);
+    }
+    return v;
+  }
+  Initializer initializer() {
+    Initializer init;
+    init.name = str();
+    const auto type = pod<std::uint8_t>();
+    if (type > static_cast<std::uint8_t>(ElemType::other)) corrupt("an unknown element type");
+    init.type = static_cast<ElemType>(type);
+    init.shape = ints();
+    array<float>(init.f32);
+    init.i64 = ints();
+    return init;
+  }
+  Node node() {
+    Node n;
+    n.name = str();
+    n.op_type = str();
+    n.domain = str();
+    for (std::uint64_t i = 0, k = count(8); i < k; ++i) n.inputs.push_back(str());
+    for (std::uint64_t i = 0, k = count(8); i < k; ++i) n.outputs.push_back(str());
+    for (std::uint64_t i = 0, k = count(8); i < k; ++i) {
+      std::string key = str();
+      model::Attribute a;
+      const auto present = pod<std::uint8_t>();
+      if (present & 1) a.i = i64();
+      if (present & 2) a.f = pod<float>();
+      if (present & 4) a.s = str();
+      if (present & 8) a.t = initializer();
+      a.ints = ints();
+      array<float>(a.floats);
+      n.attributes.emplace(std::move(key), std::move(a));
+    }
+    return n;
+  }
+  bool done() const { return at_ == data_.size(); }
+
+ private:
+  const std::string& data_;
+  const std::string& path_;
+  std::size_t at_ = 0;
+};
+
+std::string payload_of(const Program& p) {
+  Writer w;
+  w.i64(p.block);
+  w.u64(p.values.size());
+  for (const ProgramValue& v : p.values) {
+    w.str(v.name);
+    w.pod(static_cast<std::uint8_t>(v.type));
+    w.pod(static_cast<std::uint8_t>(v.shape.has_value()));
+    if (v.shape) w.ints(*v.shape);
+    w.i64(v.constant);
+  }
+  w.u64(p.constants.size());
+  for (const Initializer& c : p.constants) w.initializer(c);
+  w.u64(p.packed.size());
+  for (const AlignedFloats& f : p.packed) w.array<float>(f);
+  w.u64(p.nodes.size());
+  for (const ProgramNode& n : p.nodes) {
+    w.node(n.node);
+    w.sizes(n.in);
+    w.sizes(n.out);
+  }
+  w.u64(p.steps.size());
+  for (const ProgramStep& s : p.steps) {
+    w.pod(static_cast<std::uint8_t>(s.task));
+    w.str(s.label);
+    w.str(s.kind);
+    w.str(s.op);
+    w.ints(s.params);
+    w.u64(s.args.size());
+    for (const ProgramArg& a : s.args) {
+      w.u64(a.value);
+      w.pod(static_cast<std::uint8_t>(a.layout));
+      w.i64(a.elements);
+      w.i64(a.packed);
+    }
+    w.sizes(s.nodes);
+    w.sizes(s.frees);
+  }
+  w.sizes(p.inputs);
+  w.sizes(p.outputs);
+  return std::move(w.out);
+}
+
+// Every index in range: a file that passes the checksum but was written wrong (or by
+// hand) fails here, not as a wild read during a run.
+void check_consistent(const Program& p, Reader& r) {
+  const std::size_t values = p.values.size();
+  auto value_ok = [&](std::size_t v, bool omitted_ok) { return (omitted_ok && v == kNoValue) || v < values; };
+  for (const ProgramValue& v : p.values) {
+    if (v.constant >= static_cast<std::int64_t>(p.constants.size())) r.corrupt("value " + v.name + " names no constant");
+  }
+  for (const ProgramNode& n : p.nodes) {
+    for (std::size_t v : n.in) {
+      if (!value_ok(v, true)) r.corrupt("node " + n.node.name + " reads no value");
+    }
+    for (std::size_t v : n.out) {
+      if (!value_ok(v, true)) r.corrupt("node " + n.node.name + " writes no value");
+    }
+  }
+  for (const ProgramStep& s : p.steps) {
+    for (const ProgramArg& a : s.args) {
+      if (!value_ok(a.value, false) || a.packed >= static_cast<std::int64_t>(p.packed.size()) || a.elements < 0) {
+        r.corrupt("step " + s.label + " has an argument out of range");
+      }
+    }
+    if (s.task && s.args.empty()) r.corrupt("task step " + s.label + " has no output");
+    for (std::size_t n : s.nodes) {
+      if (n >= p.nodes.size()) r.corrupt("step " + s.label + " names no node");
+    }
+    for (std::size_t v : s.frees) {
+      if (!value_ok(v, false)) r.corrupt("step " + s.label + " frees no value");
+    }
+  }
+  for (std::size_t v : p.inputs) {
+    if (!value_ok(v, false)) r.corrupt("an input out of range");
+  }
+  for (std::size_t v : p.outputs) {
+    if (!value_ok(v, false)) r.corrupt("an output out of range");
+  }
+  if (p.block < 0 || p.block > 1024) r.corrupt("a block of " + std::to_string(p.block));
+}
+
+}  // namespace
+
+void save_program(const Program& program, const std::string& path) {
+  const std::string payload = payload_of(program);
+  Writer head;
+  head.out.append(kMagic, sizeof kMagic);
+  head.pod(kFormatVersion);
+  head.u64(payload.size());
+  Writer tail;
+  tail.u64(fnv1a(payload));
+  // Written beside and renamed: a reader never sees half a file.
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    if (!out) throw ModelError("cannot write " + partial + ": " + std::strerror(errno));
+    out << head.out << payload << tail.out;
+    out.flush();
+    if (!out) {
+      const std::string why = std::strerror(errno);
+      std::remove(partial.c_str());
+      throw ModelError("cannot write " + partial + ": " + why);
+    }
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(partial.c_str());
+    throw ModelError("cannot write " + path + ": " + why);
+  }
+}
+
+Program load_program(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelError("cannot read " + path + ": " + std::strerror(errno) + " (write it with kestrel export --model)");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Reader head(bytes, path);
+  if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+    throw ModelError(path + " is not a Kestrel model program (write one with kestrel export --model)");
+  }
+  for (std::size_t i = 0; i < sizeof kMagic; ++i) head.pod<char>();
+  const auto version = head.pod<std::uint32_t>();
+  if (version != kFormatVersion) {
+    throw ModelError(path + " is a model program of format " + std::to_string(version) + "; this runtime reads format " +
+                     std::to_string(kFormatVersion) + " (export it again with the kestrel that built this runtime)");
+  }
+  const std::uint64_t size = head.u64();
+  const std::size_t header = sizeof kMagic + 4 + 8;
+  if (size != bytes.size() - std::min(bytes.size(), header + 8) || bytes.size() < header + 8) {
+    head.corrupt("it is " + std::to_string(bytes.size()) + " bytes, its header says " + std::to_string(size + header + 8));
+  }
+  const std::string payload = bytes.substr(header, size);
+  std::uint64_t sum = 0;
+  std::memcpy(&sum, bytes.data() + header + size, 8);
+  if constexpr (std::endian::native == std::endian::big) sum = __builtin_bswap64(sum);
+  if (sum != fnv1a(payload)) head.corrupt("its checksum does not match its contents");
+
+  Reader r(payload, path);
+  Program p;
+  p.block = r.i64();
+  for (std::uint64_t i = 0, n = r.count(8); i < n; ++i) {
+    ProgramValue v;
+    v.name = r.str();
+    const auto type = r.pod<std::uint8_t>();
+    if (type > static_cast<std::uint8_t>(ElemType::other)) r.corrupt("an unknown element type");
+    v.type = static_cast<ElemType>(type);
+    if (r.pod<std::uint8_t>()) v.shape = r.ints();
+    v.constant = r.i64();
+    p.values.push_back(std::move(v));
+  }
+  for (std::uint64_t i = 0, n = r.count(8); i < n; ++i) p.constants.push_back(r.initializer());
+  for (std::uint64_t i = 0, n = r.count(8); i < n; ++i) {
+    AlignedFloats f;
+    r.array<float>(f);
+    p.packed.push_back(std::move(f));
+  }
+  for (std::uint64_t i = 0, n = r.count(8); i < n; ++i) {
+    ProgramNode node;
+    node.node = r.node();
+    node.in = r.sizes();
+    node.out = r.sizes();
+    p.nodes.push_back(std::move(node));
+  }
+  for (std::uint64_t i = 0, n = r.count(8); i < n; ++i) {
+    ProgramStep s;
+    s.task = r.pod<std::uint8_t>() != 0;
+    s.label = r.str();
+    s.kind = r.str();
+    s.op = r.str();
+    s.params = r.ints();
+    for (std::uint64_t k = 0, m = r.count(8); k < m; ++k) {
+      ProgramArg a;
+      a.value = static_cast<std::size_t>(r.u64());
+      const auto layout = r.pod<std::uint8_t>();
+      if (layout > static_cast<std::uint8_t>(ArgLayout::channel_vector)) r.corrupt("an unknown argument layout");
+      a.layout = static_cast<ArgLayout>(layout);
+      a.elements = r.i64();
+      a.packed = r.i64();
+      s.args.push_back(a);
+    }
+    s.nodes = r.sizes();
+    s.frees = r.sizes();
+    p.steps.push_back(std::move(s));
+  }
+  p.inputs = r.sizes();
+  p.outputs = r.sizes();
+  if (!r.done()) r.corrupt("bytes after its end");
+  check_consistent(p, r);
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------
+// Execution.
+
+namespace {
+
+// A value while the program runs: in the layout it was written in, plus the other layout
+// once a step asked for it.
+struct Slot {
+  std::optional<Tensor> plain;
+  std::optional<Tensor> blocked;
+};
+
+}  // namespace
+
+struct ProgramRunner::Impl {
+  std::shared_ptr<const Program> program;
+  const Program& p;
+  std::vector<BoundKernel> kernels;
+  const kestrel_services* services;
+  std::function<std::string(std::int32_t)> describe_error;
+  std::vector<std::optional<Tensor>> constants;  // by value: the constant as a plain tensor
+  std::vector<Slot> env;                         // by value
+  std::vector<std::vector<bool>> dies;           // per step, per node input: dies at this step
+  std::vector<StepTime> times;
+
+  Impl(std::shared_ptr<const Program> prog, std::vector<BoundKernel> k, const kestrel_services* s,
+       std::function<std::string(std::int32_t)> describe)
+      : program(std::move(prog)), p(*program), kernels(std::move(k)), services(s), describe_error(std::move(describe)) {
+    // Every operator that cannot run, not just the first.
+    std::vector<MissingPortable> missing;
+    for (const ProgramStep& step : p.steps) {
+      for (std::size_t n : step.nodes) {
+        const Node& node = p.nodes[n].node;
+        const bool other_domain = !node.domain.empty() && node.domain != "ai.onnx";
+        if (!other_domain && has_portable(node.op_type)) continue;
+        const std::string type = (other_domain ? node.domain + "." : "") + node.op_type;
+        auto it = std::find_if(missing.begin(), missing.end(), [&](const MissingPortable& m) { return m.op_type == type; });
+        if (it == missing.end()) missing.push_back({type, 1, node.name});
+        else ++it->nodes;
+      }
+    }
+    if (!missing.empty()) throw ModelError(missing_portable_text(missing));
+    if (kernels.size() != p.steps.size()) throw ModelError("the program has " + std::to_string(p.steps.size()) +
+                                                           " steps, its kernels " + std::to_string(kernels.size()));
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      if (p.steps[i].task && !kernels[i]) throw ModelError(p.steps[i].label + ": no kernel");
+    }
+    constants.resize(p.values.size());
+    for (std::size_t id = 0; id < p.values.size(); ++id) {
+      if (p.values[id].constant >= 0) constants[id] = Tensor::of(p.constants[static_cast<std::size_t>(p.values[id].constant)]);
+    }
+    env.resize(p.values.size());
+    times.resize(p.steps.size());
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      times[i].step = p.steps[i].label;
+      times[i].kind = p.steps[i].kind;
+      times[i].task = p.steps[i].task;
+    }
+  }
+
+  const std::string& name(std::size_t id) const { return p.values[id].name; }
+
+  const std::vector<std::int64_t>& bound_shape(std::size_t id) const {
+    if (!p.values[id].shape) throw ModelError("value " + name(id) + " has no known shape (bind the model's symbols)");
+    return *p.values[id].shape;
+  }
+
+  bool dies_at(std::size_t step, std::size_t id) const {
+    const auto& f = p.steps[step].frees;
+    return std::find(f.begin(), f.end(), id) != f.end();
+  }
+
+  const Tensor& plain_of(std::size_t id) {
+    if (constants[id]) return *constants[id];
+    Slot& slot = env[id];
+    if (!slot.plain && !slot.blocked) throw ModelError("value " + name(id) + " is read before any step wrote it");
+    if (!slot.plain) slot.plain = to_plain(*slot.blocked, services);
+    return *slot.plain;
+  }
+
+  const Tensor& blocked_of(std::size_t id) {
+    if (constants[id]) throw ModelError("value " + name(id) + " is a constant a kernel reads unpacked");
+    Slot& slot = env[id];
+    if (!slot.plain && !slot.blocked) throw ModelError("value " + name(id) + " is read before any step wrote it");
+    if (!slot.blocked || slot.blocked->block != p.block) slot.blocked = to_nchwc(*slot.plain, p.block, services);
+    return *slot.blocked;
+  }
+
+  // The slot empty; its storage goes back to the allocator, which keeps blocks by size
+  // for the next run (tensor.h: acquire_tensor_memory).
+  void release(std::size_t id) {
+    env[id].plain.reset();
+    env[id].blocked.reset();
+  }
+
+  void run_task(std::size_t index) {
+    const ProgramStep& step = p.steps[index];
+    std::vector<kestrel_arg> args;
+    const std::size_t n = step.args.size();
+    for (std::size_t a = 0; a + 1 < n; ++a) {
+      const ProgramArg& arg = step.args[a];
+      float* data = nullptr;
+      std::int64_t size = 0;
+      if (arg.packed >= 0) {
+        const AlignedFloats& packed = p.packed[static_cast<std::size_t>(arg.packed)];
+        data = const_cast<float*>(packed.data());
+        size = static_cast<std::int64_t>(packed.size());
+      } else {
+        const Tensor& v = arg.layout == ArgLayout::nchwc ? blocked_of(arg.value) : plain_of(arg.value);
+        if (v.type != ElemType::f32) throw ModelError(step.label + ": argument " + name(arg.value) + " is not float");
+        data = const_cast<float*>(v.f32.data());
+        size = static_cast<std::int64_t>(v.f32.size());
+      }
+      if (size != arg.elements) {
+        throw ModelError(step.label + ": argument " + std::to_string(a) + " (" + name(arg.value) + ") holds " +
+                         std::to_string(size) + " floats, the kernel takes " + std::to_string(arg.elements));
+      }
+      args.push_back(kestrel_arg{data, size, 0.0});
+    }
+    const ProgramArg& out_arg = step.args.back();
+    Tensor out;
+    out.shape = bound_shape(out_arg.value);
+    if (out_arg.layout == ArgLayout::nchwc) {
+      out.layout = TensorLayout::nchwc;
+      out.block = p.block;
+    } else if (out.elements() != out_arg.elements) {
+      throw ModelError(step.label + ": output " + name(out_arg.value) + " " + shape_text(out.shape) + " has " +
+                       std::to_string(out.elements()) + " elements, the kernel writes " + std::to_string(out_arg.elements));
+    }
+    out.f32 = AlignedFloats(static_cast<std::size_t>(out_arg.elements));  // not zeroed: the kernel writes it all
+    args.push_back(kestrel_arg{out.f32.data(), out_arg.elements, 0.0});
+    const std::int32_t rc = kernels[index](args);
+    if (rc != 0) throw ModelError(step.label + ": " + (describe_error ? describe_error(rc) : "error " + std::to_string(rc)));
+    release(out_arg.value);
+    Slot& slot = env[out_arg.value];
+    if (out.layout == TensorLayout::nchwc) slot.blocked = std::move(out);
+    else slot.plain = std::move(out);
+  }
+
+  // Reshape, Flatten, Squeeze, Unsqueeze and Identity of a value that dies at this step:
+  // its data moves to the output under the output's shape instead of being copied.
+  bool move_view(std::size_t index, const ProgramNode& pn) {
+    static const std::set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    if (pn.in.empty() || pn.out.size() != 1 || !views.count(pn.node.op_type)) return false;
+    const std::size_t value = pn.in[0];
+    if (value == kNoValue || constants[value] || pn.out[0] == kNoValue) return false;
+    if (std::count(pn.in.begin(), pn.in.end(), value) != 1) return false;
+    if (!dies_at(index, value)) return false;
+    if (!p.values[pn.out[0]].shape) return false;
+    std::vector<std::int64_t> shape = *p.values[pn.out[0]].shape;
+    const Tensor& source = plain_of(value);
+    if (element_count(shape) != source.elements()) return false;  // the portable step names the error
+    Slot& slot = env[value];
+    Tensor moved = std::move(*slot.plain);
+    moved.shape = std::move(shape);
+    release(value);
+    release(pn.out[0]);
+    env[pn.out[0]].plain = std::move(moved);
+    return true;
+  }
+
+  // The blocked tensor of `id` when it is held only in the blocked layout (a task wrote it
+  // and nothing has asked for it plain), else null.
+  Tensor* blocked_only(std::size_t id) {
+    if (id == kNoValue || constants[id]) return nullptr;
+    Slot& slot = env[id];
+    if (slot.plain || !slot.blocked) return nullptr;
+    Tensor* t = &*slot.blocked;
+    return t->shape.size() == 4 && t->block == p.block ? t : nullptr;
+  }
+
+  // An elementwise step whose activation operand is held only in the blocked layout runs
+  // on the blocked data and writes a blocked output (the squeeze-excite Mul between two
+  // convolutions then converts nothing): a unary operator on the data as a flat vector;
+  // Add/Sub/Mul/Div with a second operand that is blocked of the same shape, one value,
+  // or one value per channel ([1,C,1,1] or [C,1,1], zero-padded to whole blocks). The
+  // portable implementation does the arithmetic on shape views of the blocked data; lanes
+  // past C are zeroed after. False when the step does not qualify.
+  bool blocked_elementwise(const ProgramNode& pn) {
+    static const std::set<std::string> binaries = {"Add", "Sub", "Mul", "Div"};
+    static const std::set<std::string> unaries = {"Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Neg"};
+    const Node& node = pn.node;
+    const bool binary = binaries.count(node.op_type) && pn.in.size() == 2;
+    if (pn.out.size() != 1 || pn.out[0] == kNoValue) return false;
+    if (!binary && !(unaries.count(node.op_type) && pn.in.size() == 1)) return false;
+    // The blocked operand: one held blocked only, of the output's shape.
+    const auto& out_shape_opt = p.values[pn.out[0]].shape;
+    if (!out_shape_opt || out_shape_opt->size() != 4) return false;
+    const std::vector<std::int64_t>& out_shape = *out_shape_opt;
+    auto output_shaped = [&](Tensor* t) { return t && t->type == ElemType::f32 && t->shape == out_shape; };
+    std::size_t at = 0;
+    Tensor* a = blocked_only(pn.in[0]);
+    if (!output_shaped(a) && binary) {
+      at = 1;
+      a = blocked_only(pn.in[1]);
+    }
+    if (!output_shaped(a)) return false;
+    const std::int64_t n = a->shape[0], c = a->shape[1], hw = a->shape[2] * a->shape[3], block = a->block;
+    const std::int64_t blocks = (c + block - 1) / block;
+    const std::vector<std::int64_t> logical = a->shape;
+    // The shape views: flat, or [N][C/B][H*W][B] against a [1][C/B][1][B] channel vector.
+    std::vector<std::int64_t> view = {static_cast<std::int64_t>(a->f32.size())};
+    std::optional<Tensor> channels;  // the other operand padded to whole blocks
+    Tensor* other = nullptr;
+    Tensor* other_blocked = nullptr;
+    if (binary) {
+      const std::size_t id = pn.in[1 - at];
+      if (id == kNoValue) return false;
+      other_blocked = blocked_only(id);
+      if (other_blocked && (other_blocked->shape != logical || other_blocked->f32.size() != a->f32.size())) {
+        other_blocked = nullptr;  // a per-channel vector a task wrote: read it plain
+      }
+      if (!other_blocked) {
+        const Tensor& b = plain_of(id);
+        if (b.type != ElemType::f32) return false;
+        if (b.elements() == 1) {
+          channels = Tensor::floats({}, std::span<const float>(b.f32.data(), 1));
+        } else if (b.shape == std::vector<std::int64_t>{1, c, 1, 1} || b.shape == std::vector<std::int64_t>{c, 1, 1}) {
+          channels = Tensor::floats({1, blocks, 1, block});
+          std::copy(b.f32.begin(), b.f32.end(), channels->f32.begin());
+          view = {n, blocks, hw, block};
+        } else {
+          return false;
+        }
+        other = &*channels;
+      }
+    }
+    if (channels && view.size() == 4 && block % 4 == 0) {
+      Tensor result;
+      result.shape = logical;
+      result.layout = TensorLayout::nchwc;
+      result.block = block;
+      result.f32.resize(a->f32.size());
+      blocked_channel_binary(node.op_type, at == 1, a->f32.data(), channels->f32.data(), result.f32.data(), n, blocks, hw, block,
+                             services);
+      finish_blocked(pn.out[0], std::move(result), c);
+      return true;
+    }
+    // Run the portable operator on the views, then restore the operands' own shapes.
+    auto as_view = [&](Tensor& t) {
+      t.shape = view;
+      t.layout = TensorLayout::plain;
+    };
+    auto restore = [&](Tensor& t) {
+      t.shape = logical;
+      t.layout = TensorLayout::nchwc;
+    };
+    std::vector<const Tensor*> inputs(pn.in.size());
+    as_view(*a);
+    inputs[at] = a;
+    if (other_blocked) {
+      if (other_blocked != a) as_view(*other_blocked);
+      inputs[1 - at] = other_blocked;
+    } else if (binary) {
+      inputs[1 - at] = other;
+    }
+    std::vector<Tensor> out;
+    try {
+      out = run_portable(node, inputs, services);
+    } catch (...) {
+      restore(*a);
+      if (other_blocked) restore(*other_blocked);
+      throw;
+    }
+    restore(*a);
+    if (other_blocked) restore(*other_blocked);
+    Tensor result = std::move(out.at(0));
+    result.shape = logical;
+    result.layout = TensorLayout::nchwc;
+    result.block = block;
+    finish_blocked(pn.out[0], std::move(result), c);
+    return true;
+  }
+
+  // A blocked result of blocked_elementwise into its slot, its lanes past C back to zero
+  // (Sigmoid(0) is not, x / 0 is not even finite).
+  void finish_blocked(std::size_t id, Tensor result, std::int64_t c) {
+    const std::int64_t block = result.block, blocks = (c + block - 1) / block;
+    const std::int64_t n = result.shape[0], hw = result.shape[2] * result.shape[3];
+    if (c % block) {
+      for (std::int64_t i = 0; i < n * hw; ++i) {
+        float* last = result.f32.data() + ((i / hw * blocks + blocks - 1) * hw + i % hw) * block;
+        std::fill(last + c % block, last + block, 0.0f);
+      }
+    }
+    release(id);
+    env[id].blocked = std::move(result);
+  }
+
+  void run_portable_node(std::size_t index, const ProgramNode& pn) {
+    if (move_view(index, pn)) return;
+    if (blocked_elementwise(pn)) return;
+    std::vector<const Tensor*> inputs;
+    for (std::size_t id : pn.in) inputs.push_back(id == kNoValue ? nullptr : &plain_of(id));
+    std::vector<Tensor> outputs = run_portable(pn.node, inputs, services);
+    for (std::size_t j = 0; j < pn.out.size() && j < outputs.size(); ++j) {
+      if (pn.out[j] == kNoValue) continue;
+      release(pn.out[j]);
+      env[pn.out[j]].plain = std::move(outputs[j]);
+    }
+  }
+
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs) {
+    // Whatever a failed run left behind goes first.
+    for (std::size_t id = 0; id < env.size(); ++id) release(id);
+    for (std::size_t id : p.inputs) {
+      const ProgramValue& in = p.values[id];
+      auto it = inputs.find(in.name);
+      if (it == inputs.end()) throw ModelError("no value for the model input " + in.name);
+      const auto& shape = bound_shape(id);
+      // Float inputs as f32; integer (int64, int32) and boolean ones as i64.
+      const Tensor& given = it->second;
+      const bool floats = in.type == ElemType::f32;
+      const std::size_t held = floats ? given.f32.size() : given.i64.size();
+      if (given.shape != shape || given.type != (floats ? ElemType::f32 : ElemType::i64) ||
+          static_cast<std::int64_t>(held) != given.elements()) {
+        throw ModelError("model input " + in.name + " must be a plain " + (floats ? "float" : "integer") +
+                         " tensor of shape " + shape_text(shape) + ", got " +
+                         (given.type == ElemType::f32 ? "a float" : "an integer") + " tensor of shape " + shape_text(given.shape));
+      }
+      env[id].plain = to_plain(given);
+    }
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      const ProgramStep& step = p.steps[i];
+      const auto start = std::chrono::steady_clock::now();
+      if (step.task) {
+        run_task(i);
+      } else {
+        for (std::size_t n : step.nodes) run_portable_node(i, p.nodes[n]);
+      }
+      for (std::size_t dead : step.frees) release(dead);
+      times[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::map<std::string, Tensor> out;
+    for (std::size_t id : p.outputs) out[name(id)] = plain_of(id);
+    for (std::size_t id = 0; id < env.size(); ++id) release(id);
+    return out;
+  }
+};
+
+ProgramRunner::ProgramRunner(std::shared_ptr<const Program> program, std::vector<BoundKernel> kernels,
+                             const kestrel_services* services, std::function<std::string(std::int32_t)> describe_error)
+    : impl_(std::make_unique<Impl>(std::move(program), std::move(kernels), services, std::move(describe_error))) {}
+
+ProgramRunner::~ProgramRunner() = default;
+
+std::map<std::string, Tensor> ProgramRunner::run(const std::map<std::string, Tensor>& inputs) { return impl_->run(inputs); }
+
+const Program& ProgramRunner::program() const { return impl_->p; }
+
+std::vector<StepTime> ProgramRunner::step_times() const { return impl_->times; }
+
+}  // namespace kestrel::deploy

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <optional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -56,6 +57,12 @@ void print_table(const deploy::ExportReport& report, const std::string& out_dir)
   std::cout << report.kernels.size() - tuned - picked << " at the op's default) in " << out_dir << "/libkestrel_kernels.{so,a}, header kestrel_kernels.h\n";
   for (const std::string& note : report.notes) std::cout << "note: " << note << "\n";
   std::cout << (report.runtime_copied ? "" : "warning: ") << report.runtime_note << "\n";
+  if (report.program_written) {
+    std::cout << "the whole model: " << out_dir << "/" << deploy::kProgramFile << " (run it with kestrel-model-run " << out_dir
+              << " on the target, kestrel run --kernels " << out_dir << " here), libkestrel_model.so's header kestrel_model.h "
+              << "and the example kestrel_model_run.c\n"
+              << (report.model_runtime_copied ? "" : "warning: ") << report.model_runtime_note << "\n";
+  }
 }
 
 nlohmann::json report_json(const deploy::ExportReport& report, const std::string& target,
@@ -76,6 +83,10 @@ nlohmann::json report_json(const deploy::ExportReport& report, const std::string
   return {{"target", target},
           {"cost_model", cost_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(cost_model)},
           {"kernels", kernels},
+          {"program", report.program_written ? nlohmann::json(deploy::kProgramFile) : nlohmann::json(nullptr)},
+          {"model_runtime", report.program_written ? nlohmann::json({{"copied", report.model_runtime_copied},
+                                                                     {"note", report.model_runtime_note}})
+                                                   : nlohmann::json(nullptr)},
           {"files", report.files},
           {"runtime_copied", report.runtime_copied},
           {"runtime_note", report.runtime_note},
@@ -90,7 +101,10 @@ int run_export(int argc, char** argv) {
             "dimensions) compiled at its best recorded configuration, or when the task has no record at the\n"
             "cost model's pick (--cost-model) or the op's default, linked into libkestrel_kernels.so and .a with\n"
             "kestrel_kernels.h (a dispatcher by shape and one typed entry per op), the target's libkestrel_rt and a\n"
-            "manifest. See docs/export.md.");
+            "manifest. With one binding of the model's symbols (a model without any, or one size each in --buckets)\n"
+            "the whole model too: model.kprog (the plan lowered, weights packed for the target) and libkestrel_model.so\n"
+            "for the target with its header kestrel_model.h and an example program; kestrel-model-run DIR runs it on\n"
+            "the board, kestrel run --kernels DIR here. See docs/export.md.");
   args.option("db", "FILE|URI", "records database (from kestrel tune): SQLite file or PostgreSQL URI", "kestrel.db");
   args.option("model", "FILE", "the ONNX model whose tasks are exported");
   args.option("target", "TRIPLE", "the target: native, aarch64-linux-gnu, armv7a-linux-gnueabihf, ...", "native");
@@ -104,6 +118,7 @@ int run_export(int argc, char** argv) {
                                     "then the build trees beside kestrel)");
   args.option("cost-model", "FILE", "a cross-workload cost model (kestrel cost-model train): tasks with no record get its "
                                     "zero-shot pick instead of the op's default");
+  args.flag("kernels-only", "write the kernel library alone, not the whole model");
   args.flag("json", "print the report as JSON");
   try {
     if (!args.parse(argc, argv, 2)) {
@@ -143,6 +158,16 @@ int run_export(int argc, char** argv) {
       plan_options.traits = target.traits;
       plan_options.symbols = binding;
       options.plans.push_back(model::plan_model(loaded, plan_options));
+    }
+    // The whole model when its symbols have one value each.
+    std::optional<model::Graph> bound;
+    if (buckets.size() == 1 && !args.has("kernels-only")) {
+      bound = loaded.bind(buckets.front());
+      options.graph = &*bound;
+      options.symbols = buckets.front();
+    } else if (!args.has("kernels-only") && !args.has("json")) {
+      std::cerr << "kestrel export: note: " << buckets.size() << " buckets: kernels only (the whole model, model.kprog, "
+                << "needs one size per symbol: --buckets SYM=N)\n";
     }
 
     const bool json = args.has("json");

@@ -4,7 +4,11 @@
 // seeded random inputs, and reports both latencies at the same thread count. The kernels
 // are deploy/model_kernels.h, the check and the timing deploy/model_check.h; this file
 // parses the options and prints.
+#include <algorithm>
+#include <filesystem>
 #include <iomanip>
+#include <memory>
+#include <set>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -52,7 +56,8 @@ int run_model(int argc, char** argv) {
             "at any error. Exit status: 0 match, 1 mismatch or failure (an operator that cannot\n"
             "run included), 2 bad input or no ONNX Runtime (unless --no-check).");
   args.option("model", "FILE", "the ONNX model");
-  args.option("kernels", "DIR", "an exported kernel library (kestrel export -o DIR)");
+  args.option("kernels", "DIR", "an exported kernel library (kestrel export -o DIR); when the whole model was exported "
+                                "(DIR/model.kprog) that program runs, as libkestrel_model runs it on the board");
   args.option("db", "FILE|URI", "records (from kestrel tune) whose best configurations the kernels compiled here "
                                 "use; tasks without a record use the op's default");
   args.option("key", "KEY", "with --db: only records measured on devices of this pool key");
@@ -94,6 +99,7 @@ int run_model(int argc, char** argv) {
       if (!(tolerance > 0)) throw UsageError("--tolerance must be positive");
     }
     const std::string model_path = args.get("model");
+    std::shared_ptr<deploy::ModelKernels> kept_kernels;  // the runner borrows their provider
     model::Model m = model::Model::load(model_path);
     deploy::OnnxRuntime onnxruntime;
     onnxruntime.python = deploy::find_python(args.has("python") ? std::optional(args.get("python")) : std::nullopt);
@@ -120,28 +126,77 @@ int run_model(int argc, char** argv) {
         given ? deploy::inputs_from_npz(graph, *given, args.get("inputs")) : deploy::generated_inputs(graph, seed);
 
     const host::Target native = host::parse_target("native");
-    model::PlanOptions plan_options;
-    plan_options.traits = native.traits;
-    plan_options.symbols = symbols;
-    deploy::KernelSource kernel_source;
-    if (args.has("kernels")) kernel_source.exported = args.get("kernels");
-    if (args.has("db")) kernel_source.records = args.get("db");
-    kernel_source.device_key = args.get("key");
-    plan_options.block = deploy::plan_block(kernel_source, native.traits);
-    model::Plan plan = model::plan_model(m, plan_options);
-    // Every operator that cannot run, before compiling kernels for the others.
-    if (const auto missing = deploy::missing_portable(graph, plan); !missing.empty()) {
-      throw deploy::ModelRunError(graph.path + " cannot run: " + deploy::missing_portable_text(missing) +
-                                  " (kestrel tasks marks them \"cannot run\")");
+    // An export of the whole model (kestrel export --model writes model.kprog) runs as
+    // written, the code a board runs; otherwise the model is planned here.
+    const bool from_program =
+        args.has("kernels") && std::filesystem::exists(std::filesystem::path(args.get("kernels")) / deploy::kProgramFile);
+    std::unique_ptr<deploy::Runner> runner_ptr;
+    std::string kernels_text;
+    std::size_t distinct_tasks = 0, task_steps = 0, all_steps = 0;
+    std::int64_t block = 0;
+    model::Plan plan;  // planned here (not from_program); the runner's kernels borrow its tasks
+    if (from_program) {
+      const std::string program_path = (std::filesystem::path(args.get("kernels")) / deploy::kProgramFile).string();
+      runner_ptr = std::make_unique<deploy::Runner>(args.get("kernels"), static_cast<unsigned>(threads));
+      const deploy::Program& program = runner_ptr->program();
+      // The program was lowered at one binding: the run's inputs must have its shapes.
+      for (const model::ValueInfo& in : graph.inputs) {
+        auto it = std::find_if(program.inputs.begin(), program.inputs.end(),
+                               [&](std::size_t id) { return program.values[id].name == in.name; });
+        if (it == program.inputs.end()) {
+          throw UsageError(program_path + " has no input " + in.name + ": it was exported from another model");
+        }
+        const auto& shape = program.values[*it].shape;
+        if (!shape || *shape != inputs.at(in.name).shape) {
+          throw UsageError(program_path + " runs input " + in.name + " at " + (shape ? deploy::shape_text(*shape) : "?") +
+                           ", this run gives it " + deploy::shape_text(inputs.at(in.name).shape) +
+                           " (run it with --shape at the exported sizes, or export again with --buckets)");
+        }
+      }
+      std::set<std::string> distinct;
+      for (const deploy::ProgramStep& step : program.steps) {
+        if (!step.task) continue;
+        ++task_steps;
+        distinct.insert(step.op + "/" + std::to_string(step.params.size()) + [&] {
+          std::string text;
+          for (std::int64_t v : step.params) text += "," + std::to_string(v);
+          return text;
+        }());
+      }
+      distinct_tasks = distinct.size();
+      all_steps = program.steps.size();
+      block = program.block;
+      kernels_text = "the exported model " + program_path + " on " + args.get("kernels") + "/libkestrel_kernels.so";
+      if (!args.has("json")) std::cerr << "kestrel run: running the exported model " << program_path << "\n";
+    } else {
+      model::PlanOptions plan_options;
+      plan_options.traits = native.traits;
+      plan_options.symbols = symbols;
+      deploy::KernelSource kernel_source;
+      if (args.has("kernels")) kernel_source.exported = args.get("kernels");
+      if (args.has("db")) kernel_source.records = args.get("db");
+      kernel_source.device_key = args.get("key");
+      plan_options.block = deploy::plan_block(kernel_source, native.traits);
+      plan = model::plan_model(m, plan_options);
+      // Every operator that cannot run, before compiling kernels for the others.
+      if (const auto missing = deploy::missing_portable(graph, plan); !missing.empty()) {
+        throw deploy::ModelRunError(graph.path + " cannot run: " + deploy::missing_portable_text(missing) +
+                                    " (kestrel tasks marks them \"cannot run\")");
+      }
+      auto kernels = std::make_shared<deploy::ModelKernels>(
+          deploy::model_kernels(kernel_source, plan, native, static_cast<unsigned>(threads)));
+      for (const std::string& note : kernels->notes) std::cerr << "kestrel run: note: " << note << "\n";
+      kernels_text = kernels->description;
+      if (!args.has("json")) std::cerr << "kestrel run: preparing " << plan.tasks.size() << " kernels\n";
+      // From here on a model error is a failure of the run (a kernel that fails, a step that
+      // cannot execute), not of the input: deploy::ModelRunError.
+      runner_ptr = deploy::make_checked_runner(graph, plan, *kernels->provider, symbols);
+      kept_kernels = kernels;
+      distinct_tasks = plan.tasks.size();
+      for (const auto& s : plan.steps) task_steps += s.kind == model::Step::Kind::task;
+      all_steps = plan.steps.size();
+      block = plan.block;
     }
-    const deploy::ModelKernels kernels =
-        deploy::model_kernels(kernel_source, plan, native, static_cast<unsigned>(threads));
-    for (const std::string& note : kernels.notes) std::cerr << "kestrel run: note: " << note << "\n";
-    const std::string& kernels_text = kernels.description;
-    if (!args.has("json")) std::cerr << "kestrel run: preparing " << plan.tasks.size() << " kernels\n";
-    // From here on a model error is a failure of the run (a kernel that fails, a step that
-    // cannot execute), not of the input: deploy::ModelRunError.
-    const std::unique_ptr<deploy::Runner> runner_ptr = deploy::make_checked_runner(graph, plan, *kernels.provider, symbols);
     deploy::Runner& runner = *runner_ptr;
 
     const deploy::TimedRun timed = deploy::run_and_time(runner, inputs, repeat);
@@ -171,8 +226,6 @@ int run_model(int argc, char** argv) {
                 << v << "): a match with ONNX Runtime proves little about the kernels\n";
     }
 
-    std::size_t task_steps = 0;
-    for (const auto& s : plan.steps) task_steps += s.kind == model::Step::Kind::task;
     if (args.has("json")) {
       json j;
       j["model"] = model_path;
@@ -181,10 +234,11 @@ int run_model(int argc, char** argv) {
       j["machine"] = deploy::machine_description();
       j["target"] = native.to_string();
       j["kernels"] = kernels_text;
-      j["block"] = plan.block;
-      j["tasks"] = plan.tasks.size();
+      j["block"] = block;
+      j["tasks"] = distinct_tasks;
+      j["program"] = from_program;
       j["task_steps"] = task_steps;
-      j["portable_steps"] = plan.steps.size() - task_steps;
+      j["portable_steps"] = all_steps - task_steps;
       j["kernels_used"] = runner.kernels_used();
       j["tolerance"] = tolerance;
       j["checked"] = ort.available;
@@ -222,8 +276,8 @@ int run_model(int argc, char** argv) {
       std::cout << "model: " << model_path;
       for (const auto& [sym, value] : symbols) std::cout << " " << sym << "=" << value;
       std::cout << "\nmachine: " << deploy::machine_description() << ", " << native.to_string() << "\nkernels: " << kernels_text << "\n"
-                << "steps: " << task_steps << " on Kestrel kernels (" << plan.tasks.size() << " distinct), "
-                << plan.steps.size() - task_steps << " portable\n";
+                << "steps: " << task_steps << " on Kestrel kernels (" << distinct_tasks << " distinct), "
+                << all_steps - task_steps << " portable\n";
       for (const auto& [name, t] : inputs) {
         if (!given && t.type == model::ElemType::f32) continue;
         std::cout << "input " << name << " " << deploy::shape_text(t.shape) << ": "

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dispatcher.h"
+#include "kestrel/deploy/runner.h"
 #include "kestrel/host/link.h"
 #include "kestrel/records/config_choice.h"
 #include "kestrel/tuner/space.h"
@@ -28,6 +29,8 @@
 namespace kestrel::embedded {
 std::string_view kernel_abi_h();      // deploy/CMakeLists.txt: kestrel_embed
 std::string_view kernel_runtime_h();
+std::string_view kestrel_model_h();
+std::string_view kestrel_model_run_c();
 }  // namespace kestrel::embedded
 
 namespace kestrel::deploy {
@@ -250,6 +253,36 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
                           "); build it with " + build + " and copy it beside the library";
   }
 
+  // The whole model: the plan lowered, and the runtime that runs it on the target.
+  if (options.graph) {
+    if (options.plans.size() != 1) {
+      throw ModelError("export: the whole model needs one binding of its symbols, got " + std::to_string(options.plans.size()) +
+                       " buckets");
+    }
+    save_program(lower_program(*options.graph, options.plans.front(), options.symbols), (out_dir / kProgramFile).string());
+    report.files.push_back(kProgramFile);
+    report.program_written = true;
+    emit("kestrel_model.h", embedded::kestrel_model_h());
+    emit("kestrel_model_run.c", embedded::kestrel_model_run_c());
+    for (const fs::path& dir : candidates) {
+      const fs::path library = dir.parent_path() / "deploy" / "libkestrel_model.so";
+      std::error_code ec;
+      if (!fs::exists(library, ec)) continue;
+      fs::copy_file(library, out_dir / "libkestrel_model.so", fs::copy_options::overwrite_existing, ec);
+      if (ec) throw ModelError("cannot copy " + library.string() + " to " + out_dir.string() + ": " + ec.message());
+      report.files.push_back("libkestrel_model.so");
+      report.model_runtime_copied = true;
+      report.model_runtime_note = "model runtime from " + library.parent_path().string();
+      break;
+    }
+    if (!report.model_runtime_copied) {
+      const std::string build = target.native ? "cmake --build build --target kestrel_model_shared"
+                                              : "scripts/build-device.sh " + target.triple;
+      report.model_runtime_note = "no libkestrel_model.so for " + target.triple + " found; build it with " + build +
+                                  " and copy it beside model.kprog";
+    }
+  }
+
   // The manifest.
   nlohmann::json manifest;
   manifest["target"] = target.to_string();
@@ -272,6 +305,7 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
                                    {"entry", k.entry}});
     report.kernels.push_back(k);
   }
+  manifest["program"] = report.program_written ? nlohmann::json(kProgramFile) : nlohmann::json(nullptr);
   manifest["notes"] = report.notes;
   emit("manifest.json", manifest.dump(2) + "\n");
   return report;

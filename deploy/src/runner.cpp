@@ -4,6 +4,7 @@
 #include "kestrel/deploy/runner.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -186,6 +187,7 @@ Program lower_program(const Graph& graph, const Plan& plan, const std::map<std::
 
 struct Runner::Impl {
   std::shared_ptr<const Program> program;
+  std::unique_ptr<DispatchLibrary> library;  // an export's, when run from one
   std::vector<std::string> used;
   std::unique_ptr<ProgramRunner> runner;
 };
@@ -215,6 +217,18 @@ Runner::Runner(const Graph& graph, const Plan& plan, KernelProvider& kernels, st
   impl_->program = program;
   impl_->runner = std::make_unique<ProgramRunner>(program, std::move(bound), kernels.services(),
                                                   [&kernels](std::int32_t code) { return kernels.describe_error(code); });
+}
+
+Runner::Runner(const std::string& export_dir, unsigned threads) : impl_(std::make_unique<Impl>()) {
+  namespace fs = std::filesystem;
+  impl_->program = std::make_shared<const Program>(load_program((fs::path(export_dir) / kProgramFile).string()));
+  impl_->library = std::make_unique<DispatchLibrary>(export_dir, threads);
+  DispatchLibrary* library = impl_->library.get();
+  for (const ProgramStep& step : impl_->program->steps) {
+    if (step.task) impl_->used.push_back(step.label + ": " + library->which(step.op, step.params));
+  }
+  impl_->runner = std::make_unique<ProgramRunner>(impl_->program, library->bind_all(*impl_->program), library->services(),
+                                                  [library](std::int32_t code) { return library->describe_error(code); });
 }
 
 Runner::~Runner() = default;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kestrel/deploy/program.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/tasks.h"
@@ -38,6 +39,12 @@ struct ExportOptions {
   // a database without any record for the target is then no error. Null: none.
   std::shared_ptr<const tuner::CrossModel> cost_model;
   std::string cost_model_path;  // where it was loaded from, for the manifest
+  // The whole model too: with one plan and the graph it was planned from (bound at
+  // `symbols`), the plan lowered (program.h) is written as model.kprog with
+  // libkestrel_model for the target (found beside libkestrel_rt: <build>/deploy), its
+  // header kestrel_model.h and the example program kestrel_model_run.c. Null: kernels only.
+  const model::Graph* graph = nullptr;
+  std::map<std::string, std::int64_t> symbols;
 };
 
 // One kernel in the library.
@@ -57,6 +64,9 @@ struct ExportReport {
   std::vector<std::string> files;     // written, relative to out_dir
   bool runtime_copied = false;        // libkestrel_rt for the target found and copied
   std::string runtime_note;           // why not, and how to build it
+  bool program_written = false;       // model.kprog (ExportOptions::graph)
+  bool model_runtime_copied = false;  // libkestrel_model.so for the target found and copied
+  std::string model_runtime_note;     // where from, or why not and how to build it
   // What the export could not do as asked, and why: parameters that could not be made
   // run-time arguments ("softmax cols: ..., so it is compiled at 768 only"; such a kernel
   // runs for its exact shape only), records whose configuration does not fit the target.

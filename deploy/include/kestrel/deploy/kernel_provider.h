@@ -67,10 +67,6 @@ class ExportedLibrary final : public KernelProvider {
   BoundKernel bind(const model::ModelTask& task, const ops::Params& actual) override;
   const kestrel_services* services() const override;
   const std::string& path() const;
-  // A lowered program's task step: its kernel by op name and params in the op's order
-  // (program.h), and which kernel that is ("tuned ...", "none").
-  BoundKernel bind(const std::string& op, std::vector<std::int64_t> params);
-  std::string which(const std::string& op, const std::vector<std::int64_t>& params);
 
  private:
   struct Impl;

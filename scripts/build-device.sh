@@ -56,3 +56,12 @@ echo "$build/kestrel-device $size bytes ($((size / 1024)) KiB), needs: ${needed:
 # The kernel runtime exported kernel libraries ship with (kestrel export copies it).
 "$strip_tool" --strip-unneeded "$build/device_runtime/libkestrel_rt.so"
 echo "$build/device_runtime/libkestrel_rt.{a,so} $(stat -c %s "$build/device_runtime/libkestrel_rt.so") bytes (.so)"
+# The model runtime a whole-model export ships (libkestrel_model.so, kestrel_model.h) and
+# its example program; a fully static build has no dynamic loader for the kernel library.
+if [[ -z "$suffix" ]]; then
+  cmake --build "$build" -j "${KESTREL_JOBS:-2}" --target kestrel_model_shared kestrel-model-run >> "$build/build.log" 2>&1 \
+    || { tail -40 "$build/build.log" >&2; exit 1; }
+  "$strip_tool" --strip-unneeded "$build/deploy/libkestrel_model.so"
+  echo "$build/deploy/libkestrel_model.so $(stat -c %s "$build/deploy/libkestrel_model.so") bytes, needs:" \
+    "$(readelf -d "$build/deploy/libkestrel_model.so" | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); print $5}' | tr '\n' ' ')"
+fi

@@ -7,6 +7,8 @@
 #   kestrel_compare         no kestrel_tuner or XGBoost (it times given configurations)
 #   kestrel_model           no kestrel_host, kestrel_tuner or LLVM (import and planning are pure)
 #   kestrel_device_runtime  no kestrel_host, kestrel_tracker, LLVM, SQLite or XGBoost (it ships to boards)
+#   kestrel_model_runtime   none of those, and no kestrel_model (ONNX import), ONNX, protobuf, kestrel_ops,
+#                           kestrel_rpc or kestrel_records (libkestrel_model ships to boards)
 # Usage: check_layering.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 source_dir="$1"
@@ -37,5 +39,7 @@ forbid kestrel_plot kestrel_tuner XGBoost
 forbid kestrel_compare kestrel_tuner XGBoost
 forbid kestrel_model kestrel_host kestrel_tuner LLVM/Clang/LLD
 forbid kestrel_device_runtime kestrel_host kestrel_tracker LLVM/Clang/LLD SQLite XGBoost
+forbid kestrel_model_runtime kestrel_host kestrel_tracker kestrel_model kestrel_ops kestrel_rpc kestrel_records \
+  kestrel_tuner LLVM/Clang/LLD SQLite XGBoost onnx onnx_proto protobuf::libprotobuf
 [ "$status" -eq 0 ] || echo "(scripts/layering.sh $build draws what each library links directly)"
 exit $status

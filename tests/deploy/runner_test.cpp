@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include <sys/resource.h>
@@ -426,4 +429,108 @@ TEST_CASE("model: a run that fails midway leaves nothing behind for the next", "
   CHECK_THROWS_WITH(runner.run(bad), Catch::Contains("Gather") && Catch::Contains("out of range"));
   std::map<std::string, Tensor> good = {{"x", random_input({1, 8, 6, 6}, 4)}, {"idx", Tensor::ints({1}, {2})}};
   CHECK(relative_error(runner.run(good).at("y"), portable.run(good).at("y")) < 1e-4);
+}
+
+namespace {
+
+// The conv+relu+pool+gemm graph of the first test, as its plan says.
+struct SmallModel {
+  ops::Registry ops = ops::builtin_ops();
+  GraphBuilder b;
+  Plan plan;
+  SmallModel() {
+    b.input("x", {1, 5, 10, 10});
+    b.weight("w", {16, 5, 3, 3});
+    b.weight("bias", {16});
+    b.weight("fc_w", {10, 16});
+    b.weight("fc_b", {10});
+    std::size_t conv = b.node("Conv", {"x", "w", "bias"}, "c", {1, 16, 10, 10},
+                              {{"pads", ints({1, 1, 1, 1})}, {"kernel_shape", ints({3, 3})}});
+    std::size_t relu = b.node("Relu", {"c"}, "r", {1, 16, 10, 10});
+    std::size_t gap = b.node("GlobalAveragePool", {"r"}, "g", {1, 16, 1, 1});
+    std::size_t flat = b.node("Flatten", {"g"}, "f", {1, 16});
+    std::size_t gemm = b.node("Gemm", {"f", "fc_w", "fc_b"}, "y", {1, 10}, {{"transB", one(1)}});
+    b.output("y");
+    plan.block = 8;
+    add_task(plan, ops, "conv2d_nchwc", "N=1,C=5,H=10,W=10,K=16,R=3,S=3,pad=1,block=8,bias=1,act=1", {conv, relu},
+             {{"x", ArgLayout::nchwc}, {"w", ArgLayout::conv_weight}, {"bias", ArgLayout::channel_vector},
+              {"r", ArgLayout::nchwc}},
+             "Conv+Relu");
+    add_portable(plan, gap);
+    add_portable(plan, flat);
+    add_portable(plan, gemm);
+  }
+};
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+}  // namespace
+
+TEST_CASE("model: a lowered program saved and loaded runs as the runner runs the plan", "[model]") {
+  SmallModel m;
+  CompiledKernels kernels(2);
+  Runner runner(m.b.g, m.plan, kernels);
+  const Program& program = runner.program();
+  // Lowered: the weights the conv reads packed (w, bias), the ones portable Gemm reads plain.
+  CHECK(program.packed.size() == 2);
+  CHECK(program.constants.size() == 2);
+  REQUIRE(program.steps.size() == 4);
+  CHECK(program.steps[0].task);
+  CHECK(program.steps[0].op == "conv2d_nchwc");
+  CHECK(program.steps[0].args.back().layout == ArgLayout::nchwc);
+
+  char dir_template[] = "/tmp/kestrel-program-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template));
+  const std::string dir = dir_template;
+  const std::string path = dir + "/model.kprog";
+  save_program(program, path);
+  auto loaded = std::make_shared<const Program>(load_program(path));
+  // The same program: written again, the same bytes.
+  save_program(*loaded, dir + "/again.kprog");
+  CHECK(file_bytes(path) == file_bytes(dir + "/again.kprog"));
+
+  // Run from the file with the same kernels: the same outputs as the runner's.
+  std::vector<BoundKernel> bound(loaded->steps.size());
+  bound[0] = kernels.bind(m.plan.tasks[0], m.plan.tasks[0].params);
+  ProgramRunner from_file(loaded, bound, kernels.services(), [](std::int32_t code) { return std::to_string(code); });
+  const std::map<std::string, Tensor> in = {{"x", random_input({1, 5, 10, 10}, 5)}};
+  CHECK(from_file.run(in).at("y").f32 == runner.run(in).at("y").f32);
+  CHECK(from_file.step_times().size() == 4);
+
+  // A task step without a kernel is refused before any run.
+  CHECK_THROWS_WITH(ProgramRunner(loaded, std::vector<BoundKernel>(loaded->steps.size()), nullptr, {}),
+                    Catch::Contains("no kernel") && Catch::Contains("conv2d_nchwc"));
+
+  // Bad files: each a ModelError naming the file and what is wrong.
+  const std::string good = file_bytes(path);
+  const std::string bad = dir + "/bad.kprog";
+  write_bytes(bad, good.substr(0, good.size() / 2));
+  CHECK_THROWS_WITH(load_program(bad), Catch::Contains(bad) && Catch::Contains("corrupt"));
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x10;
+  write_bytes(bad, flipped);
+  CHECK_THROWS_WITH(load_program(bad), Catch::Contains("checksum"));
+  write_bytes(bad, "PK\x03\x04 not a program");
+  CHECK_THROWS_WITH(load_program(bad), Catch::Contains("not a Kestrel model program"));
+  std::string future = good;
+  future[8] = 9;  // the format version
+  write_bytes(bad, future);
+  CHECK_THROWS_WITH(load_program(bad), Catch::Contains("format 9") && Catch::Contains("reads format 1"));
+  CHECK_THROWS_WITH(load_program(dir + "/missing.kprog"), Catch::Contains("missing.kprog"));
+  // Consistent checksum, inconsistent contents (a step reading a value that does not exist).
+  Program broken = *loaded;
+  broken.steps[1].nodes = {99};
+  save_program(broken, bad);
+  CHECK_THROWS_WITH(load_program(bad), Catch::Contains("corrupt") && Catch::Contains("names no node"));
+  // A folder that cannot be written: the error names it, no partial file is left.
+  CHECK_THROWS_WITH(save_program(program, dir + "/no/such/dir/model.kprog"), Catch::Contains("cannot write"));
+  std::filesystem::remove_all(dir);
 }

@@ -434,6 +434,12 @@ class Planner {
       cand.params["K"] = k;
       cand.params["groups"] = groups;
       cand.args = {{conv.inputs[0], ArgLayout::nchwc}, {conv.inputs[1], ArgLayout::conv_weight}};
+      // Fewer channels than a block (an RGB image): the kernel reads the plain input
+      // itself, so no blocked copy of it is made.
+      if (groups == 1 && c < block_) {
+        cand.params["plain_in"] = 1;
+        cand.args[0].layout = ArgLayout::plain;
+      }
     } else if (groups == c && groups == k && w[1] == 1) {
       cand.op = "depthwise_conv2d";
       cand.args = {{conv.inputs[0], ArgLayout::nchwc}, {conv.inputs[1], ArgLayout::dw_weight}};

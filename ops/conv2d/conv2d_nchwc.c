@@ -15,7 +15,7 @@
  *   workload  CONV_N CONV_C CONV_H CONV_W CONV_K CONV_R CONV_S CONV_STRIDE CONV_PAD CONV_DILATION
  *             CONV_BLOCK (channels per block = floats per vector), optional CONV_GROUPS
  *             (default 1), CONV_BIAS CONV_RESIDUAL (0/1), CONV_ACT (0..8, KESTREL_ACT_* of
- *             kestrel/kernel/math.h)
+ *             kestrel/kernel/math.h), CONV_PLAIN_IN (0/1)
  *   CONV_OW     output columns per register tile (one broadcast input float each)
  *   CONV_OK     output-channel blocks per register tile (one weight vector each); divides
  *               the output-channel blocks of a group
@@ -29,12 +29,15 @@
  * (vector-extension variables): per input channel it loads OK weight vectors and
  * broadcasts OW input floats. Each image is first copied into a zero-padded buffer (rows
  * and columns of the padding, plus enough columns that tiles past Q compute on zeros),
- * so the inner loops have no bounds checks; lanes past C are zeroed there. When no padding
+ * so the inner loops have no bounds checks; lanes past C are zeroed there (a single partial
+ * block, an RGB input's, keeps only its C lanes). When no padding
  * is needed (e.g. 1x1 convolutions without pad) the input is read in place. Weights are
  * always read in place. The epilogue (bias, residual, activation) is applied to the
  * registers of the last input-channel pass before its store: no extra pass over the
  * output. Tensors: input, weight, [bias [K/B*B]], [residual (the output's shape)],
- * output. Returns 0, 1 when scratch memory runs out, 2 on bad arguments.
+ * output. With CONV_PLAIN_IN (C < B, no groups) the input is plain NCHW [N][C][H][W], which
+ * the padded copy gathers: an RGB image needs no blocked copy of its own. Returns 0, 1 when
+ * scratch memory runs out, 2 on bad arguments.
  */
 #include "kestrel/kernel/abi.h"
 
@@ -55,6 +58,12 @@
 #endif
 #ifndef CONV_ACT
 #define CONV_ACT 0
+#endif
+#ifndef CONV_PLAIN_IN
+#define CONV_PLAIN_IN 0
+#endif
+#if CONV_PLAIN_IN && (CONV_C >= CONV_BLOCK || CONV_GROUPS != 1)
+#error "conv2d_nchwc.c: a plain input (CONV_PLAIN_IN) needs C < block and no groups"
 #endif
 #if CONV_ACT != 0
 #include "kestrel/kernel/math.h"
@@ -87,8 +96,13 @@
 #define WP (WP_NEEDED > CONV_W + 2 * CONV_PAD ? WP_NEEDED : CONV_W + 2 * CONV_PAD) /* its columns */
 /* The input is read in place when no padding is needed at all: no zero border, no extra
  * columns for the last tile, no lanes past C that the reduction visits. */
-#define IN_PLACE (CONV_PAD == 0 && WP == CONV_W && (CONV_C % B == 0 || CONV_C < B))
-#define XROW ((int64_t)WP * B)                             /* floats per padded row */
+#define IN_PLACE (!CONV_PLAIN_IN && CONV_PAD == 0 && WP == CONV_W && (CONV_C % B == 0 || CONV_C < B))
+/* Floats of one image of the input: blocked, or plain with CONV_PLAIN_IN. */
+#define IN_IMAGE ((int64_t)(CONV_PLAIN_IN ? CONV_C : CB * B) * CONV_H * CONV_W)
+/* Floats per column of what the tiles read: B, or in a padded copy of one partial block
+ * only its C lanes (an RGB input's copy is then C/B of the size to write and to read). */
+#define XL (IN_PLACE ? B : LANES)
+#define XROW ((int64_t)WP * XL)                            /* floats per padded row */
 #define XCB ((int64_t)HP * XROW)                           /* floats per padded channel block */
 #define WRS ((int64_t)B * B)                               /* floats per (r, s) of a weight block */
 #define WKB ((int64_t)CBG * CONV_R * CONV_S * WRS)         /* floats per output-channel block */
@@ -113,7 +127,7 @@ typedef struct conv_ctx {
   const float* bias;     /* [KB*B] (CONV_BIAS) */
   const float* residual; /* the current image, [KB][P][Q][B] (CONV_RESIDUAL) */
   float* out;            /* the current image, [KB][P][Q][B] */
-  float* xp;       /* padded image, [CB][HP][WP][B] (scratch) */
+  float* xp;       /* padded image, [CB][HP][WP][XL] (scratch) */
   const float* x;  /* what the tiles read: xp, or the input itself (IN_PLACE) */
 } conv_ctx;
 
@@ -128,10 +142,17 @@ static void pad_row(int64_t t, void* p) {
   for (int64_t x = 0; x < WP; ++x) {
     int64_t wx = x - CONV_PAD;
     if (h >= 0 && h < CONV_H && wx >= 0 && wx < CONV_W) {
+#if CONV_PLAIN_IN
+      /* Gathered from the C planes of a plain image (one block: cb = 0). */
+      (void)lanes;
+      const float* src = ctx->in + (int64_t)h * CONV_W + wx;
+      for (int64_t l = 0; l < XL; ++l) dst[x * XL + l] = src[l * (int64_t)CONV_H * CONV_W];
+#else
       const float* src = ctx->in + ((cb * CONV_H + h) * CONV_W + wx) * B;
-      for (int64_t l = 0; l < B; ++l) dst[x * B + l] = l < lanes ? src[l] : 0.0f;
+      for (int64_t l = 0; l < XL; ++l) dst[x * XL + l] = l < lanes ? src[l] : 0.0f;
+#endif
     } else {
-      for (int64_t l = 0; l < B; ++l) dst[x * B + l] = 0.0f;
+      for (int64_t l = 0; l < XL; ++l) dst[x * XL + l] = 0.0f;
     }
   }
 }
@@ -147,17 +168,17 @@ INLINE void tile(const conv_ctx* ctx, int64_t kb0, int64_t cb0, int64_t cn, int6
   }
   const float* wbase = ctx->w + kb0 * WKB + cb0 * CONV_R * CONV_S * WRS;
   const int64_t group = kb0 / KBG;
-  const float* xbase = ctx->x + (group * CBG + cb0) * XCB + p * CONV_STRIDE * XROW + q0 * CONV_STRIDE * B;
+  const float* xbase = ctx->x + (group * CBG + cb0) * XCB + p * CONV_STRIDE * XROW + q0 * CONV_STRIDE * XL;
   for (int64_t c = 0; c < cn; ++c) {
     for (int r = 0; r < CONV_R; ++r) {
       for (int s = 0; s < CONV_S; ++s) {
-        const float* x = xbase + c * XCB + r * CONV_DILATION * XROW + s * CONV_DILATION * B;
+        const float* x = xbase + c * XCB + r * CONV_DILATION * XROW + s * CONV_DILATION * XL;
         const float* wv = wbase + ((c * CONV_R + r) * CONV_S + s) * WRS;
         UNROLL_COUNT(CONV_UNROLL) for (int l = 0; l < LANES; ++l) {
           vf wj[CONV_OK];
           UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) VLOAD(wj[j], wv + j * WKB + l * B);
           UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) {
-            float xv = x[q * CONV_STRIDE * B + l]; /* splat: one broadcast load */
+            float xv = x[q * CONV_STRIDE * XL + l]; /* splat: one broadcast load */
             UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) acc[q][j] += xv * wj[j];
           }
         }
@@ -246,7 +267,7 @@ KESTREL_KERNEL(svc, args, num_args) {
   for (int i = 0; i < num_args; ++i) {
     if (!args[i].data) return 2;
   }
-  if (args[0].i64 != (int64_t)CONV_N * CB * CONV_H * CONV_W * B || args[1].i64 != (int64_t)KB * WKB ||
+  if (args[0].i64 != (int64_t)CONV_N * IN_IMAGE || args[1].i64 != (int64_t)KB * WKB ||
       args[kOutArg].i64 != (int64_t)CONV_N * KB * P * Q * B ||
       (CONV_BIAS && args[kBiasArg].i64 != (int64_t)KB * B) ||
       (CONV_RESIDUAL && args[kResidualArg].i64 != args[kOutArg].i64)) {
@@ -262,7 +283,7 @@ KESTREL_KERNEL(svc, args, num_args) {
   if (!ctx.xp) return 1;
 #endif
   for (int64_t n = 0; n < CONV_N; ++n) {
-    ctx.in = (const float*)args[0].data + n * (int64_t)CB * CONV_H * CONV_W * B;
+    ctx.in = (const float*)args[0].data + n * IN_IMAGE;
     ctx.out = (float*)args[kOutArg].data + n * (int64_t)KB * P * Q * B;
     ctx.residual = CONV_RESIDUAL ? (const float*)args[kResidualArg].data + n * (int64_t)KB * P * Q * B : 0;
 #if IN_PLACE

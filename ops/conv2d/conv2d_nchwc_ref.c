@@ -4,8 +4,8 @@
  * reading only lanes of real channels. Needs CONV_{N,C,H,W,K,R,S,STRIDE,PAD,DILATION,BLOCK},
  * optional CONV_{GROUPS,BIAS,RESIDUAL,ACT}. Same arguments as conv2d_nchwc.c: input
  * [N][C/B][H][W][B], weight [K/B][C/GROUPS/B][R][S][B(c)][B(k)], [bias [K/B*B]],
- * [residual (the output's shape)], output [N][K/B][P][Q][B] (lanes past K written as 0).
- * Returns 2 on bad arguments. */
+ * [residual (the output's shape)], output [N][K/B][P][Q][B] (lanes past K written as 0);
+ * with CONV_PLAIN_IN the input is plain NCHW [N][C][H][W]. Returns 2 on bad arguments. */
 #include "kestrel/kernel/abi.h"
 
 #if !defined(CONV_N) || !defined(CONV_C) || !defined(CONV_H) || !defined(CONV_W) || !defined(CONV_K) ||  \
@@ -24,6 +24,9 @@
 #endif
 #ifndef CONV_ACT
 #define CONV_ACT 0
+#endif
+#ifndef CONV_PLAIN_IN
+#define CONV_PLAIN_IN 0
 #endif
 
 #define B CONV_BLOCK
@@ -94,7 +97,7 @@ KESTREL_KERNEL(svc, args, num_args) {
   for (int i = 0; i < num_args; ++i) {
     if (!args[i].data) return 2;
   }
-  if (args[0].i64 != (int64_t)CONV_N * CB * CONV_H * CONV_W * B ||
+  if (args[0].i64 != (int64_t)CONV_N * (CONV_PLAIN_IN ? CONV_C : CB * B) * CONV_H * CONV_W ||
       args[1].i64 != (int64_t)KB * CBG * CONV_R * CONV_S * B * B || args[kOutArg].i64 != (int64_t)CONV_N * KB * P * Q * B ||
       (CONV_BIAS && args[kBiasArg].i64 != (int64_t)KB * B) ||
       (CONV_RESIDUAL && args[kResidualArg].i64 != args[kOutArg].i64)) {
@@ -123,7 +126,8 @@ KESTREL_KERNEL(svc, args, num_args) {
               for (int64_t s = 0; s < CONV_S; ++s) {
                 int64_t x = q * CONV_STRIDE - CONV_PAD + s * CONV_DILATION;
                 if (x < 0 || x >= CONV_W) continue;
-                sum += (double)in[(((n * CB + c / B) * CONV_H + h) * CONV_W + x) * B + c % B] *
+                sum += (double)in[CONV_PLAIN_IN ? ((n * CONV_C + c) * CONV_H + h) * CONV_W + x
+                                                : (((n * CB + c / B) * CONV_H + h) * CONV_W + x) * B + c % B] *
                        (double)w[((((k / B * CBG + (c - c0) / B) * CONV_R + r) * CONV_S + s) * B + (c - c0) % B) * B +
                                  k % B];
               }

@@ -56,6 +56,8 @@ class Conv2dNchwcOp final : public Op {
     out.push_back({"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1,
                    64, 16});
     for (auto& spec : detail::conv_epilogue_params()) out.push_back(std::move(spec));
+    out.push_back({"plain_in", "1 = the input is plain NCHW [N][C][H][W] (C < block, no groups), gathered into the "
+                   "kernel's padded copy: an RGB image needs no blocked copy", 0, 1, 0, true});
     return out;
   }
 
@@ -71,14 +73,20 @@ class Conv2dNchwcOp final : public Op {
                     "of block=" + std::to_string(block) + " (C/groups=" + std::to_string(s.c / s.groups) +
                     ", K/groups=" + std::to_string(s.k / s.groups) + "); use a smaller block or conv2d");
     }
+    if (detail::param_or(p, "plain_in", 0) != 0 && (s.c >= block || s.groups != 1)) {
+      throw OpError("conv2d_nchwc: plain_in=1 needs C < block and no groups (C=" + std::to_string(s.c) +
+                    ", block=" + std::to_string(block) + ", groups=" + std::to_string(s.groups) + ")");
+    }
     detail::check_tensor_sizes(name(), tensors(p));
   }
 
   std::vector<TensorSpec> tensors(const Params& params) const override {
     ConvShape s = detail::conv_shape(params);
     std::int64_t b = params.at("block"), cb = ceil_div(s.c, b), kb = ceil_div(s.k, b);
+    const bool plain_in = detail::param_or(params, "plain_in", 0) != 0;
     std::vector<TensorSpec> out = {
-        {"input", DType::f32, Role::input, {s.n, cb, s.h, s.w, b}},
+        {"input", DType::f32, Role::input,
+         plain_in ? std::vector<std::int64_t>{s.n, s.c, s.h, s.w} : std::vector<std::int64_t>{s.n, cb, s.h, s.w, b}},
         {"weight", DType::f32, Role::input, {kb, cb / s.groups, s.r, s.s, b, b}},
     };
     std::vector<std::int64_t> output = {s.n, kb, s.p(), s.q(), b};
@@ -191,6 +199,9 @@ class Conv2dNchwcOp final : public Op {
   // every workload and configuration, in this order; all values are finite and >= 0.
   std::vector<std::pair<std::string, double>> features(const Params& params, const Config& c) const override {
     auto out = Op::features(params, c);
+    // The input's layout is left out: it changes only the padded copy, and the cost models
+    // trained before it existed keep their features.
+    std::erase_if(out, [](const auto& f) { return f.first == "param.plain_in"; });
     auto add = [&out](const char* name, double value) {
       out.emplace_back(std::string("conv2d_nchwc.") + name, value);
     };

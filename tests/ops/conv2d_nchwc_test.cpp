@@ -1,7 +1,8 @@
 // conv2d_nchwc and layout_nchwc kernel correctness: the default and random valid
 // configurations per shape against the op's blocked reference (serial and two-threaded),
 // groups and the fused epilogue (every activation, bias, residual) included; the whole
-// NCHW -> NCHWc -> convolution -> NCHW path against the NCHW conv2d reference; and
+// NCHW -> NCHWc -> convolution -> NCHW path against the NCHW conv2d reference (and an RGB
+// input read plain, plain_in); and
 // injected bugs that the comparison must catch.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -112,15 +113,8 @@ TEST_CASE("NCHW input through layout_nchwc and conv2d_nchwc matches the NCHW con
         }
       }
     }
-    std::vector<Config> configs = test::random_configs(blocked, bp, 4, 9);
-    configs.push_back(blocked.default_config(bp, test::native_traits()));
-    for (const auto& config : configs) {
-      INFO(format_config(config));
-      output_b.fill_nan();
-      auto kernel = test::Kernel::build(blocked.source(Backend::cpu, bp, config), dir.path(),
-                                        "conv" + std::to_string(&config - configs.data()));
-      run(kernel, {{input_b.data(), input_b.elements(), 0}, {weight_b.data(), weight_b.elements(), 0},
-                   {output_b.data(), output_b.elements(), 0}});
+    // Every output lane against the NCHW reference (lanes past K must be 0).
+    auto check_output = [&] {
       const double tol = conv.tolerance(p);
       std::int64_t bad = 0;
       for (std::int64_t ko = 0; ko < kb * b; ++ko) {
@@ -132,6 +126,39 @@ TEST_CASE("NCHW input through layout_nchwc and conv2d_nchwc matches the NCHW con
       }
       CHECK(bad == 0);
       CHECK(output_b.guard_intact());
+    };
+    std::vector<Config> configs = test::random_configs(blocked, bp, 4, 9);
+    configs.push_back(blocked.default_config(bp, test::native_traits()));
+    for (const auto& config : configs) {
+      INFO(format_config(config));
+      output_b.fill_nan();
+      auto kernel = test::Kernel::build(blocked.source(Backend::cpu, bp, config), dir.path(),
+                                        "conv" + std::to_string(&config - configs.data()));
+      run(kernel, {{input_b.data(), input_b.elements(), 0}, {weight_b.data(), weight_b.elements(), 0},
+                   {output_b.data(), output_b.elements(), 0}});
+      check_output();
+    }
+    if (c < b) {
+      // Fewer channels than a block: the kernel reads the plain input itself (plain_in),
+      // with no layout_nchwc before it, and must give the same output.
+      Params pp = bp;
+      pp["plain_in"] = 1;
+      REQUIRE(blocked.tensors(pp)[0].shape == std::vector<std::int64_t>{1, c, h, w});
+      std::vector<Config> plain_configs = test::random_configs(blocked, pp, 4, 10);
+      plain_configs.push_back(blocked.default_config(pp, test::native_traits()));
+      for (const auto& config : plain_configs) {
+        INFO("plain_in=1 " + format_config(config));
+        output_b.fill_nan();
+        auto kernel = test::Kernel::build(blocked.source(Backend::cpu, pp, config), dir.path(),
+                                          "plain" + std::to_string(&config - plain_configs.data()));
+        run(kernel, {{input.data(), input.elements(), 0}, {weight_b.data(), weight_b.elements(), 0},
+                     {output_b.data(), output_b.elements(), 0}});
+        check_output();
+      }
+      // Its reference agrees too, and a plain input with as many channels as a block is refused.
+      check_shape("C=3,H=15,W=13,K=20,R=7,S=7,stride=2,pad=3,plain_in=1", 11, 4);
+      CHECK_THROWS_WITH(blocked.validate(parse_params(blocked, "C=16,H=8,W=8,K=16,R=3,S=3,pad=1,plain_in=1")),
+                        Catch::Contains("plain_in=1 needs C < block"));
     }
   }
 }

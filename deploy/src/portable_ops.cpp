@@ -1525,7 +1525,7 @@ Tensor gather_nd(const Node& node, const Inputs& in) {
 const std::map<std::string, int>& portable_table() {
   static const std::map<std::string, int> table = {
       {"Conv", 0}, {"Gemm", 0}, {"MatMul", 0}, {"Add", 0}, {"Sub", 0}, {"Mul", 0}, {"Div", 0}, {"Pow", 0},
-      {"Relu", 0}, {"Clip", 0}, {"Erf", 0}, {"Sqrt", 0}, {"Sigmoid", 0}, {"Tanh", 0}, {"Exp", 0}, {"Neg", 0},
+      {"Relu", 0}, {"Clip", 0}, {"Erf", 0}, {"Gelu", 0}, {"Sqrt", 0}, {"Sigmoid", 0}, {"Tanh", 0}, {"Exp", 0}, {"Neg", 0},
       {"Softmax", 0}, {"LayerNormalization", 0}, {"BatchNormalization", 0}, {"MaxPool", 0}, {"AveragePool", 0},
       {"GlobalAveragePool", 0}, {"Flatten", 0}, {"Reshape", 0}, {"Transpose", 0}, {"Concat", 0}, {"Gather", 0},
       {"Unsqueeze", 0}, {"Squeeze", 0}, {"Shape", 0}, {"Slice", 0}, {"Cast", 0}, {"Identity", 0}, {"Dropout", 0},
@@ -1646,6 +1646,19 @@ std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tenso
   if (op == "Sqrt") return {unary(node, in, [](F4 x) { return lanes(x, [](float v) { return std::sqrt(v); }); })};
   if (op == "Sigmoid") return {unary(node, in, [](F4 x) { return sigmoid4(x); })};
   if (op == "Tanh") return {unary(node, in, [](F4 x) { return tanh4(x); })};
+  if (op == "Gelu") {
+    // ONNX's Gelu (opset 20), and what canonical_ops.h makes of torch's tanh GELU.
+    const auto it = node.attributes.find("approximate");
+    const std::string approximate = it != node.attributes.end() && it->second.s ? *it->second.s : "none";
+    if (approximate == "tanh") {
+      return {unary(node, in, [](F4 x) {
+        const F4 inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+        return 0.5f * x * (1.0f + tanh4(inner));
+      })};
+    }
+    if (approximate != "none") throw ModelError(node.name + ": Gelu approximate=\"" + approximate + "\" is not supported");
+    return {unary(node, in, [](F4 x) { return 0.5f * x * (1.0f + erf4(x * 0.7071067811865476f)); })};
+  }
   if (op == "Exp") return {unary(node, in, [](F4 x) { return exp4(x); })};
   if (op == "Neg") return {unary(node, in, [](F4 x) { return -x; })};
   if (op == "Softmax") return {softmax(node, in)};

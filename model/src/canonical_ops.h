@@ -1,7 +1,8 @@
 // Operators written in another form than the one Kestrel plans, rewritten into it when
 // the two are the same computation: torch's dynamo exporter writes global average
 // pooling (adaptive_avg_pool2d(x, 1), squeeze-excite) as ReduceMean over the spatial
-// axes with keepdims, the legacy exporter as GlobalAveragePool. Pure graph rewriting (no
+// axes with keepdims, the legacy exporter as GlobalAveragePool; both write the tanh GELU as
+// eight elementwise nodes. Pure graph rewriting (no
 // ONNX types), after shape inference.
 #pragma once
 
@@ -13,5 +14,12 @@ namespace kestrel::model {
 // become GlobalAveragePool / GlobalMaxPool (same output [N,C,1,1]). Returns the number of
 // nodes rewritten.
 int canonicalize_ops(Graph& graph);
+
+// torch's tanh GELU (GPT-2's gelu_new, nn.GELU(approximate="tanh")), exported as the eight
+// nodes of 0.5*x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), becomes one ONNX Gelu
+// node with approximate="tanh" (opset 20's): one pass over x instead of eight. Every
+// constant must match (to 1e-4 relative) and every intermediate value have no reader
+// outside the pattern. Returns the number of patterns rewritten.
+int fuse_tanh_gelu(Graph& graph);
 
 }  // namespace kestrel::model

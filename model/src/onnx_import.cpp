@@ -4,7 +4,8 @@
 // libonnx 1.12 (opset_upgrade.h), infers shapes with ONNX's shape inference and converts
 // the result into the plain structs of graph.h. Constant nodes
 // become initializers, layout nodes over constants are folded into initializers
-// (fold_constants.h), a spatial ReduceMean becomes GlobalAveragePool (canonical_ops.h)
+// (fold_constants.h), a spatial ReduceMean becomes GlobalAveragePool and torch's tanh GELU
+// one Gelu node (canonical_ops.h)
 // and a BatchNormalization after a Conv is folded (fold_batchnorm.h).
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
@@ -322,6 +323,7 @@ Graph convert(const onnx::ModelProto& proto, const std::string& path, std::int64
   }
   fold_constants(out);
   canonicalize_ops(out);
+  fuse_tanh_gelu(out);
   fold_batchnorm(out);
   return out;
 }

@@ -63,6 +63,25 @@ TEST_CASE("deploy: portable HardSigmoid and HardSwish follow ONNX's definitions"
   CHECK(has_portable("HardSigmoid"));
 }
 
+TEST_CASE("deploy: portable Gelu follows ONNX's definition, exact (erf) and approximate=tanh", "[deploy][portable]") {
+  const std::vector<float> xs = {-5, -2, -0.5f, 0, 0.3f, 1, 3, 6};
+  Tensor x = Tensor::floats({8}, xs);
+  std::vector<float> exact, approx;
+  for (float v : xs) {
+    const double d = v;
+    exact.push_back(static_cast<float>(0.5 * d * (1 + std::erf(d / std::sqrt(2.0)))));
+    approx.push_back(static_cast<float>(0.5 * d * (1 + std::tanh(std::sqrt(2 / M_PI) * (d + 0.044715 * d * d * d)))));
+  }
+  expect_floats(run1(node("Gelu"), {&x}), exact, 1e-5);
+  Node tanh_gelu = node("Gelu");
+  tanh_gelu.attributes["approximate"].s = "tanh";
+  expect_floats(run1(tanh_gelu, {&x}), approx, 1e-5);
+  Node other = node("Gelu");
+  other.attributes["approximate"].s = "sigmoid";
+  CHECK_THROWS_WITH(run1(other, {&x}), Catch::Contains("approximate=\"sigmoid\""));
+  CHECK(has_portable("Gelu"));
+}
+
 TEST_CASE("deploy: portable IsNaN, Where, comparisons and logic (booleans as 0/1 integers)", "[deploy][portable]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor x = Tensor::floats({4}, std::vector<float>{1, nan, -2, nan});

@@ -293,3 +293,58 @@ TEST_CASE("import zoo: every dynamo export of tests/data/zoo loads and plans") {
     CHECK(!untuned_has(p, "ReduceMean"));  // the CNNs' global pools and squeeze-excites
   }
 }
+
+namespace {
+
+// torch's tanh GELU as its exporters write it: 0.5*x * (1 + tanh(sqrt(2/pi) * (x + c*x^3))).
+void add_tanh_gelu(OnnxBuilder& b, const std::string& x, const std::string& y, float c, bool extra_reader) {
+  b.scalar(y + "_half", 0.5f).scalar(y + "_three", 3.0f).scalar(y + "_c", c).scalar(y + "_k", 0.7978845608f)
+      .scalar(y + "_one", 1.0f);
+  b.node("Mul", {x, y + "_half"}, {y + "_a"});
+  b.node("Pow", {x, y + "_three"}, {y + "_p"});
+  b.node("Mul", {y + "_p", y + "_c"}, {y + "_b"});
+  b.node("Add", {x, y + "_b"}, {y + "_sum"});
+  b.node("Mul", {y + "_sum", y + "_k"}, {y + "_d"});
+  b.node("Tanh", {y + "_d"}, {y + "_t"});
+  b.node("Add", {y + "_t", y + "_one"}, {y + "_e"});
+  b.node("Mul", {y + "_a", y + "_e"}, {y});
+  if (extra_reader) b.output(y + "_t");  // the tanh is read outside the pattern
+}
+
+std::size_t count_of(const kestrel::model::Graph& g, const std::string& op) {
+  std::size_t n = 0;
+  for (const auto& node : g.nodes) n += node.op_type == op;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("import zoo: torch's tanh GELU becomes one Gelu node, only when constants and readers fit") {
+  for (const char* name : {"gpt2_tiny.legacy.onnx", "gpt2_tiny.dynamo.onnx"}) {
+    INFO(name);
+    const Model model = Model::load(zoo(name));
+    CHECK(count_of(model.graph(), "Gelu") == 2);  // one per layer
+    CHECK(count_of(model.graph(), "Tanh") == 0);
+    CHECK(count_of(model.graph(), "Pow") == 0);
+    for (const auto& node : model.graph().nodes) {
+      if (node.op_type == "Gelu") CHECK(node.attributes.at("approximate").s == std::string("tanh"));
+    }
+  }
+  TempDir dir;
+  OnnxBuilder b;
+  b.input("x", {2, 8}).output("fused").output("wrong_constant").output("read_twice");
+  add_tanh_gelu(b, "x", "fused", 0.044715f, false);
+  add_tanh_gelu(b, "x", "wrong_constant", 0.05f, false);
+  add_tanh_gelu(b, "x", "read_twice", 0.044715f, true);
+  b.save(dir.file("g.onnx"));
+  const Model model = Model::load(dir.file("g.onnx"));
+  const auto& g = model.graph();
+  CHECK(count_of(g, "Gelu") == 1);
+  CHECK(count_of(g, "Tanh") == 2);
+  for (const auto& node : g.nodes) {
+    if (node.op_type == "Gelu") {
+      CHECK(node.outputs == std::vector<std::string>{"fused"});
+      CHECK(node.inputs == std::vector<std::string>{"x"});
+    }
+  }
+}

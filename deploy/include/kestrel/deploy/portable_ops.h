@@ -1,7 +1,7 @@
 // Portable C++ implementations of the ONNX operators the model runner executes without a
 // Kestrel kernel (plain row-major tensors, fp32 with float accumulation in double where
 // it matters): Conv, Gemm, MatMul, Add/Sub/Mul/Div/Pow with numpy broadcasting, Relu,
-// Clip, Erf, Sqrt, Sigmoid, Tanh, Softmax, LayerNormalization, MaxPool, AveragePool,
+// Clip, Erf, Gelu, Sqrt, Sigmoid, Tanh, Softmax, LayerNormalization, MaxPool, AveragePool,
 // GlobalAveragePool, Flatten, Reshape, Transpose, Concat, Gather, Unsqueeze, Squeeze,
 // Shape, Slice, Cast, Identity, Dropout (inference: identity), and what torch's exporters
 // write around them: HardSigmoid, HardSwish, IsNaN, Where, Equal, Less(OrEqual),

@@ -56,3 +56,40 @@ TEST_CASE("a pool destroyed right after a job, or never used, stops its threads"
   }
   SUCCEED("every pool joined its threads");
 }
+
+namespace {
+
+struct Job {
+  std::atomic<int>* current = nullptr;
+  int round = 0;
+  std::atomic<int>* stale = nullptr;  // calls that saw another round's job
+  std::atomic<int> hits{0};
+};
+
+void check_round(std::int64_t, void* arg) {
+  auto* job = static_cast<Job*>(arg);
+  if (job->round != job->current->load()) job->stale->fetch_add(1);
+  job->hits.fetch_add(1);
+}
+
+}  // namespace
+
+TEST_CASE("a pool thread that wakes after a job was drained touches none of it", "[services]") {
+  for (unsigned threads : {2u, 3u, 8u}) {
+    INFO(threads << " threads");
+    KernelServices services(threads);
+    std::atomic<int> current{0}, stale{0};
+    for (int round = 1; round <= 20000; ++round) {
+      Job job;  // the same stack slot every round: a late call would see the next round
+      job.current = &current;
+      job.stale = &stale;
+      job.round = round;
+      current.store(round);
+      kestrel_parallel_for(services.table(), 2 + round % 3, check_round, &job);
+      REQUIRE(job.hits.load() == 2 + round % 3);
+      job.round = -1;  // what a call after the return would see
+      if (round % 5000 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let them sleep
+    }
+    CHECK(stale.load() == 0);
+  }
+}

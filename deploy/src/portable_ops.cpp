@@ -1555,21 +1555,26 @@ std::vector<std::int64_t> broadcast_shape(const std::vector<std::int64_t>& a, co
 
 bool has_portable(const std::string& op_type) { return portable_table().count(op_type) != 0; }
 
-std::vector<MissingPortable> missing_portable(const model::Graph& graph, const model::Plan& plan) {
+std::vector<MissingPortable> missing_portable(const std::vector<const Node*>& nodes) {
   std::vector<MissingPortable> out;
-  for (const model::Step& step : plan.steps) {
-    if (step.kind != model::Step::Kind::portable) continue;
-    for (std::size_t n : step.nodes) {
-      const Node& node = graph.nodes.at(n);
-      const bool other_domain = !node.domain.empty() && node.domain != "ai.onnx";
-      if (!other_domain && has_portable(node.op_type)) continue;
-      const std::string type = (other_domain ? node.domain + "." : "") + node.op_type;
-      auto it = std::find_if(out.begin(), out.end(), [&](const MissingPortable& m) { return m.op_type == type; });
-      if (it == out.end()) out.push_back({type, 1, node.name});
-      else ++it->nodes;
-    }
+  for (const Node* node : nodes) {
+    const bool other_domain = !node->domain.empty() && node->domain != "ai.onnx";
+    if (!other_domain && has_portable(node->op_type)) continue;
+    const std::string type = (other_domain ? node->domain + "." : "") + node->op_type;
+    auto it = std::find_if(out.begin(), out.end(), [&](const MissingPortable& m) { return m.op_type == type; });
+    if (it == out.end()) out.push_back({type, 1, node->name});
+    else ++it->nodes;
   }
   return out;
+}
+
+std::vector<MissingPortable> missing_portable(const model::Graph& graph, const model::Plan& plan) {
+  std::vector<const Node*> nodes;
+  for (const model::Step& step : plan.steps) {
+    if (step.kind != model::Step::Kind::portable) continue;
+    for (std::size_t n : step.nodes) nodes.push_back(&graph.nodes.at(n));
+  }
+  return missing_portable(nodes);
 }
 
 std::string missing_portable_text(const std::vector<MissingPortable>& missing) {

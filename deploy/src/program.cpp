@@ -416,18 +416,11 @@ struct ProgramRunner::Impl {
        std::function<std::string(std::int32_t)> describe)
       : program(std::move(prog)), p(*program), kernels(std::move(k)), services(s), describe_error(std::move(describe)) {
     // Every operator that cannot run, not just the first.
-    std::vector<MissingPortable> missing;
+    std::vector<const Node*> portable;
     for (const ProgramStep& step : p.steps) {
-      for (std::size_t n : step.nodes) {
-        const Node& node = p.nodes[n].node;
-        const bool other_domain = !node.domain.empty() && node.domain != "ai.onnx";
-        if (!other_domain && has_portable(node.op_type)) continue;
-        const std::string type = (other_domain ? node.domain + "." : "") + node.op_type;
-        auto it = std::find_if(missing.begin(), missing.end(), [&](const MissingPortable& m) { return m.op_type == type; });
-        if (it == missing.end()) missing.push_back({type, 1, node.name});
-        else ++it->nodes;
-      }
+      for (std::size_t n : step.nodes) portable.push_back(&p.nodes[n].node);
     }
+    const std::vector<MissingPortable> missing = missing_portable(portable);
     if (!missing.empty()) throw ModelError(missing_portable_text(missing));
     if (kernels.size() != p.steps.size()) throw ModelError("the program has " + std::to_string(p.steps.size()) +
                                                            " steps, its kernels " + std::to_string(kernels.size()));

@@ -33,6 +33,8 @@ struct MissingPortable {
 // Every such operator of `plan`'s portable steps over `graph`, in order of first
 // appearance; empty when the model can run.
 std::vector<MissingPortable> missing_portable(const model::Graph& graph, const model::Plan& plan);
+// The same over the nodes a program's portable steps run (program.h).
+std::vector<MissingPortable> missing_portable(const std::vector<const model::Node*>& nodes);
 // "no portable implementation of HardSwish (19 nodes, first /features/0/HardSwish),
 // HardSigmoid (9 nodes, ...)"; "" for none.
 std::string missing_portable_text(const std::vector<MissingPortable>& missing);

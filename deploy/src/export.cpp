@@ -271,6 +271,14 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
       fs::copy_file(library, out_dir / "libkestrel_model.so", fs::copy_options::overwrite_existing, ec);
       if (ec) throw ModelError("cannot copy " + library.string() + " to " + out_dir.string() + ": " + ec.message());
       report.files.push_back("libkestrel_model.so");
+      // The example program built for the target too, when it was (it finds the library
+      // beside itself): the folder then runs as it is copied to the board.
+      const fs::path example = library.parent_path() / "kestrel-model-run";
+      if (fs::exists(example, ec)) {
+        fs::copy_file(example, out_dir / "kestrel-model-run", fs::copy_options::overwrite_existing, ec);
+        if (ec) throw ModelError("cannot copy " + example.string() + " to " + out_dir.string() + ": " + ec.message());
+        report.files.push_back("kestrel-model-run");
+      }
       report.model_runtime_copied = true;
       report.model_runtime_note = "model runtime from " + library.parent_path().string();
       break;

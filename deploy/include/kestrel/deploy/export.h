@@ -42,7 +42,8 @@ struct ExportOptions {
   // The whole model too: with one plan and the graph it was planned from (bound at
   // `symbols`), the plan lowered (program.h) is written as model.kprog with
   // libkestrel_model for the target (found beside libkestrel_rt: <build>/deploy), its
-  // header kestrel_model.h and the example program kestrel_model_run.c. Null: kernels only.
+  // header kestrel_model.h and the example program kestrel_model_run.c (and built,
+  // kestrel-model-run, when the target's build has it). Null: kernels only.
   const model::Graph* graph = nullptr;
   std::map<std::string, std::int64_t> symbols;
 };

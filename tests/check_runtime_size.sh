@@ -52,10 +52,35 @@ check() {
     done
   fi
 }
+# The model runtime a whole-model export ships (libkestrel_model.so, issue 28 part 3):
+# today's size plus about 3% (aarch64 789,680, armv7a 462,112, riscv64 629,632 bytes
+# stripped, 2026-11-28), and nothing beyond the C library.
+check_model() {
+  local dir="$1" budget="$2" library="$root/$1/deploy/libkestrel_model.so"
+  [ -f "$library" ] || return 0
+  checked=$((checked + 1))
+  local bytes lib
+  bytes=$(stat -c %s "$library")
+  if [ "$bytes" -gt "$budget" ]; then
+    echo "FAIL: $dir/deploy/libkestrel_model.so is $bytes bytes, over its budget of $budget"
+    status=1
+  else
+    echo "$dir/deploy/libkestrel_model.so: $bytes bytes (budget $budget)"
+  fi
+  for lib in $(readelf -d "$library" | awk '/NEEDED/ {gsub(/[\[\]]/, "", $5); print $5}'); do
+    if ! [[ "$lib" =~ $allowed ]]; then
+      echo "FAIL: $dir/deploy/libkestrel_model.so needs $lib: a board should need only its C library"
+      status=1
+    fi
+  done
+}
 check build-device-aarch64-linux-gnu 1630000 600000 glibc
 check build-device-aarch64-linux-gnu-static 2310000 1500000 static
 check build-device-armv7a-linux-gnueabihf 1055000 500000 glibc
 check build-device-riscv64-linux-gnu 1342000 600000 glibc
+check_model build-device-aarch64-linux-gnu 813000
+check_model build-device-armv7a-linux-gnueabihf 476000
+check_model build-device-riscv64-linux-gnu 649000
 if [ "$checked" -eq 0 ]; then
   echo "no cross-built runtime under $root (scripts/build-device.sh TRIPLE): skipped"
   exit 77

@@ -78,7 +78,10 @@ struct Program {
   std::vector<std::size_t> inputs, outputs;   // the graph's, by value
 };
 
-// Writes `program` to `path` (a versioned binary file with a checksum). Throws
+// Writes `program` to `path` (a versioned binary file with a checksum: little-endian
+// numbers, strings and arrays with their counts; program.cpp). Not Cap'n Proto, which the
+// wire protocol uses: the model runtime links no capnp (300 KB of a board build,
+// docs/device-size.md), and this file is written and read by one program's code. Throws
 // ModelError when the file cannot be written (the message names it and why).
 void save_program(const Program& program, const std::string& path);
 // Reads a file save_program wrote. Throws ModelError naming the file: missing, not a

@@ -153,6 +153,12 @@ Program lower_program(const Graph& graph, const Plan& plan, const std::map<std::
         }
         out.args.push_back(pa);
       }
+      // What the step's nodes read counts as read here too (as the plan's nodes say).
+      for (std::size_t n : step.nodes) {
+        for (const auto& name : graph.nodes.at(n).inputs) {
+          if (!name.empty() && !graph.initializer(name)) read_at(id_of(name), i);
+        }
+      }
     } else {
       for (std::size_t n : step.nodes) {
         const Node& node = graph.nodes.at(n);

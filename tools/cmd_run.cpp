@@ -130,11 +130,11 @@ int run_model(int argc, char** argv) {
     // written, the code a board runs; otherwise the model is planned here.
     const bool from_program =
         args.has("kernels") && std::filesystem::exists(std::filesystem::path(args.get("kernels")) / deploy::kProgramFile);
+    model::Plan plan;  // planned here (not from_program); the runner's kernels borrow its tasks
     std::unique_ptr<deploy::Runner> runner_ptr;
     std::string kernels_text;
     std::size_t distinct_tasks = 0, task_steps = 0, all_steps = 0;
     std::int64_t block = 0;
-    model::Plan plan;  // planned here (not from_program); the runner's kernels borrow its tasks
     if (from_program) {
       const std::string program_path = (std::filesystem::path(args.get("kernels")) / deploy::kProgramFile).string();
       runner_ptr = std::make_unique<deploy::Runner>(args.get("kernels"), static_cast<unsigned>(threads));
@@ -157,11 +157,9 @@ int run_model(int argc, char** argv) {
       for (const deploy::ProgramStep& step : program.steps) {
         if (!step.task) continue;
         ++task_steps;
-        distinct.insert(step.op + "/" + std::to_string(step.params.size()) + [&] {
-          std::string text;
-          for (std::int64_t v : step.params) text += "," + std::to_string(v);
-          return text;
-        }());
+        std::string key = step.op;
+        for (std::int64_t v : step.params) key += "," + std::to_string(v);
+        distinct.insert(key);
       }
       distinct_tasks = distinct.size();
       all_steps = program.steps.size();

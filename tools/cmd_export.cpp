@@ -57,9 +57,12 @@ void print_table(const deploy::ExportReport& report, const std::string& out_dir)
   std::cout << report.kernels.size() - tuned - picked << " at the op's default) in " << out_dir << "/libkestrel_kernels.{so,a}, header kestrel_kernels.h\n";
   for (const std::string& note : report.notes) std::cout << "note: " << note << "\n";
   std::cout << (report.runtime_copied ? "" : "warning: ") << report.runtime_note << "\n";
-  if (report.program_written) {
-    std::cout << "the whole model: " << out_dir << "/" << deploy::kProgramFile << " (run it with kestrel-model-run " << out_dir
-              << " on the target, kestrel run --kernels " << out_dir << " here), libkestrel_model.so's header kestrel_model.h "
+  if (!report.programs.empty()) {
+    std::cout << "the whole model: ";
+    for (std::size_t i = 0; i < report.programs.size(); ++i) std::cout << (i ? ", " : "") << out_dir << "/" << report.programs[i];
+    std::cout << " (run it with kestrel-model-run " << out_dir;
+    if (report.programs.size() > 1) std::cout << " --program " << report.programs.back();
+    std::cout << " on the target, kestrel run --kernels " << out_dir << " here), libkestrel_model.so's header kestrel_model.h "
               << "and the example kestrel_model_run.c\n"
               << (report.model_runtime_copied ? "" : "warning: ") << report.model_runtime_note << "\n";
   }
@@ -83,10 +86,10 @@ nlohmann::json report_json(const deploy::ExportReport& report, const std::string
   return {{"target", target},
           {"cost_model", cost_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(cost_model)},
           {"kernels", kernels},
-          {"program", report.program_written ? nlohmann::json(deploy::kProgramFile) : nlohmann::json(nullptr)},
-          {"model_runtime", report.program_written ? nlohmann::json({{"copied", report.model_runtime_copied},
-                                                                     {"note", report.model_runtime_note}})
-                                                   : nlohmann::json(nullptr)},
+          {"programs", report.programs},
+          {"model_runtime", report.programs.empty() ? nlohmann::json(nullptr)
+                                                    : nlohmann::json({{"copied", report.model_runtime_copied},
+                                                                      {"note", report.model_runtime_note}})},
           {"files", report.files},
           {"runtime_copied", report.runtime_copied},
           {"runtime_note", report.runtime_note},
@@ -101,10 +104,10 @@ int run_export(int argc, char** argv) {
             "dimensions) compiled at its best recorded configuration, or when the task has no record at the\n"
             "cost model's pick (--cost-model) or the op's default, linked into libkestrel_kernels.so and .a with\n"
             "kestrel_kernels.h (a dispatcher by shape and one typed entry per op), the target's libkestrel_rt and a\n"
-            "manifest. With one binding of the model's symbols (a model without any, or one size each in --buckets)\n"
-            "the whole model too: model.kprog (the plan lowered, weights packed for the target) and libkestrel_model.so\n"
-            "for the target with its header kestrel_model.h and an example program; kestrel-model-run DIR runs it on\n"
-            "the board, kestrel run --kernels DIR here. See docs/export.md.");
+            "manifest; and the whole model: model.kprog (the plan lowered, weights packed for the target; one\n"
+            "model.<binding>.kprog per bucket of a model with symbols) and libkestrel_model.so for the target with its\n"
+            "header kestrel_model.h and an example program; kestrel-model-run DIR [--program FILE] runs it on the\n"
+            "board, kestrel run --kernels DIR here. See docs/export.md.");
   args.option("db", "FILE|URI", "records database (from kestrel tune): SQLite file or PostgreSQL URI", "kestrel.db");
   args.option("model", "FILE", "the ONNX model whose tasks are exported");
   args.option("target", "TRIPLE", "the target: native, aarch64-linux-gnu, armv7a-linux-gnueabihf, ...", "native");
@@ -159,15 +162,15 @@ int run_export(int argc, char** argv) {
       plan_options.symbols = binding;
       options.plans.push_back(model::plan_model(loaded, plan_options));
     }
-    // The whole model when its symbols have one value each.
-    std::optional<model::Graph> bound;
-    if (buckets.size() == 1 && !args.has("kernels-only")) {
-      bound = loaded.bind(buckets.front());
-      options.graph = &*bound;
-      options.symbols = buckets.front();
-    } else if (!args.has("kernels-only") && !args.has("json")) {
-      std::cerr << "kestrel export: note: " << buckets.size() << " buckets: kernels only (the whole model, model.kprog, "
-                << "needs one size per symbol: --buckets SYM=N)\n";
+    // The whole model: one program per bucket.
+    std::vector<model::Graph> bound;
+    if (!args.has("kernels-only")) {
+      bound.reserve(buckets.size());
+      for (const model::Binding& binding : buckets) {
+        bound.push_back(loaded.bind(binding));
+        options.graphs.push_back(&bound.back());
+        options.bindings.push_back(binding);
+      }
     }
 
     const bool json = args.has("json");

@@ -57,7 +57,8 @@ int run_model(int argc, char** argv) {
             "run included), 2 bad input or no ONNX Runtime (unless --no-check).");
   args.option("model", "FILE", "the ONNX model");
   args.option("kernels", "DIR", "an exported kernel library (kestrel export -o DIR); when the whole model was exported "
-                                "(DIR/model.kprog) that program runs, as libkestrel_model runs it on the board");
+                                "(DIR/model.kprog, or a bucket's DIR/model.<binding>.kprog at this run's sizes) that "
+                                "program runs, as libkestrel_model runs it on the board");
   args.option("db", "FILE|URI", "records (from kestrel tune) whose best configurations the kernels compiled here "
                                 "use; tasks without a record use the op's default");
   args.option("key", "KEY", "with --db: only records measured on devices of this pool key");
@@ -126,20 +127,28 @@ int run_model(int argc, char** argv) {
         given ? deploy::inputs_from_npz(graph, *given, args.get("inputs")) : deploy::generated_inputs(graph, seed);
 
     const host::Target native = host::parse_target("native");
-    // An export of the whole model (kestrel export --model writes model.kprog) runs as
-    // written, the code a board runs; otherwise the model is planned here.
-    const bool from_program =
-        args.has("kernels") && std::filesystem::exists(std::filesystem::path(args.get("kernels")) / deploy::kProgramFile);
+    // An export of the whole model (model.kprog, or this run's bucket's
+    // model.<binding>.kprog) runs as written, the code a board runs; otherwise the model
+    // is planned here.
+    std::string program_name;
+    if (args.has("kernels")) {
+      const std::filesystem::path dir = args.get("kernels");
+      if (std::filesystem::exists(dir / deploy::kProgramFile)) program_name = deploy::kProgramFile;
+      else if (!symbols.empty() && std::filesystem::exists(dir / deploy::program_file(symbols))) program_name = deploy::program_file(symbols);
+    }
+    bool from_program = !program_name.empty();
     model::Plan plan;  // planned here (not from_program); the runner's kernels borrow its tasks
     std::unique_ptr<deploy::Runner> runner_ptr;
     std::string kernels_text;
     std::size_t distinct_tasks = 0, task_steps = 0, all_steps = 0;
     std::int64_t block = 0;
     if (from_program) {
-      const std::string program_path = (std::filesystem::path(args.get("kernels")) / deploy::kProgramFile).string();
-      runner_ptr = std::make_unique<deploy::Runner>(args.get("kernels"), static_cast<unsigned>(threads));
-      const deploy::Program& program = runner_ptr->program();
-      // The program was lowered at one binding: the run's inputs must have its shapes.
+      const std::string program_path = (std::filesystem::path(args.get("kernels")) / program_name).string();
+      auto candidate = std::make_unique<deploy::Runner>(args.get("kernels"), static_cast<unsigned>(threads), program_name);
+      const deploy::Program& program = candidate->program();
+      // The program was lowered at one binding: it runs only inputs of its shapes; at
+      // other sizes the model is planned here on the library's kernels (bucket dispatch).
+      std::string mismatch;
       for (const model::ValueInfo& in : graph.inputs) {
         auto it = std::find_if(program.inputs.begin(), program.inputs.end(),
                                [&](std::size_t id) { return program.values[id].name == in.name; });
@@ -147,12 +156,22 @@ int run_model(int argc, char** argv) {
           throw UsageError(program_path + " has no input " + in.name + ": it was exported from another model");
         }
         const auto& shape = program.values[*it].shape;
-        if (!shape || *shape != inputs.at(in.name).shape) {
-          throw UsageError(program_path + " runs input " + in.name + " at " + (shape ? deploy::shape_text(*shape) : "?") +
-                           ", this run gives it " + deploy::shape_text(inputs.at(in.name).shape) +
-                           " (run it with --shape at the exported sizes, or export again with --buckets)");
+        if (mismatch.empty() && (!shape || *shape != inputs.at(in.name).shape)) {
+          mismatch = "input " + in.name + " at " + (shape ? deploy::shape_text(*shape) : "?") + ", this run gives it " +
+                     deploy::shape_text(inputs.at(in.name).shape);
         }
       }
+      if (mismatch.empty()) {
+        runner_ptr = std::move(candidate);
+      } else {
+        from_program = false;
+        std::cerr << "kestrel run: note: " << program_path << " runs " << mismatch
+                  << ": the model is planned here, on the library's kernels\n";
+      }
+    }
+    if (from_program) {
+      const std::string program_path = (std::filesystem::path(args.get("kernels")) / program_name).string();
+      const deploy::Program& program = runner_ptr->program();
       std::set<std::string> distinct;
       for (const deploy::ProgramStep& step : program.steps) {
         if (!step.task) continue;

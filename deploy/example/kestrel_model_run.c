@@ -1,8 +1,9 @@
 /* kestrel-model-run: the example program `kestrel export --model` ships. Runs an export
  * folder's model with libkestrel_model (kestrel_model.h) and reports its latency.
  *
- *   kestrel-model-run DIR [--threads N] [--repeat R] [--input NAME=FILE]... [--outputs OUTDIR]
+ *   kestrel-model-run DIR [--program FILE] [--threads N] [--repeat R] [--input NAME=FILE]... [--outputs OUTDIR]
  *
+ * --program picks one program of the folder (a bucket's model.seq=32.kprog); default model.kprog.
  * Inputs are raw files in the input's type and shape, little-endian (numpy:
  * array.astype(np.float32).tofile(FILE)); an input without a file gets values from a fixed
  * pseudo-random sequence (floats in [-1, 1), integers 0). With --outputs each output is
@@ -22,7 +23,8 @@ static size_t elements_of(const int64_t* dims, int rank) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: kestrel-model-run DIR [--threads N] [--repeat R] [--input NAME=FILE]... [--outputs OUTDIR]\n");
+  fprintf(stderr,
+          "usage: kestrel-model-run DIR [--program FILE] [--threads N] [--repeat R] [--input NAME=FILE]... [--outputs OUTDIR]\n");
   return 2;
 }
 
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   const char* dir = argv[1];
   int threads = 1, repeat = 10;
   const char* out_dir = NULL;
+  const char* program = NULL;
   const char* files[64] = {0};
   const char* names[64] = {0};
   int given = 0;
@@ -39,6 +42,8 @@ int main(int argc, char** argv) {
       threads = atoi(argv[++a]);
     } else if (strcmp(argv[a], "--repeat") == 0 && a + 1 < argc) {
       repeat = atoi(argv[++a]);
+    } else if (strcmp(argv[a], "--program") == 0 && a + 1 < argc) {
+      program = argv[++a];
     } else if (strcmp(argv[a], "--outputs") == 0 && a + 1 < argc) {
       out_dir = argv[++a];
     } else if (strcmp(argv[a], "--input") == 0 && a + 1 < argc && given < 64) {
@@ -55,7 +60,7 @@ int main(int argc, char** argv) {
   if (threads < 1 || repeat < 1) return usage();
 
   char error[1024];
-  kestrel_model* model = kestrel_model_open(dir, threads, error, sizeof error);
+  kestrel_model* model = kestrel_model_open_program(dir, program, threads, error, sizeof error);
   if (!model) {
     fprintf(stderr, "kestrel-model-run: %s\n", error);
     return 1;
@@ -117,8 +122,8 @@ int main(int argc, char** argv) {
       if (s < best) best = s;
     }
   }
-  printf("model: %s, %d input%s, %d output%s, %d thread%s\n", dir, n_in, n_in == 1 ? "" : "s", n_out, n_out == 1 ? "" : "s",
-         threads, threads == 1 ? "" : "s");
+  printf("model: %s%s%s, %d input%s, %d output%s, %d thread%s\n", dir, program ? "/" : "", program ? program : "", n_in,
+         n_in == 1 ? "" : "s", n_out, n_out == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
   printf("latency: mean %.3f ms, best %.3f ms over %d runs\n", total / repeat * 1e3, best * 1e3, repeat);
   for (int i = 0; i < n_out; ++i) {
     int64_t dims[16];

@@ -254,14 +254,16 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
   }
 
   // The whole model: the plan lowered, and the runtime that runs it on the target.
-  if (options.graph) {
-    if (options.plans.size() != 1) {
-      throw ModelError("export: the whole model needs one binding of its symbols, got " + std::to_string(options.plans.size()) +
-                       " buckets");
+  if (!options.graphs.empty()) {
+    if (options.graphs.size() != options.plans.size() || options.bindings.size() != options.plans.size()) {
+      throw ModelError("export: the whole model needs a graph and a binding per plan (a bug)");
     }
-    save_program(lower_program(*options.graph, options.plans.front(), options.symbols), (out_dir / kProgramFile).string());
-    report.files.push_back(kProgramFile);
-    report.program_written = true;
+    for (std::size_t i = 0; i < options.plans.size(); ++i) {
+      const std::string name = options.plans.size() == 1 ? kProgramFile : program_file(options.bindings[i]);
+      save_program(lower_program(*options.graphs[i], options.plans[i], options.bindings[i]), (out_dir / name).string());
+      report.files.push_back(name);
+      report.programs.push_back(name);
+    }
     emit("kestrel_model.h", embedded::kestrel_model_h());
     emit("kestrel_model_run.c", embedded::kestrel_model_run_c());
     for (const fs::path& dir : candidates) {
@@ -313,7 +315,7 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
                                    {"entry", k.entry}});
     report.kernels.push_back(k);
   }
-  manifest["program"] = report.program_written ? nlohmann::json(kProgramFile) : nlohmann::json(nullptr);
+  manifest["programs"] = report.programs;
   manifest["notes"] = report.notes;
   emit("manifest.json", manifest.dump(2) + "\n");
   return report;

@@ -62,11 +62,30 @@ int shape_of(const ProgramValue* v, int64_t* dims, int max_dims) {
 extern "C" {
 
 kestrel_model* kestrel_model_open(const char* dir, int threads, char* error, size_t error_size) {
+  return kestrel_model_open_program(dir, nullptr, threads, error, error_size);
+}
+
+kestrel_model* kestrel_model_open_program(const char* dir, const char* program, int threads, char* error,
+                                          size_t error_size) {
   try {
     if (!dir) throw std::invalid_argument("no folder given");
     if (threads < 1) throw std::invalid_argument("threads must be at least 1, got " + std::to_string(threads));
     auto model = std::make_unique<kestrel_model>();
-    const std::string program_path = (std::filesystem::path(dir) / kestrel::deploy::kProgramFile).string();
+    const std::string program_path =
+        (std::filesystem::path(dir) / (program ? program : kestrel::deploy::kProgramFile)).string();
+    if (!program && !std::filesystem::exists(program_path)) {
+      // A model exported at several sizes of its symbols: say which programs there are.
+      std::string found;
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.starts_with("model.") && name.ends_with(".kprog")) found += (found.empty() ? "" : ", ") + name;
+      }
+      if (!found.empty()) {
+        throw std::invalid_argument(program_path + " does not exist: the model was exported at several sizes; open one of " +
+                                    found + " (kestrel_model_open_program, kestrel-model-run --program)");
+      }
+    }
     model->program = std::make_shared<const Program>(kestrel::deploy::load_program(program_path));
     for (const auto* ids : {&model->program->inputs, &model->program->outputs}) {
       for (std::size_t id : *ids) {

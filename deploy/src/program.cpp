@@ -280,6 +280,12 @@ void check_consistent(const Program& p, Reader& r) {
 
 }  // namespace
 
+std::string program_file(const std::map<std::string, std::int64_t>& binding) {
+  std::string text;
+  for (const auto& [symbol, value] : binding) text += (text.empty() ? "" : ",") + symbol + "=" + std::to_string(value);
+  return "model." + text + ".kprog";
+}
+
 void save_program(const Program& program, const std::string& path) {
   const std::string payload = payload_of(program);
   Writer head;

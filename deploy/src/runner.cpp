@@ -225,9 +225,10 @@ Runner::Runner(const Graph& graph, const Plan& plan, KernelProvider& kernels, st
                                                   [&kernels](std::int32_t code) { return kernels.describe_error(code); });
 }
 
-Runner::Runner(const std::string& export_dir, unsigned threads) : impl_(std::make_unique<Impl>()) {
+Runner::Runner(const std::string& export_dir, unsigned threads, const std::string& program)
+    : impl_(std::make_unique<Impl>()) {
   namespace fs = std::filesystem;
-  impl_->program = std::make_shared<const Program>(load_program((fs::path(export_dir) / kProgramFile).string()));
+  impl_->program = std::make_shared<const Program>(load_program((fs::path(export_dir) / program).string()));
   impl_->library = std::make_unique<DispatchLibrary>(export_dir, threads);
   DispatchLibrary* library = impl_->library.get();
   for (const ProgramStep& step : impl_->program->steps) {

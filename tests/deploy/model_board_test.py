@@ -32,7 +32,10 @@ BOARDS = {
 # A CNN of torchvision's (Conv+HardSwish, squeeze-excite, blocked layout) and a
 # transformer of Hugging Face's (token-id and mask inputs: int64), as the legacy exporter
 # writes them.
-MODELS = ["mobilenet_v3_small_w025.legacy", "bert_tiny.legacy"]
+# (model, --buckets, the program to run): a model with symbols exported at two sizes gets
+# one program per bucket, and the example runs the one of the zoo's inputs.
+MODELS = [("mobilenet_v3_small_w025.legacy", None, "model.kprog"), ("bert_tiny.legacy", None, "model.kprog"),
+          ("bert_tiny_dyn.legacy", "batch=1;sequence=8,16", "model.batch=1,sequence=16.kprog")]
 TOLERANCE = 1e-3  # of the largest magnitude of ONNX Runtime's output, as kestrel run
 
 
@@ -94,15 +97,19 @@ def main():
         db = os.path.join(tmp, "tune.db")
         must([kestrel, "records", "import", "--db", db, os.path.join(tmp, "records.jsonl")])
 
-        for name in MODELS:
+        for name, buckets, program_name in MODELS:
             model = os.path.join(source, "tests", "data", "zoo", name + ".onnx")
             arrays = np.load(os.path.join(source, "tests", "data", "zoo", name + ".npz"))
             out = os.path.join(tmp, name)
             must([kestrel, "export", "--db", db, "--model", model, "--target", board["triple"], "-o", out,
-                  "--runtime-dir", os.path.join(build, "device_runtime")])
-            for f in ["model.kprog", "libkestrel_model.so", "kestrel_model.h", "kestrel_model_run.c",
+                  "--runtime-dir", os.path.join(build, "device_runtime")] + (["--buckets", buckets] if buckets else []))
+            for f in [program_name, "libkestrel_model.so", "kestrel_model.h", "kestrel_model_run.c",
                       "libkestrel_kernels.so", "kestrel-model-run"]:
                 assert os.path.exists(os.path.join(out, f)), f + " was not exported"
+            if buckets:
+                assert os.path.exists(os.path.join(out, "model.batch=1,sequence=8.kprog")), "a bucket's program is missing"
+                assert not os.path.exists(os.path.join(out, "model.kprog"))
+            select = ["--program", program_name] if buckets else []
             prefix = []
             if board["qemu"]:
                 prefix = [board["qemu"]]
@@ -114,10 +121,10 @@ def main():
             built = os.path.join(out, "example-built")
             must([board["gcc"], "-std=c11", "-O2", "-Wall", "-Werror", os.path.join(out, "kestrel_model_run.c"),
                   "-o", built, "-L" + out, "-lkestrel_model", "-Wl,-rpath,$ORIGIN"])
-            must(prefix + [built, out, "--repeat", "1"])
+            must(prefix + [built, out, "--repeat", "1"] + select)
 
             # The zoo's inputs as raw files, in the types the program takes.
-            info = must(prefix + [program, out, "--repeat", "1"]).stdout
+            info = must(prefix + [program, out, "--repeat", "1"] + select).stdout
             print(info)
             inputs = []
             for key in arrays.files:
@@ -130,7 +137,7 @@ def main():
                 inputs += ["--input", key[len("input:"):] + "=" + path]
             results = os.path.join(tmp, name + ".outputs")
             os.makedirs(results)
-            ran = must(prefix + [program, out, "--repeat", "2", "--outputs", results] + inputs).stdout
+            ran = must(prefix + [program, out, "--repeat", "2", "--outputs", results] + select + inputs).stdout
             print(ran)
             checked = 0
             for line in ran.splitlines():
@@ -161,8 +168,12 @@ def main():
                 assert report["ok"] is True and report["npz_outputs"], report
                 assert all(o["ok"] for o in report["npz_outputs"]), report["npz_outputs"]
 
+        # Several programs and none named: the error lists them.
+        out = os.path.join(tmp, MODELS[2][0])
+        r = run(prefix + [os.path.join(out, "kestrel-model-run"), out])
+        assert r.returncode == 1 and "model.batch=1,sequence=16.kprog" in r.stderr and "--program" in r.stderr, r.stderr
         # Bad artifacts: clear errors, exit 1, never a crash.
-        out = os.path.join(tmp, MODELS[0])
+        out = os.path.join(tmp, MODELS[0][0])
         program = os.path.join(out, "kestrel-model-run")
         kprog = os.path.join(out, "model.kprog")
         with open(kprog, "r+b") as f:
@@ -180,7 +191,7 @@ def main():
         os.remove(kprog)
         r = run(prefix + [program, out])
         assert r.returncode == 1 and "model.kprog" in r.stderr and "kestrel export" in r.stderr, r.stderr
-        out = os.path.join(tmp, MODELS[1])
+        out = os.path.join(tmp, MODELS[1][0])
         program = os.path.join(out, "kestrel-model-run")
         os.remove(os.path.join(out, "libkestrel_kernels.so"))
         r = run(prefix + [program, out])

@@ -39,13 +39,14 @@ struct ExportOptions {
   // a database without any record for the target is then no error. Null: none.
   std::shared_ptr<const tuner::CrossModel> cost_model;
   std::string cost_model_path;  // where it was loaded from, for the manifest
-  // The whole model too: with one plan and the graph it was planned from (bound at
-  // `symbols`), the plan lowered (program.h) is written as model.kprog with
-  // libkestrel_model for the target (found beside libkestrel_rt: <build>/deploy), its
-  // header kestrel_model.h and the example program kestrel_model_run.c (and built,
-  // kestrel-model-run, when the target's build has it). Null: kernels only.
-  const model::Graph* graph = nullptr;
-  std::map<std::string, std::int64_t> symbols;
+  // The whole model too: per plan, the graph it was planned from (bound at the plan's
+  // binding, `bindings`), lowered (program.h) and written as model.kprog (one plan) or
+  // model.<binding>.kprog each (several), with libkestrel_model for the target (found
+  // beside libkestrel_rt: <build>/deploy), its header kestrel_model.h and the example
+  // program kestrel_model_run.c (and built, kestrel-model-run, when the target's build has
+  // it). Empty: kernels only.
+  std::vector<const model::Graph*> graphs;
+  std::vector<std::map<std::string, std::int64_t>> bindings;
 };
 
 // One kernel in the library.
@@ -65,7 +66,7 @@ struct ExportReport {
   std::vector<std::string> files;     // written, relative to out_dir
   bool runtime_copied = false;        // libkestrel_rt for the target found and copied
   std::string runtime_note;           // why not, and how to build it
-  bool program_written = false;       // model.kprog (ExportOptions::graph)
+  std::vector<std::string> programs;  // model.kprog, or model.<binding>.kprog per bucket (ExportOptions::graphs)
   bool model_runtime_copied = false;  // libkestrel_model.so for the target found and copied
   std::string model_runtime_note;     // where from, or why not and how to build it
   // What the export could not do as asked, and why: parameters that could not be made

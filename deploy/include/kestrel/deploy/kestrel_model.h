@@ -35,10 +35,15 @@ typedef struct kestrel_model kestrel_model;
 /* Element types of inputs and outputs. */
 enum { KESTREL_MODEL_FLOAT32 = 0, KESTREL_MODEL_INT64 = 1 };
 
-/* Opens the export folder `dir` with a pool of `threads` threads (>= 1). NULL on failure,
- * with the reason in error[0..error_size) (a missing or corrupt model.kprog, a kernel
- * library that does not load, an operator this runtime cannot run). */
+/* Opens the export folder `dir` (its model.kprog) with a pool of `threads` threads (>= 1).
+ * NULL on failure, with the reason in error[0..error_size) (a missing or corrupt program,
+ * a kernel library that does not load, an operator this runtime cannot run). */
 KESTREL_MODEL_API kestrel_model* kestrel_model_open(const char* dir, int threads, char* error, size_t error_size);
+/* The same for one program of the folder: `program` is its file name, e.g. a bucket's
+ * "model.seq=32.kprog" when the model was exported at several sizes of its symbols
+ * (NULL: model.kprog). */
+KESTREL_MODEL_API kestrel_model* kestrel_model_open_program(const char* dir, const char* program, int threads, char* error,
+                                                            size_t error_size);
 KESTREL_MODEL_API void kestrel_model_close(kestrel_model* model);
 
 KESTREL_MODEL_API int kestrel_model_input_count(const kestrel_model* model);

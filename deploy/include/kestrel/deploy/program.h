@@ -27,8 +27,11 @@
 
 namespace kestrel::deploy {
 
-// The file a Program is written to, in an export's folder.
+// The file a Program is written to, in an export's folder: model.kprog for a model
+// exported at one binding of its symbols, model.<binding>.kprog for each bucket of one
+// exported at several ("model.seq=32.kprog"; program_file()).
 inline constexpr const char* kProgramFile = "model.kprog";
+std::string program_file(const std::map<std::string, std::int64_t>& binding);
 
 struct ProgramValue {
   std::string name;

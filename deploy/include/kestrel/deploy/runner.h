@@ -39,11 +39,12 @@ class Runner {
   // step of an operator with no portable implementation) and from kernels.prepare().
   Runner(const model::Graph& graph, const model::Plan& plan, KernelProvider& kernels,
          std::map<std::string, std::int64_t> symbols = {});
-  // An exported whole model: `<dir>/model.kprog` run on `<dir>/libkestrel_kernels.so` on a
-  // pool of `threads` threads, the code a board runs (libkestrel_model). Throws
-  // ModelError for a missing or corrupt program, a library that does not load or lacks
-  // a kernel the program names, an operator with no portable implementation.
-  Runner(const std::string& export_dir, unsigned threads);
+  // An exported whole model: `<dir>/<program>` (model.kprog, or a bucket's
+  // model.<binding>.kprog) run on `<dir>/libkestrel_kernels.so` on a pool of `threads`
+  // threads, the code a board runs (libkestrel_model). Throws ModelError for a missing or
+  // corrupt program, a library that does not load or lacks a kernel the program names, an
+  // operator with no portable implementation.
+  Runner(const std::string& export_dir, unsigned threads, const std::string& program = kProgramFile);
   ~Runner();
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;

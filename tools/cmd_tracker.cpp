@@ -45,6 +45,13 @@ int run_tracker(int argc, char** argv) {
               "1000");
   args.option("max-pending-connections", "N", "connections still in the handshake at most", "64");
   args.option("max-pending-per-address", "N", "connections in the handshake from one address at most", "16");
+  args.option("max-client-connections", "N",
+              "authenticated client connections at most; the rest of --max-connections is kept for devices",
+              "3/4 of --max-connections");
+  args.option("max-client-connections-per-address", "N", "authenticated client connections from one address at most",
+              "64");
+  args.option("relay-window-mb", "MB",
+              "relayed bytes queued toward one peer before the tracker stops reading from the sender", "16");
   args.option("max-queued-per-client", "N", "queued device requests per client at most", "64");
   args.option("max-queued-total", "N", "queued device requests in all at most", "10000");
   args.option("http", "PORT", "serve the dashboard (page, JSON API, /metrics) on PORT; 0 picks a free one; off by default");
@@ -62,8 +69,12 @@ int run_tracker(int argc, char** argv) {
       "Caps: a connection past --max-connections gets an \"overloaded\" failure and is closed\n"
       "at once; past --max-pending-connections or --max-pending-per-address, the oldest\n"
       "connection still in the handshake is closed so (a stalled one: real peers finish in\n"
-      "milliseconds). A request past --max-queued-per-client or --max-queued-total fails as\n"
-      "\"overloaded\".\n"
+      "milliseconds). A client past --max-client-connections or\n"
+      "--max-client-connections-per-address gets \"overloaded\" in place of its welcome, so\n"
+      "one client token cannot take the connections devices need. A request past\n"
+      "--max-queued-per-client or --max-queued-total fails as \"overloaded\". Relayed\n"
+      "traffic is flow-controlled: once --relay-window-mb wait for a peer, the tracker stops\n"
+      "reading from whoever sends to it until half of that is out.\n"
       "\n"
       "Without --token-file, anyone who can reach the port may use the pool, so the tracker\n"
       "listens on loopback only unless --insecure-no-token is given.\n"
@@ -128,6 +139,12 @@ int run_tracker(int argc, char** argv) {
     limits.max_connections = static_cast<std::size_t>(args.get_int("max-connections", 1000, 1, 1'000'000));
     limits.max_pending_connections = static_cast<std::size_t>(args.get_int("max-pending-connections", 64, 1, 100'000));
     limits.max_pending_per_address = static_cast<std::size_t>(args.get_int("max-pending-per-address", 16, 1, 100'000));
+    if (args.has("max-client-connections")) {
+      limits.max_client_connections = static_cast<std::size_t>(args.get_int("max-client-connections", 750, 1, 1'000'000));
+    }
+    limits.max_client_connections_per_address =
+        static_cast<std::size_t>(args.get_int("max-client-connections-per-address", 64, 1, 1'000'000));
+    limits.relay_window_bytes = static_cast<std::size_t>(args.get_int("relay-window-mb", 16, 1, 4096)) << 20;
     limits.queue.max_queued_per_client = static_cast<std::size_t>(args.get_int("max-queued-per-client", 64, 1, 1'000'000));
     limits.queue.max_queued_total = static_cast<std::size_t>(args.get_int("max-queued-total", 10'000, 1, 10'000'000));
     if (args.has("http")) {

@@ -41,6 +41,9 @@ struct DeviceAgent::Impl {
   std::shared_ptr<rpc::Connection> conn;
   std::shared_ptr<const rpc::TlsContext> tls;  // made on the first connect; null: plain
   bool stopping = false;
+  // Whether the current connection is TLS with the tracker's certificate checked.
+  bool channel_verified = false;
+  std::uint64_t unauthenticated_rejections = 0;
   Clock::time_point last_seen;
   // Answers the session traffic of every lease; outlives connections (modules stay).
   SessionServer sessions{executor, info, [this](LeaseId lease, const rpc::Payload& payload) {
@@ -56,10 +59,21 @@ struct DeviceAgent::Impl {
         co_await connect_and_serve(backoff);
         why = "connection closed";
       } catch (const RpcError& e) {
-        // Only a rejection for good (wrong token, other protocol version) ends the agent.
+        // A rejection for good (wrong token, other protocol version) ends the agent only
+        // when it is authenticated: it came through TLS whose certificate --tls-ca
+        // vouched for. Anything else may come from anyone on the path (a forged failure
+        // frame, or the tracker's rejection of someone else relayed), so it is retried.
         if (rpc::is_permanent(e.code())) {
-          log::error(kLog, e.what());
-          throw;
+          if (channel_verified) {
+            log::error(kLog, e.what());
+            throw;
+          }
+          ++unauthenticated_rejections;
+          log::error(kLog, e.what(), " [not authenticated: ",
+                     options.tls.disabled ? "without TLS"
+                                          : "the tracker's certificate was not checked (no --tls-ca)",
+                     ", so anyone on the path could have sent it; retrying (rejection ",
+                     unauthenticated_rejections, ")]");
         }
         why = e.what();
       } catch (const kj::Exception& e) {
@@ -88,8 +102,12 @@ struct DeviceAgent::Impl {
     rpc::tcp::socket socket =
         co_await rpc::connect_to(options.tracker.host, options.tracker.port, options.connect_timeout);
     if (stopping) co_return;
+    channel_verified = false;
     conn = co_await rpc::connect_transport(std::move(socket), tls, options.connection, options.connect_timeout,
                                            options.tracker.to_string());
+    // The TLS handshake checked the tracker's certificate against --tls-ca: what
+    // arrives on this connection comes from the tracker.
+    channel_verified = conn->uses_tls() && !options.tls.ca_file.empty();
     if (stopping) {
       conn->close();
       co_return;
@@ -100,6 +118,9 @@ struct DeviceAgent::Impl {
     hs.token = options.token ? &*options.token : nullptr;
     hs.timeout = options.connect_timeout;
     rpc::Welcomed welcomed = co_await rpc::perform_handshake(conn, hs);
+    // With a token, the tracker proved it on this channel (TLS or frame MACs): from now
+    // on its failures are its own.
+    if (options.token) channel_verified = true;
     if (stopping) {
       conn->close();
       co_return;
@@ -154,6 +175,7 @@ struct DeviceAgent::Impl {
     switch (root.which()) {
       case wire::Frame::REGISTERED:
         stats.registered = true;
+        unauthenticated_rejections = 0;
         stats.device_id = DeviceId(root.getRegistered().getDeviceId());
         ++stats.registrations;
         backoff = options.initial_backoff;

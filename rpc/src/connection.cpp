@@ -51,7 +51,8 @@ Connection::Connection(tcp::socket socket, std::unique_ptr<TlsStream> tls, Conne
       options_(options),
       wake_(socket_.get_executor(), asio::steady_timer::time_point::max()),
       body_deadline_(socket_.get_executor()),
-      grace_(socket_.get_executor()) {
+      grace_(socket_.get_executor()),
+      drain_(socket_.get_executor()) {
   std::error_code ec;
   auto remote = this->socket().remote_endpoint(ec);
   peer_ = ec ? std::string("?") : str(remote.address().to_string(), ":", remote.port());
@@ -222,6 +223,14 @@ bool Connection::send(FrameBytes frame) {
 
 bool Connection::send(capnp::MessageBuilder& message) { return send(encode_frame(message)); }
 
+awaitable<void> Connection::drained(std::size_t bytes) {
+  auto self = shared_from_this();
+  while (!closed_ && queued_bytes_ > bytes) {
+    drain_.expires_at(asio::steady_timer::time_point::max());
+    co_await drain_.async_wait(use_nothrow);
+  }
+}
+
 void Connection::close_after_flush(std::chrono::milliseconds grace) {
   if (closing_ || closed_) return;
   closing_ = true;
@@ -246,6 +255,7 @@ void Connection::close() {
   grace_.cancel();
   queue_.clear();
   queued_bytes_ = 0;
+  drain_.cancel();
 }
 
 awaitable<void> Connection::write_loop() {
@@ -264,6 +274,7 @@ awaitable<void> Connection::write_loop() {
     FrameBytes frame = std::move(queue_.front());
     queue_.pop_front();
     queued_bytes_ -= frame.size();
+    drain_.cancel();  // whoever waits in drained() looks again
     std::error_code ec;
     if (tls_) {
       std::tie(ec, std::ignore) = co_await tls_->write(asio::buffer(frame));

@@ -136,6 +136,10 @@ awaitable<PeerHello> accept_handshake(std::shared_ptr<Connection> conn, const Tr
     }
     tracker_mac = compute_mac(*token, kTrackerProofLabel, peer.role, tracker_nonce, peer_nonce, binding);
   }
+  if (options.admit) {
+    std::string refusal = options.admit(peer.role);
+    if (!refusal.empty()) reject(*conn, ErrorCode::overloaded, refusal);
+  }
 
   capnp::MallocMessageBuilder builder;
   auto welcome = builder.initRoot<wire::Frame>().initWelcome();

@@ -256,6 +256,11 @@ const PoolLease* Pool::lease(LeaseId id) const {
   return it == leases_.end() ? nullptr : &it->second;
 }
 
+std::size_t Pool::leases_held(ConnectionId client) const {
+  auto it = leases_by_client_.find(client);
+  return it == leases_by_client_.end() ? 0 : it->second.size();
+}
+
 const PoolLease* Pool::lease_of(ConnectionId client, LeaseId id) const {
   const PoolLease* found = lease(id);
   return found && found->client == client ? found : nullptr;

@@ -73,6 +73,13 @@ struct Tracker::Impl {
     Clock::time_point last_seen;
     std::string close_reason;   // set when the tracker decides to drop the peer
     DeviceId device;            // device role, once registered
+    asio::ip::address remote;
+    // Not read from while the other end of its relay catches up (flow control); its
+    // silence is then the tracker's doing, not a sign of a dead peer.
+    bool held_back = false;
+    // A client: when it last held a lease (it may send large frames until a grace
+    // period after that; kLargeFrameGrace).
+    std::optional<Clock::time_point> last_lease;
     std::string describe() const {
       return str(role == wire::Role::DEVICE ? "device" : "client", " ", name.empty() ? "?" : name, " (",
                  conn->peer(), ")");
@@ -113,6 +120,11 @@ struct Tracker::Impl {
   std::size_t open = 0;
   std::size_t pending = 0;
   std::map<asio::ip::address, std::size_t> pending_by_address;
+  // Authenticated clients, in all and by address (the rest of the cap is for devices).
+  std::size_t client_cap = 0;
+  std::size_t clients_open = 0;
+  std::map<asio::ip::address, std::size_t> clients_by_address;
+  std::uint64_t held_back = 0;  // TrackerStats::held_back
   // Connections in the handshake whose coroutine runs, oldest first (ids increase).
   struct Handshaking {
     std::shared_ptr<Connection> conn;  // null while TLS is being set up
@@ -188,6 +200,9 @@ struct Tracker::Impl {
 
   void bind() {
     fit_connection_cap();
+    const auto& limits = options.limits;
+    client_cap = limits.max_client_connections != 0 ? std::min(limits.max_client_connections, max_connections)
+                                                    : std::max<std::size_t>(1, max_connections * 3 / 4);
     std::error_code ec;
     auto address = asio::ip::make_address(options.host, ec);
     if (ec) {
@@ -347,7 +362,7 @@ struct Tracker::Impl {
       FrameBytes beat = heartbeat_frame(false, heartbeat_seq);
       for (auto& [id, peer] : peers) {
         if (!peer.conn->is_open()) continue;
-        if (now - peer.last_seen > silence_limit) {
+        if (!peer.held_back && now - peer.last_seen > silence_limit) {
           peer.close_reason = str("no heartbeat for ", ms_between(peer.last_seen, now), " ms");
           log::warn(kLog, peer.describe(), ": ", peer.close_reason, "; dropping it");
           peer.conn->close();
@@ -524,6 +539,7 @@ struct Tracker::Impl {
     // Clients may report their sessions when there is a dashboard to show them on (a
     // device that sends one anyway breaks the protocol: on_device_frame).
     hs.accepts_reports = options.http.has_value();
+    hs.admit = [this, remote](wire::Role role) { return admit_role(role, remote); };
     PeerHello hello;
     try {
       conn = co_await accept_transport(std::move(socket), tls, options.connection, options.handshake_timeout);
@@ -548,10 +564,18 @@ struct Tracker::Impl {
     peer.role = hello.role;
     peer.name = hello.name;
     peer.last_seen = Clock::now();
+    peer.remote = remote;
+    if (peer.role == wire::Role::CLIENT) {
+      ++clients_open;
+      ++clients_by_address[remote];
+      // Nothing large to send before it holds a lease (see kLargeFrameGrace).
+      conn->allow_large_frames(false);
+    }
     log::info(kLog, "accepted ", peer.describe(), " as connection ", id.value);
     if (peer.role == wire::Role::CLIENT) dashboard.client_connected(id, peer.name, conn->peer(), peer.last_seen);
 
     while (true) {
+      if (peer.role == wire::Role::CLIENT) update_frame_allowance(peer);
       ReadResult r = co_await conn->read();
       if (r.error != FrameError::none) {
         if (r.error != FrameError::closed) {
@@ -566,11 +590,12 @@ struct Tracker::Impl {
         break;
       }
       peer.last_seen = Clock::now();
+      std::shared_ptr<Connection> relayed_to;  // the other end, when the frame was relayed
       try {
         if (peer.role == wire::Role::DEVICE) {
-          on_device_frame(peer, *r.frame);
+          relayed_to = on_device_frame(peer, *r.frame);
         } else {
-          on_client_frame(peer, *r.frame);
+          relayed_to = on_client_frame(peer, *r.frame);
         }
       } catch (const Violation& e) {
         ++rejected;
@@ -588,7 +613,53 @@ struct Tracker::Impl {
         break;
       }
       if (conn->is_closing()) break;
+      r.frame.reset();
+      if (relayed_to && relayed_to->queued_bytes() > options.limits.relay_window_bytes) {
+        // Flow control: the other end is behind. Read nothing more from this sender
+        // (TCP pushes back on it) until half the window is out.
+        ++held_back;
+        peer.held_back = true;
+        co_await relayed_to->drained(options.limits.relay_window_bytes / 2);
+        Peer* still = find_peer(id);
+        if (!still) break;
+        still->held_back = false;
+        still->last_seen = Clock::now();
+        if (conn->is_closing()) break;
+      }
     }
+  }
+
+  // Whether a client passes the connection caps of clients (checked once it has proved
+  // its token, before its welcome); devices always may, up to --max-connections, which
+  // keeps the rest of that cap for them. Empty: admitted.
+  std::string admit_role(wire::Role role, const asio::ip::address& remote) {
+    if (role != wire::Role::CLIENT) return {};
+    const auto& limits = options.limits;
+    const char* cap = nullptr;
+    std::string why;
+    auto it = clients_by_address.find(remote);
+    if (it != clients_by_address.end() && it->second >= limits.max_client_connections_per_address) {
+      cap = "--max-client-connections-per-address";
+      why = str("this address already has ", it->second, " client connections open, the most the tracker allows ",
+                "(--max-client-connections-per-address); try again later");
+    } else if (clients_open >= client_cap) {
+      cap = "--max-client-connections";
+      why = str("the tracker's ", client_cap, " connections for clients are all taken (the rest of --max-connections ",
+                "is kept for devices); try again later");
+    }
+    if (cap) log_refusal(cap, "refused an authenticated client");
+    return why;
+  }
+
+  // A client may send frames up to the authenticated limit (uploads) while it holds a
+  // lease and for kLargeFrameGrace after its last one ended (its uploads in flight);
+  // otherwise the pre-authentication limit, so connections that hold no device cannot
+  // make the tracker buffer large frames.
+  static constexpr std::chrono::seconds kLargeFrameGrace{30};
+  void update_frame_allowance(Peer& peer) {
+    bool holds = pool.leases_held(peer.id) > 0;
+    if (holds) peer.last_lease = Clock::now();
+    peer.conn->allow_large_frames(holds || (peer.last_lease && Clock::now() - *peer.last_lease < kLargeFrameGrace));
   }
 
   void drop_peer(ConnectionId id) {
@@ -604,6 +675,9 @@ struct Tracker::Impl {
       infos.erase(peer.device);
     }
     if (peer.role == wire::Role::CLIENT) {
+      --clients_open;
+      auto counted = clients_by_address.find(peer.remote);
+      if (counted != clients_by_address.end() && --counted->second == 0) clients_by_address.erase(counted);
       deliver(pool.remove_client(id));
       schedule_expiry();
       dashboard.client_left(id, peer.close_reason, Clock::now());
@@ -637,6 +711,8 @@ struct Tracker::Impl {
       device_peer->conn->send(builder);
     }
     if (client) {
+      client->last_lease = Clock::now();
+      client->conn->allow_large_frames(true);
       capnp::MallocMessageBuilder builder;
       auto grant = builder.initRoot<wire::Frame>().initGrant();
       grant.setRequestId(granted.request_id);
@@ -681,6 +757,9 @@ struct Tracker::Impl {
       case LeaseEnded::Reason::not_held: break;
     }
     if (!peer) return;
+    if (peer->role == wire::Role::CLIENT && ended.reason != LeaseEnded::Reason::not_held) {
+      peer->last_lease = Clock::now();
+    }
     send_lease_ended(*peer, ended.lease, ended.reason == LeaseEnded::Reason::released, code_of(ended.reason),
                      ended.message);
   }
@@ -699,19 +778,21 @@ struct Tracker::Impl {
 
   // ---- devices -------------------------------------------------------------------
 
-  void on_device_frame(Peer& peer, const InFrame& frame) {
+  // Returns the connection a relayed frame was queued on (null for anything else).
+  std::shared_ptr<Connection> on_device_frame(Peer& peer, const InFrame& frame) {
     auto root = frame.root();
     switch (root.which()) {
       case wire::Frame::REGISTER: on_register(peer, root.getRegister()); break;
       case wire::Frame::HEARTBEAT: peer.conn->send(heartbeat_frame(true, root.getHeartbeat().getSeq())); break;
       case wire::Frame::HEARTBEAT_ACK: break;
-      case wire::Frame::RELAY: relay_from_device(peer, frame); break;
+      case wire::Frame::RELAY: return relay_from_device(peer, frame);
       case wire::Frame::FAILURE:
         log::warn(kLog, peer.describe(), " reports: ", root.getFailure().getMessage().cStr());
         break;
       default:
         throw Violation(ErrorCode::protocol_error, str("unexpected frame '", frame_kind(root), "' from a device"));
     }
+    return nullptr;
   }
 
   void on_register(Peer& peer, wire::Register::Reader reg) {
@@ -735,19 +816,23 @@ struct Tracker::Impl {
     schedule_expiry();
   }
 
-  void relay_from_device(Peer& peer, const InFrame& frame) {
+  std::shared_ptr<Connection> relay_from_device(Peer& peer, const InFrame& frame) {
     LeaseId lease_id(frame.root().getRelay().getLeaseId());
     const PoolLease* lease = pool.lease(lease_id);
     if (!lease || lease->device != peer.device) {
       log::debug(kLog, peer.describe(), " relayed for lease ", lease_id.value, " which it does not hold; dropped");
-      return;
+      return nullptr;
     }
-    if (Peer* client = find_peer(lease->client)) client->conn->send(encode_raw(frame.bytes()));
+    Peer* client = find_peer(lease->client);
+    if (!client) return nullptr;
+    client->conn->send(encode_raw(frame.bytes()));
+    return client->conn;
   }
 
   // ---- clients -------------------------------------------------------------------
 
-  void on_client_frame(Peer& peer, const InFrame& frame) {
+  // Returns the connection a relayed frame was queued on (null for anything else).
+  std::shared_ptr<Connection> on_client_frame(Peer& peer, const InFrame& frame) {
     auto root = frame.root();
     switch (root.which()) {
       case wire::Frame::REQUEST_DEVICE: on_request(peer, root.getRequestDevice()); break;
@@ -759,7 +844,7 @@ struct Tracker::Impl {
         deliver(pool.release(peer.id, LeaseId(root.getRelease().getLeaseId())));
         schedule_expiry();
         break;
-      case wire::Frame::RELAY: relay_from_client(peer, frame); break;
+      case wire::Frame::RELAY: return relay_from_client(peer, frame);
       case wire::Frame::SUMMARY_REQUEST: send_summary(peer, root.getSummaryRequest().getRequestId()); break;
       case wire::Frame::SESSION_REPORT:
         if (!dashboard.report(peer.id, from_wire(root.getSessionReport()), Clock::now())) {
@@ -771,6 +856,7 @@ struct Tracker::Impl {
       default:
         throw Violation(ErrorCode::protocol_error, str("unexpected frame '", frame_kind(root), "' from a client"));
     }
+    return nullptr;
   }
 
   void on_request(Peer& peer, wire::RequestDevice::Reader request) {
@@ -783,17 +869,18 @@ struct Tracker::Impl {
     schedule_expiry();
   }
 
-  void relay_from_client(Peer& peer, const InFrame& frame) {
+  std::shared_ptr<Connection> relay_from_client(Peer& peer, const InFrame& frame) {
     LeaseId lease_id(frame.root().getRelay().getLeaseId());
     const PoolLease* lease = pool.lease_of(peer.id, lease_id);
     if (!lease) {
       send_lease_ended(peer, lease_id, false, ErrorCode::no_such_lease, lease_not_held_message(lease_id));
-      return;
+      return nullptr;
     }
     const PoolDevice* device = pool.device(lease->device);
-    if (Peer* device_peer = device ? find_peer(device->connection) : nullptr) {
-      device_peer->conn->send(encode_raw(frame.bytes()));
-    }
+    Peer* device_peer = device ? find_peer(device->connection) : nullptr;
+    if (!device_peer) return nullptr;
+    device_peer->conn->send(encode_raw(frame.bytes()));
+    return device_peer->conn;
   }
 
   void send_summary(Peer& peer, std::uint64_t request_id) {
@@ -855,10 +942,11 @@ void Tracker::start() {
   log::info(kLog, "listening on ", address(), auth, transport,
             "; dead peers are dropped within ", loss_bound().count(), " ms");
   const TrackerLimits& limits = impl_->options.limits;
-  log::info(kLog, "caps: ", impl_->max_connections, " connections, ", limits.max_pending_connections,
+  log::info(kLog, "caps: ", impl_->max_connections, " connections (", impl_->client_cap, " for clients, ",
+            limits.max_client_connections_per_address, " clients per address), ", limits.max_pending_connections,
             " in the handshake (", limits.max_pending_per_address, " per address), ",
             limits.queue.max_queued_per_client, " queued requests per client, ", limits.queue.max_queued_total,
-            " in all");
+            " in all; relays pause their sender past ", limits.relay_window_bytes >> 20, " MiB queued");
   impl_->start();
   if (impl_->http) {
     log::info(kLog, "dashboard at ", impl_->http->url(),
@@ -901,10 +989,13 @@ TrackerStats Tracker::stats() const {
   s.refused_connections = impl_->refused;
   s.connections = impl_->open;
   s.pending_connections = impl_->pending;
+  s.held_back = impl_->held_back;
   return s;
 }
 
 std::size_t Tracker::max_connections() const { return impl_->max_connections; }
+
+std::size_t Tracker::max_client_connections() const { return impl_->client_cap; }
 
 std::uint16_t Tracker::http_port() const { return impl_->http ? impl_->http->port() : 0; }
 

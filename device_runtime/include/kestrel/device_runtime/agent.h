@@ -44,8 +44,10 @@ class DeviceAgent {
   DeviceAgent& operator=(const DeviceAgent&) = delete;
 
   // Serves until stop(). Transient failures (tracker unreachable, restarted, silent)
-  // are retried with backoff; permanent ones (wrong token, wrong protocol version)
-  // end the run with RpcError.
+  // are retried with backoff, and so are rejections (wrong token, wrong protocol
+  // version, a certificate --tls-ca does not vouch for) that are not authenticated.
+  // A rejection that came through TLS checked against --tls-ca ends the run with
+  // RpcError.
   rpc::awaitable<void> run();
   // Ends run() soon; safe to call from the agent's executor only.
   void stop();

@@ -78,6 +78,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool send(FrameBytes frame);
   bool send(capnp::MessageBuilder& message);
 
+  // Completes once at most `bytes` are queued for sending, or the connection is closed
+  // (flow control: a relay waits here before reading more from the sender).
+  awaitable<void> drained(std::size_t bytes);
+
   // Sends what is queued, then closes; closes anyway after `grace`.
   void close_after_flush(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
   // Closes now; pending reads complete with FrameError::closed.
@@ -87,8 +91,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // are accepted (before: preauth_max_frame_bytes).
   void mark_authenticated() { authenticated_ = true; }
   bool is_authenticated() const { return authenticated_; }
+  // Whether an authenticated peer may send frames up to max_frame_bytes (the default);
+  // false keeps it at preauth_max_frame_bytes, e.g. a client that holds no lease and so
+  // has nothing large to send. Takes effect from the next frame header.
+  void allow_large_frames(bool allow) { large_frames_ = allow; }
   std::size_t frame_limit() const {
-    return authenticated_ ? options_.max_frame_bytes : options_.preauth_max_frame_bytes;
+    return authenticated_ && large_frames_ ? options_.max_frame_bytes : options_.preauth_max_frame_bytes;
   }
 
   // From now on every frame sent carries HMAC-SHA256(keys.send, direction | seq | frame)
@@ -128,10 +136,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer wake_;
   asio::steady_timer body_deadline_;
   asio::steady_timer grace_;
+  asio::steady_timer drain_;  // never expires: cancelled whenever the queue shrinks
   bool closing_ = false;
   bool closed_ = false;
   bool body_timed_out_ = false;
   bool authenticated_ = false;
+  bool large_frames_ = true;
   std::optional<FrameKeys> keys_;
   std::uint64_t send_seq_ = 0;
   std::uint64_t receive_seq_ = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,10 @@ struct TrackerHandshakeOptions {
   // Told in a client's welcome: it may send sessionReport frames (the tracker shows
   // sessions). A device's welcome never offers it.
   bool accepts_reports = false;
+  // Asked once the peer has proved its token, before the welcome: an empty answer
+  // admits it; otherwise the peer gets `failure {overloaded}` with that message (a
+  // connection cap of its role or address). Unset: every peer is admitted.
+  std::function<std::string(wire::Role)> admit;
 };
 
 // Who completed the handshake with the tracker.

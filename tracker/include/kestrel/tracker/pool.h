@@ -181,6 +181,8 @@ class Pool {
   const PoolLease* lease(LeaseId id) const;
   // The lease if `client` holds it, else null.
   const PoolLease* lease_of(ConnectionId client, LeaseId id) const;
+  // How many leases `client` holds now.
+  std::size_t leases_held(ConnectionId client) const;
   PoolSummary summary() const;
   // summary().keys alone (no device list to sort): for callers that keep their own.
   std::vector<PoolKeySummary> key_summaries() const;

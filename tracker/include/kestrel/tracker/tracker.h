@@ -37,6 +37,16 @@ struct TrackerLimits {
   // Connections still in the handshake, in all and per remote address.
   std::size_t max_pending_connections = 64;
   std::size_t max_pending_per_address = 16;
+  // Authenticated client connections, in all (0: three quarters of max_connections; the
+  // rest stay free for devices) and per remote address. A client past either gets
+  // `failure {overloaded}` in place of its welcome.
+  std::size_t max_client_connections = 0;
+  std::size_t max_client_connections_per_address = 64;
+  // Flow control of relayed traffic: once this many bytes wait to be sent to the other
+  // end of a lease, the tracker stops reading from the sender until half of them are
+  // out. So what one lease holds in the tracker is bounded by this plus one frame in
+  // each direction (docs/security.md states the bound).
+  std::size_t relay_window_bytes = 16u << 20;
   // Queued device requests (PoolLimits).
   PoolLimits queue;
   static constexpr std::size_t kFdMargin = 64;
@@ -82,6 +92,7 @@ struct TrackerStats {
   std::uint64_t refused_connections = 0;   // closed at once: a connection cap was reached
   std::size_t connections = 0;             // open now, handshaking or not
   std::size_t pending_connections = 0;     // open now and still in the handshake
+  std::uint64_t held_back = 0;             // times a relay stopped reading its sender (flow control)
 };
 
 class Tracker {
@@ -109,6 +120,8 @@ class Tracker {
   // The connection cap in force: TrackerLimits::max_connections, lowered to fit the
   // open-file limit.
   std::size_t max_connections() const;
+  // The cap on client connections in force (the rest of max_connections is for devices).
+  std::size_t max_client_connections() const;
   // The dashboard's port and address ("http(s)://HOST:PORT/"); 0 and "" when it is off.
   std::uint16_t http_port() const;
   std::string http_url() const;

@@ -9,6 +9,7 @@
 #include "device_args.h"
 #include "kestrel/device_runtime/agent.h"
 #include "kestrel/device_runtime/capabilities.h"
+#include "kestrel/device_runtime/measure.h"
 #include "kestrel/rpc/errors.h"
 #include "kestrel/rpc/handshake.h"
 #include "kestrel/base/log.h"
@@ -42,6 +43,14 @@ void print_info(const rpc::DeviceInfo& info) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A measurement worker this runtime exec'd (measure.h): before anything else, so it
+  // starts with nothing of the runtime's.
+  if (device::is_worker_invocation(argc, argv)) device::run_worker_image(argc, argv);
+  // Other processes of this user cannot read this one's memory, environment or fds
+  // (/proc/<pid>/mem, environ; ptrace): the token and TLS keys live here.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // Workers exec this very program, so they start without the token in their memory.
+  device::set_worker_image(device::own_executable());
   tools::DeviceArgs args("kestrel-device",
                    "Kestrel device runtime: connects out to a tracker, registers this machine under a key,\n"
                    "and serves the sessions of whoever leases it. Devices only ever connect outward, so\n"

@@ -1,11 +1,13 @@
-// BatchRunner: the runtime side of the sandbox. Forks a worker per batch (and a fresh
-// one after a crash or a timeout), arms a deadline per candidate, turns a worker's death
+// BatchRunner: the runtime side of the sandbox. Starts a worker per batch (and a fresh
+// one after a crash or a timeout: a fork that execs the registered worker image, so no
+// secret of the runtime's reaches a kernel), arms a deadline per candidate, turns a worker's death
 // into the status of the candidate it was running, and is the correctness check: the
 // reference's outputs and each candidate's are compared here, in memory no kernel can
 // write, and a worker's "ok" counts only for outputs that passed.
 #include "kestrel/device_runtime/measure.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,17 +21,36 @@
 #include "kestrel/device_runtime/kernel_runner.h"
 #include "machine_state.h"
 #include "worker.h"
+#include "worker_image.h"
 
 namespace kestrel::device {
 namespace {
 constexpr std::string_view kLog = "measure";
 using rpc::use_nothrow;
 
+// Text a worker (that is, possibly a kernel) wrote, as the runtime passes it on: at most
+// `limit` bytes, printable ASCII only (control bytes and the rest become '?', line breaks
+// and tabs spaces).
+std::string worker_text(std::string_view text, std::size_t limit = 512) {
+  std::string out;
+  out.reserve(std::min(text.size(), limit + 3));
+  for (char c : text.substr(0, limit)) {
+    const auto byte = static_cast<unsigned char>(c);
+    out += byte >= 0x20 && byte < 0x7f ? c : (c == '\n' || c == '\t' || c == '\r') ? ' ' : '?';
+  }
+  if (text.size() > limit) out += "...";
+  return out;
+}
+
+std::string worker_text(const std::vector<std::uint8_t>& bytes, std::size_t from = 0, std::size_t limit = 512) {
+  if (from > bytes.size()) from = bytes.size();
+  return worker_text(std::string_view(reinterpret_cast<const char*>(bytes.data()) + from, bytes.size() - from), limit);
+}
+
 // A sandbox step this system does not offer: said once per runtime. Bounded (the
 // reference, which may send records too, is uploaded code).
-void notice(const std::vector<std::uint8_t>& payload) {
+void notice(const std::string& reason) {
   static std::set<std::string> said;
-  std::string reason(payload.begin(), payload.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(payload.size(), 300)));
   if (said.size() < 32 && said.insert(reason).second) log::warn(kLog, "worker sandbox: ", reason);
 }
 
@@ -73,6 +94,7 @@ struct BatchRunner::Impl {
   // The reference's outputs (one vector per output argument), from the first worker.
   std::vector<std::vector<float>> expected;
   std::map<std::size_t, Verdict> verdicts;  // by candidate index
+  std::vector<std::uint8_t> wire;  // the request for exec'd workers (worker::encode_batch), made once
 
   std::size_t output_bytes() const {
     std::size_t bytes = 0;
@@ -178,24 +200,45 @@ struct BatchRunner::Impl {
     if (child > 0) ::kill(child, SIGKILL);
   }
 
+  // Starts a worker for candidates [first, end): a fork that execs the worker image
+  // when one is registered (the batch in a sealed memfd), else a fork that is the worker.
   bool fork_worker(std::size_t first, std::string& error) {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
       error = std::string("socketpair failed: ") + std::strerror(errno);
       return false;
     }
+    const worker::Image* image = worker::image();
+    int spec_fd = -1;
+    if (!image) {
+      notice("the worker is a fork of the runtime, its memory and all (this program registered no worker image)");
+    } else {
+      if (wire.empty()) wire = worker::encode_batch(spec.request);
+      spec_fd = ::memfd_create("kestrel-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+      if (spec_fd < 0) {
+        notice(std::string("the worker is a fork of the runtime, its memory and all (memfd_create: ") +
+               std::strerror(errno) + ")");
+      }
+    }
     pid_t pid = ::fork();
     if (pid < 0) {
       error = std::string("fork failed: ") + std::strerror(errno);
       ::close(fds[0]);
       ::close(fds[1]);
+      if (spec_fd >= 0) ::close(spec_fd);
       return false;
     }
     if (pid == 0) {
       ::close(fds[0]);
-      worker::run(fds[1], spec, first);
+      int result_fd = fds[1];
+      if (spec_fd >= 0) {
+        const std::string failed = worker::exec_image(*image, result_fd, spec_fd, spec, first, wire);
+        worker::run(result_fd, spec, first, {&failed, 1});
+      }
+      worker::run(result_fd, spec, first);
     }
     ::close(fds[1]);
+    if (spec_fd >= 0) ::close(spec_fd);
     child = pid;
     pipe = std::make_unique<asio::posix::stream_descriptor>(executor, fds[0]);
     return true;
@@ -251,7 +294,7 @@ struct BatchRunner::Impl {
           ok = false;
           break;
         }
-        notice(payload);
+        notice(worker_text(payload, 0, 300));
         ok = co_await read_record(header, payload);
       }
       if (cancelled) co_return std::string();
@@ -265,7 +308,7 @@ struct BatchRunner::Impl {
         if (ok && header.type == static_cast<std::uint32_t>(worker::Record::fatal) && payload.size() >= 4) {
           std::uint32_t code = 0;
           std::memcpy(&code, payload.data(), 4);
-          std::string message(payload.begin() + 4, payload.end());
+          std::string message = worker_text(payload, 4);
           auto status = code <= static_cast<std::uint32_t>(Status::last) ? static_cast<Status>(code)
                                                                                  : Status::runtime_error;
           reap();
@@ -321,6 +364,7 @@ struct BatchRunner::Impl {
             break;
           }
           result.id = spec.request.candidates[header.index].id;
+          result.message = worker_text(result.message);  // a kernel's words (vendor errors, GPU logs)
           apply_verdict(header.index, result);
           running.reset();
           next = header.index + 1;

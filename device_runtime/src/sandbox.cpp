@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,9 @@
 #if KESTREL_HAVE_SECCOMP
 #include <seccomp.h>
 #endif
+#if __has_include(<linux/landlock.h>)
+#include <linux/landlock.h>
+#endif
 
 namespace kestrel::device::sandbox {
 namespace {
@@ -27,8 +31,10 @@ constexpr uid_t kNobody = 65534;
 
 std::string why(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
 
+}  // namespace
+
 // Moves the kept fds to 3, 4, ... and closes every other one above 2.
-void keep_only(std::span<int> fds, Outcome& out) {
+void keep_only(std::span<int> fds) {
   std::vector<int> unique;
   for (int fd : fds) {
     if (fd >= 0 && std::find(unique.begin(), unique.end(), fd) == unique.end()) unique.push_back(fd);
@@ -52,8 +58,9 @@ void keep_only(std::span<int> fds, Outcome& out) {
     const long last = limit.rlim_cur == RLIM_INFINITY ? 65536 : static_cast<long>(limit.rlim_cur);
     for (long fd = next; fd < last; ++fd) ::close(static_cast<int>(fd));
   }
-  out.active.push_back("inherited fds closed");
 }
+
+namespace {
 
 void null_std_streams(Kind kind) {
   int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -144,6 +151,53 @@ void namespaces_and_user(Kind kind, Outcome& out) {
     out.degraded.push_back("no user or network namespace (unprivileged user namespaces off?): " +
                            why("unshare(CLONE_NEWUSER|CLONE_NEWNET)"));
   }
+}
+
+// File reads (and every other file access Landlock governs) only below the system's
+// library folders (vendor libraries), /proc (the module fds, the worker's own maps) and
+// /sys (cache sizes): not the device's token file, its TLS material or the user's files.
+// CPU batches only: GPU drivers read ICDs, device files and caches wherever they are.
+void restrict_files(Kind kind, Outcome& out) {
+  if (kind != Kind::cpu) return;
+#if defined(__NR_landlock_create_ruleset) && defined(__NR_landlock_add_rule) && \
+    defined(__NR_landlock_restrict_self) && defined(LANDLOCK_ACCESS_FS_MAKE_SYM)
+  const long abi = ::syscall(__NR_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (abi < 1) {
+    out.degraded.push_back("token and other files stay readable: no Landlock (" + why("landlock_create_ruleset") + ")");
+    return;
+  }
+  landlock_ruleset_attr attr{};
+  attr.handled_access_fs = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;  // every right of Landlock ABI 1
+  const int ruleset = static_cast<int>(::syscall(__NR_landlock_create_ruleset, &attr, sizeof attr, 0));
+  if (ruleset < 0) {
+    out.degraded.push_back("token and other files stay readable: " + why("landlock_create_ruleset"));
+    return;
+  }
+  const std::uint64_t read_dir = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_EXECUTE;
+  const std::uint64_t read_file = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_EXECUTE;
+  bool ok = true;
+  for (const char* path : {"/proc", "/sys", "/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32",
+                           "/usr/local/lib", "/etc/ld.so.cache"}) {
+    const int fd = ::open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0) continue;  // not on this system
+    struct stat st {};
+    landlock_path_beneath_attr rule{};
+    rule.allowed_access = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) ? read_dir : read_file;
+    rule.parent_fd = fd;
+    ok &= ::syscall(__NR_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) == 0;
+    ::close(fd);
+  }
+  if (!ok) {
+    out.degraded.push_back("token and other files stay readable: " + why("landlock_add_rule"));
+  } else if (::syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) {
+    out.degraded.push_back("token and other files stay readable: " + why("landlock_restrict_self"));
+  } else {
+    out.active.push_back("file reads: libraries, /proc, /sys (Landlock)");
+  }
+  ::close(ruleset);
+#else
+  out.degraded.push_back("token and other files stay readable: built without Landlock");
+#endif
 }
 
 #if KESTREL_HAVE_SECCOMP
@@ -239,13 +293,15 @@ std::string join(const std::vector<std::string>& parts, const char* separator) {
 
 Outcome enter(const Plan& plan, std::span<int> fds) {
   Outcome out;
-  keep_only(fds, out);
+  keep_only(fds);
+  out.active.push_back("inherited fds closed");
   null_std_streams(plan.kind);
   int open_fds = 3;
   for (int fd : fds) open_fds = std::max(open_fds, fd + 1);
   limits(plan, open_fds, out);
   no_new_privileges(out);
   namespaces_and_user(plan.kind, out);
+  restrict_files(plan.kind, out);
   filter(plan.kind, out);
   return out;
 }

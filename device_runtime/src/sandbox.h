@@ -4,7 +4,8 @@
 // Steps, in order: keep only the result socket and the module fds (moved to 3, 4, ...;
 // every other inherited fd closed, stdin/stdout to /dev/null, stderr too for CPU
 // batches), resource limits, PR_SET_NO_NEW_PRIVS, a network namespace (root: plain;
-// otherwise inside a new user namespace), dropping root to nobody, and a seccomp
+// otherwise inside a new user namespace), dropping root to nobody, file access only
+// below the library folders, /proc and /sys (Landlock; CPU batches), and a seccomp
 // filter. A step the system does not offer is skipped and named in `degraded`.
 //
 // CPU batches get every step. GPU batches (OpenCL, CUDA: drivers that open device files,
@@ -32,6 +33,10 @@ struct Outcome {
   std::vector<std::string> active;    // e.g. "seccomp filter", "uid nobody"
   std::vector<std::string> degraded;  // one reason per step that could not be applied
 };
+
+// Moves the descriptors in `fds` to 3, 4, ... (in order; a repeated one shares its number,
+// -1 stays -1) and closes every other one above 2. The moved ones are not close-on-exec.
+void keep_only(std::span<int> fds);
 
 // In the freshly forked, single-threaded worker. `fds` are the descriptors to keep; on
 // return each holds its new number (-1 stays -1). Never fails: what cannot be applied is

@@ -11,6 +11,7 @@
 #include "kestrel/base/version.h"
 #include "kestrel/rpc/measure.h"
 #include "sandbox.h"
+#include "worker_image.h"
 
 namespace kestrel::device {
 namespace {
@@ -37,7 +38,10 @@ std::uint64_t seq_of(wire::SessionMessage::Reader message) noexcept {
 SessionServer::SessionServer(asio::any_io_executor executor, rpc::DeviceInfo info, SendFn send)
     : executor_(std::move(executor)), info_(std::move(info)), send_(std::move(send)) {
   static const bool said = [] {
-    log::info(kLog, "worker sandbox: ", sandbox::describe());
+    const worker::Image* image = worker::image();
+    log::info(kLog, "worker sandbox: ", sandbox::describe(), "; workers ",
+              image ? "exec " + image->path + " (a fresh image, empty environment)"
+                    : std::string("are forks of the runtime (no worker image registered)"));
     return true;
   }();
   (void)said;

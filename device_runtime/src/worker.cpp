@@ -334,7 +334,7 @@ sandbox::Plan plan_for(const BatchSpec& spec, std::size_t first, bool gpu, unsig
 
 }  // namespace
 
-void run(int fd, const BatchSpec& spec, std::size_t first) {
+void run(int fd, const BatchSpec& spec, std::size_t first, std::span<const std::string> notices) {
   g_out_fd = fd;
   // Die with the runtime; leave the runtime's signal handling (Asio's signal pipe) alone.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -362,6 +362,9 @@ void run(int fd, const BatchSpec& spec, std::size_t first) {
   // A changed user clears the parent-death signal.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() == 1) std::_Exit(1);
+  for (const auto& reason : notices) {
+    send(Record::notice, 0, {reinterpret_cast<const std::uint8_t*>(reason.data()), reason.size()});
+  }
   for (const auto& reason : confined.degraded) {
     send(Record::notice, 0, {reinterpret_cast<const std::uint8_t*>(reason.data()), reason.size()});
   }

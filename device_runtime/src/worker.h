@@ -29,9 +29,10 @@ struct RecordHeader {
   std::uint32_t length = 0;
 };
 
-// In a freshly forked child: confines itself (sandbox.h), prepares the inputs, runs the
-// reference, then candidates [first, end) of the batch, writing records to `fd` (a
-// socket: verdicts come back on it). Never returns.
-[[noreturn]] void run(int fd, const BatchSpec& spec, std::size_t first);
+// In a freshly forked child, or the exec'd worker image: confines itself (sandbox.h),
+// prepares the inputs, runs the reference, then candidates [first, end) of the batch,
+// writing records to `fd` (a socket: verdicts come back on it). `notices` are sent with
+// the sandbox's own (e.g. why the worker image could not be exec'd). Never returns.
+[[noreturn]] void run(int fd, const BatchSpec& spec, std::size_t first, std::span<const std::string> notices = {});
 
 }  // namespace kestrel::device::worker

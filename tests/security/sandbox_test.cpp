@@ -1,10 +1,12 @@
-// Security regression tests (issue 15), through real processes and sockets: hostile
-// kernels against the worker sandbox and the runtime-side check (finding 8), and the
-// per-lease, content-addressed module store (finding 7). A real `kestrel tracker`, a real
+// Security regression tests (issues 15 and 30), through real processes and sockets: hostile
+// kernels against the worker sandbox and the runtime-side check (finding 8), a kernel
+// hunting for the device token (finding 11), and the per-lease, content-addressed module
+// store (finding 7). A real `kestrel tracker`, a real
 // `kestrel-device` and real `kestrel profile` clients (or an rpc::DeviceSession).
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -34,10 +36,12 @@ struct Profile {
 };
 
 // `kestrel profile --kernel FILE --spec add.json --json` on the device with key "cpu".
-Profile profile(const TempDir& dir, const TrackerProcess& tracker, const std::string& kernel) {
+Profile profile(const TempDir& dir, const TrackerProcess& tracker, const std::string& kernel,
+                std::vector<std::string> extra = {}) {
   std::vector<std::string> argv = {kKestrel, "profile", "--tracker", tracker.address(), "--key", "cpu", "--json",
                                    "--repeat", "2", "--min-repeat-ms", "5", "--timeout-ms", "20000",
                                    "--kernel", kernel, "--spec", dir.file("add.json")};
+  argv.insert(argv.end(), extra.begin(), extra.end());
   Profile p;
   p.code = test::run_command(argv, p.output, dir.file("profile.out"));
   auto brace = p.output.find('{');
@@ -57,12 +61,15 @@ void write_spec(const TempDir& dir) {
   std::ofstream(dir.file("add.json")) << spec.dump();
 }
 
-// hostile.c with one act (HOSTILE_*), and where it should leave a file.
-std::string hostile_kernel(const TempDir& dir, const std::string& mode, const std::string& marker = "") {
+// hostile.c with one act (HOSTILE_*), and where it should leave a file (or which file it
+// should read), and the first characters of the secret it hunts for.
+std::string hostile_kernel(const TempDir& dir, const std::string& mode, const std::string& marker = "",
+                           const std::string& needle = "") {
   std::string path = dir.file("hostile_" + mode + ".c");
   std::ofstream out(path);
   out << "#define HOSTILE_MODE HOSTILE_" << mode << "\n";
   if (!marker.empty()) out << "#define HOSTILE_MARKER \"" << marker << "\"\n";
+  if (!needle.empty()) out << "#define HOSTILE_NEEDLE \"" << needle << "\"\n";
   out << test::read_text(kFixtures + "/hostile.c");
   return path;
 }
@@ -154,6 +161,58 @@ TEST_CASE("kernels that open sockets, fork, exec, write files, map 1 TiB or sign
   // The device said at start which protections its workers get.
   CHECK_THAT(rig.device->log(), Catch::Contains("worker sandbox: inherited fds closed, rlimits, no_new_privs"));
   rig.check_unharmed();
+}
+
+TEST_CASE("a kernel holding only a client's lease cannot find the device token in its memory, the runtime's "
+          "environment and command line, or the token file",
+          "[security][sandbox]") {
+  // The device as root (its workers drop to nobody) and as an unprivileged user (its
+  // workers keep that user: the token file is theirs too), with the token also in the
+  // runtime's environment, as an operator's service file might put it.
+  const bool root = ::geteuid() == 0;
+  std::vector<std::string> users = {"device user"};
+  if (root && exists("/usr/bin/setpriv")) users.push_back("nobody");
+  for (const std::string& user : users) {
+    INFO("device runs as " << (user == "nobody" ? "nobody" : root ? "root" : "this test's user"));
+    TempDir dir;
+    ::chmod(dir.path().c_str(), 0711);  // the unprivileged device reaches its files
+    write_spec(dir);
+    const std::string needle = "kq7Zr2Xw";
+    const std::string secret = needle + "Tm4pB9vLcH3sYd8NfQ1gJ6kR0eUa5WzE";
+    const std::string device_token = write_token(dir, "device.token", secret);
+    const std::string client_token = write_token(dir, "client.token", "client-token-for-tests-0123456789");
+    if (user == "nobody") REQUIRE(::chown(device_token.c_str(), 65534, 65534) == 0);
+    TrackerProcess tracker(dir, {"--host", "127.0.0.1", "--device-token-file", device_token, "--client-token-file",
+                                 client_token});
+    std::vector<std::string> argv = {"/usr/bin/env", "KESTREL_OPERATOR_COPY=" + secret};
+    if (user == "nobody") {
+      argv.insert(argv.end(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+    }
+    const std::vector<std::string> device_args = {kDevice, "--tracker", tracker.address(), "--key", "cpu", "--name",
+                                                  "holder", "--max-backoff-ms", "300", "--token-file", device_token};
+    argv.insert(argv.end(), device_args.begin(), device_args.end());
+    Process device(argv, dir.file("device.log"));
+    const std::vector<std::string> as_client = {"--token-file", client_token};
+    REQUIRE(test::wait_for([&] { return device_count(query(dir, tracker, as_client)) == 1; }));
+
+    Profile p = profile(dir, tracker, hostile_kernel(dir, "STEAL_TOKEN", device_token, needle), as_client);
+    INFO(p.output);
+    INFO(device.log());
+    const std::string message = p.json.value("message", std::string());
+    // The kernel ran and said what it found, through the error path the runtime passes on.
+    CHECK(p.status() == "runtime error");
+    CHECK_THAT(message, Catch::Contains("stolen: mem="));
+    CHECK_THAT(message, Catch::Contains(" file="));
+    // ... which never holds the secret, in part or whole.
+    CHECK(message.find(secret.substr(needle.size(), 12)) == std::string::npos);
+    CHECK(p.output.find(secret.substr(needle.size(), 12)) == std::string::npos);
+    // The runtime keeps serving: a good kernel measures, the device registered once.
+    REQUIRE(device.running());
+    CHECK(registrations(device) == 1);
+    Profile good = profile(dir, tracker, hostile_kernel(dir, "NONE"), as_client);
+    INFO(good.output);
+    CHECK(good.status() == "ok");
+  }
 }
 
 TEST_CASE("a module under a hash that is not its content is refused, and lease B cannot run lease A's modules",

@@ -69,6 +69,32 @@ class BatchRunner : public std::enable_shared_from_this<BatchRunner> {
   std::unique_ptr<Impl> impl_;
 };
 
+// ---- the worker image ------------------------------------------------------------------
+// A worker forked from the runtime would carry the runtime's memory (the device token,
+// TLS keys) to the kernels it runs. A program that registers a worker image has each
+// worker exec it instead, with an empty environment (but for the loader's and GPU
+// drivers' variables: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES, OCL_ICD_*, POCL_*, HOME,
+// XDG_CACHE_HOME, TMPDIR), as `<image> --kestrel-worker <result fd> <spec fd>`; the image's
+// main must hand that to run_worker_image before doing anything else. Without a
+// registered image, or when the exec fails (qemu-user without binfmt_misc), workers stay
+// forks and the runtime logs that once ("worker sandbox: the worker is a fork ...").
+// Process-wide; call it from main, before any batch runs. An empty path unregisters.
+void set_worker_image(const std::string& path);
+
+// This program's own file (/proc/self/exe: under qemu-user, the emulated program's),
+// empty when it cannot be read.
+std::string own_executable();
+
+inline constexpr const char* kWorkerFlag = "--kestrel-worker";
+
+// Whether argv is a worker's invocation (argv[1] is kWorkerFlag).
+bool is_worker_invocation(int argc, char** argv);
+
+// The worker mode: reads the batch from the spec fd and runs it as the forked worker
+// did. Never returns; a malformed invocation fails the batch (or, without a result fd,
+// exits with status 2).
+[[noreturn]] void run_worker_image(int argc, char** argv);
+
 // The name of a signal with a hint, e.g. "SIGSEGV (segmentation fault)".
 std::string describe_signal(int signo);
 

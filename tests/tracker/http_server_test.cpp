@@ -31,12 +31,20 @@ const std::string kToken = "dashboard-token-0123456789";
 class Client {
  public:
   // `receive_buffer`: a small one (bytes) makes a reader that does not read fall behind soon.
-  Client(std::uint16_t port, bool tls, int receive_buffer = 0) {
+  // `source`: the local address to connect from (127.0.0.n: another remote address to the
+  // server).
+  Client(std::uint16_t port, bool tls, int receive_buffer = 0, const char* source = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd_ >= 0);
     if (receive_buffer > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     timeval timeout{5, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    if (source) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      REQUIRE(::inet_pton(AF_INET, source, &from.sin_addr) == 1);
+      REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -75,8 +83,9 @@ class Client {
     return all;
   }
   // Reads until `text` has arrived (true) or the stream ends or stalls (false).
-  bool read_until(const std::string& text) {
-    while (received_.find(text) == std::string::npos) {
+  // `from`: where in what was received to look for it.
+  bool read_until(const std::string& text, std::size_t from = 0) {
+    while (received_.find(text, from) == std::string::npos) {
       auto part = read_some();
       if (part.empty()) return false;
       received_ += part;
@@ -128,8 +137,9 @@ Response parse(const std::string& raw) {
 
 // One request on a fresh connection (`Connection: close`), the whole answer.
 Response request(std::uint16_t port, const std::string& method, const std::string& path,
-                 const std::string& extra_headers = "", const std::string& body = "", bool tls = false) {
-  Client client(port, tls);
+                 const std::string& extra_headers = "", const std::string& body = "", bool tls = false,
+                 const char* source = nullptr) {
+  Client client(port, tls, 0, source);
   std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + extra_headers;
   if (!body.empty()) req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   req += "\r\n" + body;
@@ -407,25 +417,159 @@ TEST_CASE("the dashboard refuses oversized requests", "[dashboard][http]") {
   CHECK(request(port, "GET", "/healthz").status == 200);
 }
 
-TEST_CASE("the dashboard closes new connections past its cap and serves again once some close",
+// Seconds until the server closes `client`'s connection (it reads and drops what comes).
+double seconds_until_closed(Client& client) {
+  const auto start = std::chrono::steady_clock::now();
+  client.read_all();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A kept-alive connection that has had one answer (so it is open on the server's side
+// too, idle between requests).
+std::unique_ptr<Client> idle_client(std::uint16_t port, const char* source = nullptr) {
+  auto client = std::make_unique<Client>(port, false, 0, source);
+  REQUIRE(client->send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(client->read_until("\r\n\r\nok"));
+  std::this_thread::sleep_for(20ms);  // a distinct idle time for each
+  return client;
+}
+
+bool still_served(Client& client) {
+  const auto before = client.received().size();
+  return client.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") && client.read_until("\r\n\r\nok", before);
+}
+
+TEST_CASE("past its connection cap the dashboard closes the connection idle longest and serves the newcomer",
           "[dashboard][http]") {
   HttpOptions options;
   options.max_connections = 2;
   Server server(options);
   const auto port = server.http.port();
-  // Two kept-alive connections, each with an answered request (so both are open on the
-  // server's side too).
-  auto idle1 = std::make_unique<Client>(port, false);
-  auto idle2 = std::make_unique<Client>(port, false);
-  for (auto* c : {idle1.get(), idle2.get()}) {
-    REQUIRE(c->send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
-    REQUIRE(c->read_until("\r\n\r\nok"));
-  }
-  auto refused = request(port, "GET", "/healthz");
-  CHECK(refused.raw.empty());
-  idle1.reset();
-  idle2.reset();
+  auto idle1 = idle_client(port);
+  auto idle2 = idle_client(port);
+  CHECK(request(port, "GET", "/healthz").status == 200);
+  // The server closed the one idle longest, at once (not the client's 5 s timeout).
+  CHECK(seconds_until_closed(*idle1) < 3);
+  CHECK(still_served(*idle2));
+}
+
+TEST_CASE("a connection that has not sent its request is closed to make room, the longest waiting first",
+          "[dashboard][http]") {
+  HttpOptions options;
+  options.max_connections = 3;
+  Server server(options);
+  const auto port = server.http.port();
+  Client silent(port, false);  // sends nothing
+  std::this_thread::sleep_for(20ms);
+  Client partial(port, false);
+  REQUIRE(partial.send("GET /healthz HTTP/1.1\r\n"));  // half a request
+  std::this_thread::sleep_for(20ms);
+  auto idle = idle_client(port);
+  auto newcomer = idle_client(port);  // the fourth: room made
+  CHECK(seconds_until_closed(silent) < 3);
+  CHECK(request(port, "GET", "/").status == 200);  // the fourth again
+  CHECK(seconds_until_closed(partial) < 3);
+  CHECK(still_served(*idle));
+  CHECK(still_served(*newcomer));
+}
+
+TEST_CASE("a flood from one address takes only that address's share: its own oldest connections make room",
+          "[dashboard][http]") {
+  HttpOptions options;
+  options.max_connections = 100;
+  options.max_connections_per_address = 2;
+  Server server(options);
+  const auto port = server.http.port();
+  auto other = idle_client(port, "127.0.0.3");  // idle longest of all, but another address's
+  auto first = idle_client(port, "127.0.0.2");
+  auto second = idle_client(port, "127.0.0.2");
+  CHECK(request(port, "GET", "/healthz", "", "", false, "127.0.0.2").status == 200);
+  CHECK(seconds_until_closed(*first) < 3);
+  CHECK(still_served(*second));
+  CHECK(still_served(*other));
+}
+
+TEST_CASE("when every connection is busy on the server's side a newcomer is closed at once", "[dashboard][http]") {
+  HttpOptions options;
+  options.max_connections = 1;
+  Server server(options);  // nothing published: a request for a document waits 2 s for it
+  const auto port = server.http.port();
+  Client waiting(port, false);
+  REQUIRE(waiting.send("GET /api/state HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::this_thread::sleep_for(300ms);
+  CHECK(request(port, "GET", "/healthz").raw.empty());
+  CHECK(waiting.read_until("not published"));  // its 503 after the wait
   CHECK(test::wait_for([&] { return request(port, "GET", "/healthz").status == 200; }, 5s));
+}
+
+TEST_CASE("open streams are counted apart: never closed to make room, and past their own cap a new one gets 503",
+          "[dashboard][http]") {
+  HttpOptions options;
+  options.max_connections = 1;
+  options.max_streams = 2;
+  options.max_streams_per_address = 1;
+  Server server(options);
+  server.feed->publish(snapshot(1));
+  const auto port = server.http.port();
+  Client stream(port, false, 0, "127.0.0.2");
+  REQUIRE(stream.send("GET /api/stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(stream.read_until("event: state"));
+  // Its address has its one stream: 503 with Retry-After (in the one request slot).
+  auto refused = request(port, "GET", "/api/stream", "", "", false, "127.0.0.2");
+  CHECK(refused.status == 503);
+  CHECK(refused.header("retry-after") == "10");
+  CHECK_THAT(refused.body, Catch::Contains("too many open streams"));
+  // Another address gets the second; a third stream is past max_streams.
+  Client stream2(port, false, 0, "127.0.0.3");
+  REQUIRE(stream2.send("GET /api/stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(stream2.read_until("event: state"));
+  CHECK(request(port, "GET", "/api/stream", "", "", false, "127.0.0.4").status == 503);
+  // Idle connections past the cap of one close each other, never a stream.
+  {
+    std::vector<std::unique_ptr<Client>> flood;
+    for (int i = 0; i < 5; ++i) flood.push_back(std::make_unique<Client>(port, false));
+    CHECK(request(port, "GET", "/healthz").status == 200);
+  }
+  server.feed->publish(snapshot(2));
+  CHECK(stream.read_until("data: " + snapshot(2).state_json));
+  CHECK(stream2.read_until("data: " + snapshot(2).state_json));
+}
+
+TEST_CASE("a request's headers must arrive within the header timeout: the first one's of the connection's start",
+          "[dashboard][http]") {
+  HttpOptions options;
+  options.header_timeout = 300ms;
+  Server server(options);
+  const auto port = server.http.port();
+  Client silent(port, false);
+  CHECK(seconds_until_closed(silent) < 2);
+  Client slow(port, false);
+  REQUIRE(slow.send("GET /healthz HTTP/1.1\r\n"));
+  CHECK(seconds_until_closed(slow) < 2);
+  // A later request on a kept-alive connection: from its first byte.
+  auto kept = idle_client(port);
+  std::this_thread::sleep_for(500ms);  // idle (idle_timeout), not yet a request
+  REQUIRE(kept->send("G"));
+  CHECK(seconds_until_closed(*kept) < 2);
+  CHECK(request(port, "GET", "/healthz").status == 200);
+}
+
+TEST_CASE("with HTTPS the TLS handshake and the first request's headers are under the header timeout",
+          "[dashboard][http][auth]") {
+  HttpOptions options;
+  options.header_timeout = 500ms;
+  Server server(options, {rpc::Token(kToken)}, rpc::TlsContext::server("", ""));
+  const auto port = server.http.port();
+  Client silent(port, false);  // no handshake at all
+  CHECK(seconds_until_closed(silent) < 2);
+  Client stalled(port, false);
+  REQUIRE(stalled.send(std::string("\x16\x03\x01", 3)));  // the start of a ClientHello
+  CHECK(seconds_until_closed(stalled) < 2);
+  const auto start = std::chrono::steady_clock::now();
+  Client quiet(port, true);  // a whole handshake, then no request
+  CHECK(seconds_until_closed(quiet) < 2);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  CHECK(request(port, "GET", "/healthz", "", "", true).status == 200);
 }
 
 TEST_CASE("stopping the dashboard closes its connections and can be repeated", "[dashboard][http]") {

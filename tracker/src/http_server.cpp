@@ -1,7 +1,9 @@
 // The dashboard's HTTP/1.1 server on Boost.Beast: one io_context on the server's own
 // thread, one session object per connection (plain TCP or TLS), request caps against
-// slow or oversized requests, a bounded number of connections, and the live stream of
-// snapshots. It reads only the DashboardFeed: never the tracker's pool (see
+// slow or oversized requests, caps on connections in all and per remote address (room
+// made by closing the connection that has waited on its client longest, so a flood of
+// idle connections cannot lock anyone out), and the live stream of snapshots (counted
+// apart). It reads only the DashboardFeed: never the tracker's pool (see
 // http_server.h, http_routes.h for what each request gets).
 #include "kestrel/tracker/http_server.h"
 
@@ -20,6 +22,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <map>
@@ -50,12 +53,48 @@ constexpr std::string_view kLog = "dashboard";
 constexpr std::chrono::seconds kWriteTime{30};     // for the client to take a response
 constexpr std::chrono::seconds kSnapshotWait{2};   // for a fresh snapshot
 
-// A connection, as the server sees it: closed on stop(), told of each new snapshot.
+// Whom a connection is counted against: its remote IPv4 address, or the /64 of its IPv6
+// address (one host commonly holds a whole /64). The first byte is the family.
+using PeerKey = std::array<std::uint8_t, 9>;
+
+PeerKey peer_key(const tcp::socket& socket) {
+  PeerKey key{};
+  beast::error_code ec;
+  auto address = socket.remote_endpoint(ec).address();
+  if (ec) return key;  // already gone: all such count as one
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = net::ip::make_address_v4(net::ip::v4_mapped, address.to_v6());
+  }
+  if (address.is_v4()) {
+    const auto bytes = address.to_v4().to_bytes();
+    key[0] = 4;
+    std::copy(bytes.begin(), bytes.end(), key.begin() + 1);
+  } else {
+    const auto bytes = address.to_v6().to_bytes();
+    key[0] = 6;
+    std::copy(bytes.begin(), bytes.begin() + 8, key.begin() + 1);
+  }
+  return key;
+}
+
+std::size_t at_least_one(std::size_t cap) { return std::max<std::size_t>(cap, 1); }
+
+// A connection, as the server sees it: closed on stop() or to make room, told of each
+// new snapshot, counted in a slot (HttpCore::count).
 class Connection {
  public:
+  enum class Slot { none, request, stream };
+
   virtual ~Connection() = default;
   virtual void close() = 0;
   virtual void on_publish() = 0;
+
+  PeerKey peer{};
+  Slot slot = Slot::none;
+  // Since when it has waited on its client (for a whole request, or to take its answer);
+  // empty while the server is busy with it (waiting for a snapshot). A connection of the
+  // request slot that waits may be closed to make room, the longest waiting first.
+  std::optional<Clock::time_point> waiting_since;
 };
 
 }  // namespace
@@ -77,7 +116,23 @@ struct HttpCore {
   std::atomic<bool> closed{false};  // close_all() ran: the feed's listener posts nothing more
   std::uint64_t next_id = 0;
   std::map<std::uint64_t, std::weak_ptr<Connection>> connections;
-  std::size_t refused = 0;
+  // Counted connections: in all and per remote address, streams apart.
+  struct Counts {
+    std::size_t requests = 0;
+    std::size_t streams = 0;
+  };
+  Counts counted;
+  std::map<PeerKey, Counts> peers;
+  std::size_t refused = 0;  // newcomers closed at once (every counted connection busy)
+  std::size_t evicted = 0;  // connections closed to make room
+  Clock::time_point warned{};  // the last warning about either (at most one per 10 s)
+
+  bool time_to_warn() {
+    const auto now = Clock::now();
+    if (warned != Clock::time_point{} && now - warned < std::chrono::seconds(10)) return false;
+    warned = now;
+    return true;
+  }
   net::io_context io{1};
   std::optional<net::ssl::context> ssl;  // wraps tls's SSL_CTX (its own reference)
   tcp::acceptor acceptor{io};
@@ -95,6 +150,68 @@ struct HttpCore {
     for (auto& [id, weak] : open) {
       if (auto c = weak.lock()) c->on_publish();
     }
+  }
+
+  // Moves `c` to `slot` in the counts (Slot::none: uncounted). Idempotent.
+  void count(Connection& c, Connection::Slot slot) {
+    if (c.slot == slot) return;
+    auto& peer = peers[c.peer];
+    auto field = [](Counts& n, Connection::Slot s) -> std::size_t& {
+      return s == Connection::Slot::stream ? n.streams : n.requests;
+    };
+    if (c.slot != Connection::Slot::none) {
+      --field(counted, c.slot);
+      --field(peer, c.slot);
+    }
+    if (slot != Connection::Slot::none) {
+      ++field(counted, slot);
+      ++field(peer, slot);
+    }
+    c.slot = slot;
+    if (peer.requests == 0 && peer.streams == 0) peers.erase(c.peer);
+  }
+
+  // Makes room for one more request-slot connection from `peer` (closing the longest
+  // waiting one of that address past its cap, of all past the total cap); false when
+  // every candidate is busy.
+  bool make_room(const PeerKey& peer) {
+    auto it = peers.find(peer);
+    if (it != peers.end() && it->second.requests >= at_least_one(options.max_connections_per_address) &&
+        !evict(&peer)) {
+      return false;
+    }
+    return counted.requests < at_least_one(options.max_connections) || evict(nullptr);
+  }
+
+  bool evict(const PeerKey* peer) {
+    std::shared_ptr<Connection> victim;
+    for (auto& [id, weak] : connections) {
+      auto c = weak.lock();
+      if (!c || c->slot != Connection::Slot::request || !c->waiting_since || (peer && c->peer != *peer)) continue;
+      if (!victim || *c->waiting_since < *victim->waiting_since) victim = std::move(c);
+    }
+    if (!victim) return false;
+    ++evicted;
+    if (time_to_warn()) {
+      log::warn(kLog, "connections at a cap (", counted.requests, " open, ", options.max_connections, " in all, ",
+                options.max_connections_per_address,
+                " per address): closing the one that waited longest on its client (", evicted, " so far)");
+    }
+    count(*victim, Connection::Slot::none);
+    victim->close();
+    return true;
+  }
+
+  // Counts `c` as an open stream when the stream caps allow it.
+  bool admit_stream(Connection& c) {
+    auto it = peers.find(c.peer);
+    const std::size_t from_peer = it == peers.end() ? 0 : it->second.streams;
+    if (counted.streams >= at_least_one(options.max_streams) ||
+        from_peer >= at_least_one(options.max_streams_per_address)) {
+      return false;
+    }
+    count(c, Connection::Slot::stream);
+    return true;
   }
 
   void accept();
@@ -125,15 +242,17 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
 
   ~Session() override {
     if (viewer_) core_.feed->viewer_closed();
+    core_.count(*this, Slot::none);
     core_.connections.erase(id_);
   }
 
   void start() {
-    deadline_ = Clock::now() + core_.options.request_timeout;
+    // The TLS handshake and the first request's headers: within header_timeout of now.
+    set_deadlines();
     if constexpr (std::is_same_v<Stream, TlsStream>) {
       // The first bytes tell TLS (a handshake record starts with 0x16) from plain HTTP,
       // which gets a 400 saying to use https:// rather than a reset connection.
-      lowest().expires_at(deadline_);
+      lowest().expires_at(header_deadline());
       lowest().async_read_some(buffer_.prepare(std::min<std::size_t>(buffer_.max_size(), 4096)),
                                [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
                                  if (self->closed_) return;
@@ -152,6 +271,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   void close() override {
     if (closed_) return;
     closed_ = true;
+    core_.count(*this, Slot::none);
     timer_.cancel();
     if (viewer_) {
       viewer_ = false;
@@ -182,7 +302,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
       refuse_plain_http();
       return;
     }
-    lowest().expires_at(deadline_);
+    lowest().expires_at(header_deadline());
     stream_.async_handshake(net::ssl::stream_base::server, buffer_.data(),
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t used) {
                               if (self->closed_) return;
@@ -242,18 +362,47 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     parser_->header_limit(static_cast<std::uint32_t>(core_.options.max_request_bytes));
     parser_->body_limit(core_.options.max_request_bytes);
     request_bytes_ = 0;
-    // The clock for the whole request starts at its first byte (at accept for the first).
-    started_ = first || buffer_.size() > 0;
-    if (!first && started_) deadline_ = Clock::now() + core_.options.request_timeout;
-    read_some();
+    // The clocks for the request start at its first byte (at accept for the first: set
+    // by start()).
+    if (first) {
+      read_some();
+      return;
+    }
+    waiting_since = Clock::now();
+    if (buffer_.size() > 0) {  // pipelined
+      set_deadlines();
+      read_some();
+    } else {
+      wait_for_first_byte();
+    }
   }
 
+  // A kept-alive connection between requests: the parser would wait for the whole header
+  // before it reports anything, so the first byte is read here, under the idle timeout.
+  void wait_for_first_byte() {
+    lowest().expires_after(core_.options.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(std::min<std::size_t>(buffer_.max_size(), 4096)),
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+                              if (self->closed_) return;
+                              if (ec) {  // closed, idle too long, reset
+                                self->close();
+                                return;
+                              }
+                              self->buffer_.commit(n);
+                              self->set_deadlines();
+                              self->read_some();
+                            });
+  }
+
+  void set_deadlines() {
+    const auto now = Clock::now();
+    header_deadline_ = now + core_.options.header_timeout;
+    request_deadline_ = now + core_.options.request_timeout;
+  }
+  Clock::time_point header_deadline() const { return std::min(header_deadline_, request_deadline_); }
+
   void read_some() {
-    if (started_) {
-      lowest().expires_at(deadline_);
-    } else {
-      lowest().expires_after(core_.options.idle_timeout);
-    }
+    lowest().expires_at(parser_->is_header_done() ? request_deadline_ : header_deadline());
     http::async_read_some(stream_, buffer_, *parser_,
                           [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
                             self->on_read_some(ec, n);
@@ -280,10 +429,6 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
       close();
       return;
     }
-    if (!started_) {
-      started_ = true;
-      deadline_ = Clock::now() + core_.options.request_timeout;
-    }
     if (!parser_->is_done()) {
       read_some();
       return;
@@ -296,6 +441,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   // ---- answering it --------------------------------------------------------------
 
   void handle() {
+    waiting_since.reset();  // the server's turn
     auto plan = core_.routes.plan(request_);
     if (plan.response) {
       send(std::move(*plan.response));
@@ -329,6 +475,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     res.prepare_payload();
     if (request_.method() == http::verb::head) res.body().clear();  // Content-Length stays
     response_ = std::move(res);
+    waiting_since = Clock::now();  // for the client to take the answer
     lowest().expires_after(kWriteTime);
     http::async_write(stream_, response_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
       if (self->closed_) return;
@@ -365,6 +512,13 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   // ---- the live stream -----------------------------------------------------------
 
   void start_stream() {
+    if (!core_.admit_stream(*this)) {
+      HttpResponse res = json_error(request_.version(), http::status::service_unavailable,
+                                    "too many open streams: try again later");
+      res.set(http::field::retry_after, "10");
+      send(std::move(res));
+      return;
+    }
     streaming_ = true;
     viewer_ = true;
     core_.feed->viewer_opened();
@@ -456,9 +610,9 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   HttpRequest request_;
   HttpResponse response_;
   SnapshotDocument document_ = SnapshotDocument::state;
-  Clock::time_point deadline_{};
+  Clock::time_point header_deadline_{};   // for the request line and headers
+  Clock::time_point request_deadline_{};  // for the whole request
   std::size_t request_bytes_ = 0;
-  bool started_ = false;
   bool closed_ = false;
   bool waiting_ = false;
   bool streaming_ = false;
@@ -490,24 +644,28 @@ void HttpCore::accept() {
 }
 
 void HttpCore::on_accept(tcp::socket socket) {
-  if (connections.size() >= options.max_connections) {
-    if (refused++ % 100 == 0) {
-      log::warn(kLog, options.max_connections, " connections open: closing new ones (", refused, " so far)");
+  const auto peer = peer_key(socket);
+  if (!make_room(peer)) {
+    ++refused;
+    if (time_to_warn()) {
+      log::warn(kLog, counted.requests, " connections open and all busy: closing new ones (", refused, " so far)");
     }
     beast::error_code ec;
     socket.close(ec);
     return;
   }
   const auto id = next_id++;
-  std::shared_ptr<Connection> session;
+  auto admit = [&](auto session) {
+    session->peer = peer;
+    session->waiting_since = Clock::now();
+    count(*session, Connection::Slot::request);
+    connections.emplace(id, session);
+    session->start();
+  };
   if (ssl) {
-    auto s = std::make_shared<Session<TlsStream>>(*this, id, std::move(socket), *ssl);
-    connections.emplace(id, s);
-    s->start();
+    admit(std::make_shared<Session<TlsStream>>(*this, id, std::move(socket), *ssl));
   } else {
-    auto s = std::make_shared<Session<PlainStream>>(*this, id, std::move(socket));
-    connections.emplace(id, s);
-    s->start();
+    admit(std::make_shared<Session<PlainStream>>(*this, id, std::move(socket)));
   }
 }
 

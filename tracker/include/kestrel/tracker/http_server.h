@@ -28,12 +28,29 @@ struct HttpOptions {
   // While someone looks, the tracker publishes a snapshot this often (the live pages'
   // cadence).
   std::chrono::milliseconds interval{1000};
-  std::size_t max_connections = 64;   // open HTTP connections; past it new ones are closed at once
   std::size_t max_request_bytes = 8192;  // request line + headers + body
-  // A request must arrive whole within request_timeout of its first byte (of the
-  // connection, for the first one); a kept-alive connection idle for idle_timeout is
-  // closed; an open /api/stream gets a comment line every stream_keepalive.
-  std::chrono::milliseconds request_timeout{30000};
+
+  // Caps against floods of connections (docs/dashboard.md, "Limits"). Connections other
+  // than open streams: at most max_connections in all and max_connections_per_address
+  // from one remote address (IPv6: one /64). Past either cap the server makes room by
+  // closing the connection that has waited on its client longest (one that has not sent
+  // a whole request, is idle between requests, or is not taking its answer; that
+  // address's own first, for the per-address cap) rather than refusing the newcomer; a
+  // newcomer is closed at once only when every counted connection is busy on the
+  // server's side. Open /api/stream connections are counted apart and never closed to
+  // make room: at most max_streams, max_streams_per_address from one address; past
+  // those a stream request gets 503. 0 in any cap: 1.
+  std::size_t max_connections = 512;
+  std::size_t max_connections_per_address = 32;
+  std::size_t max_streams = 64;
+  std::size_t max_streams_per_address = 16;
+  // A request's line and headers must arrive within header_timeout (the first request's
+  // of the connection's start, so the TLS handshake counts too; a later one's of its
+  // first byte), and the whole request within request_timeout; a kept-alive connection
+  // idle for idle_timeout is closed; an open /api/stream gets a comment line every
+  // stream_keepalive.
+  std::chrono::milliseconds header_timeout{5000};
+  std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds idle_timeout{60000};
   std::chrono::milliseconds stream_keepalive{15000};
 };

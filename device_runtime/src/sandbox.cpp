@@ -154,8 +154,8 @@ void namespaces_and_user(Kind kind, Outcome& out) {
 }
 
 // File reads (and every other file access Landlock governs) only below the system's
-// library folders (vendor libraries), /proc (the module fds, the worker's own maps) and
-// /sys (cache sizes): not the device's token file, its TLS material or the user's files.
+// library folders (vendor libraries), /proc (the module fds, the worker's own maps), /sys
+// (cache sizes) and of the program's own file: not the device's token file, its TLS material or the user's files.
 // CPU batches only: GPU drivers read ICDs, device files and caches wherever they are.
 void restrict_files(Kind kind, Outcome& out) {
   if (kind != Kind::cpu) return;
@@ -176,8 +176,9 @@ void restrict_files(Kind kind, Outcome& out) {
   const std::uint64_t read_dir = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_EXECUTE;
   const std::uint64_t read_file = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_EXECUTE;
   bool ok = true;
+  // /proc/self/exe: the program's own file (its ELF header names the device's architecture).
   for (const char* path : {"/proc", "/sys", "/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32",
-                           "/usr/local/lib", "/etc/ld.so.cache"}) {
+                           "/usr/local/lib", "/etc/ld.so.cache", "/proc/self/exe"}) {
     const int fd = ::open(path, O_PATH | O_CLOEXEC);
     if (fd < 0) continue;  // not on this system
     struct stat st {};

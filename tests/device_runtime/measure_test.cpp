@@ -2,6 +2,10 @@
 // hanging, garbage-writing, error-returning, non-ABI and wrong-architecture modules.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -94,10 +98,8 @@ Outcome run_batch(BatchSpec spec) {
   return out;
 }
 
-}  // namespace
-
-TEST_CASE("every bad kernel gets its status and the batch carries on", "[measure][bad-input]") {
-  log::set_level(log::Level::warn);
+// Every bad kernel gets its status and the batch carries on (each crash or hang: a fresh worker).
+void check_bad_kernels() {
   Fixtures f;
   BatchSpec spec = add_batch(f);
   add_candidates(spec, {f.candidate(1, "add"),      f.candidate(2, "segfault"),     f.candidate(3, "add"),
@@ -141,6 +143,102 @@ TEST_CASE("every bad kernel gets its status and the batch carries on", "[measure
   CHECK(by_id[11].status == Status::device_load_error);
   CHECK_THAT(by_id[11].message, Catch::Contains("built for aarch64 but this device is x86_64"));
 #endif
+}
+
+// Vendor libraries are found by the worker (libm: also below Landlock's rules), a missing
+// one is named, the batch goes on.
+void check_vendor_kernels() {
+  Fixtures f;
+  BatchSpec spec = add_batch(f);
+  add_candidates(spec, {f.candidate(1, "abi_v2"), f.candidate(2, "vendor_missing"), f.candidate(3, "vendor_libm"),
+                        f.candidate(4, "add")});
+  Outcome out = run_batch(spec);
+  REQUIRE(out.done);
+  REQUIRE(out.results.size() == 4);
+  CHECK(out.results[0].status == Status::ok);
+  CHECK(out.results[1].status == Status::runtime_error);
+  CHECK(out.results[1].message ==
+        "the vendor library libkestrel_no_such_library.so.1 is not on this device "
+        "(libkestrel_no_such_library.so.1: cannot open shared object file: No such file or directory)");
+  CHECK(out.results[2].status == Status::ok);  // checked against the reference: libm was called
+  CHECK(out.results[2].round_seconds.size() == 3);
+  CHECK(out.results[3].status == Status::ok);  // the batch goes on
+}
+
+// kestrel-device of this build, the worker image it registers (beside the fixtures' folder).
+const std::string kDeviceImage = std::string(KESTREL_FIXTURE_DIR) + "/../../tools/kestrel-device";
+
+bool have_device_image() { return ::access(kDeviceImage.c_str(), X_OK) == 0; }
+
+// Registers `path` as the worker image for one scope.
+struct WorkerImageScope {
+  explicit WorkerImageScope(const std::string& path) { set_worker_image(path); }
+  ~WorkerImageScope() { set_worker_image(""); }
+};
+
+}  // namespace
+
+TEST_CASE("every bad kernel gets its status and the batch carries on", "[measure][bad-input]") {
+  log::set_level(log::Level::warn);
+  check_bad_kernels();
+}
+
+TEST_CASE("workers exec'd from the registered image (kestrel-device --kestrel-worker) measure, crash, hang and "
+          "find vendor libraries as forked ones do",
+          "[measure][bad-input][worker-image]") {
+  log::set_level(log::Level::warn);
+  if (!have_device_image()) {
+    WARN("no " << kDeviceImage << ": build kestrel-device");
+    return;
+  }
+  WorkerImageScope image(kDeviceImage);
+  check_bad_kernels();
+  check_vendor_kernels();
+}
+
+TEST_CASE("a worker image that cannot be exec'd leaves workers forks, and the batch runs", "[measure][worker-image]") {
+  log::set_level(log::Level::warn);
+  WorkerImageScope image("/nonexistent/kestrel-device");
+  Fixtures f;
+  BatchSpec spec = add_batch(f);
+  add_candidates(spec, {f.candidate(1, "add"), f.candidate(2, "segfault"), f.candidate(3, "add")});
+  Outcome out = run_batch(spec);
+  REQUIRE(out.done);
+  CHECK(out.done->empty());
+  REQUIRE(out.results.size() == 3);
+  CHECK(out.results[0].status == Status::ok);
+  CHECK(out.results[1].status == Status::runtime_error);
+  CHECK(out.results[2].status == Status::ok);
+}
+
+// Not run by ctest: what exec'ing the image costs per worker start. 20 crashing
+// candidates (20 workers) and 20 good ones (one worker), forked and exec'd, 5 times each.
+TEST_CASE("worker start: fork versus exec of the worker image", "[.][bench][worker-image]") {
+  log::set_level(log::Level::error);
+  REQUIRE(have_device_image());
+  Fixtures f;
+  auto time_batch = [&](const std::string& name) {
+    BatchSpec spec = add_batch(f, 1024);
+    spec.request.settings.repeat = 1;
+    spec.request.settings.number = 1;
+    spec.request.settings.min_repeat_ms = 0;
+    for (std::uint64_t id = 1; id <= 20; ++id) spec.add({id, f.hash.at(name), ""}, f.store.fd(f.hash.at(name)));
+    const auto start = std::chrono::steady_clock::now();
+    Outcome out = run_batch(spec);
+    REQUIRE(out.results.size() == 20);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  for (std::string name : {"segfault", "add"}) {
+    for (bool exec : {false, true}) {
+      WorkerImageScope image(exec ? kDeviceImage : "");
+      std::vector<double> ms;
+      for (int run = 0; run < 6; ++run) ms.push_back(time_batch(name));
+      ms.erase(ms.begin());  // warm-up
+      std::sort(ms.begin(), ms.end());
+      std::printf("20 x %-8s %-5s: median %.1f ms (min %.1f, max %.1f) per batch\n", name.c_str(),
+                  exec ? "exec" : "fork", ms[ms.size() / 2], ms.front(), ms.back());
+    }
+  }
 }
 
 TEST_CASE("a deliberately slow kernel measures slower than a good one", "[measure]") {
@@ -231,21 +329,7 @@ TEST_CASE("a module of kernel ABI v1 is refused with the version it was built fo
 
 TEST_CASE("kernel ABI v3: v2 modules still run, vendor libraries are found in the worker, a missing one is named",
           "[measure][abi][vendor]") {
-  Fixtures f;
-  BatchSpec spec = add_batch(f);
-  add_candidates(spec, {f.candidate(1, "abi_v2"), f.candidate(2, "vendor_missing"), f.candidate(3, "vendor_libm"),
-                        f.candidate(4, "add")});
-  Outcome out = run_batch(spec);
-  REQUIRE(out.done);
-  REQUIRE(out.results.size() == 4);
-  CHECK(out.results[0].status == Status::ok);
-  CHECK(out.results[1].status == Status::runtime_error);
-  CHECK(out.results[1].message ==
-        "the vendor library libkestrel_no_such_library.so.1 is not on this device "
-        "(libkestrel_no_such_library.so.1: cannot open shared object file: No such file or directory)");
-  CHECK(out.results[2].status == Status::ok);  // checked against the reference: libm was called
-  CHECK(out.results[2].round_seconds.size() == 3);
-  CHECK(out.results[3].status == Status::ok);  // the batch goes on
+  check_vendor_kernels();
 }
 
 TEST_CASE("a candidate names which kernel of a module runs (kernel ABI v2 entries)", "[measure][abi]") {

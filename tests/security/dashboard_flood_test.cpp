@@ -151,7 +151,8 @@ int status_of(const std::string& source, std::uint16_t port, const std::string& 
               const std::string& headers = "") {
   int fd = connect_from(source, port, {static_cast<long>(kAnswerWithin / 1s), 0});
   if (fd < 0) return 0;
-  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + headers + "\r\n";
+  const std::string request =
+      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + headers + "\r\n";
   std::string answer;
   char buf[16384];
   if (tls) {
@@ -245,7 +246,7 @@ TEST_CASE("a flood of idle connections from one address and from many does not k
   CHECK(tracker.process->running());
 }
 
-TEST_CASE("a flood of idle connections from one address does not lock out another address",
+TEST_CASE("a flood of idle dashboard connections from one address does not lock out another address",
           "[security][dashboard][flood]") {
   prepare(4096);
   TempDir dir;
@@ -256,7 +257,7 @@ TEST_CASE("a flood of idle connections from one address does not lock out anothe
   CHECK(tracker.process->running());
 }
 
-TEST_CASE("a connection that sends no request, or stalls in its TLS handshake, is closed within the header timeout",
+TEST_CASE("a dashboard connection that sends no request or stalls in its TLS handshake is closed at the header timeout",
           "[security][dashboard][flood]") {
   prepare(4096);
   TempDir dir;
@@ -272,7 +273,9 @@ TEST_CASE("a connection that sends no request, or stalls in its TLS handshake, i
   double idle_s = 0, partial_s = 0, handshake_s = 0;
   std::thread a([&] { idle_s = seconds_until_closed(loopback(150), plain_port, "", 20s); });
   std::thread b([&] { partial_s = seconds_until_closed(loopback(151), plain_port, "GET /healthz HTTP/1.1\r\n", 20s); });
-  std::thread c([&] { handshake_s = seconds_until_closed(loopback(152), https_port, std::string("\x16\x03\x01", 3), 20s); });
+  std::thread c([&] {
+    handshake_s = seconds_until_closed(loopback(152), https_port, std::string("\x16\x03\x01", 3), 20s);
+  });
   a.join();
   b.join();
   c.join();

@@ -453,7 +453,7 @@ TEST_CASE("past its connection cap the dashboard closes the connection idle long
   CHECK(still_served(*idle2));
 }
 
-TEST_CASE("a connection that has not sent its request is closed to make room, the longest waiting first",
+TEST_CASE("the dashboard closes a connection that has not sent its request to make room, the longest waiting first",
           "[dashboard][http]") {
   HttpOptions options;
   options.max_connections = 3;
@@ -473,7 +473,7 @@ TEST_CASE("a connection that has not sent its request is closed to make room, th
   CHECK(still_served(*newcomer));
 }
 
-TEST_CASE("a flood from one address takes only that address's share: its own oldest connections make room",
+TEST_CASE("a flood of dashboard connections from one address takes only its share: its own oldest make room",
           "[dashboard][http]") {
   HttpOptions options;
   options.max_connections = 100;
@@ -489,7 +489,8 @@ TEST_CASE("a flood from one address takes only that address's share: its own old
   CHECK(still_served(*other));
 }
 
-TEST_CASE("when every connection is busy on the server's side a newcomer is closed at once", "[dashboard][http]") {
+TEST_CASE("when every dashboard connection is busy on the server's side a newcomer is closed at once",
+          "[dashboard][http]") {
   HttpOptions options;
   options.max_connections = 1;
   Server server(options);  // nothing published: a request for a document waits 2 s for it
@@ -502,7 +503,7 @@ TEST_CASE("when every connection is busy on the server's side a newcomer is clos
   CHECK(test::wait_for([&] { return request(port, "GET", "/healthz").status == 200; }, 5s));
 }
 
-TEST_CASE("open streams are counted apart: never closed to make room, and past their own cap a new one gets 503",
+TEST_CASE("the dashboard's open streams are counted apart: never closed to make room, past their own cap 503",
           "[dashboard][http]") {
   HttpOptions options;
   options.max_connections = 1;
@@ -535,7 +536,7 @@ TEST_CASE("open streams are counted apart: never closed to make room, and past t
   CHECK(stream2.read_until("data: " + snapshot(2).state_json));
 }
 
-TEST_CASE("a request's headers must arrive within the header timeout: the first one's of the connection's start",
+TEST_CASE("a dashboard request's headers must come within the header timeout (the first: of the connection's start)",
           "[dashboard][http]") {
   HttpOptions options;
   options.header_timeout = 300ms;
@@ -554,7 +555,7 @@ TEST_CASE("a request's headers must arrive within the header timeout: the first 
   CHECK(request(port, "GET", "/healthz").status == 200);
 }
 
-TEST_CASE("with HTTPS the TLS handshake and the first request's headers are under the header timeout",
+TEST_CASE("with HTTPS the dashboard's TLS handshake and first request headers are under the header timeout",
           "[dashboard][http][auth]") {
   HttpOptions options;
   options.header_timeout = 500ms;

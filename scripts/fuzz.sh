@@ -11,6 +11,12 @@
 #   scripts/fuzz.sh run --time N    the long run: each target for N seconds; new inputs are
 #                                   kept in <build>/corpus/<target> and the next run starts
 #                                   from them
+#   scripts/fuzz.sh nightly [--executions N] [--hours H] [--round-seconds S]
+#                                   the nightly-length run: rounds of S s (600) per target,
+#                                   each target until it has run N inputs (10,000,000) or
+#                                   H hours (8) have passed; prints the executions per
+#                                   target, appends them to <build>/nightly.tsv, fails on
+#                                   any finding and says which targets fell short
 #   scripts/fuzz.sh seeds           rewrites the seed corpus fuzz/corpus/ from real frames
 #
 # Each target first replays the inputs that once broke it (fuzz/crashes/<target>-*).
@@ -27,7 +33,7 @@ jobs="${KESTREL_FUZZ_JOBS:-2}"
 read -r -a targets <<< "${KESTREL_FUZZ_TARGETS:-frame handshake tracker session measure http}"
 
 usage() {
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -106,6 +112,52 @@ run_all() {
   return "$failed"
 }
 
+# nightly GOAL HOURS ROUND: rounds of run_all over the targets still short of GOAL
+# executions, until none is or HOURS have passed.
+nightly() {
+  local goal="$1" hours="$2" round="$3"
+  local deadline=$((SECONDS + hours * 3600)) rounds=0 failed=0
+  declare -A done_execs=()
+  local all=("${targets[@]}")
+  for target in "${all[@]}"; do done_execs[$target]=0; done
+  while true; do
+    targets=()
+    for target in "${all[@]}"; do
+      [ "${done_execs[$target]}" -lt "$goal" ] && targets+=("$target")
+    done
+    [ "${#targets[@]}" -eq 0 ] && break
+    [ "$SECONDS" -ge "$deadline" ] && break
+    rounds=$((rounds + 1))
+    echo "fuzz nightly: round $rounds, $(( (deadline - SECONDS) / 60 )) min left, short of $goal: ${targets[*]}"
+    run_all "$round" || failed=1
+    for target in "${targets[@]}"; do
+      local execs
+      execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/logs/$target.log" | tail -1)"
+      done_execs[$target]=$((done_execs[$target] + ${execs:-0}))
+    done
+    [ "$failed" = 1 ] && break
+  done
+  local commit short=0 total=0
+  commit="$(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo unknown)"
+  echo "fuzz nightly: $rounds rounds at $commit, goal $goal executions per target"
+  printf '%-12s %14s %s\n' TARGET EXECUTIONS GOAL
+  for target in "${all[@]}"; do
+    local met=met
+    if [ "${done_execs[$target]}" -lt "$goal" ]; then met="SHORT"; short=1; fi
+    total=$((total + done_execs[$target]))
+    printf '%-12s %14s %s\n' "$target" "${done_execs[$target]}" "$met"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$target" "${done_execs[$target]}" "$met" \
+      >> "$build/nightly.tsv"
+  done
+  printf '%-12s %14s\n' total "$total"
+  if [ "$failed" = 1 ]; then
+    echo "fuzz nightly: a target FAILED (see the table of the last round)"
+    return 1
+  fi
+  [ "$short" = 0 ] || echo "fuzz nightly: no finding, but some targets fell short of $goal executions in ${hours} h"
+  return 0
+}
+
 case "${1:-}" in
   build)
     build_targets
@@ -118,6 +170,20 @@ case "${1:-}" in
     [ "${2:-}" = "--time" ] && [ -n "${3:-}" ] || usage
     build_targets
     run_all "$3"
+    ;;
+  nightly)
+    shift
+    goal=10000000 hours=8 round=600
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --executions) goal="${2:?}"; shift 2 ;;
+        --hours) hours="${2:?}"; shift 2 ;;
+        --round-seconds) round="${2:?}"; shift 2 ;;
+        *) usage ;;
+      esac
+    done
+    build_targets
+    nightly "$goal" "$hours" "$round"
     ;;
   seeds)
     build_targets

@@ -211,7 +211,7 @@ struct BatchRunner::Impl {
     const worker::Image* image = worker::image();
     int spec_fd = -1;
     if (!image) {
-      notice("the worker is a fork of the runtime, its memory and all (this program registered no worker image)");
+      notice("the worker is a fork of the runtime, its memory and all (" + worker::no_image_reason() + ")");
     } else {
       if (wire.empty()) wire = worker::encode_batch(spec.request);
       spec_fd = ::memfd_create("kestrel-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);

@@ -41,7 +41,7 @@ SessionServer::SessionServer(asio::any_io_executor executor, rpc::DeviceInfo inf
     const worker::Image* image = worker::image();
     log::info(kLog, "worker sandbox: ", sandbox::describe(), "; workers ",
               image ? "exec " + image->path + " (a fresh image, empty environment)"
-                    : std::string("are forks of the runtime (no worker image registered)"));
+                    : "are forks of the runtime (" + worker::no_image_reason() + ")");
     return true;
   }();
   (void)said;

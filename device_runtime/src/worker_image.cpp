@@ -47,6 +47,11 @@ std::optional<worker::Image>& registered() {
   return image;
 }
 
+std::string& unregistered_reason() {
+  static std::string reason = "this program registered no worker image";
+  return reason;
+}
+
 bool write_all(int fd, const void* data, std::size_t size) {
   const auto* p = static_cast<const std::uint8_t*>(data);
   while (size > 0) {
@@ -99,8 +104,16 @@ std::string own_executable() {
 }
 
 void set_worker_image(const std::string& path) {
+  registered().reset();
+  const std::string file = path.substr(path.rfind('/') + 1);
   if (path.empty()) {
-    registered().reset();
+    unregistered_reason() = "this program registered no worker image";
+    return;
+  }
+  if (file.rfind("ld-", 0) == 0 || file.rfind("ld.so", 0) == 0) {
+    // Started as `ld.so kestrel-device ...`: /proc/self/exe is the loader, which would
+    // take --kestrel-worker for one of its own options.
+    unregistered_reason() = "the runtime was started through the dynamic loader " + path;
     return;
   }
   worker::Image image{path, {}};
@@ -162,6 +175,8 @@ void run_worker_image(int argc, char** argv) {
 namespace worker {
 
 const Image* image() { return registered() ? &*registered() : nullptr; }
+
+const std::string& no_image_reason() { return unregistered_reason(); }
 
 std::vector<std::uint8_t> encode_batch(const rpc::BatchRequest& request) {
   capnp::MallocMessageBuilder builder;

@@ -22,6 +22,8 @@ struct Image {
 
 // The registered image; null when this program registered none (workers are then forks).
 const Image* image();
+// Why there is none, e.g. "this program registered no worker image".
+const std::string& no_image_reason();
 
 // The batch as the exec'd worker reads it from its spec fd.
 std::vector<std::uint8_t> encode_batch(const rpc::BatchRequest& request);

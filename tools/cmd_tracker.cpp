@@ -57,6 +57,17 @@ int run_tracker(int argc, char** argv) {
   args.option("http", "PORT", "serve the dashboard (page, JSON API, /metrics) on PORT; 0 picks a free one; off by default");
   args.option("http-host", "ADDR", "address the dashboard listens on", "--host with a token, 127.0.0.1 without");
   args.option("http-interval-ms", "MS", "how often live dashboard pages get a new snapshot", "1000");
+  args.option("http-max-connections", "N",
+              "dashboard connections at most (open streams apart); past it the one waiting longest on its client "
+              "is closed",
+              "512");
+  args.option("http-max-connections-per-address", "N", "dashboard connections from one address (IPv6: /64) at most",
+              "32");
+  args.option("http-max-streams", "N", "open live streams (/api/stream) at most; past it 503", "64");
+  args.option("http-max-streams-per-address", "N", "open live streams from one address at most", "16");
+  args.option("http-header-timeout-ms", "MS",
+              "a dashboard request's line and headers must arrive within this (the first's of the connection's start)",
+              "5000");
   args.option("port-file", "FILE", "write the bound port to FILE once listening (for scripts)");
   args.option("log-level", "LEVEL", "debug, info, warn, error or off", "info");
   args.epilog(
@@ -152,6 +163,13 @@ int run_tracker(int argc, char** argv) {
       http.port = static_cast<std::uint16_t>(args.get_int("http", 0, 0, 65535));
       http.host = args.get("http-host", any_token ? options.host : std::string("127.0.0.1"));
       http.interval = std::chrono::milliseconds(args.get_int("http-interval-ms", 1000, 50, 600'000));
+      http.max_connections = static_cast<std::size_t>(args.get_int("http-max-connections", 512, 1, 1'000'000));
+      http.max_connections_per_address =
+          static_cast<std::size_t>(args.get_int("http-max-connections-per-address", 32, 1, 1'000'000));
+      http.max_streams = static_cast<std::size_t>(args.get_int("http-max-streams", 64, 1, 1'000'000));
+      http.max_streams_per_address =
+          static_cast<std::size_t>(args.get_int("http-max-streams-per-address", 16, 1, 1'000'000));
+      http.header_timeout = std::chrono::milliseconds(args.get_int("http-header-timeout-ms", 5000, 100, 600'000));
       const bool dashboard_token = options.token || options.client_token;
       if (!dashboard_token && !is_loopback(http.host) && !args.has("insecure-no-token")) {
         throw UsageError("refusing to serve the dashboard on " + http.host +
@@ -159,9 +177,13 @@ int run_tracker(int argc, char** argv) {
                          "Pass --token-file FILE (or --client-token-file), or --insecure-no-token to accept the risk");
       }
       options.http = std::move(http);
-    } else if (args.has("http-host") || args.has("http-interval-ms")) {
-      throw UsageError(std::string("--") + (args.has("http-host") ? "http-host" : "http-interval-ms") +
-                       " needs --http PORT (the dashboard is off without it)");
+    } else {
+      for (const char* name : {"http-host", "http-interval-ms", "http-max-connections", "http-max-connections-per-address",
+                               "http-max-streams", "http-max-streams-per-address", "http-header-timeout-ms"}) {
+        if (args.has(name)) {
+          throw UsageError(std::string("--") + name + " needs --http PORT (the dashboard is off without it)");
+        }
+      }
     }
 
     if (!any_token) {

@@ -189,11 +189,18 @@ struct Tracker::Impl {
       }
     }
     if (limit.rlim_cur == RLIM_INFINITY) return;
-    auto fds = static_cast<std::size_t>(limit.rlim_cur);
+    const auto limit_fds = static_cast<std::size_t>(limit.rlim_cur);
+    auto fds = limit_fds;
+    std::size_t dashboard_fds = 0;
+    if (options.http) {
+      // The dashboard's connections share the process's descriptors.
+      dashboard_fds = options.http->max_connections + options.http->max_streams;
+      fds = fds > dashboard_fds + TrackerLimits::kFdMargin * 2 ? fds - dashboard_fds : fds / 2;
+    }
     std::size_t fit = fds > TrackerLimits::kFdMargin * 2 ? fds - TrackerLimits::kFdMargin : fds / 2;
     if (fit < max_connections) {
       log::warn(kLog, "--max-connections ", max_connections, " lowered to ", fit, " to fit the open-file limit of ",
-                fds);
+                limit_fds, dashboard_fds ? str(" (", dashboard_fds, " kept for the dashboard)") : std::string());
       max_connections = fit;
     }
   }
@@ -949,10 +956,14 @@ void Tracker::start() {
             " in all; relays pause their sender past ", limits.relay_window_bytes >> 20, " MiB queued");
   impl_->start();
   if (impl_->http) {
+    const HttpOptions& http = *impl_->options.http;
     log::info(kLog, "dashboard at ", impl_->http->url(),
               impl_->options.client_token || impl_->options.token
                   ? " (requests must carry the client token or the shared token)"
-                  : "");
+                  : "",
+              "; caps: ", http.max_connections, " connections (", http.max_connections_per_address,
+              " per address), ", http.max_streams, " streams (", http.max_streams_per_address,
+              " per address), headers within ", http.header_timeout.count(), " ms");
   }
 }
 

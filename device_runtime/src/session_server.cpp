@@ -38,6 +38,7 @@ std::uint64_t seq_of(wire::SessionMessage::Reader message) noexcept {
 SessionServer::SessionServer(asio::any_io_executor executor, rpc::DeviceInfo info, SendFn send)
     : executor_(std::move(executor)), info_(std::move(info)), send_(std::move(send)) {
   static const bool said = [] {
+    worker::check_image();
     const worker::Image* image = worker::image();
     log::info(kLog, "worker sandbox: ", sandbox::describe(), "; workers ",
               image ? "exec " + image->path + " (a fresh image, empty environment)"

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -177,6 +178,43 @@ namespace worker {
 const Image* image() { return registered() ? &*registered() : nullptr; }
 
 const std::string& no_image_reason() { return unregistered_reason(); }
+
+void check_image() {
+  if (!registered()) return;
+  const std::string path = registered()->path;
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(report[0]);
+    ::close(report[1]);
+    return;
+  }
+  if (pid == 0) {
+    // The worker mode without fds says so on stderr and exits 2: /dev/null here.
+    int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd >= 0) ::dup2(null_fd, 2);
+    char* argv[] = {const_cast<char*>(path.c_str()), const_cast<char*>(kWorkerFlag), nullptr};
+    char* envp[] = {nullptr};
+    ::execve(path.c_str(), argv, envp);
+    const int error = errno;
+    (void)!::write(report[1], &error, sizeof error);
+    ::_exit(127);
+  }
+  ::close(report[1]);
+  int error = 0;
+  ssize_t n;
+  while ((n = ::read(report[0], &error, sizeof error)) < 0 && errno == EINTR) {
+  }
+  ::close(report[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (n == static_cast<ssize_t>(sizeof error)) {
+    registered().reset();
+    unregistered_reason() = "execve " + path + ": " + std::strerror(error);
+  }
+}
 
 std::vector<std::uint8_t> encode_batch(const rpc::BatchRequest& request) {
   capnp::MallocMessageBuilder builder;

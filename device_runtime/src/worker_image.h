@@ -25,6 +25,11 @@ const Image* image();
 // Why there is none, e.g. "this program registered no worker image".
 const std::string& no_image_reason();
 
+// Execs the registered image once (its worker mode, given nothing to do, exits at once);
+// when the exec fails (qemu-user without binfmt_misc) the image is dropped, with the
+// reason. Blocks for the few milliseconds that takes.
+void check_image();
+
 // The batch as the exec'd worker reads it from its spec fd.
 std::vector<std::uint8_t> encode_batch(const rpc::BatchRequest& request);
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -160,6 +161,20 @@ TEST_CASE("kernels that open sockets, fork, exec, write files, map 1 TiB or sign
   }
   // The device said at start which protections its workers get.
   CHECK_THAT(rig.device->log(), Catch::Contains("worker sandbox: inherited fds closed, rlimits, no_new_privs"));
+  rig.check_unharmed();
+}
+
+TEST_CASE("what a kernel says reaches the client bounded and printable", "[security][sandbox]") {
+  Rig rig;
+  Profile p = profile(rig.dir, rig.tracker, hostile_kernel(rig.dir, "LOUD"));
+  INFO(p.output);
+  CHECK(p.status() == "runtime error");
+  const std::string message = p.json.value("message", std::string());
+  CHECK_THAT(message, Catch::StartsWith("the vendor library ") && Catch::Contains("red"));
+  CHECK(message.size() <= 515);  // 512 and "..."
+  CHECK(std::none_of(message.begin(), message.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f;
+  }));
   rig.check_unharmed();
 }
 

@@ -29,20 +29,23 @@ constexpr std::string_view kLog = "measure";
 using rpc::use_nothrow;
 
 // Text a worker (that is, possibly a kernel) wrote, as the runtime passes it on: at most
-// `limit` bytes, printable ASCII only (control bytes and the rest become '?', line breaks
-// and tabs spaces).
-std::string worker_text(std::string_view text, std::size_t limit = 512) {
+// `limit` bytes (8 KiB: an OpenCL build log fits), then "..."; printable ASCII, line breaks
+// and tabs only (every other byte, terminal escapes and non-ASCII included, becomes '?').
+constexpr std::size_t kWorkerTextLimit = 8192;
+
+std::string worker_text(std::string_view text, std::size_t limit = kWorkerTextLimit) {
   std::string out;
   out.reserve(std::min(text.size(), limit + 3));
   for (char c : text.substr(0, limit)) {
     const auto byte = static_cast<unsigned char>(c);
-    out += byte >= 0x20 && byte < 0x7f ? c : (c == '\n' || c == '\t' || c == '\r') ? ' ' : '?';
+    out += (byte >= 0x20 && byte < 0x7f) || c == '\n' || c == '\t' ? c : '?';
   }
   if (text.size() > limit) out += "...";
   return out;
 }
 
-std::string worker_text(const std::vector<std::uint8_t>& bytes, std::size_t from = 0, std::size_t limit = 512) {
+std::string worker_text(const std::vector<std::uint8_t>& bytes, std::size_t from = 0,
+                        std::size_t limit = kWorkerTextLimit) {
   if (from > bytes.size()) from = bytes.size();
   return worker_text(std::string_view(reinterpret_cast<const char*>(bytes.data()) + from, bytes.size() - from), limit);
 }

@@ -71,8 +71,10 @@ int main(int argc, char** argv) {
   args.epilog(
       "When the tracker goes away or restarts, the runtime reconnects with capped exponential\n"
       "backoff (200 ms doubling to --max-backoff-ms) and registers again by itself. It exits\n"
-      "with status 3 when the tracker rejects it for good (wrong token, other protocol version,\n"
-      "a certificate --tls-ca does not vouch for). SIGINT/SIGTERM stop it cleanly.\n"
+      "with status 3 when the tracker rejects it for good (wrong token, other protocol version)\n"
+      "through TLS checked against --tls-ca; without that check anyone on the path could have\n"
+      "sent the rejection, so it is logged as not authenticated and retried, as is a\n"
+      "certificate --tls-ca does not vouch for. SIGINT/SIGTERM stop it cleanly.\n"
       "\n"
       "Security: with --token-file the connection is TLS 1.3, and the token proof is bound to\n"
       "the TLS session, so a proxy in between cannot complete it even when the certificate is\n"

@@ -239,14 +239,21 @@ TEST_CASE("cuda: PTX candidates are loaded by the driver, checked against the CP
   std::string broken = m.put(kernel::encode_gpu_module(garbage));
   add_candidates(spec, {m.candidate(1, good), m.candidate(2, partial), m.candidate(3, broken)});
   spec.request.settings.flush_cache = true;
-  Outcome out = run_batch(spec);
-  REQUIRE(out.done);
-  CHECK(out.done->empty());
-  INFO(out.results[1].message);
-  CHECK(out.results[1].status == Status::ok);
-  CHECK(out.results[1].round_seconds.size() == 3);
-  CHECK(out.results[2].status == Status::wrong_answer);
-  CHECK(out.results[3].status == Status::device_compile_error);
+  // As a forked worker (what a program without a worker image gets), then as the worker
+  // kestrel-device execs (a fresh image with the trimmed environment: docs/security.md).
+  for (const char* image : {"", KESTREL_DEVICE_BIN}) {
+    INFO("worker image: " << (*image ? image : "none (fork)"));
+    set_worker_image(image);
+    Outcome out = run_batch(spec);
+    set_worker_image("");
+    REQUIRE(out.done);
+    CHECK(out.done->empty());
+    INFO(out.results[1].message);
+    CHECK(out.results[1].status == Status::ok);
+    CHECK(out.results[1].round_seconds.size() == 3);
+    CHECK(out.results[2].status == Status::wrong_answer);
+    CHECK(out.results[3].status == Status::device_compile_error);
+  }
 }
 #endif
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the device runtime for a board, stripped and linked so that the board needs
 # only its C library: one file to copy. TLS and crypto come from mbedTLS, linked in
-# (a TLS 1.2 client; the host build keeps OpenSSL: docs/security.md). --static needs
+# (a TLS 1.2 client built from Debian's source with Kestrel's configuration by
+# scripts/build-mbedtls.sh; the host build keeps OpenSSL: docs/security.md). --static needs
 # nothing at all (the C library inside too). Link-time optimisation on (about 4% smaller).
 # scripts/device-size.sh says what each part costs.
 #   scripts/build-device.sh aarch64-linux-gnu        # Raspberry Pi (64-bit OS), Jetson, phones
@@ -45,6 +46,10 @@ if ! command -v "$strip_tool" > /dev/null; then
   echo "build-device: $strip_tool not found: run scripts/setup-cross.sh (it installs the cross toolchains)" >&2
   exit 1
 fi
+# The boards' mbedTLS, a TLS 1.2 client only (scripts/build-mbedtls.sh: built once per
+# triple, then found by its stamp; setup-cross.sh builds them all).
+"$root/scripts/build-mbedtls.sh" "$triple" > /dev/null || exit 1
+args+=(-DKESTREL_MBEDTLS_PREFIX="${KESTREL_MBEDTLS_ROOT:-/opt/kestrel}/mbedtls-$triple")
 mkdir -p "$build"
 cmake -S "$root" "-B$build" "${args[@]}" > "$build/configure.log" 2>&1 || { cat "$build/configure.log" >&2; exit 1; }
 cmake --build "$build" -j "${KESTREL_JOBS:-2}" --target kestrel-device kestrel_rt kestrel_rt_shared > "$build/build.log" 2>&1 \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the riscv64 libraries the device runtime links (Cap'n Proto 0.9.2, mbedTLS 2.28,
-# libseccomp 2.5.4, libsodium 1.0.18) from Debian's own source packages, cross-compiled
+# Builds the riscv64 libraries the device runtime links (Cap'n Proto 0.9.2, libseccomp
+# 2.5.4, libsodium 1.0.18; mbedTLS, as for every board, comes from
+# scripts/build-mbedtls.sh) from Debian's own source packages, cross-compiled
 # with gcc-riscv64-linux-gnu into $KESTREL_RISCV64_PREFIX (default /opt/kestrel/riscv64-linux-gnu),
 # where cmake/toolchains/riscv64-linux-gnu.cmake finds them.
 #
@@ -10,19 +11,26 @@
 # installed by multiarch as for arm64/armhf. Only the cross compiler and the cross C
 # library (libc6-dev-riscv64-cross) are packaged. The sources are the same versions the
 # amd64/arm64 builds use, fetched with `apt-get source` from the configured mirror through
-# a private source list (the system's apt configuration is not changed). mbedTLS gets
-# Debian's configuration (debian/rules); the libraries are static and position
-# independent. libsodium is there only because cmake/KestrelDeps.cmake requires it in
-# every build (the board runtime links none of it).
+# a private source list (scripts/debian-source.sh: the system's apt configuration is not
+# changed). The libraries are static and position independent. libsodium is there only
+# because cmake/KestrelDeps.cmake requires it in every build (the board runtime links none of it).
 #
 # Idempotent (a stamp in the prefix); called by scripts/setup-cross.sh. Needs root for
 # the default prefix, and gperf, autoconf, automake, libtool, dpkg-dev (setup-cross.sh
 # installs them). About 3 minutes on 2 cores.
 set -euo pipefail
 source "$(dirname "$0")/apt-retry.sh"
+source "$(dirname "$0")/debian-source.sh"
 prefix="${KESTREL_RISCV64_PREFIX:-/opt/kestrel/riscv64-linux-gnu}"
 stamp="$prefix/.kestrel-deps"
-packages=(capnproto mbedtls libseccomp libsodium)
+packages=(capnproto libseccomp libsodium)
+# A prefix built before mbedTLS moved to scripts/build-mbedtls.sh also has Debian's
+# full mbedTLS: the rest is still right, that is removed so that nothing links it.
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "capnproto mbedtls ${packages[*]:1}" ]; then
+  rm -rf "$prefix/include/mbedtls" "$prefix/include/psa" "$prefix/lib/libmbedtls.a" "$prefix/lib/libmbedx509.a" \
+         "$prefix/lib/libmbedcrypto.a"
+  echo "${packages[*]}" > "$stamp"
+fi
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${packages[*]}" ]; then
   echo "build-riscv64-deps: present in $prefix"
   exit 0
@@ -31,26 +39,8 @@ jobs="${KESTREL_JOBS:-2}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# deb-src entries for the mirrors apt already uses, in a private apt state.
-mkdir -p "$work/apt/lists/partial" "$work/apt/cache/archives/partial" "$work/apt/sources.list.d" "$work/src"
-for f in /etc/apt/sources.list.d/*.sources; do
-  [ -f "$f" ] && sed 's/^Types:.*/Types: deb-src/' "$f" > "$work/apt/sources.list.d/$(basename "$f")"
-done
-if [ -f /etc/apt/sources.list ]; then
-  sed -n 's/^deb \(.*\)/deb-src \1/p' /etc/apt/sources.list > "$work/apt/sources.list.d/list.list"
-fi
-apt_opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$work/apt/sources.list.d"
-          -o "Dir::State::Lists=$work/apt/lists" -o "Dir::Cache=$work/apt/cache" -o APT::Sandbox::User=root)
-fetched=0
-for try in $(seq 1 "$APT_TRIES"); do
-  if apt-get "${apt_opts[@]}" -qq update && (cd "$work/src" && apt-get "${apt_opts[@]}" -qq source "${packages[@]}"); then
-    fetched=1
-    break
-  fi
-  echo "build-riscv64-deps: fetching the source packages failed (try $try of $APT_TRIES)" >&2
-  [ "$try" -lt "$APT_TRIES" ] && sleep $((try * APT_DELAY))
-done
-[ "$fetched" = 1 ] || { echo "build-riscv64-deps: could not fetch the sources of ${packages[*]}" >&2; exit 1; }
+# The source packages, from the mirrors apt already uses (scripts/debian-source.sh).
+debian_source "$work" "${packages[@]}" || exit 1
 
 src="$work/src"
 export CFLAGS="-O2" CXXFLAGS="-O2"
@@ -71,17 +61,6 @@ step() {  # name command...
   "$@" >> "$log" 2>&1 || { tail -30 "$log" >&2; echo "build-riscv64-deps: $name failed" >&2; exit 1; }
 }
 mkdir -p "$prefix"
-
-# mbedTLS with the options Debian's build sets (debian/rules), static only.
-mbed=$(echo "$src"/mbedtls-*/)
-for option in MBEDTLS_DEPRECATED_WARNING MBEDTLS_HAVEGE_C MBEDTLS_MD2_C MBEDTLS_MD4_C MBEDTLS_THREADING_C \
-              MBEDTLS_THREADING_PTHREAD MBEDTLS_CMAC_C MBEDTLS_SSL_DTLS_SRTP; do
-  step "mbedtls: $option" python3 "$mbed/scripts/config.py" -f "$mbed/include/mbedtls/config.h" set "$option"
-done
-step "mbedtls: configure" cmake -S "$mbed" -B "$work/mbedtls" "${cmake_args[@]}" -DENABLE_PROGRAMS=OFF \
-  -DENABLE_TESTING=OFF -DUSE_SHARED_MBEDTLS_LIBRARY=OFF -DUSE_STATIC_MBEDTLS_LIBRARY=ON -DLIB_INSTALL_DIR=lib
-step "mbedtls: build" cmake --build "$work/mbedtls" -j "$jobs"
-step "mbedtls: install" cmake --install "$work/mbedtls"
 
 # Cap'n Proto: the libraries and CMake package for riscv64; capnp_generate_cpp runs the
 # host's /usr/bin/capnp (EXTERNAL_CAPNP), which is the same version.

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what cross builds of the device runtime need: the aarch64, armhf and riscv64
 # cross compilers, qemu user-mode emulation, and the arm64/armhf builds of Cap'n Proto,
-# mbedTLS (the boards' TLS), libsodium, OpenSSL and libseccomp (Debian multiarch). Debian
-# 12 has no riscv64 architecture, so the riscv64 builds of those libraries are compiled
-# from Debian's source packages by scripts/build-riscv64-deps.sh (about 2 minutes, once).
+# libsodium, OpenSSL and libseccomp (Debian multiarch). Debian 12 has no riscv64
+# architecture, so the riscv64 builds of those libraries are compiled from Debian's source
+# packages by scripts/build-riscv64-deps.sh (about 2 minutes, once). The boards' TLS,
+# mbedTLS, is built from Debian's source package too, client-only, for every board triple
+# (scripts/build-mbedtls.sh, under a minute per triple, once).
 # Idempotent. Needs root (or sudo).
 #
 # Multiarch packages must have the same version on every architecture. Debian's security
@@ -20,6 +22,16 @@ riscv64_deps() {
     echo "setup-cross: the riscv64 libraries could not be built: the riscv64 board is left out" >&2
   fi
 }
+# The boards' mbedTLS (scripts/build-mbedtls.sh: a TLS 1.2 client built from Debian's
+# source with cmake/mbedtls/kestrel_mbedtls_config.h), for aarch64, armv7a and native
+# (the x86_64 build of the interop test), then riscv64 (left out with its board when its
+# compiler or the sources cannot be had, as above). Idempotent: a minute per triple, once.
+board_mbedtls() {
+  "$(dirname "$0")/build-mbedtls.sh" aarch64-linux-gnu armv7a-linux-gnueabihf native
+  if ! "$(dirname "$0")/build-mbedtls.sh" riscv64-linux-gnu; then
+    echo "setup-cross: the riscv64 mbedTLS could not be built: the riscv64 board is left out" >&2
+  fi
+}
 
 if command -v aarch64-linux-gnu-g++ > /dev/null && command -v arm-linux-gnueabihf-g++ > /dev/null &&
    command -v qemu-aarch64-static > /dev/null && [ -f /usr/lib/aarch64-linux-gnu/libcapnp.a ] &&
@@ -27,10 +39,11 @@ if command -v aarch64-linux-gnu-g++ > /dev/null && command -v arm-linux-gnueabih
    [ -f /usr/lib/arm-linux-gnueabihf/libsodium.a ] &&
    [ -f /usr/lib/aarch64-linux-gnu/libseccomp.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libseccomp.a ] &&
    [ -f /usr/lib/aarch64-linux-gnu/libssl.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libssl.a ] &&
-   [ -f /usr/lib/aarch64-linux-gnu/libmbedtls.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libmbedtls.a ] &&
    command -v riscv64-linux-gnu-g++ > /dev/null && command -v gperf > /dev/null &&
-   command -v autoreconf > /dev/null && command -v libtoolize > /dev/null && command -v dpkg-source > /dev/null; then
+   command -v autoreconf > /dev/null && command -v libtoolize > /dev/null && command -v dpkg-source > /dev/null &&
+   command -v cmake > /dev/null && command -v ninja > /dev/null; then
   riscv64_deps
+  board_mbedtls
   echo "setup-cross: all present"
   exit 0
 fi
@@ -67,8 +80,9 @@ apt_install --allow-downgrades \
   "libssl-dev:arm64=$ssl" "libssl-dev:armhf=$ssl" \
   crossbuild-essential-arm64 crossbuild-essential-armhf qemu-user-static \
   libcapnp-dev:arm64 libcapnp-dev:armhf libsodium-dev:arm64 libsodium-dev:armhf \
-  libseccomp-dev:arm64 libseccomp-dev:armhf libmbedtls-dev:arm64 libmbedtls-dev:armhf \
+  libseccomp-dev:arm64 libseccomp-dev:armhf ninja-build cmake \
   g++-riscv64-linux-gnu gperf autoconf automake libtool dpkg-dev
 # riscv64: no multiarch packages in Debian 12; the libraries built from Debian's sources.
 riscv64_deps
+board_mbedtls
 echo "setup-cross: done"

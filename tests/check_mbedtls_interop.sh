@@ -4,6 +4,8 @@
 # with a token it registers over TLS 1.2 (the token proof bound to the session), with
 # --tls-ca it accepts the tracker's pinned certificate and refuses another one naming
 # why, and with --no-tls on both sides it registers with frame MACs (HMAC from mbedTLS).
+# The native build links the boards' client-only mbedTLS (scripts/build-mbedtls.sh), so
+# this runs the boards' TLS configuration; it also checks what the runtime refuses.
 #   tests/check_mbedtls_interop.sh KESTREL_BIN SOURCE_DIR
 # Exits 77 (skipped) when the native board build is missing.
 set -euo pipefail
@@ -12,6 +14,12 @@ device="$2/build-device-native/kestrel-device"
 if [ ! -x "$device" ]; then
   echo "no $device (scripts/build-device.sh native): skipped"
   exit 77
+fi
+# It must be the boards' mbedTLS (scripts/build-mbedtls.sh), not the system's.
+if ! grep -q '^KESTREL_MBEDTLS_PREFIX:PATH=/' "$2/build-device-native/CMakeCache.txt"; then
+  echo "FAIL: $device is not linked with the boards' mbedTLS (scripts/build-mbedtls.sh): rebuild it" \
+    "with scripts/build-device.sh native"
+  exit 1
 fi
 dir=$(mktemp -d)
 pids=()
@@ -93,5 +101,77 @@ pids+=($!)
 wait_registered "$plain" mb-macs --token-file token --no-tls ||
   fail "the mbedTLS runtime did not register with frame MACs: $(tail -3 macs.log)"
 
-[ "$status" -eq 0 ] && echo "mbedTLS runtime and OpenSSL tracker: TLS, --tls-ca (right and wrong) and frame MACs all work"
+# The runtime's terms, against a TLS 1.2 server (Python's ssl on OpenSSL) that offers one
+# thing each time: the terms of docs/security.md (ECDSA and RSA certificates, AES-128-GCM,
+# AES-256-GCM-SHA384, ChaCha20-Poly1305; P-256, P-384, X25519) get a session the runtime
+# goes on with; a CBC suite, a group the runtime does not offer (P-521) or a session without the
+# extended master secret is refused (the handshake fails, or the runtime drops the
+# session before sending anything in it).
+cat > server.py << 'EOF_PY'
+import socket, ssl, sys
+case = sys.argv[1]
+# case: (certificate, the one cipher suite offered, the one ECDHE group offered or None)
+offers = {
+    "ok": ("tracker", "ECDHE-ECDSA-AES128-GCM-SHA256", None),
+    "ok-aes256-p384": ("tracker", "ECDHE-ECDSA-AES256-GCM-SHA384", "secp384r1"),
+    "ok-chacha-x25519": ("tracker", "ECDHE-ECDSA-CHACHA20-POLY1305", "X25519"),
+    "ok-rsa": ("rsa", "ECDHE-RSA-AES128-GCM-SHA256", "prime256v1"),
+    "cbc": ("tracker", "ECDHE-ECDSA-AES128-SHA256", None),
+    "p521": ("tracker", "ECDHE-ECDSA-AES128-GCM-SHA256", "secp521r1"),
+    "no-ems": ("tracker", "ECDHE-ECDSA-AES128-GCM-SHA256", None),
+}
+cert, suite, group = offers[case]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert + ".pem", cert + ".key")
+ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+ctx.set_ciphers(suite)
+if group:
+    ctx.set_ecdh_curve(group)
+if case == "no-ems":
+    ctx.options |= 1  # SSL_OP_NO_EXTENDED_MASTER_SECRET (OpenSSL 3)
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+listener.settimeout(20)
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.settimeout(5)
+try:
+    tls = ctx.wrap_socket(conn, server_side=True)
+except (ssl.SSLError, OSError) as e:
+    print("refused:", e, flush=True)
+    sys.exit(0)
+try:
+    data = tls.recv(1)
+    print(("kept " if data else "dropped ") + tls.cipher()[0], flush=True)
+except socket.timeout:
+    print("kept " + tls.cipher()[0], flush=True)
+except (ssl.SSLError, OSError) as e:
+    print("dropped:", e, flush=True)
+EOF_PY
+openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=kestrel-tracker -keyout rsa.key -out rsa.pem 2> /dev/null
+for offer in ok ok-aes256-p384 ok-chacha-x25519 ok-rsa cbc p521 no-ems; do
+  python3 server.py "$offer" > "server-$offer.log" 2>&1 &
+  server=$!
+  for i in $(seq 1 50); do [ -s "server-$offer.log" ] && break; sleep 0.1; done
+  sport=$(head -1 "server-$offer.log")
+  "$device" --tracker "127.0.0.1:$sport" --key mb --name "mb-$offer" --token-file token > "device-$offer.log" 2>&1 &
+  pids+=($!)
+  wait "$server" || true
+  result=$(sed -n 2p "server-$offer.log")
+  case "$offer:$result" in
+    ok*:kept*) ;;
+    ok*) fail "a TLS 1.2 server offering $offer did not get a session: ${result:-nothing}; $(tail -2 "device-$offer.log")" ;;
+    *:refused* | *:dropped*)
+      for i in $(seq 1 20); do grep -q "TLS handshake with the tracker" "device-$offer.log" && break; sleep 0.1; done
+      grep -q "TLS handshake with the tracker" "device-$offer.log" ||
+        fail "the runtime did not say why it refused a server offering $offer: $(tail -2 "device-$offer.log")" ;;
+    *) fail "the runtime accepted a server offering $offer: ${result:-nothing}" ;;
+  esac
+  kill "${pids[-1]}" 2> /dev/null || true
+done
+
+[ "$status" -eq 0 ] && echo "mbedTLS runtime and OpenSSL tracker: TLS, --tls-ca (right and wrong) and frame MACs all work;" \
+  "the six suites' ciphers and the three groups work, a server offering a CBC suite, P-521 only or" \
+  "no extended master secret is refused"
 exit $status

@@ -1,5 +1,6 @@
 # Cross build for 32-bit ARMv7 Linux with hard float (Raspberry Pi OS 32-bit).
-# Needs crossbuild-essential-armhf and the multiarch libcapnp-dev:armhf, libsodium-dev:armhf.
+# Needs crossbuild-essential-armhf, the multiarch libcapnp-dev:armhf,
+# libseccomp-dev:armhf, and the mbedTLS of scripts/build-mbedtls.sh (scripts/setup-cross.sh).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR armv7-a)
 set(CMAKE_C_COMPILER arm-linux-gnueabihf-gcc)
@@ -8,5 +9,14 @@ set(CMAKE_C_FLAGS_INIT "-march=armv7-a -mfpu=neon -mfloat-abi=hard")
 set(CMAKE_CXX_FLAGS_INIT "-march=armv7-a -mfpu=neon -mfloat-abi=hard")
 set(CMAKE_LIBRARY_ARCHITECTURE arm-linux-gnueabihf)
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+# The board's mbedTLS (a TLS 1.2 client only): scripts/build-mbedtls.sh builds it into
+# $KESTREL_MBEDTLS_ROOT/mbedtls-armv7a-linux-gnueabihf (default /opt/kestrel); rpc/CMakeLists.txt links it.
+if(NOT DEFINED KESTREL_MBEDTLS_PREFIX)
+  if(DEFINED ENV{KESTREL_MBEDTLS_ROOT})
+    set(KESTREL_MBEDTLS_PREFIX "$ENV{KESTREL_MBEDTLS_ROOT}/mbedtls-armv7a-linux-gnueabihf")
+  else()
+    set(KESTREL_MBEDTLS_PREFIX "/opt/kestrel/mbedtls-armv7a-linux-gnueabihf")
+  endif()
+endif()
 set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/arm-linux-gnueabihf/pkgconfig:/usr/share/pkgconfig")
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-arm-static;-L;/usr/arm-linux-gnueabihf)

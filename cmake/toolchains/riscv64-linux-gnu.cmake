@@ -13,9 +13,19 @@ else()
   set(KESTREL_RISCV64_PREFIX "/opt/kestrel/riscv64-linux-gnu")
 endif()
 # The prefix first: CapnProto's package (its libraries for riscv64, the host's capnp
-# tool), mbedTLS, libseccomp, libsodium. Headers only (Asio) still come from /usr/include.
+# tool), libseccomp, libsodium; mbedTLS from its own prefix (below).
+# Headers only (Asio) still come from /usr/include.
 list(PREPEND CMAKE_PREFIX_PATH "${KESTREL_RISCV64_PREFIX}")
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+# The board's mbedTLS (a TLS 1.2 client only): scripts/build-mbedtls.sh builds it into
+# $KESTREL_MBEDTLS_ROOT/mbedtls-riscv64-linux-gnu (default /opt/kestrel); rpc/CMakeLists.txt links it.
+if(NOT DEFINED KESTREL_MBEDTLS_PREFIX)
+  if(DEFINED ENV{KESTREL_MBEDTLS_ROOT})
+    set(KESTREL_MBEDTLS_PREFIX "$ENV{KESTREL_MBEDTLS_ROOT}/mbedtls-riscv64-linux-gnu")
+  else()
+    set(KESTREL_MBEDTLS_PREFIX "/opt/kestrel/mbedtls-riscv64-linux-gnu")
+  endif()
+endif()
 set(ENV{PKG_CONFIG_LIBDIR} "${KESTREL_RISCV64_PREFIX}/lib/pkgconfig:/usr/share/pkgconfig")
 # No libc6:riscv64 in Debian 12: the cross toolchain's sysroot is the board's root.
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-riscv64-static;-L;/usr/riscv64-linux-gnu)

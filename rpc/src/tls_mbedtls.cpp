@@ -201,8 +201,13 @@ TlsStream::TlsStream(tcp::socket socket, std::shared_ptr<const TlsContext> conte
   mbedtls_ssl_conf_curves(&c, kCurves);
   mbedtls_ssl_conf_rng(&c, random_for_tls, nullptr);
   mbedtls_ssl_conf_extended_master_secret(&c, MBEDTLS_SSL_EXTENDED_MS_ENABLED);
+  // Off; the boards' mbedTLS (scripts/build-mbedtls.sh) has neither compiled in.
+#if defined(MBEDTLS_SSL_RENEGOTIATION)
   mbedtls_ssl_conf_renegotiation(&c, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+#endif
+#if defined(MBEDTLS_SSL_SESSION_TICKETS)
   mbedtls_ssl_conf_session_tickets(&c, MBEDTLS_SSL_SESSION_TICKETS_DISABLED);
+#endif
   mbedtls_ssl_conf_export_keys_ext_cb(&c, &Impl::export_keys, &s);
   if (s.context->impl_->verifies) {
     // The chain is checked, the name is not (as with OpenSSL on the host: see tls.h).

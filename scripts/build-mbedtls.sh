@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Builds the boards' mbedTLS: Debian's own mbedTLS 2.28 source package (the version of
+# libmbedtls-dev), configured by cmake/mbedtls/kestrel_mbedtls_config.h (a TLS 1.2 client
+# with the six suites of docs/security.md and nothing else), compiled with -Os
+# -ffunction-sections -fdata-sections, static and position independent, for each triple
+# given (default: every board triple and native, the x86_64 build that
+# tests/check_mbedtls_interop.sh runs against the host's tracker), into
+# $KESTREL_MBEDTLS_ROOT/mbedtls-<triple> (default /opt/kestrel/mbedtls-<triple>).
+# The configuration is installed as the prefix's include/mbedtls/config.h, so the runtime's
+# sources are compiled against the same options as the library. scripts/build-device.sh
+# links it (KESTREL_MBEDTLS_PREFIX); the host build keeps OpenSSL.
+#   scripts/build-mbedtls.sh                       # aarch64, armv7a, riscv64, native
+#   scripts/build-mbedtls.sh aarch64-linux-gnu     # one
+# Why not Debian's libmbedtls-dev: its archives have every feature on (the TLS server,
+# DES, Camellia, ARIA, Blowfish, MD2/MD4, RIPEMD-160, the self-tests and test
+# certificates) and no -ffunction-sections, so whole objects came into the board binary
+# (500 KB of the aarch64 runtime; docs/device-size.md).
+#
+# Idempotent: each prefix has a stamp naming the source version, a hash of the
+# configuration header, the flags and the compiler; a prefix whose stamp differs is
+# rebuilt from scratch (the stamp is written last, so an interrupted build is redone).
+# The sources come from the configured mirror with `apt-get source` (scripts/debian-source.sh,
+# retried when the mirror hiccups). Called by scripts/setup-cross.sh; needs root for the
+# default prefix, cmake, ninja, python3, dpkg-dev and the cross compilers. About a minute
+# per triple on 2 cores.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/apt-retry.sh"
+source "$here/debian-source.sh"
+config="$(cd "$here/.." && pwd)/cmake/mbedtls/kestrel_mbedtls_config.h"
+base="${KESTREL_MBEDTLS_ROOT:-/opt/kestrel}"
+jobs="${KESTREL_JOBS:-2}"
+flags="-Os -ffunction-sections -fdata-sections"
+if [ "$#" -eq 0 ]; then
+  set -- aarch64-linux-gnu armv7a-linux-gnueabihf riscv64-linux-gnu native
+fi
+
+compiler_of() {  # triple -> C compiler and its extra flags
+  case "$1" in
+    aarch64-linux-gnu) echo "aarch64-linux-gnu-gcc" ;;
+    armv7a-linux-gnueabihf) echo "arm-linux-gnueabihf-gcc -march=armv7-a -mfpu=neon -mfloat-abi=hard" ;;
+    riscv64-linux-gnu) echo "riscv64-linux-gnu-gcc" ;;
+    native) echo "gcc" ;;
+    *) echo "build-mbedtls: unknown target '$1' (aarch64-linux-gnu, armv7a-linux-gnueabihf, riscv64-linux-gnu, native)" >&2
+       return 2 ;;
+  esac
+}
+# The version this Debian offers (libmbedtls-dev's, which `apt-get source` fetches).
+version=$(apt-cache policy libmbedtls-dev 2>/dev/null | awk '/Candidate/ {print $2}')
+config_hash=$(sha256sum "$config" | cut -c1-16)
+stamp_of() {  # triple -> the stamp its prefix must carry
+  local cc
+  cc=$(compiler_of "$1")
+  echo "mbedtls ${version:-unknown} config $config_hash flags $flags cc $cc $(${cc%% *} -dumpfullversion 2>/dev/null || true)"
+}
+
+todo=()
+for triple in "$@"; do
+  stamp=$(stamp_of "$triple")
+  if [ -f "$base/mbedtls-$triple/.kestrel-mbedtls" ] && [ "$(cat "$base/mbedtls-$triple/.kestrel-mbedtls")" = "$stamp" ]; then
+    echo "build-mbedtls: present in $base/mbedtls-$triple"
+  else
+    cc=$(compiler_of "$triple")
+    command -v "${cc%% *}" > /dev/null || { echo "build-mbedtls: ${cc%% *} not found: run scripts/setup-cross.sh" >&2; exit 1; }
+    todo+=("$triple")
+  fi
+done
+[ "${#todo[@]}" -gt 0 ] || exit 0
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+debian_source "$work" mbedtls || exit 1
+src=$(echo "$work"/src/mbedtls-*/)
+[ -f "$src/include/mbedtls/config.h" ] || { echo "build-mbedtls: no mbedTLS source in $work/src" >&2; exit 1; }
+fetched=$(cd "$work/src" && ls mbedtls_*.dsc | sed 's/^mbedtls_\(.*\)\.dsc$/\1/')
+if [ -n "$version" ] && [ "$fetched" != "$version" ]; then
+  echo "build-mbedtls: the mirror gave mbedtls $fetched, apt-cache says $version: building $fetched" >&2
+fi
+# Kestrel's configuration replaces the default one: the library and the installed headers
+# both see it.
+cp "$config" "$src/include/mbedtls/config.h"
+
+log="$work/build.log"
+step() {  # name command...
+  local name=$1
+  shift
+  echo "build-mbedtls: $name"
+  "$@" >> "$log" 2>&1 || { tail -30 "$log" >&2; echo "build-mbedtls: $name failed" >&2; exit 1; }
+}
+for triple in "${todo[@]}"; do
+  prefix="$base/mbedtls-$triple"
+  cc=$(compiler_of "$triple")
+  cat > "$work/toolchain-$triple.cmake" << EOF
+set(CMAKE_C_COMPILER ${cc%% *})
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+EOF
+  if [ "$triple" != native ]; then
+    echo "set(CMAKE_SYSTEM_NAME Linux)" >> "$work/toolchain-$triple.cmake"
+  fi
+  rm -rf "$prefix"
+  mkdir -p "$prefix"
+  extra=""
+  [ "$cc" = "${cc%% *}" ] || extra=" ${cc#* }"
+  step "$triple: configure" cmake -S "$src" -B "$work/build-$triple" -G Ninja \
+    -DCMAKE_TOOLCHAIN_FILE="$work/toolchain-$triple.cmake" -DCMAKE_BUILD_TYPE=None \
+    -DCMAKE_C_FLAGS="$flags$extra" -DCMAKE_INSTALL_PREFIX="$prefix" -DLIB_INSTALL_DIR=lib \
+    -DENABLE_PROGRAMS=OFF -DENABLE_TESTING=OFF -DMBEDTLS_FATAL_WARNINGS=OFF \
+    -DUSE_SHARED_MBEDTLS_LIBRARY=OFF -DUSE_STATIC_MBEDTLS_LIBRARY=ON
+  step "$triple: build" cmake --build "$work/build-$triple" -j "$jobs"
+  step "$triple: install" cmake --install "$work/build-$triple"
+  stamp_of "$triple" > "$prefix/.kestrel-mbedtls"
+  echo "build-mbedtls: $triple done ($prefix: $(du -cb "$prefix"/lib/libmbed*.a | awk 'END {print $1}') bytes of archives)"
+done

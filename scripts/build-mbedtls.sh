@@ -20,9 +20,10 @@
 # configuration header, the flags and the compiler; a prefix whose stamp differs is
 # rebuilt from scratch (the stamp is written last, so an interrupted build is redone).
 # The sources come from the configured mirror with `apt-get source` (scripts/debian-source.sh,
-# retried when the mirror hiccups). Called by scripts/setup-cross.sh; needs root for the
-# default prefix, cmake, ninja, python3, dpkg-dev and the cross compilers. About a minute
-# per triple on 2 cores.
+# retried when the mirror hiccups). Called by scripts/setup-cross.sh and, for the triple
+# it builds, by scripts/build-device.sh; needs root for the default prefix, the cross
+# compilers, cmake, ninja and dpkg-dev (installed when missing). About 10 seconds per
+# triple on 2 cores.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/apt-retry.sh"
@@ -67,6 +68,16 @@ for triple in "$@"; do
 done
 [ "${#todo[@]}" -gt 0 ] || exit 0
 
+# What the build needs beyond the compilers (scripts/setup.sh and setup-cross.sh install
+# them; `scripts/build-device.sh native` can come here without setup-cross.sh).
+missing=()
+command -v dpkg-source > /dev/null || missing+=(dpkg-dev)
+command -v cmake > /dev/null || missing+=(cmake)
+command -v ninja > /dev/null || missing+=(ninja-build)
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt_update
+  apt_install "${missing[@]}" || exit 1
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 debian_source "$work" mbedtls || exit 1

@@ -5,7 +5,7 @@
 # architecture, so the riscv64 builds of those libraries are compiled from Debian's source
 # packages by scripts/build-riscv64-deps.sh (about 2 minutes, once). The boards' TLS,
 # mbedTLS, is built from Debian's source package too, client-only, for every board triple
-# (scripts/build-mbedtls.sh, under a minute per triple, once).
+# (scripts/build-mbedtls.sh, seconds per triple, once).
 # Idempotent. Needs root (or sudo).
 #
 # Multiarch packages must have the same version on every architecture. Debian's security
@@ -25,7 +25,7 @@ riscv64_deps() {
 # The boards' mbedTLS (scripts/build-mbedtls.sh: a TLS 1.2 client built from Debian's
 # source with cmake/mbedtls/kestrel_mbedtls_config.h), for aarch64, armv7a and native
 # (the x86_64 build of the interop test), then riscv64 (left out with its board when its
-# compiler or the sources cannot be had, as above). Idempotent: a minute per triple, once.
+# compiler or the sources cannot be had, as above). Idempotent: seconds per triple, once.
 board_mbedtls() {
   "$(dirname "$0")/build-mbedtls.sh" aarch64-linux-gnu armv7a-linux-gnueabihf native
   if ! "$(dirname "$0")/build-mbedtls.sh" riscv64-linux-gnu; then

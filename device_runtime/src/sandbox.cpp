@@ -14,8 +14,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
+#include <vector>
 
 #if KESTREL_HAVE_SECCOMP
 #include <seccomp.h>
@@ -153,12 +156,16 @@ void namespaces_and_user(Kind kind, Outcome& out) {
   }
 }
 
-// File reads (and every other file access Landlock governs) only below the system's
-// library folders (vendor libraries), /proc (the module fds, the worker's own maps), /sys
-// (cache sizes) and of the program's own file: not the device's token file, its TLS material or the user's files.
-// CPU batches only: GPU drivers read ICDs, device files and caches wherever they are.
+// File access (every right Landlock governs) only where a worker needs it, so that the
+// device's token file, its TLS material and the user's files stay closed to the kernels
+// it runs, whatever the worker's user (root included). CPU batches: reads below the
+// system's library folders (vendor libraries), /proc (the module fds, the worker's own
+// maps), /sys (cache sizes) and of the program's own file. GPU batches also read /usr,
+// /opt and /etc/OpenCL (drivers, ICDs, PoCL's kernel library, helper programs) and may
+// read and write /dev (device files), the temporary folder and the driver caches ($HOME's
+// .cache and .nv, $XDG_CACHE_HOME, $CUDA_CACHE_PATH, $POCL_CACHE_DIR, Kestrel's OpenCL
+// program cache).
 void restrict_files(Kind kind, Outcome& out) {
-  if (kind != Kind::cpu) return;
 #if defined(__NR_landlock_create_ruleset) && defined(__NR_landlock_add_rule) && \
     defined(__NR_landlock_restrict_self) && defined(LANDLOCK_ACCESS_FS_MAKE_SYM)
   const long abi = ::syscall(__NR_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
@@ -166,8 +173,21 @@ void restrict_files(Kind kind, Outcome& out) {
     out.degraded.push_back("token and other files stay readable: no Landlock (" + why("landlock_create_ruleset") + ")");
     return;
   }
+  std::uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;  // every right of Landlock ABI 1
+  if (kind == Kind::gpu) {
+    // Drivers write a file and rename it into their cache from another folder (PoCL);
+    // under ABI 1 every such rename is refused, so GPU batches need ABI 2's REFER right.
+#ifdef LANDLOCK_ACCESS_FS_REFER
+    if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
+#endif
+    if ((all & (LANDLOCK_ACCESS_FS_MAKE_SYM << 1)) == 0) {
+      out.degraded.push_back("token and other files stay readable: Landlock ABI " + std::to_string(abi) +
+                             " would refuse the renames GPU drivers make in their caches (ABI 2 needed)");
+      return;
+    }
+  }
   landlock_ruleset_attr attr{};
-  attr.handled_access_fs = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;  // every right of Landlock ABI 1
+  attr.handled_access_fs = all;
   const int ruleset = static_cast<int>(::syscall(__NR_landlock_create_ruleset, &attr, sizeof attr, 0));
   if (ruleset < 0) {
     out.degraded.push_back("token and other files stay readable: " + why("landlock_create_ruleset"));
@@ -175,15 +195,42 @@ void restrict_files(Kind kind, Outcome& out) {
   }
   const std::uint64_t read_dir = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_EXECUTE;
   const std::uint64_t read_file = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_EXECUTE;
-  bool ok = true;
+  struct Rule {
+    std::string path;
+    bool writable;
+  };
   // /proc/self/exe: the program's own file (its ELF header names the device's architecture).
+  std::vector<Rule> rules;
   for (const char* path : {"/proc", "/sys", "/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32",
                            "/usr/local/lib", "/etc/ld.so.cache", "/proc/self/exe"}) {
-    const int fd = ::open(path, O_PATH | O_CLOEXEC);
+    rules.push_back({path, false});
+  }
+  if (kind == Kind::gpu) {
+    for (const char* path : {"/usr", "/opt", "/etc/OpenCL"}) rules.push_back({path, false});
+    for (const char* path : {"/dev", "/tmp", "/var/tmp"}) rules.push_back({path, true});
+    auto env = [](const char* name) -> std::string {
+      const char* value = std::getenv(name);
+      return value && *value == '/' ? value : "";
+    };
+    const std::string home = env("HOME");
+    for (const std::string& path : {env("TMPDIR"), env("XDG_CACHE_HOME"), env("CUDA_CACHE_PATH"), env("POCL_CACHE_DIR"),
+                                    env("KESTREL_OPENCL_CACHE"), home.empty() ? "" : home + "/.cache",
+                                    home.empty() ? "" : home + "/.nv"}) {
+      if (!path.empty()) rules.push_back({path, true});
+    }
+  }
+  bool ok = true;
+  for (const Rule& r : rules) {
+    const int fd = ::open(r.path.c_str(), O_PATH | O_CLOEXEC);
     if (fd < 0) continue;  // not on this system
     struct stat st {};
+    const bool dir = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
     landlock_path_beneath_attr rule{};
-    rule.allowed_access = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) ? read_dir : read_file;
+    if (r.writable) {
+      rule.allowed_access = dir ? all : read_file | LANDLOCK_ACCESS_FS_WRITE_FILE;
+    } else {
+      rule.allowed_access = dir ? read_dir : read_file;
+    }
     rule.parent_fd = fd;
     ok &= ::syscall(__NR_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) == 0;
     ::close(fd);
@@ -193,10 +240,12 @@ void restrict_files(Kind kind, Outcome& out) {
   } else if (::syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) {
     out.degraded.push_back("token and other files stay readable: " + why("landlock_restrict_self"));
   } else {
-    out.active.push_back("file reads: libraries, /proc, /sys (Landlock)");
+    out.active.push_back(kind == Kind::gpu ? "files: libraries, drivers, /dev, caches and the temporary folder (Landlock)"
+                                           : "file reads: libraries, /proc, /sys (Landlock)");
   }
   ::close(ruleset);
 #else
+  (void)kind;
   out.degraded.push_back("token and other files stay readable: built without Landlock");
 #endif
 }

@@ -5,8 +5,8 @@
 // every other inherited fd closed, stdin/stdout to /dev/null, stderr too for CPU
 // batches), resource limits, PR_SET_NO_NEW_PRIVS, a network namespace (root: plain;
 // otherwise inside a new user namespace), dropping root to nobody, file access only
-// below the library folders, /proc and /sys (Landlock; CPU batches), and a seccomp
-// filter. A step the system does not offer is skipped and named in `degraded`.
+// below the library folders, /proc and /sys (Landlock; GPU batches also drivers, /dev,
+// caches and temporary folders), and a seccomp filter. A step the system does not offer is skipped and named in `degraded`.
 //
 // CPU batches get every step. GPU batches (OpenCL, CUDA: drivers that open device files,
 // write caches and may fork helpers) keep their user, get no address-space limit and

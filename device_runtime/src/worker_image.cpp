@@ -39,9 +39,11 @@ struct SpecHeader {
 };
 
 // Variables the loader and GPU drivers read; never a secret. Everything else stays behind.
-constexpr const char* kKeptVariables[] = {"LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_CACHE_PATH",
+// PATH: PoCL's compiler driver looks the linker up in it (`ld`), and finds none without.
+constexpr const char* kKeptVariables[] = {"PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_CACHE_PATH",
                                           "OCL_ICD_VENDORS", "OCL_ICD_FILENAMES", "POCL_DEVICES",
-                                          "POCL_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "TMPDIR"};
+                                          "POCL_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "TMPDIR",
+                                          "KESTREL_OPENCL_CACHE"};
 
 std::optional<worker::Image>& registered() {
   static std::optional<worker::Image> image;

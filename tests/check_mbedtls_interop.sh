@@ -25,6 +25,10 @@ dir=$(mktemp -d)
 pids=()
 cleanup() {
   local pid
+  # Trackers are started inside $(start_tracker ...), a subshell: their pids are in a file.
+  if [ -f "$dir/tracker-pids" ]; then
+    while read -r pid; do kill "$pid" 2> /dev/null || true; done < "$dir/tracker-pids"
+  fi
   for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
   wait 2> /dev/null || true
   rm -rf "$dir"
@@ -45,6 +49,7 @@ start_tracker() {
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     "$kestrel" tracker --host 127.0.0.1 --port "$port" "$@" > "$log" 2>&1 &
     pids+=($!)
+    echo "$!" >> "$dir/tracker-pids"
     sleep 0.5
     if kill -0 "${pids[-1]}" 2> /dev/null; then
       echo "$port"

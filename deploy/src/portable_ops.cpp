@@ -112,6 +112,24 @@ Tensor take(const Tensor& src, Dims shape, const Dims& offsets) {
   return out;
 }
 
+// `outer` runs of `run` elements, the o-th read from src at o * stride + start: a slice
+// along one axis (Split, Gather of rows) as whole runs rather than element by element.
+Tensor copy_runs(const Tensor& src, Dims shape, std::int64_t outer, std::int64_t stride, std::int64_t start,
+                 std::int64_t run) {
+  Tensor out;
+  out.type = src.type;
+  out.shape = std::move(shape);
+  auto copy = [&](const auto& from, auto& to) {
+    to.resize(static_cast<std::size_t>(outer * run));
+    for (std::int64_t o = 0; o < outer; ++o) {
+      std::copy_n(from.begin() + o * stride + start, run, to.begin() + o * run);
+    }
+  };
+  if (src.type == ElemType::f32) copy(src.f32, out.f32);
+  else copy(src.i64, out.i64);
+  return out;
+}
+
 // Calls fn(flat output index, per-input offsets) for every element of `shape`, with each
 // input's offset following numpy broadcasting (its strides right-aligned, 0 where it has
 // extent 1).
@@ -964,15 +982,26 @@ Tensor gather(const Node& node, const Inputs& in) {
   Dims shape(x.shape.begin(), x.shape.begin() + axis);
   shape.insert(shape.end(), idx_t.shape.begin(), idx_t.shape.end());
   shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
-  Dims offsets;
-  for (std::int64_t o = 0; o < outer; ++o) {
-    for (std::int64_t i : idx) {
-      if (i < -extent || i >= extent) fail(node, "index " + std::to_string(i) + " is out of range for extent " + std::to_string(extent));
-      const std::int64_t at = i < 0 ? i + extent : i;
-      for (std::int64_t j = 0; j < inner; ++j) offsets.push_back((o * extent + at) * inner + j);
+  Tensor out;
+  out.type = x.type;
+  out.shape = std::move(shape);
+  const auto rows = static_cast<std::int64_t>(idx.size());
+  auto copy = [&](const auto& from, auto& to) {
+    to.resize(static_cast<std::size_t>(outer * rows * inner));
+    auto dst = to.begin();
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (std::int64_t i : idx) {
+        const std::int64_t at = i < 0 ? i + extent : i;
+        dst = std::copy_n(from.begin() + (o * extent + at) * inner, inner, dst);
+      }
     }
+  };
+  for (std::int64_t i : idx) {
+    if (i < -extent || i >= extent) fail(node, "index " + std::to_string(i) + " is out of range for extent " + std::to_string(extent));
   }
-  return take(x, shape, offsets);
+  if (x.type == ElemType::f32) copy(x.f32, out.f32);
+  else copy(x.i64, out.i64);
+  return out;
 }
 
 Dims axes_of(const Node& node, const Inputs& in) {
@@ -1397,12 +1426,7 @@ std::vector<Tensor> split(const Node& node, const Inputs& in) {
   for (std::int64_t size : sizes) {
     Dims shape = x.shape;
     shape[axis] = size;
-    Dims offsets;
-    offsets.reserve(static_cast<std::size_t>(outer * size * inner));
-    for (std::int64_t o = 0; o < outer; ++o) {
-      for (std::int64_t k = 0; k < size * inner; ++k) offsets.push_back((o * extent + first) * inner + k);
-    }
-    out.push_back(take(x, shape, offsets));
+    out.push_back(copy_runs(x, std::move(shape), outer, extent * inner, first * inner, size * inner));
     first += size;
   }
   return out;

@@ -115,4 +115,49 @@ int fuse_tanh_gelu(Graph& graph) {
   return fused;
 }
 
+int hoist_activations_over_reshapes(Graph& graph) {
+  static const std::set<std::string> activations = {"Relu", "Gelu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid"};
+  static const std::set<std::string> reshapes = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+  std::map<std::string, std::size_t> producer, readers;
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    for (const auto& out : graph.nodes[i].outputs) producer[out] = i;
+    for (const auto& in : graph.nodes[i].inputs) ++readers[in];
+  }
+  for (const auto& out : graph.outputs) ++readers[out.name];
+  int moved = 0;
+  for (std::size_t a = 0; a < graph.nodes.size(); ++a) {
+    Node& act = graph.nodes[a];
+    if (!act.domain.empty() || !activations.contains(act.op_type) || act.inputs.size() != 1 || act.outputs.size() != 1) {
+      continue;
+    }
+    const std::string reshaped = act.inputs[0];
+    auto p = producer.find(reshaped);
+    if (p == producer.end() || readers[reshaped] != 1) continue;
+    Node& reshape = graph.nodes[p->second];
+    if (!reshape.domain.empty() || !reshapes.contains(reshape.op_type) || reshape.outputs.size() != 1 ||
+        reshape.inputs.empty() || readers[reshape.inputs[0]] != 1) {
+      continue;
+    }
+    const ValueInfo* x = graph.value(reshape.inputs[0]);
+    if (!x || x->type != ElemType::f32 || graph.initializer(reshape.inputs[0])) continue;
+    // act(reshape(x)) -> reshape(act(x)): the activation takes the reshape's place in the
+    // order (x is ready there) and the reshape the activation's (nothing between them reads
+    // either value), and the reshape now writes the activation's output.
+    const std::string result = act.outputs[0];
+    const std::string before = result + "/before_reshape";
+    const std::size_t r = p->second;
+    graph.values[before] = ValueInfo{before, x->type, x->shape};
+    act.inputs = {reshape.inputs[0]};
+    act.outputs = {before};
+    reshape.inputs[0] = before;
+    reshape.outputs = {result};
+    graph.values.erase(reshaped);
+    std::swap(graph.nodes[r], graph.nodes[a]);
+    producer[before] = r;
+    producer[result] = a;
+    ++moved;
+  }
+  return moved;
+}
+
 }  // namespace kestrel::model

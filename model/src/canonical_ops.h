@@ -22,4 +22,12 @@ int canonicalize_ops(Graph& graph);
 // outside the pattern. Returns the number of patterns rewritten.
 int fuse_tanh_gelu(Graph& graph);
 
+// An activation applied to a Reshape's (Flatten's, Squeeze's, Unsqueeze's) output is
+// applied before it instead: GPT-2's Conv1D writes MatMul/Gemm -> Reshape -> Gelu, and a
+// kernel can fuse the activation into its epilogue only when it reads the kernel's own
+// output. Elementwise functions commute with a change of shape, so the values are the same.
+// Only where the reshaped value has no other reader and the reshape's input has no other
+// reader either (else nothing would fuse). Returns the number of activations moved.
+int hoist_activations_over_reshapes(Graph& graph);
+
 }  // namespace kestrel::model

@@ -324,6 +324,7 @@ Graph convert(const onnx::ModelProto& proto, const std::string& path, std::int64
   fold_constants(out);
   canonicalize_ops(out);
   fuse_tanh_gelu(out);
+  hoist_activations_over_reshapes(out);
   fold_batchnorm(out);
   return out;
 }

@@ -199,7 +199,7 @@ class Planner {
 
   // Activation codes of the ops' `act` parameter (KESTREL_ACT_* of kestrel/kernel/math.h).
   enum Act : std::int64_t { kRelu = 1, kRelu6 = 2, kGelu = 3, kSigmoid = 4, kSilu = 5, kHardSwish = 6, kHardSigmoid = 7,
-                            kTanh = 8 };
+                            kTanh = 8, kGeluTanh = 9 };
 
   // HardSigmoid with torch's constants, alpha = 1/6 and beta = 1/2 (to a few float ulps);
   // ONNX's default alpha of 0.2 is another function.
@@ -224,6 +224,14 @@ class Planner {
       }
       if (n.op_type == "Sigmoid") return Epilogue{kSigmoid, {*next}, n.outputs[0], "Sigmoid"};
       if (n.op_type == "Tanh") return Epilogue{kTanh, {*next}, n.outputs[0], "Tanh"};
+      if (n.op_type == "Gelu") {
+        // ONNX's Gelu (opset 20), and the node canonical_ops.h makes of torch's tanh GELU.
+        const auto a = n.attributes.find("approximate");
+        const std::string approximate = a != n.attributes.end() && a->second.s ? *a->second.s : "none";
+        if (approximate == "none") return Epilogue{kGelu, {*next}, n.outputs[0], "Gelu"};
+        if (approximate == "tanh") return Epilogue{kGeluTanh, {*next}, n.outputs[0], "Gelu"};
+        return std::nullopt;
+      }
       if (n.op_type == "HardSwish") return Epilogue{kHardSwish, {*next}, n.outputs[0], "HardSwish"};
       if (torch_hardsigmoid(n)) return Epilogue{kHardSigmoid, {*next}, n.outputs[0], "HardSigmoid"};
       return std::nullopt;

@@ -10,13 +10,13 @@
 namespace kestrel::ops::detail {
 
 // KESTREL_ACT_MAX of kestrel/kernel/math.h.
-inline constexpr std::int64_t kMaxActivation = 8;
+inline constexpr std::int64_t kMaxActivation = 9;
 
 // The optional `act` parameter, its help starting with `what`.
 inline ParamSpec activation_param(const std::string& what) {
   return {"act",
           what + ": 0 none, 1 relu, 2 relu6, 3 gelu (erf form), 4 sigmoid, 5 silu (x * sigmoid(x)), 6 hardswish, "
-                 "7 hardsigmoid (x / 6 + 1/2 clamped to [0, 1]), 8 tanh",
+                 "7 hardsigmoid (x / 6 + 1/2 clamped to [0, 1]), 8 tanh, 9 gelu (tanh form)",
           0,
           kMaxActivation,
           0,

@@ -54,7 +54,7 @@ enum {
   DNNL_F32 = 3, DNNL_FORWARD_INFERENCE = 96, DNNL_CONVOLUTION_DIRECT = 1, DNNL_CPU = 1, DNNL_STREAM_DEFAULT = 1,
   DNNL_X = 2, DNNL_ELTWISE_RELU = 31, DNNL_ELTWISE_CLIP = 255, DNNL_ELTWISE_GELU_ERF = 48,
   DNNL_ELTWISE_LOGISTIC = 175, DNNL_ELTWISE_SWISH = 223, DNNL_ELTWISE_HARDSWISH = 112, DNNL_ELTWISE_LINEAR = 127,
-  DNNL_ELTWISE_TANH = 47,
+  DNNL_ELTWISE_TANH = 47, DNNL_ELTWISE_GELU_TANH = 207,
   DNNL_ARG_SRC = 1, DNNL_ARG_DST = 17, DNNL_ARG_WEIGHTS = 33, DNNL_ARG_BIAS = 41,
 };
 #if B == 4
@@ -164,6 +164,9 @@ static dnnl_status create(void) {
     return s;
   }
   if (CONV_ACT == 8 && (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_TANH, 0.0f, 0.0f))) return s;
+  if (CONV_ACT == 9 && (s = g_api.post_ops_append_eltwise(post_ops, 1.0f, DNNL_ELTWISE_GELU_TANH, 0.0f, 0.0f))) {
+    return s;
+  }
   if ((s = g_api.primitive_attr_set_post_ops(attr, post_ops))) return s;
   if ((s = g_api.primitive_desc_create(&pd, desc, attr, engine, 0))) return s;
   if ((s = g_api.primitive_create(&g_primitive, pd))) return s;

@@ -350,3 +350,45 @@ TEST_CASE("import zoo: torch's tanh GELU becomes one Gelu node, only when consta
     }
   }
 }
+
+TEST_CASE("import zoo: an activation after a Reshape of a gemm's output moves before it and fuses into the epilogue") {
+  // GPT-2's Conv1D: MatMul + Add, a Reshape back to [batch, seq, features], then the GELU.
+  TempDir dir;
+  OnnxBuilder b;
+  b.input("v", {16, 32}).output("y").output("z").output("kept");
+  b.weight("w1", {32, 64}).weight("b1", {64}).weight("w2", {32, 64}).weight("w3", {32, 64});
+  b.ints("shape", {1, 16, 64});
+  b.node("MatMul", {"v", "w1"}, {"m1"});
+  b.node("Add", {"m1", "b1"}, {"a1"});
+  b.node("Reshape", {"a1", "shape"}, {"r1"});
+  add_tanh_gelu(b, "r1", "y", 0.044715f, false);
+  // The same through a Relu.
+  b.node("MatMul", {"v", "w2"}, {"m2"});
+  b.node("Reshape", {"m2", "shape"}, {"r2"});
+  b.node("Relu", {"r2"}, {"z"});
+  // The reshaped value has a second reader: nothing moves, the Relu stays apart.
+  b.node("MatMul", {"v", "w3"}, {"m3"});
+  b.node("Reshape", {"m3", "shape"}, {"r3"});
+  b.node("Relu", {"r3"}, {"kept"});
+  b.output("r3");
+  b.save(dir.file("g.onnx"));
+  const Model model = Model::load(dir.file("g.onnx"));
+  Plan p = plan_of(model);
+  std::vector<std::string> tasks;
+  for (const auto& t : p.tasks) {
+    const auto act = t.params.find("act");
+    tasks.push_back(t.op_name() + ":" + t.pattern + ":act=" + std::to_string(act == t.params.end() ? 0 : act->second));
+  }
+  CHECK(tasks == std::vector<std::string>{"gemm:MatMul+Add+Gelu:act=9", "gemm:MatMul+Relu:act=1", "gemm:MatMul:act=0",
+                                          "elementwise:Relu:act=0"});
+  const auto& g = model.graph();
+  CHECK(count_of(g, "Reshape") == 3);
+  CHECK(count_of(g, "Relu") == 2);
+  // The reshapes still write the graph's outputs, in their shapes.
+  for (const char* out : {"y", "z"}) {
+    const auto* v = g.value(out);
+    REQUIRE(v);
+    REQUIRE(v->shape);
+    CHECK(v->shape->size() == 3);
+  }
+}

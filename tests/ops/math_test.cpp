@@ -41,6 +41,7 @@ KESTREL_KERNEL(svc, args, num_args) {
   APPLY(kestrel_activate(v, KESTREL_ACT_HARDSWISH), 10)
   APPLY(kestrel_activate(v, KESTREL_ACT_HARDSIGMOID), 11)
   APPLY(kestrel_activate(v, KESTREL_ACT_TANH), 12)
+  APPLY(kestrel_activate(v, KESTREL_ACT_GELU_TANH), 13)
   return 0;
 }
 )";
@@ -59,6 +60,7 @@ double reference(int function, double x) {
     case 9: return x / (1.0 + std::exp(-x));
     case 10: return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
     case 11: return std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
+    case 13: return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
     default: return std::tanh(x);
   }
 }
@@ -78,12 +80,13 @@ double bound(int function, double x) {
     case 9:
     case 10: return 2e-7 * (1.0 + std::fabs(x));
     case 11: return 1e-7;
+    case 13: return 2e-7 * (1.0 + std::fabs(x));
     default: return 1.5e-7;
   }
 }
 
 void check_width(int width) {
-  constexpr int kFunctions = 13;
+  constexpr int kFunctions = 14;
   // Every 0.0037 on [-87, 88] (exp's normal range), padded to a multiple of 16.
   std::vector<float> xs;
   for (double x = -87.0; x <= 88.0; x += 0.0037) xs.push_back(static_cast<float>(x));

@@ -15,6 +15,9 @@
  *   kestrel_tanh     absolute error < 1.5e-7
  *   kestrel_gelu     x * (1 + erf(x / sqrt 2)) / 2 (ONNX Gelu's default form), absolute
  *                    error < 1e-7 * (1 + |x|)
+ *   kestrel_gelu_tanh  x * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 (ONNX Gelu with
+ *                    approximate="tanh", torch's GELU(approximate="tanh")), absolute error
+ *                    < 2e-7 * (1 + |x|)
  *   kestrel_sigmoid  absolute error < 1e-7
  *   kestrel_silu     x * sigmoid(x) (SiLU, "swish"), absolute error < 2e-7 * (1 + |x|)
  *   kestrel_hardsigmoid  max(0, min(1, x / 6 + 1/2)) (torch's constants; ONNX HardSigmoid
@@ -39,8 +42,9 @@
 #define KESTREL_ACT_HARDSWISH 6
 #define KESTREL_ACT_HARDSIGMOID 7
 #define KESTREL_ACT_TANH 8
+#define KESTREL_ACT_GELU_TANH 9
 /* The largest code: ops accept act in 0..KESTREL_ACT_MAX. */
-#define KESTREL_ACT_MAX 8
+#define KESTREL_ACT_MAX 9
 
 typedef float kestrel_f1 __attribute__((vector_size(1 * sizeof(float))));
 typedef float kestrel_f2 __attribute__((vector_size(2 * sizeof(float))));
@@ -142,6 +146,11 @@ typedef float kestrel_f16 __attribute__((vector_size(16 * sizeof(float))));
   }                                                                                                               \
   KESTREL_MATH T kestrel_gelu(T x) { return 0.5f * x * (1.0f + kestrel_erf(x * 0.70710678118654752f)); }        \
   KESTREL_MATH T kestrel_sigmoid(T x) { return 1.0f / (1.0f + kestrel_exp(-x)); }                                \
+  /* 0.5 x (1 + tanh(u)) is x sigmoid(2u): one exp and one division, no tanh. */                                \
+  KESTREL_MATH T kestrel_gelu_tanh(T x) {                                                                         \
+    T u2 = 1.5957691216057308f * (x + 0.044715f * x * x * x);                                                     \
+    return x / (1.0f + kestrel_exp(-u2));                                                                          \
+  }                                                                                                               \
   KESTREL_MATH T kestrel_silu(T x) { return x * kestrel_sigmoid(x); }                                            \
   KESTREL_MATH T kestrel_hardsigmoid(T x) {                                                                       \
     return kestrel_min(kestrel_max(x * 0.166666667f + 0.5f, (T){} + 0.0f), (T){} + 1.0f);                       \
@@ -160,6 +169,7 @@ typedef float kestrel_f16 __attribute__((vector_size(16 * sizeof(float))));
       case KESTREL_ACT_HARDSWISH: return kestrel_hardswish(x);                                                    \
       case KESTREL_ACT_HARDSIGMOID: return kestrel_hardsigmoid(x);                                                \
       case KESTREL_ACT_TANH: return kestrel_tanh(x);                                                              \
+      case KESTREL_ACT_GELU_TANH: return kestrel_gelu_tanh(x);                                                    \
       default: return x;                                                                                          \
     }                                                                                                             \
   }

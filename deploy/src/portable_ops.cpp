@@ -1626,18 +1626,35 @@ void blocked_channel_binary(const std::string& op, bool vector_first, const floa
   };
   parallel_ranges(n * blocks, std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(hw * block, 1)),
                   [&](std::int64_t first, std::int64_t last) {
+                    // Pixel by pixel, each pixel's block of lanes in one go: the data is
+                    // read once, in order (lane-group passes over the whole block read
+                    // every cache line block/4 times).
+                    constexpr std::int64_t kMaxBlock = 16;
+                    F4 w[kMaxBlock / 4];
+                    const std::int64_t groups = std::min(block, kMaxBlock) / 4;
                     for (std::int64_t nb = first; nb < last; ++nb) {
                       const float* vb = v + nb % blocks * block;
                       const float* src = x + nb * hw * block;
                       float* dst = out + nb * hw * block;
-                      for (std::int64_t q = 0; q < block; q += 4) {
-                        F4 w;
-                        std::memcpy(&w, vb + q, sizeof w);
+                      if (block > kMaxBlock) {
                         for (std::int64_t p = 0; p < hw; ++p) {
+                          for (std::int64_t q = 0; q < block; q += 4) {
+                            F4 a, b;
+                            std::memcpy(&a, src + p * block + q, sizeof a);
+                            std::memcpy(&b, vb + q, sizeof b);
+                            const F4 r = apply(a, b);
+                            std::memcpy(dst + p * block + q, &r, sizeof r);
+                          }
+                        }
+                        continue;
+                      }
+                      for (std::int64_t g = 0; g < groups; ++g) std::memcpy(&w[g], vb + 4 * g, sizeof w[g]);
+                      for (std::int64_t p = 0; p < hw; ++p) {
+                        for (std::int64_t g = 0; g < groups; ++g) {
                           F4 a;
-                          std::memcpy(&a, src + p * block + q, sizeof a);
-                          const F4 r = apply(a, w);
-                          std::memcpy(dst + p * block + q, &r, sizeof r);
+                          std::memcpy(&a, src + p * block + 4 * g, sizeof a);
+                          const F4 r = apply(a, w[g]);
+                          std::memcpy(dst + p * block + 4 * g, &r, sizeof r);
                         }
                       }
                     }

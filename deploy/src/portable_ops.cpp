@@ -14,6 +14,8 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <string_view>
+#include <unordered_map>
 
 namespace kestrel::deploy {
 
@@ -1546,18 +1548,87 @@ Tensor gather_nd(const Node& node, const Inputs& in) {
   return take(x, shape, offsets);
 }
 
-const std::map<std::string, int>& portable_table() {
-  static const std::map<std::string, int> table = {
-      {"Conv", 0}, {"Gemm", 0}, {"MatMul", 0}, {"Add", 0}, {"Sub", 0}, {"Mul", 0}, {"Div", 0}, {"Pow", 0},
-      {"Relu", 0}, {"Clip", 0}, {"Erf", 0}, {"Gelu", 0}, {"Sqrt", 0}, {"Sigmoid", 0}, {"Tanh", 0}, {"Exp", 0}, {"Neg", 0},
-      {"Softmax", 0}, {"LayerNormalization", 0}, {"BatchNormalization", 0}, {"MaxPool", 0}, {"AveragePool", 0},
-      {"GlobalAveragePool", 0}, {"Flatten", 0}, {"Reshape", 0}, {"Transpose", 0}, {"Concat", 0}, {"Gather", 0},
-      {"Unsqueeze", 0}, {"Squeeze", 0}, {"Shape", 0}, {"Slice", 0}, {"Cast", 0}, {"Identity", 0}, {"Dropout", 0},
-      {"Constant", 0}, {"HardSigmoid", 0}, {"HardSwish", 0}, {"IsNaN", 0}, {"Where", 0}, {"Equal", 0}, {"Less", 0},
-      {"LessOrEqual", 0}, {"Greater", 0}, {"GreaterOrEqual", 0}, {"And", 0}, {"Or", 0}, {"Xor", 0}, {"Not", 0},
-      {"Expand", 0}, {"ConstantOfShape", 0}, {"GatherElements", 0}, {"Range", 0}, {"Split", 0},
-      {"Max", 0}, {"Min", 0}, {"ReduceMean", 0}, {"ReduceSum", 0}, {"ReduceMax", 0}, {"ReduceMin", 0}, {"GatherND", 0},
-  };
+// The portable operators by ONNX type: what has_portable says (so planning and running
+// agree) and what run_portable calls, found by one lookup per step (a run of a small model
+// takes tens of portable steps; a chain of string comparisons cost each a microsecond).
+using PortableFn = std::vector<Tensor> (*)(const Node&, const Inputs&);
+
+std::vector<Tensor> gelu_op(const Node& node, const Inputs& in) {
+  // ONNX's Gelu (opset 20), and what canonical_ops.h makes of torch's tanh GELU.
+  const auto it = node.attributes.find("approximate");
+  const std::string approximate = it != node.attributes.end() && it->second.s ? *it->second.s : "none";
+  if (approximate == "tanh") {
+    return {unary(node, in, [](F4 x) {
+      const F4 inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + tanh4(inner));
+    })};
+  }
+  if (approximate != "none") throw ModelError(node.name + ": Gelu approximate=\"" + approximate + "\" is not supported");
+  return {unary(node, in, [](F4 x) { return 0.5f * x * (1.0f + erf4(x * 0.7071067811865476f)); })};
+}
+
+const std::unordered_map<std::string_view, PortableFn>& portable_table() {
+  using V = std::vector<Tensor>;
+  static const std::unordered_map<std::string_view, PortableFn> table = [] {
+    std::unordered_map<std::string_view, PortableFn> t;
+    t["Conv"] = [](const Node& n, const Inputs& in) -> V { return {conv(n, in)}; };
+    t["Gemm"] = [](const Node& n, const Inputs& in) -> V { return {gemm(n, in)}; };
+    t["MatMul"] = [](const Node& n, const Inputs& in) -> V { return {matmul(n, in)}; };
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) {
+      t[op] = [](const Node& n, const Inputs& in) -> V { return {binary(n, in)}; };
+    }
+    t["Relu"] = [](const Node& n, const Inputs& in) -> V {
+      return {unary(n, in, [](F4 x) { return select(x > 0.0f, x, splat(0.0f)); })};
+    };
+    t["Clip"] = [](const Node& n, const Inputs& in) -> V { return {clip(n, in)}; };
+    t["Erf"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return erf4(x); })}; };
+    t["Sqrt"] = [](const Node& n, const Inputs& in) -> V {
+      return {unary(n, in, [](F4 x) { return lanes(x, [](float v) { return std::sqrt(v); }); })};
+    };
+    t["Sigmoid"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return sigmoid4(x); })}; };
+    t["Tanh"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return tanh4(x); })}; };
+    t["Gelu"] = gelu_op;
+    t["Exp"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return exp4(x); })}; };
+    t["Neg"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return -x; })}; };
+    t["Softmax"] = [](const Node& n, const Inputs& in) -> V { return {softmax(n, in)}; };
+    t["LayerNormalization"] = [](const Node& n, const Inputs& in) -> V { return layer_norm(n, in, n.outputs.size()); };
+    t["BatchNormalization"] = [](const Node& n, const Inputs& in) -> V { return {batch_norm(n, in)}; };
+    t["MaxPool"] = [](const Node& n, const Inputs& in) -> V { return {pool(n, in, true)}; };
+    t["AveragePool"] = [](const Node& n, const Inputs& in) -> V { return {pool(n, in, false)}; };
+    t["GlobalAveragePool"] = [](const Node& n, const Inputs& in) -> V { return {global_average_pool(n, in)}; };
+    t["Flatten"] = [](const Node& n, const Inputs& in) -> V { return {flatten(n, in)}; };
+    t["Reshape"] = [](const Node& n, const Inputs& in) -> V { return {reshape(n, in)}; };
+    t["Transpose"] = [](const Node& n, const Inputs& in) -> V { return {transpose(n, in)}; };
+    t["Concat"] = [](const Node& n, const Inputs& in) -> V { return {concat(n, in)}; };
+    t["Gather"] = [](const Node& n, const Inputs& in) -> V { return {gather(n, in)}; };
+    t["Unsqueeze"] = [](const Node& n, const Inputs& in) -> V { return {unsqueeze(n, in)}; };
+    t["Squeeze"] = [](const Node& n, const Inputs& in) -> V { return {squeeze(n, in)}; };
+    t["Shape"] = [](const Node& n, const Inputs& in) -> V { return {shape_op(n, in)}; };
+    t["Slice"] = [](const Node& n, const Inputs& in) -> V { return {slice(n, in)}; };
+    t["Cast"] = [](const Node& n, const Inputs& in) -> V { return {cast(n, in)}; };
+    t["Identity"] = t["Dropout"] = [](const Node& n, const Inputs& in) -> V { return {input(n, in, 0)}; };
+    t["Constant"] = [](const Node& n, const Inputs&) -> V { return {constant(n)}; };
+    t["HardSigmoid"] = [](const Node& n, const Inputs& in) -> V { return {hard_sigmoid(n, in, false)}; };
+    t["HardSwish"] = [](const Node& n, const Inputs& in) -> V { return {hard_sigmoid(n, in, true)}; };
+    t["IsNaN"] = [](const Node& n, const Inputs& in) -> V { return {is_nan(n, in)}; };
+    t["Where"] = [](const Node& n, const Inputs& in) -> V { return {where(n, in)}; };
+    for (const char* op : {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"}) {
+      t[op] = [](const Node& n, const Inputs& in) -> V { return {compare(n, in)}; };
+    }
+    t["Not"] = [](const Node& n, const Inputs& in) -> V { return {not_op(n, in)}; };
+    t["Expand"] = [](const Node& n, const Inputs& in) -> V { return {expand(n, in)}; };
+    t["ConstantOfShape"] = [](const Node& n, const Inputs& in) -> V { return {constant_of_shape(n, in)}; };
+    t["GatherElements"] = [](const Node& n, const Inputs& in) -> V { return {gather_elements(n, in)}; };
+    t["Range"] = [](const Node& n, const Inputs& in) -> V { return {range(n, in)}; };
+    t["Split"] = [](const Node& n, const Inputs& in) -> V { return split(n, in); };
+    t["Max"] = [](const Node& n, const Inputs& in) -> V { return {extremum(n, in, true)}; };
+    t["Min"] = [](const Node& n, const Inputs& in) -> V { return {extremum(n, in, false)}; };
+    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}) {
+      t[op] = [](const Node& n, const Inputs& in) -> V { return {reduce(n, in)}; };
+    }
+    t["GatherND"] = [](const Node& n, const Inputs& in) -> V { return {gather_nd(n, in)}; };
+    return t;
+  }();
   return table;
 }
 
@@ -1681,68 +1752,10 @@ std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tenso
                      (held == 0 ? ": a constant of an element type Kestrel does not read (bool, float16, ...)" : ""));
     }
   }
-  const std::string& op = node.op_type;
-  if (op == "Conv") return {conv(node, in)};
-  if (op == "Gemm") return {gemm(node, in)};
-  if (op == "MatMul") return {matmul(node, in)};
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") return {binary(node, in)};
-  if (op == "Relu") return {unary(node, in, [](F4 x) { return select(x > 0.0f, x, splat(0.0f)); })};
-  if (op == "Clip") return {clip(node, in)};
-  if (op == "Erf") return {unary(node, in, [](F4 x) { return erf4(x); })};
-  if (op == "Sqrt") return {unary(node, in, [](F4 x) { return lanes(x, [](float v) { return std::sqrt(v); }); })};
-  if (op == "Sigmoid") return {unary(node, in, [](F4 x) { return sigmoid4(x); })};
-  if (op == "Tanh") return {unary(node, in, [](F4 x) { return tanh4(x); })};
-  if (op == "Gelu") {
-    // ONNX's Gelu (opset 20), and what canonical_ops.h makes of torch's tanh GELU.
-    const auto it = node.attributes.find("approximate");
-    const std::string approximate = it != node.attributes.end() && it->second.s ? *it->second.s : "none";
-    if (approximate == "tanh") {
-      return {unary(node, in, [](F4 x) {
-        const F4 inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-        return 0.5f * x * (1.0f + tanh4(inner));
-      })};
-    }
-    if (approximate != "none") throw ModelError(node.name + ": Gelu approximate=\"" + approximate + "\" is not supported");
-    return {unary(node, in, [](F4 x) { return 0.5f * x * (1.0f + erf4(x * 0.7071067811865476f)); })};
-  }
-  if (op == "Exp") return {unary(node, in, [](F4 x) { return exp4(x); })};
-  if (op == "Neg") return {unary(node, in, [](F4 x) { return -x; })};
-  if (op == "Softmax") return {softmax(node, in)};
-  if (op == "LayerNormalization") return layer_norm(node, in, node.outputs.size());
-  if (op == "BatchNormalization") return {batch_norm(node, in)};
-  if (op == "MaxPool") return {pool(node, in, true)};
-  if (op == "AveragePool") return {pool(node, in, false)};
-  if (op == "GlobalAveragePool") return {global_average_pool(node, in)};
-  if (op == "Flatten") return {flatten(node, in)};
-  if (op == "Reshape") return {reshape(node, in)};
-  if (op == "Transpose") return {transpose(node, in)};
-  if (op == "Concat") return {concat(node, in)};
-  if (op == "Gather") return {gather(node, in)};
-  if (op == "Unsqueeze") return {unsqueeze(node, in)};
-  if (op == "Squeeze") return {squeeze(node, in)};
-  if (op == "Shape") return {shape_op(node, in)};
-  if (op == "Slice") return {slice(node, in)};
-  if (op == "Cast") return {cast(node, in)};
-  if (op == "Identity" || op == "Dropout") return {input(node, in, 0)};
-  if (op == "Constant") return {constant(node)};
-  if (op == "HardSigmoid") return {hard_sigmoid(node, in, false)};
-  if (op == "HardSwish") return {hard_sigmoid(node, in, true)};
-  if (op == "IsNaN") return {is_nan(node, in)};
-  if (op == "Where") return {where(node, in)};
-  if (op == "Equal" || op == "Less" || op == "LessOrEqual" || op == "Greater" || op == "GreaterOrEqual" || op == "And" ||
-      op == "Or" || op == "Xor") {
-    return {compare(node, in)};
-  }
-  if (op == "Not") return {not_op(node, in)};
-  if (op == "Expand") return {expand(node, in)};
-  if (op == "ConstantOfShape") return {constant_of_shape(node, in)};
-  if (op == "GatherElements") return {gather_elements(node, in)};
-  if (op == "Range") return {range(node, in)};
-  if (op == "Split") return split(node, in);
-  if (op == "Max" || op == "Min") return {extremum(node, in, op == "Max")};
-  if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin") return {reduce(node, in)};
-  if (op == "GatherND") return {gather_nd(node, in)};
-  fail(node, "no portable implementation of ONNX operator " + op);
+  const auto& table = portable_table();
+  const auto it = table.find(node.op_type);
+  if (it == table.end()) fail(node, "no portable implementation of ONNX operator " + node.op_type);
+  return it->second(node, in);
 }
 
 }  // namespace kestrel::deploy

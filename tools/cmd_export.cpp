@@ -33,6 +33,14 @@ std::string workload_text(const deploy::ExportedKernel& k) {
   return dynamic.empty() ? text : text + " [" + dynamic + "]";
 }
 
+std::string megabytes(std::uint64_t bytes) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(1);
+  if (bytes < 1'000'000) text << static_cast<double>(bytes) / 1e3 << " KB";
+  else text << static_cast<double>(bytes) / 1e6 << " MB";
+  return text.str();
+}
+
 void print_table(const deploy::ExportReport& report, const std::string& out_dir) {
   std::size_t op_width = 4, workload_width = 10;
   for (const deploy::ExportedKernel& k : report.kernels) {
@@ -65,6 +73,18 @@ void print_table(const deploy::ExportReport& report, const std::string& out_dir)
     std::cout << " on the target, kestrel run --kernels " << out_dir << " here), libkestrel_model.so's header kestrel_model.h "
               << "and the example kestrel_model_run.c\n"
               << (report.model_runtime_copied ? "" : "warning: ") << report.model_runtime_note << "\n";
+    std::uint64_t programs = 0;
+    for (std::uint64_t bytes : report.program_bytes) programs += bytes;
+    std::cout << "weights: " << out_dir << "/" << deploy::kWeightsFile << " " << megabytes(report.weights_bytes) << ", shared by "
+              << report.programs.size() << " program" << (report.programs.size() == 1 ? "" : "s") << " ("
+              << report.weight_arrays_stored << " distinct arrays of " << report.weight_arrays << " read; programs "
+              << megabytes(programs) << ")\n";
+    for (std::size_t i = 0; i < report.memory.size(); ++i) {
+      const deploy::MemoryStats& m = report.memory[i];
+      std::cout << "activation memory of " << report.programs[i] << ": arena " << megabytes(m.arena) << " (buffers "
+                << megabytes(m.sum) << " in all, at most " << megabytes(m.peak) << " live at once; " << m.buffers
+                << " buffers)\n";
+    }
   }
 }
 
@@ -83,10 +103,26 @@ nlohmann::json report_json(const deploy::ExportReport& report, const std::string
                        {"gflops", k.gflops},
                        {"entry", k.entry}});
   }
+  nlohmann::json weights = nullptr;
+  nlohmann::json memory = nlohmann::json::array();
+  if (!report.programs.empty()) {
+    weights = {{"file", deploy::kWeightsFile},
+               {"bytes", report.weights_bytes},
+               {"program_bytes", report.program_bytes},
+               {"arrays", report.weight_arrays},
+               {"arrays_stored", report.weight_arrays_stored}};
+    for (std::size_t i = 0; i < report.memory.size(); ++i) {
+      const deploy::MemoryStats& m = report.memory[i];
+      memory.push_back({{"program", report.programs[i]}, {"arena_bytes", m.arena}, {"buffers_bytes", m.sum},
+                        {"peak_bytes", m.peak}, {"buffers", m.buffers}});
+    }
+  }
   return {{"target", target},
           {"cost_model", cost_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(cost_model)},
           {"kernels", kernels},
           {"programs", report.programs},
+          {"weights", weights},
+          {"memory", memory},
           {"model_runtime", report.programs.empty() ? nlohmann::json(nullptr)
                                                     : nlohmann::json({{"copied", report.model_runtime_copied},
                                                                       {"note", report.model_runtime_note}})},
@@ -104,8 +140,9 @@ int run_export(int argc, char** argv) {
             "dimensions) compiled at its best recorded configuration, or when the task has no record at the\n"
             "cost model's pick (--cost-model) or the op's default, linked into libkestrel_kernels.so and .a with\n"
             "kestrel_kernels.h (a dispatcher by shape and one typed entry per op), the target's libkestrel_rt and a\n"
-            "manifest; and the whole model: model.kprog (the plan lowered, weights packed for the target; one\n"
-            "model.<binding>.kprog per bucket of a model with symbols) and libkestrel_model.so for the target with its\n"
+            "manifest; and the whole model: model.kprog (the plan lowered, with its memory plan; one\n"
+            "model.<binding>.kprog per bucket of a model with symbols), model.weights (their weights packed for the\n"
+            "target, each once) and libkestrel_model.so for the target with its\n"
             "header kestrel_model.h and an example program; kestrel-model-run DIR [--program FILE] runs it on the\n"
             "board, kestrel run --kernels DIR here. See docs/export.md.");
   args.option("db", "FILE|URI", "records database (from kestrel tune): SQLite file or PostgreSQL URI", "kestrel.db");

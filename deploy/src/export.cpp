@@ -258,12 +258,22 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
     if (options.graphs.size() != options.plans.size() || options.bindings.size() != options.plans.size()) {
       throw ModelError("export: the whole model needs a graph and a binding per plan (a bug)");
     }
+    // One program at a time: the writer keeps each distinct weight once, not the programs.
+    ProgramsWriter writer(out_dir.string());
     for (std::size_t i = 0; i < options.plans.size(); ++i) {
       const std::string name = options.plans.size() == 1 ? kProgramFile : program_file(options.bindings[i]);
-      save_program(lower_program(*options.graphs[i], options.plans[i], options.bindings[i]), (out_dir / name).string());
-      report.files.push_back(name);
+      const Program program = lower_program(*options.graphs[i], options.plans[i], options.bindings[i]);
+      writer.add(program, name);
       report.programs.push_back(name);
+      report.memory.push_back(memory_stats(program.memory));
     }
+    const SavedPrograms saved = writer.finish();
+    report.files.push_back(kWeightsFile);
+    for (const std::string& name : report.programs) report.files.push_back(name);
+    report.weights_bytes = saved.weights_bytes;
+    report.program_bytes = saved.program_bytes;
+    report.weight_arrays = saved.arrays;
+    report.weight_arrays_stored = saved.stored;
     emit("kestrel_model.h", embedded::kestrel_model_h());
     emit("kestrel_model_run.c", embedded::kestrel_model_run_c());
     for (const fs::path& dir : candidates) {
@@ -316,6 +326,13 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
     report.kernels.push_back(k);
   }
   manifest["programs"] = report.programs;
+  manifest["weights"] = report.programs.empty() ? nlohmann::json(nullptr) : nlohmann::json(kWeightsFile);
+  manifest["memory"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < report.memory.size(); ++i) {
+    const MemoryStats& m = report.memory[i];
+    manifest["memory"].push_back({{"program", report.programs[i]}, {"arena_bytes", m.arena}, {"buffers_bytes", m.sum},
+                                  {"peak_bytes", m.peak}, {"buffers", m.buffers}});
+  }
   manifest["notes"] = report.notes;
   emit("manifest.json", manifest.dump(2) + "\n");
   return report;

@@ -188,6 +188,7 @@ Program lower_program(const Graph& graph, const Plan& plan, const std::map<std::
   for (std::size_t id = 0; id < program.values.size(); ++id) {
     if (last_use[id] != kNoValue && !graph.initializer(program.values[id].name)) program.steps[last_use[id]].frees.push_back(id);
   }
+  program.memory = plan_memory(program);
   return program;
 }
 
@@ -247,5 +248,7 @@ std::vector<std::string> Runner::kernels_used() const { return impl_->used; }
 std::vector<StepTime> Runner::step_times() const { return impl_->runner->step_times(); }
 
 const Program& Runner::program() const { return *impl_->program; }
+
+ProgramRunner::Memory Runner::memory() const { return impl_->runner->memory(); }
 
 }  // namespace kestrel::deploy

@@ -2,6 +2,8 @@
 #include "kestrel/deploy/tensor.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -33,7 +35,135 @@ std::size_t rounded(std::size_t bytes) { return bytes < kKeepFrom ? bytes : (byt
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------
+// Arenas: a table of the live ones (release_tensor_memory must tell arena memory from
+// the allocator's on any thread without a lock while none exists) and this thread's
+// armed placements.
+
+struct TensorArena::State {
+  std::byte* base = nullptr;
+  std::size_t size = 0;
+  std::mutex mutex;
+  std::vector<std::pair<std::size_t, std::size_t>> live;  // (offset, bytes) of the tensors placed, not released
+  TensorArena::Counts counts;
+};
+
+namespace {
+
+constexpr std::size_t kMaxArenas = 256;
+std::atomic<TensorArena::State*> arenas[kMaxArenas];
+std::atomic<std::size_t> arena_slots{0};   // slots ever used: how far a lookup scans
+std::atomic<std::size_t> arenas_alive{0};  // 0: no pointer can be arena memory
+
+struct Armed {
+  TensorArena::State* arena;
+  std::size_t offset, bytes;
+};
+constexpr int kMaxArmed = 8;
+thread_local Armed armed[kMaxArmed];
+thread_local int armed_count = 0;
+
+void* take_armed(std::size_t bytes) {
+  for (int i = 0; i < armed_count; ++i) {
+    if (armed[i].bytes != bytes) continue;
+    const Armed a = armed[i];
+    std::copy(armed + i + 1, armed + armed_count, armed + i);
+    --armed_count;
+    std::lock_guard lock(a.arena->mutex);
+    for (const auto& [offset, size] : a.arena->live) {
+      if (offset < a.offset + a.bytes && a.offset < offset + size) {
+        ++a.arena->counts.refused;
+        return nullptr;
+      }
+    }
+    try {
+      a.arena->live.emplace_back(a.offset, a.bytes);
+    } catch (...) {  // no memory for the bookkeeping: the allocator's block instead
+      return nullptr;
+    }
+    ++a.arena->counts.placed;
+    return a.arena->base + a.offset;
+  }
+  return nullptr;
+}
+
+bool give_back_to_arena(void* p) noexcept {
+  if (arenas_alive.load(std::memory_order_acquire) == 0) return false;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  for (std::size_t i = 0, n = arena_slots.load(std::memory_order_acquire); i < n; ++i) {
+    TensorArena::State* s = arenas[i].load(std::memory_order_acquire);
+    if (!s) continue;
+    const auto base = reinterpret_cast<std::uintptr_t>(s->base);
+    if (at < base || at >= base + s->size) continue;
+    std::lock_guard lock(s->mutex);
+    auto it = std::find_if(s->live.begin(), s->live.end(), [&](const auto& l) { return l.first == at - base; });
+    if (it != s->live.end()) s->live.erase(it);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TensorArena::TensorArena(std::size_t bytes) : state_(new State) {
+  if (bytes == 0) return;
+  for (std::size_t i = 0; i < kMaxArenas; ++i) {
+    State* empty = nullptr;
+    if (!arenas[i].compare_exchange_strong(empty, state_, std::memory_order_acq_rel)) continue;
+    try {
+      state_->base = static_cast<std::byte*>(::operator new(bytes, kTensorAlign));
+    } catch (...) {
+      arenas[i].store(nullptr, std::memory_order_release);
+      delete state_;
+      throw;
+    }
+    state_->size = bytes;
+    std::size_t used = arena_slots.load();
+    while (used < i + 1 && !arena_slots.compare_exchange_weak(used, i + 1)) {
+    }
+    arenas_alive.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+}
+
+TensorArena::~TensorArena() {
+  for (int i = 0; i < armed_count;) {
+    if (armed[i].arena == state_) {
+      std::copy(armed + i + 1, armed + armed_count, armed + i);
+      --armed_count;
+    } else {
+      ++i;
+    }
+  }
+  if (state_->base) {
+    for (auto& slot : arenas) {
+      State* self = state_;
+      if (slot.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel)) break;
+    }
+    arenas_alive.fetch_sub(1, std::memory_order_acq_rel);
+    ::operator delete(state_->base, kTensorAlign);
+  }
+  delete state_;
+}
+
+void TensorArena::place_next(std::size_t offset, std::size_t bytes) {
+  if (!state_->base || bytes == 0 || offset > state_->size || bytes > state_->size - offset) return;
+  if (armed_count < kMaxArmed) armed[armed_count++] = Armed{state_, offset, bytes};
+}
+
+void TensorArena::disarm_all() noexcept { armed_count = 0; }
+
+std::size_t TensorArena::size() const { return state_->size; }
+
+TensorArena::Counts TensorArena::counts() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->counts;
+}
+
 void* acquire_tensor_memory(std::size_t bytes) {
+  if (armed_count) {
+    if (void* p = take_armed(bytes)) return p;
+  }
   const std::size_t size = rounded(std::max<std::size_t>(bytes, 1));
   if (size >= kKeepFrom) {
     KeptBlocks& k = kept();
@@ -50,7 +180,7 @@ void* acquire_tensor_memory(std::size_t bytes) {
 }
 
 void release_tensor_memory(void* p, std::size_t bytes) noexcept {
-  if (!p) return;
+  if (!p || give_back_to_arena(p)) return;
   const std::size_t size = rounded(std::max<std::size_t>(bytes, 1));
   if (size >= kKeepFrom) {
     KeptBlocks& k = kept();

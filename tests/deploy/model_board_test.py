@@ -2,8 +2,9 @@
 target, the example program built from the export folder with the board's C compiler,
 run (under qemu for aarch64, armv7 and riscv64) on the zoo's inputs, and its outputs compared with
 ONNX Runtime's that the zoo's .npz holds (computed on the host when the zoo was made).
-Natively, `kestrel run --kernels` must run the same program. A corrupt model.kprog and a
-missing kernel library must give clear errors.
+Natively, `kestrel run --kernels` must run the same program. The buckets' programs share
+one model.weights. A corrupt model.kprog, a corrupt, truncated or missing model.weights and
+a missing kernel library must give clear errors.
 
 usage: model_board_test.py SOURCE_DIR KESTREL_BIN BOARD   (BOARD: native, aarch64, armv7, riscv64)
 Exit 77 (skipped) without numpy, the cross compiler, qemu or the board's build
@@ -103,9 +104,19 @@ def main():
             out = os.path.join(tmp, name)
             must([kestrel, "export", "--db", db, "--model", model, "--target", board["triple"], "-o", out,
                   "--runtime-dir", os.path.join(build, "device_runtime")] + (["--buckets", buckets] if buckets else []))
-            for f in [program_name, "libkestrel_model.so", "kestrel_model.h", "kestrel_model_run.c",
+            for f in [program_name, "model.weights", "libkestrel_model.so", "kestrel_model.h", "kestrel_model_run.c",
                       "libkestrel_kernels.so", "kestrel-model-run"]:
                 assert os.path.exists(os.path.join(out, f)), f + " was not exported"
+            with open(os.path.join(out, "manifest.json")) as f:
+                manifest = json.load(f)
+            assert manifest["weights"] == "model.weights", manifest["weights"]
+            for memory in manifest["memory"]:
+                # The arena holds every activation buffer, reusing memory between them.
+                assert memory["peak_bytes"] <= memory["arena_bytes"] <= memory["buffers_bytes"], memory
+            weights = os.path.getsize(os.path.join(out, "model.weights"))
+            for program_file in manifest["programs"]:
+                # The weights are in model.weights, once, not in each program.
+                assert os.path.getsize(os.path.join(out, program_file)) < weights, program_file
             if buckets:
                 assert os.path.exists(os.path.join(out, "model.batch=1,sequence=8.kprog")), "a bucket's program is missing"
                 assert not os.path.exists(os.path.join(out, "model.kprog"))
@@ -172,6 +183,24 @@ def main():
         out = os.path.join(tmp, MODELS[2][0])
         r = run(prefix + [os.path.join(out, "kestrel-model-run"), out])
         assert r.returncode == 1 and "model.batch=1,sequence=16.kprog" in r.stderr and "--program" in r.stderr, r.stderr
+        # A broken weights file: each program that names it says which file and what is wrong.
+        weights = os.path.join(out, "model.weights")
+        select = ["--program", MODELS[2][2]]
+        with open(weights, "r+b") as f:
+            f.seek(os.path.getsize(weights) // 2)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0x40]))
+        r = run(prefix + [os.path.join(out, "kestrel-model-run"), out] + select)
+        print(r.stderr)
+        assert r.returncode == 1 and "model.weights" in r.stderr and "checksum" in r.stderr, r.stderr
+        with open(weights, "r+b") as f:
+            f.truncate(100)
+        r = run(prefix + [os.path.join(out, "kestrel-model-run"), out] + select)
+        assert r.returncode == 1 and "model.weights" in r.stderr and "corrupt" in r.stderr, r.stderr
+        os.remove(weights)
+        r = run(prefix + [os.path.join(out, "kestrel-model-run"), out] + select)
+        assert r.returncode == 1 and "model.weights" in r.stderr and "kestrel export" in r.stderr, r.stderr
         # Bad artifacts: clear errors, exit 1, never a crash.
         out = os.path.join(tmp, MODELS[0][0])
         program = os.path.join(out, "kestrel-model-run")

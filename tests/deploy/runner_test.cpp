@@ -523,7 +523,7 @@ TEST_CASE("model: a lowered program saved and loaded runs as the runner runs the
   std::string future = good;
   future[8] = 9;  // the format version
   write_bytes(bad, future);
-  CHECK_THROWS_WITH(load_program(bad), Catch::Contains("format 9") && Catch::Contains("reads format 1"));
+  CHECK_THROWS_WITH(load_program(bad), Catch::Contains("format 9") && Catch::Contains("reads format 2"));
   CHECK_THROWS_WITH(load_program(dir + "/missing.kprog"), Catch::Contains("missing.kprog"));
   // Consistent checksum, inconsistent contents (a step reading a value that does not exist).
   Program broken = *loaded;

@@ -41,10 +41,10 @@ struct ExportOptions {
   std::string cost_model_path;  // where it was loaded from, for the manifest
   // The whole model too: per plan, the graph it was planned from (bound at the plan's
   // binding, `bindings`), lowered (program.h) and written as model.kprog (one plan) or
-  // model.<binding>.kprog each (several), with libkestrel_model for the target (found
-  // beside libkestrel_rt: <build>/deploy), its header kestrel_model.h and the example
-  // program kestrel_model_run.c (and built, kestrel-model-run, when the target's build has
-  // it). Empty: kernels only.
+  // model.<binding>.kprog each (several), their weights once in model.weights, with
+  // libkestrel_model for the target (found beside libkestrel_rt: <build>/deploy), its
+  // header kestrel_model.h and the example program kestrel_model_run.c (and built,
+  // kestrel-model-run, when the target's build has it). Empty: kernels only.
   std::vector<const model::Graph*> graphs;
   std::vector<std::map<std::string, std::int64_t>> bindings;
 };
@@ -67,6 +67,14 @@ struct ExportReport {
   bool runtime_copied = false;        // libkestrel_rt for the target found and copied
   std::string runtime_note;           // why not, and how to build it
   std::vector<std::string> programs;  // model.kprog, or model.<binding>.kprog per bucket (ExportOptions::graphs)
+  // Per program: its memory plan's arena against the sum of its activation buffers and
+  // the most bytes live at once (program.h's MemoryStats).
+  std::vector<MemoryStats> memory;
+  // model.weights (kWeightsFile), which the programs share: its bytes, each program's,
+  // and the float arrays the programs read against the distinct ones it holds.
+  std::uint64_t weights_bytes = 0;
+  std::vector<std::uint64_t> program_bytes;
+  std::size_t weight_arrays = 0, weight_arrays_stored = 0;
   bool model_runtime_copied = false;  // libkestrel_model.so for the target found and copied
   std::string model_runtime_note;     // where from, or why not and how to build it
   // What the export could not do as asked, and why: parameters that could not be made

@@ -1,7 +1,8 @@
 /* A whole model on a board: the C interface of libkestrel_model, which `kestrel export
  * --model` ships beside the model's kernel library. It opens an export folder
- * (model.kprog, the model lowered with its weights packed for the target, and
- * libkestrel_kernels.so) and runs the model on the runtime's thread pool. No ONNX, no
+ * (model.kprog, the model lowered; model.weights, its weights packed for the target,
+ * which the programs of a bucketed export share; libkestrel_kernels.so) and runs the
+ * model on the runtime's thread pool, its activations in one arena allocated at open. No ONNX, no
  * protobuf, no Python: the C library, and the C++ runtime inside the library itself.
  *
  *   char error[256];
@@ -35,9 +36,10 @@ typedef struct kestrel_model kestrel_model;
 /* Element types of inputs and outputs. */
 enum { KESTREL_MODEL_FLOAT32 = 0, KESTREL_MODEL_INT64 = 1 };
 
-/* Opens the export folder `dir` (its model.kprog) with a pool of `threads` threads (>= 1).
- * NULL on failure, with the reason in error[0..error_size) (a missing or corrupt program,
- * a kernel library that does not load, an operator this runtime cannot run). */
+/* Opens the export folder `dir` (its model.kprog and model.weights) with a pool of
+ * `threads` threads (>= 1). NULL on failure, with the reason in error[0..error_size) (a
+ * missing or corrupt program or weights file, naming it; a weights file of another
+ * export; a kernel library that does not load; an operator this runtime cannot run). */
 KESTREL_MODEL_API kestrel_model* kestrel_model_open(const char* dir, int threads, char* error, size_t error_size);
 /* The same for one program of the folder: `program` is its file name, e.g. a bucket's
  * "model.seq=32.kprog" when the model was exported at several sizes of its symbols

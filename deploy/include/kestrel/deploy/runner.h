@@ -24,7 +24,8 @@ namespace kestrel::deploy {
 model::Plan portable_plan(const model::Graph& graph);
 
 // `plan` over `graph` (bound at `symbols`, as Runner takes them) lowered into a Program
-// (program.h): values numbered, the task steps' weights packed, when each value dies.
+// (program.h): values numbered, the task steps' weights packed, when each value dies,
+// where each activation buffer goes (plan_memory).
 // Throws ModelError for a step naming no task or whose arguments do not fit its op.
 Program lower_program(const model::Graph& graph, const model::Plan& plan,
                       const std::map<std::string, std::int64_t>& symbols = {});
@@ -66,6 +67,9 @@ class Runner {
 
   // What runs: the plan lowered (what kestrel export --model writes as model.kprog).
   const Program& program() const;
+
+  // The activation arena and its placements so far (ProgramRunner::memory).
+  ProgramRunner::Memory memory() const;
 
  private:
   struct Impl;

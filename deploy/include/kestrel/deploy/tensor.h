@@ -23,6 +23,41 @@ namespace kestrel::deploy {
 void* acquire_tensor_memory(std::size_t bytes);
 void release_tensor_memory(void* p, std::size_t bytes) noexcept;
 
+// One block of memory that a model's activations are placed in at offsets planned ahead
+// (program.h's MemoryPlan), so that a run allocates nothing. A placement is armed before
+// the allocation it is meant for: the next acquire_tensor_memory of exactly that many
+// bytes on the arming thread returns the arena at that offset, unless a tensor placed
+// there earlier still overlaps the range (then the block comes from the allocator as
+// usual and `refused` counts it): a plan that does not fit what runs costs memory, never
+// a wrong answer. release_tensor_memory of arena memory gives the range back and frees
+// nothing. Every tensor placed in an arena must be gone before the arena is destroyed.
+// At most 256 arenas exist at a time; past that an arena has no memory (size() 0) and
+// places nothing. Placements are per thread; the arena itself is thread-safe.
+class TensorArena {
+ public:
+  explicit TensorArena(std::size_t bytes);
+  ~TensorArena();
+  TensorArena(const TensorArena&) = delete;
+  TensorArena& operator=(const TensorArena&) = delete;
+
+  // Arms a placement on this thread (at most 8 armed at a time; more are ignored).
+  void place_next(std::size_t offset, std::size_t bytes);
+  // Disarms this thread's placements not taken (disarm_all: those of every arena).
+  static void disarm_all() noexcept;
+
+  std::size_t size() const;
+  struct Counts {
+    std::size_t placed = 0;   // allocations handed the arena
+    std::size_t refused = 0;  // armed placements refused: the range was still in use
+  };
+  Counts counts() const;
+
+  struct State;
+
+ private:
+  State* state_;
+};
+
 // std::allocator with 64-byte alignment (kernel buffers) from acquire_tensor_memory,
 // default-initialising: `AlignedFloats(n)` and `resize(n)` leave the new floats as they
 // are (every writer of a tensor writes all of it; a zero pass would cost as much as a

@@ -1,6 +1,8 @@
 // The worker's confinement (see sandbox.h).
 #include "sandbox.h"
 
+#include "sandbox_syscalls.h"
+
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
@@ -17,12 +19,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
-#if KESTREL_HAVE_SECCOMP
-#include <seccomp.h>
-#endif
 #if __has_include(<linux/landlock.h>)
 #include <linux/landlock.h>
 #endif
@@ -250,88 +250,19 @@ void restrict_files(Kind kind, Outcome& out) {
 #endif
 }
 
-#if KESTREL_HAVE_SECCOMP
-// Adds `action` for the syscall `name` under `conditions`; a syscall this architecture does
-// not have is skipped.
-bool rule(scmp_filter_ctx ctx, std::uint32_t action, const char* name, std::initializer_list<scmp_arg_cmp> conditions = {}) {
-  int nr = ::seccomp_syscall_resolve_name(name);
-  if (nr == __NR_SCMP_ERROR || nr < 0) return true;
-  std::vector<scmp_arg_cmp> args(conditions);
-  return ::seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(args.size()), args.data()) == 0;
-}
-
+// Default allow; refuses what a kernel needs none of (EPERM, or what makes the C library
+// fall back or give up: ENOSYS, EACCES). The rules, by kind: sandbox.h; the numbers:
+// sandbox_syscalls.h.
 void filter(Kind kind, Outcome& out) {
-  scmp_filter_ctx ctx = ::seccomp_init(SCMP_ACT_ALLOW);
-  if (!ctx) {
-    out.degraded.push_back("no seccomp filter: seccomp_init failed");
-    return;
-  }
-  const std::uint32_t deny = SCMP_ACT_ERRNO(EPERM);
-  bool ok = true;
-  // Processes, debuggers and other processes' memory.
-  for (const char* name : {"ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open", "pidfd_getfd",
-                           "pidfd_send_signal", "tkill"}) {
-    ok &= rule(ctx, deny, name);
-  }
-  // Namespaces, mounts, the kernel's own interfaces, io_uring (which would bypass this filter).
-  for (const char* name : {"unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
-                           "fsopen", "fsmount", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key",
-                           "request_key", "init_module", "finit_module", "delete_module", "kexec_load",
-                           "kexec_file_load", "reboot", "swapon", "swapoff", "io_uring_setup", "io_uring_enter",
-                           "io_uring_register", "acct", "quotactl", "syslog", "mknod", "mknodat"}) {
-    ok &= rule(ctx, deny, name);
-  }
-  const auto pid = static_cast<scmp_datum_t>(::getpid());
-  if (kind == Kind::cpu) {
-    // No network or local sockets at all, no new processes or programs, no writes to files.
-    for (const char* name : {"socket", "socketpair", "execve", "execveat", "fork", "vfork", "creat", "truncate",
-                             "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink",
-                             "symlinkat", "mkdir", "mkdirat", "rmdir", "chmod", "fchmod", "fchmodat", "chown",
-                             "fchown", "lchown", "fchownat", "open_by_handle_at", "name_to_handle_at", "shmget",
-                             "msgget", "semget"}) {
-      ok &= rule(ctx, deny, name);
-    }
-    ok &= rule(ctx, deny, "clone", {SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)});
-    ok &= rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3");  // flags out of reach: glibc falls back to clone
-    ok &= rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "openat2");
-    for (int flag : {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND}) {
-      const auto f = static_cast<scmp_datum_t>(flag);
-      ok &= rule(ctx, SCMP_ACT_ERRNO(EACCES), "open", {SCMP_A1(SCMP_CMP_MASKED_EQ, f, f)});
-      ok &= rule(ctx, SCMP_ACT_ERRNO(EACCES), "openat", {SCMP_A2(SCMP_CMP_MASKED_EQ, f, f)});
-    }
-    // Signals to itself only.
-    for (const char* name : {"kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"}) {
-      ok &= rule(ctx, deny, name, {SCMP_A0(SCMP_CMP_NE, pid)});
-    }
-  } else {
-    // Drivers use local sockets; nothing reaches a network.
-    ok &= rule(ctx, deny, "socket", {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_INET)});
-    ok &= rule(ctx, deny, "socket", {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_INET6)});
-    ok &= rule(ctx, deny, "socket", {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_PACKET)});
-    ok &= rule(ctx, deny, "socket", {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_NETLINK)});
-    // Never the runtime, a process group or every process of the user.
-    const auto parent = static_cast<scmp_datum_t>(::getppid());
-    for (const char* name : {"kill", "rt_sigqueueinfo"}) {
-      ok &= rule(ctx, deny, name, {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, parent)});
-      ok &= rule(ctx, deny, name, {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, 0)});
-      ok &= rule(ctx, deny, name, {SCMP_A0(SCMP_CMP_MASKED_EQ, 0x80000000u, 0x80000000u)});
-    }
-    for (const char* name : {"tgkill", "rt_tgsigqueueinfo"}) {
-      ok &= rule(ctx, deny, name, {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, parent)});
-    }
-  }
-  if (!ok) {
-    out.degraded.push_back("no seccomp filter: a rule was refused by libseccomp");
-  } else if (int rc = ::seccomp_load(ctx); rc != 0) {
-    out.degraded.push_back(std::string("no seccomp filter: seccomp_load: ") + std::strerror(-rc));
+  const std::optional<seccomp::Filter> rules = syscall_filter(kind, ::getpid(), ::getppid());
+  if (!rules) {
+    out.degraded.push_back("no seccomp filter: a rule was refused by the filter builder");
+  } else if (std::string failed = rules->load(); !failed.empty()) {
+    out.degraded.push_back("no seccomp filter: " + failed);
   } else {
     out.active.push_back(kind == Kind::cpu ? "seccomp filter" : "seccomp filter (GPU: network, ptrace, signals)");
   }
-  ::seccomp_release(ctx);
 }
-#else
-void filter(Kind, Outcome& out) { out.degraded.push_back("no seccomp filter: built without libseccomp"); }
-#endif
 
 std::string join(const std::vector<std::string>& parts, const char* separator) {
   std::string text;
@@ -340,6 +271,49 @@ std::string join(const std::vector<std::string>& parts, const char* separator) {
 }
 
 }  // namespace
+
+std::optional<seccomp::Filter> syscall_filter(Kind kind, pid_t self, pid_t parent) {
+  namespace nr = syscalls;
+  seccomp::Filter f;
+  const std::uint32_t deny = seccomp::fail_with(EPERM);
+  bool ok = true;
+  for (long call : nr::kProcessCalls) ok &= f.add(call, deny);
+  for (long call : nr::kSystemCalls) ok &= f.add(call, deny);
+  if (kind == Kind::cpu) {
+    // No network or local sockets at all, no new processes or programs, no writes to files.
+    for (long call : nr::kCpuCalls) ok &= f.add(call, deny);
+    // Threads (CLONE_THREAD set) only.
+    ok &= f.add(nr::kClone, deny, {seccomp::masked_equal(0, CLONE_THREAD, 0)});
+    ok &= f.add(nr::kClone3, seccomp::fail_with(ENOSYS));  // flags out of reach: glibc falls back to clone
+    ok &= f.add(nr::kOpenat2, seccomp::fail_with(ENOSYS));
+    for (int flag : {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND}) {
+      const auto bits = static_cast<std::uint64_t>(flag);
+      ok &= f.add(nr::kOpen, seccomp::fail_with(EACCES), {seccomp::masked_equal(1, bits, bits)});
+      ok &= f.add(nr::kOpenat, seccomp::fail_with(EACCES), {seccomp::masked_equal(2, bits, bits)});
+    }
+    // Signals to itself only.
+    for (long call : {nr::kKill, nr::kTgkill, nr::kRtSigqueueinfo, nr::kRtTgsigqueueinfo}) {
+      ok &= f.add(call, deny, {seccomp::not_equal(0, static_cast<std::uint64_t>(self))});
+    }
+  } else {
+    // Drivers use local sockets; nothing reaches a network.
+    for (int family : {AF_INET, AF_INET6, AF_PACKET, AF_NETLINK}) {
+      ok &= f.add(nr::kSocket, deny, {seccomp::masked_equal(0, 0xffffffffu, static_cast<std::uint64_t>(family))});
+    }
+    // Never the runtime, a process group or every process of the user.
+    const auto runtime = static_cast<std::uint64_t>(static_cast<std::uint32_t>(parent));
+    for (long call : {nr::kKill, nr::kRtSigqueueinfo}) {
+      ok &= f.add(call, deny, {seccomp::masked_equal(0, 0xffffffffu, runtime)});
+      ok &= f.add(call, deny, {seccomp::masked_equal(0, 0xffffffffu, 0)});
+      ok &= f.add(call, deny, {seccomp::masked_equal(0, 0x80000000u, 0x80000000u)});
+    }
+    for (long call : {nr::kTgkill, nr::kRtTgsigqueueinfo}) {
+      ok &= f.add(call, deny, {seccomp::masked_equal(0, 0xffffffffu, runtime)});
+    }
+  }
+  if (!ok) return std::nullopt;
+  return f;
+}
 
 Outcome enter(const Plan& plan, std::span<int> fds) {
   Outcome out;

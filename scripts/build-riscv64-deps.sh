@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the riscv64 libraries the device runtime links (Cap'n Proto 0.9.2, libseccomp
-# 2.5.4, libsodium 1.0.18; mbedTLS, as for every board, comes from
-# scripts/build-mbedtls.sh) from Debian's own source packages, cross-compiled
+# Builds the riscv64 libraries the device runtime links (Cap'n Proto 0.9.2, libsodium
+# 1.0.18; mbedTLS, as for every board, comes from scripts/build-mbedtls.sh; the worker's
+# seccomp filter is Kestrel's own) from Debian's own source packages, cross-compiled
 # with gcc-riscv64-linux-gnu into $KESTREL_RISCV64_PREFIX (default /opt/kestrel/riscv64-linux-gnu),
 # where cmake/toolchains/riscv64-linux-gnu.cmake finds them.
 #
@@ -16,19 +16,22 @@
 # because cmake/KestrelDeps.cmake requires it in every build (the board runtime links none of it).
 #
 # Idempotent (a stamp in the prefix); called by scripts/setup-cross.sh. Needs root for
-# the default prefix, and gperf, autoconf, automake, libtool, dpkg-dev (setup-cross.sh
+# the default prefix, and autoconf, automake, libtool, dpkg-dev (setup-cross.sh
 # installs them). About 3 minutes on 2 cores.
 set -euo pipefail
 source "$(dirname "$0")/apt-retry.sh"
 source "$(dirname "$0")/debian-source.sh"
 prefix="${KESTREL_RISCV64_PREFIX:-/opt/kestrel/riscv64-linux-gnu}"
 stamp="$prefix/.kestrel-deps"
-packages=(capnproto libseccomp libsodium)
-# A prefix built before mbedTLS moved to scripts/build-mbedtls.sh also has Debian's
-# full mbedTLS: the rest is still right, that is removed so that nothing links it.
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "capnproto mbedtls ${packages[*]:1}" ]; then
+packages=(capnproto libsodium)
+# A prefix built before mbedTLS moved to scripts/build-mbedtls.sh also has Debian's full
+# mbedTLS, and one built before the worker's filter became Kestrel's own has libseccomp:
+# the rest is still right, those are removed so that nothing links them.
+if [ -f "$stamp" ] && { [ "$(cat "$stamp")" = "capnproto mbedtls libseccomp libsodium" ] ||
+                        [ "$(cat "$stamp")" = "capnproto libseccomp libsodium" ]; }; then
   rm -rf "$prefix/include/mbedtls" "$prefix/include/psa" "$prefix/lib/libmbedtls.a" "$prefix/lib/libmbedx509.a" \
-         "$prefix/lib/libmbedcrypto.a"
+         "$prefix/lib/libmbedcrypto.a" "$prefix/include/seccomp.h" "$prefix/include/seccomp-syscalls.h" \
+         "$prefix/lib/libseccomp.a" "$prefix/lib/libseccomp.la" "$prefix/lib/pkgconfig/libseccomp.pc"
   echo "${packages[*]}" > "$stamp"
 fi
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${packages[*]}" ]; then
@@ -68,16 +71,6 @@ step "capnproto: configure" cmake -S "$(echo "$src"/capnproto-*/)" -B "$work/cap
   -DBUILD_TESTING=OFF -DBUILD_SHARED_LIBS=OFF -DWITH_OPENSSL=OFF -DWITH_ZLIB=OFF -DEXTERNAL_CAPNP=ON
 step "capnproto: build" cmake --build "$work/capnp" -j "$jobs"
 step "capnproto: install" cmake --install "$work/capnp"
-
-# libseccomp (needs gperf), the library, its header and its .pc.
-cd "$(echo "$src"/libseccomp-*/)"
-step "libseccomp: configure" ./configure --host=riscv64-linux-gnu --prefix="$prefix" --libdir="$prefix/lib" \
-  --disable-shared --enable-static --with-pic
-step "libseccomp: build" make -j "$jobs" -C src
-step "libseccomp: install" make -C src install
-step "libseccomp: install headers" make -C include install
-mkdir -p "$prefix/lib/pkgconfig"
-cp libseccomp.pc "$prefix/lib/pkgconfig/"
 
 # libsodium (Debian's source has no configure: autogen needs autoconf, automake, libtool).
 cd "$(echo "$src"/libsodium-*/)"

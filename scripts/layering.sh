@@ -83,7 +83,6 @@ function external(name) {
   if (name == "kestrel_openblas" || name ~ /openblas/) return "OpenBLAS"
   if (name == "kestrel_onednn" || name ~ /dnnl/) return "oneDNN"
   if (name ~ /nvrtc/) return "NVRTC"
-  if (name ~ /seccomp/) return "libseccomp"
   if (name ~ /LIBZIP/) return "libzip"
   if (name ~ /^Boost::/) return "Boost"
   if (name ~ /^CLI11/) return "CLI11"

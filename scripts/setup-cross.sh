@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cross builds of the device runtime need: the aarch64, armhf and riscv64
 # cross compilers, qemu user-mode emulation, and the arm64/armhf builds of Cap'n Proto,
-# libsodium, OpenSSL and libseccomp (Debian multiarch). Debian 12 has no riscv64
+# libsodium and OpenSSL (Debian multiarch). Debian 12 has no riscv64
 # architecture, so the riscv64 builds of those libraries are compiled from Debian's source
 # packages by scripts/build-riscv64-deps.sh (about 2 minutes, once). The boards' TLS,
 # mbedTLS, is built from Debian's source package too, client-only, for every board triple
@@ -37,9 +37,8 @@ if command -v aarch64-linux-gnu-g++ > /dev/null && command -v arm-linux-gnueabih
    command -v qemu-aarch64-static > /dev/null && [ -f /usr/lib/aarch64-linux-gnu/libcapnp.a ] &&
    [ -f /usr/lib/arm-linux-gnueabihf/libcapnp.a ] && [ -f /usr/lib/aarch64-linux-gnu/libsodium.a ] &&
    [ -f /usr/lib/arm-linux-gnueabihf/libsodium.a ] &&
-   [ -f /usr/lib/aarch64-linux-gnu/libseccomp.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libseccomp.a ] &&
    [ -f /usr/lib/aarch64-linux-gnu/libssl.a ] && [ -f /usr/lib/arm-linux-gnueabihf/libssl.a ] &&
-   command -v riscv64-linux-gnu-g++ > /dev/null && command -v gperf > /dev/null &&
+   command -v riscv64-linux-gnu-g++ > /dev/null &&
    command -v autoreconf > /dev/null && command -v libtoolize > /dev/null && command -v dpkg-source > /dev/null &&
    command -v cmake > /dev/null && command -v ninja > /dev/null; then
   riscv64_deps
@@ -80,8 +79,7 @@ apt_install --allow-downgrades \
   "libssl-dev:arm64=$ssl" "libssl-dev:armhf=$ssl" \
   crossbuild-essential-arm64 crossbuild-essential-armhf qemu-user-static \
   libcapnp-dev:arm64 libcapnp-dev:armhf libsodium-dev:arm64 libsodium-dev:armhf \
-  libseccomp-dev:arm64 libseccomp-dev:armhf ninja-build cmake \
-  g++-riscv64-linux-gnu gperf autoconf automake libtool dpkg-dev
+  ninja-build cmake g++-riscv64-linux-gnu autoconf automake libtool dpkg-dev
 # riscv64: no multiarch packages in Debian 12; the libraries built from Debian's sources.
 riscv64_deps
 board_mbedtls

@@ -11,7 +11,6 @@ packages=(
   libsodium-dev                                      # HMAC-SHA256 handshake, nonces, per-frame MACs, module hashes
   libssl-dev                                         # TLS on tracker connections (Asio's SSL stream over OpenSSL)
   dpkg-dev                                           # apt-get source: the boards' mbedTLS is built from Debian's source (scripts/build-mbedtls.sh)
-  libseccomp-dev                                     # the measurement worker's system-call filter
   libclang-rt-19-dev                                 # libFuzzer, ASan and UBSan runtimes of the fuzz targets (clang-19)
   libboost-dev                                       # the tracker's dashboard: HTTP/1.1 server (Boost.Beast, header-only)
   nlohmann-json3-dev                                 # --json output of host tools

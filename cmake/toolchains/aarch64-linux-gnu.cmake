@@ -1,6 +1,6 @@
 # Cross build for 64-bit ARM Linux (Raspberry Pi 3/4/5 on a 64-bit OS, Jetson, phones).
-# Needs crossbuild-essential-arm64, the multiarch libcapnp-dev:arm64,
-# libseccomp-dev:arm64, and the mbedTLS of scripts/build-mbedtls.sh (scripts/setup-cross.sh).
+# Needs crossbuild-essential-arm64, the multiarch libcapnp-dev:arm64 and the mbedTLS of
+# scripts/build-mbedtls.sh (scripts/setup-cross.sh).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)

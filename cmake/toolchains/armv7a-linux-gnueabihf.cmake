@@ -1,6 +1,6 @@
 # Cross build for 32-bit ARMv7 Linux with hard float (Raspberry Pi OS 32-bit).
-# Needs crossbuild-essential-armhf, the multiarch libcapnp-dev:armhf,
-# libseccomp-dev:armhf, and the mbedTLS of scripts/build-mbedtls.sh (scripts/setup-cross.sh).
+# Needs crossbuild-essential-armhf, the multiarch libcapnp-dev:armhf and the mbedTLS of
+# scripts/build-mbedtls.sh (scripts/setup-cross.sh).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR armv7-a)
 set(CMAKE_C_COMPILER arm-linux-gnueabihf-gcc)

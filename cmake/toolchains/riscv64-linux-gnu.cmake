@@ -13,7 +13,7 @@ else()
   set(KESTREL_RISCV64_PREFIX "/opt/kestrel/riscv64-linux-gnu")
 endif()
 # The prefix first: CapnProto's package (its libraries for riscv64, the host's capnp
-# tool), libseccomp, libsodium; mbedTLS from its own prefix (below).
+# tool), libsodium; mbedTLS from its own prefix (below).
 # Headers only (Asio) still come from /usr/include.
 list(PREPEND CMAKE_PREFIX_PATH "${KESTREL_RISCV64_PREFIX}")
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)

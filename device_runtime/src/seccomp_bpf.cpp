@@ -51,8 +51,8 @@ sock_filter ret(std::uint32_t action) { return BPF_STMT(BPF_RET | BPF_K, action)
 sock_filter jump_eq(std::uint32_t k, std::uint8_t jt, std::uint8_t jf) { return BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, k, jt, jf); }
 
 // One rule's block. Jumps that leave the block (a mismatch) are recorded and aimed past
-// its end once its length is known; a block is at most 2 + 6 * 6 + 1 instructions, well
-// within a jump's 255.
+// its end once its length is known; a block is at most 2 + 6 * 6 + 1 instructions (six
+// comparisons: Filter::add), well within a jump's 255.
 class Block {
  public:
   void push(sock_filter op) { ops_.push_back(op); }
@@ -68,7 +68,6 @@ class Block {
     }
     program.insert(program.end(), ops_.begin(), ops_.end());
   }
-  std::size_t size() const { return ops_.size(); }
 
  private:
   struct Exit {
@@ -116,6 +115,7 @@ std::uint32_t fail_with(int error) { return SECCOMP_RET_ERRNO | (static_cast<std
 
 bool Filter::add(long nr, std::uint32_t action, std::initializer_list<Compare> conditions) {
   if (nr < 0) return true;
+  if (conditions.size() > 6) return false;
   for (const Compare& c : conditions) {
     if (c.arg > 5) return false;
     if (c.op == Compare::Op::masked_equal && (c.value & ~c.mask) != 0) return false;

@@ -52,8 +52,9 @@ class Filter {
   // Adds a rule: system call `nr` returns `action` (fail_with(), or any SECCOMP_RET_*)
   // when every comparison holds; the first matching rule wins. A negative `nr` (a call
   // this architecture lacks) adds nothing and succeeds. Returns false, adding nothing,
-  // for a comparison that can never hold as written: an argument past 5, a value with
-  // bits outside its mask, or (32-bit architectures) bits above the low 32.
+  // for more than six comparisons (a block must stay within a jump's reach) or one that
+  // can never hold as written: an argument past 5, a value with bits outside its mask,
+  // or (32-bit architectures) bits above the low 32.
   bool add(long nr, std::uint32_t action, std::initializer_list<Compare> conditions = {});
 
   // The whole program (see the file header); empty where unsupported().

@@ -253,10 +253,15 @@ TEST_CASE("a rule list far longer than a jump's reach still reaches its last rul
   CHECK(child.calls["fcntl_masked_miss"] == 0);
 }
 
-TEST_CASE("the builder refuses a comparison that can never hold as written", "[sandbox][seccomp]") {
+TEST_CASE("the builder refuses a comparison that can never hold as written, or more than six in a rule",
+          "[sandbox][seccomp]") {
   seccomp::Filter f;
   CHECK_FALSE(f.add(SYS_kill, seccomp::fail_with(EPERM), {seccomp::not_equal(6, 1)}));
   CHECK_FALSE(f.add(SYS_kill, seccomp::fail_with(EPERM), {seccomp::masked_equal(0, 0xff, 0x100)}));
+  const auto one = seccomp::not_equal(0, 1);
+  CHECK_FALSE(f.add(SYS_kill, seccomp::fail_with(EPERM), {one, one, one, one, one, one, one}));
+  CHECK(f.add(SYS_kill, seccomp::fail_with(EPERM), {one, one, one, one, one, one}));
+  f = seccomp::Filter{};
   CHECK(f.add(-1, seccomp::fail_with(EPERM)));  // a call this architecture lacks: nothing to add
   CHECK(f.rules() == 0);
 }

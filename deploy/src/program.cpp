@@ -1039,6 +1039,7 @@ struct ProgramRunner::Impl {
 
   // Reshape, Flatten, Squeeze, Unsqueeze and Identity of a value that dies at this step:
   // its data moves to the output under the output's shape instead of being copied.
+  // (MemorySimulator::move_view decides as this does: keep the two in step.)
   bool move_view(std::size_t index, const ProgramNode& pn) {
     static const std::set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
     if (pn.in.empty() || pn.out.size() != 1 || !views.count(pn.node.op_type)) return false;
@@ -1075,7 +1076,8 @@ struct ProgramRunner::Impl {
   // Add/Sub/Mul/Div with a second operand that is blocked of the same shape, one value,
   // or one value per channel ([1,C,1,1] or [C,1,1], zero-padded to whole blocks). The
   // portable implementation does the arithmetic on shape views of the blocked data; lanes
-  // past C are zeroed after. False when the step does not qualify.
+  // past C are zeroed after. False when the step does not qualify. (Mirrored by
+  // MemorySimulator::blocked_elementwise.)
   bool blocked_elementwise(const ProgramNode& pn) {
     static const std::set<std::string> binaries = {"Add", "Sub", "Mul", "Div"};
     static const std::set<std::string> unaries = {"Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Neg"};

@@ -124,6 +124,36 @@ TEST_CASE("model: a run on the arena places every planned buffer and matches a r
   }
 }
 
+TEST_CASE("model: a memory plan that does not fit costs memory, not a wrong answer, and a file with one is refused",
+          "[model][memory]") {
+  const Model model = Model::load(kZoo + "cnn_bn_tiny.legacy.onnx");
+  const Graph graph = model.bind({});
+  const Program good = lower_program(graph, portable_plan(graph));
+  // Every buffer at offset 0: each placement over a live tensor is refused, the tensor
+  // then comes from the allocator.
+  auto overlapping = std::make_shared<Program>(good);
+  std::int64_t largest = 0;
+  for (const MemoryBuffer& b : overlapping->memory.buffers) largest = std::max(largest, b.bytes);
+  for (MemoryBuffer& b : overlapping->memory.buffers) b.offset = 0;
+  overlapping->memory.arena = (largest + 63) / 64 * 64;
+  CHECK(!memory_plan_conflict(overlapping->memory, good.steps.size(), good.values.size()).empty());
+  auto no_error = [](std::int32_t code) { return std::to_string(code); };
+  auto planned = std::make_shared<const Program>(good);
+  ProgramRunner right(planned, std::vector<BoundKernel>(good.steps.size()), nullptr, no_error);
+  ProgramRunner wrong(overlapping, std::vector<BoundKernel>(good.steps.size()), nullptr, no_error);
+  const std::map<std::string, Tensor> in = generated_inputs(graph, 9);
+  const std::map<std::string, Tensor> want = right.run(in);
+  const std::map<std::string, Tensor> got = wrong.run(in);
+  for (const auto& [output, tensor] : want) CHECK(got.at(output).f32 == tensor.f32);
+  CHECK(wrong.memory().refused > 0);
+  CHECK(right.memory().refused == 0);
+
+  TempDir dir;
+  save_program(*overlapping, dir.path + "/model.kprog");
+  CHECK_THROWS_WITH(load_program(dir.path + "/model.kprog"),
+                    Catch::Contains("corrupt") && Catch::Contains("memory plan") && Catch::Contains("overlap"));
+}
+
 TEST_CASE("model: MobileNetV3's tasks and blocked steps run on the arena as planned", "[model][memory]") {
   // Convolutions blocked, squeeze-excite steps on blocked values, conversions: every
   // buffer the runner makes is one the plan foresaw, and the outputs are the all-portable

@@ -50,8 +50,15 @@ struct TensorArena::State {
 
 namespace {
 
+// A live arena's range, read without its state: a release on one thread must not touch
+// the state of an arena another thread is destroying (a pointer in the range is that
+// arena's tensor, which outlives no arena).
+struct ArenaSlot {
+  std::atomic<std::uintptr_t> begin{0}, end{0};
+  std::atomic<TensorArena::State*> state{nullptr};
+};
 constexpr std::size_t kMaxArenas = 256;
-std::atomic<TensorArena::State*> arenas[kMaxArenas];
+ArenaSlot arenas[kMaxArenas];
 std::atomic<std::size_t> arena_slots{0};   // slots ever used: how far a lookup scans
 std::atomic<std::size_t> arenas_alive{0};  // 0: no pointer can be arena memory
 
@@ -91,10 +98,10 @@ bool give_back_to_arena(void* p) noexcept {
   if (arenas_alive.load(std::memory_order_acquire) == 0) return false;
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   for (std::size_t i = 0, n = arena_slots.load(std::memory_order_acquire); i < n; ++i) {
-    TensorArena::State* s = arenas[i].load(std::memory_order_acquire);
+    const std::uintptr_t base = arenas[i].begin.load(std::memory_order_acquire);
+    if (at < base || at >= arenas[i].end.load(std::memory_order_acquire)) continue;
+    TensorArena::State* s = arenas[i].state.load(std::memory_order_acquire);
     if (!s) continue;
-    const auto base = reinterpret_cast<std::uintptr_t>(s->base);
-    if (at < base || at >= base + s->size) continue;
     std::lock_guard lock(s->mutex);
     auto it = std::find_if(s->live.begin(), s->live.end(), [&](const auto& l) { return l.first == at - base; });
     if (it != s->live.end()) s->live.erase(it);
@@ -109,15 +116,18 @@ TensorArena::TensorArena(std::size_t bytes) : state_(new State) {
   if (bytes == 0) return;
   for (std::size_t i = 0; i < kMaxArenas; ++i) {
     State* empty = nullptr;
-    if (!arenas[i].compare_exchange_strong(empty, state_, std::memory_order_acq_rel)) continue;
+    if (!arenas[i].state.compare_exchange_strong(empty, state_, std::memory_order_acq_rel)) continue;
     try {
       state_->base = static_cast<std::byte*>(::operator new(bytes, kTensorAlign));
     } catch (...) {
-      arenas[i].store(nullptr, std::memory_order_release);
+      arenas[i].state.store(nullptr, std::memory_order_release);
       delete state_;
       throw;
     }
     state_->size = bytes;
+    const auto base = reinterpret_cast<std::uintptr_t>(state_->base);
+    arenas[i].end.store(base + bytes, std::memory_order_release);
+    arenas[i].begin.store(base, std::memory_order_release);
     std::size_t used = arena_slots.load();
     while (used < i + 1 && !arena_slots.compare_exchange_weak(used, i + 1)) {
     }
@@ -136,9 +146,13 @@ TensorArena::~TensorArena() {
     }
   }
   if (state_->base) {
-    for (auto& slot : arenas) {
-      State* self = state_;
-      if (slot.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel)) break;
+    // The range first: no release looks at this state once it is gone.
+    for (ArenaSlot& slot : arenas) {
+      if (slot.state.load(std::memory_order_acquire) != state_) continue;
+      slot.begin.store(0, std::memory_order_release);
+      slot.end.store(0, std::memory_order_release);
+      slot.state.store(nullptr, std::memory_order_release);
+      break;
     }
     arenas_alive.fetch_sub(1, std::memory_order_acq_rel);
     ::operator delete(state_->base, kTensorAlign);

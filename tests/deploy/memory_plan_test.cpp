@@ -7,10 +7,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "kestrel/deploy/model_check.h"
 #include "kestrel/deploy/runner.h"
@@ -152,6 +154,34 @@ TEST_CASE("model: a memory plan that does not fit costs memory, not a wrong answ
   save_program(*overlapping, dir.path + "/model.kprog");
   CHECK_THROWS_WITH(load_program(dir.path + "/model.kprog"),
                     Catch::Contains("corrupt") && Catch::Contains("memory plan") && Catch::Contains("overlap"));
+}
+
+TEST_CASE("model: runners on two threads each keep to their own arena", "[model][memory]") {
+  // Each thread builds, runs and drops runners (arenas made and destroyed) while the other
+  // frees tensors: every run gives the single-threaded answer.
+  const Model model = Model::load(kZoo + "cnn_bn_tiny.legacy.onnx");
+  const Graph graph = model.bind({});
+  const auto program = std::make_shared<const Program>(lower_program(graph, portable_plan(graph)));
+  auto no_error = [](std::int32_t code) { return std::to_string(code); };
+  const std::map<std::string, Tensor> in = generated_inputs(graph, 11);
+  const std::map<std::string, Tensor> want =
+      ProgramRunner(program, std::vector<BoundKernel>(program->steps.size()), nullptr, no_error).run(in);
+  std::atomic<int> wrong{0}, refused{0};
+  auto work = [&] {
+    for (int i = 0; i < 20; ++i) {
+      ProgramRunner runner(program, std::vector<BoundKernel>(program->steps.size()), nullptr, no_error);
+      const std::map<std::string, Tensor> got = runner.run(in);
+      for (const auto& [output, tensor] : want) {
+        if (got.at(output).f32 != tensor.f32) ++wrong;
+      }
+      refused += static_cast<int>(runner.memory().refused);
+    }
+  };
+  std::thread other(work);
+  work();
+  other.join();
+  CHECK(wrong == 0);
+  CHECK(refused == 0);
 }
 
 TEST_CASE("model: MobileNetV3's tasks and blocked steps run on the arena as planned", "[model][memory]") {

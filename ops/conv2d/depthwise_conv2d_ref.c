@@ -64,7 +64,7 @@ static double ref_hardsigmoid(double x) {
 }
 
 /* The activation of the epilogue (KESTREL_ACT_* of kestrel/kernel/math.h): 0 none, 1 relu,
- * 2 relu6, 3 gelu (erf form), 4 sigmoid, 5 silu, 6 hardswish, 7 hardsigmoid, 8 tanh. */
+ * 2 relu6, 3 gelu (erf form), 4 sigmoid, 5 silu, 6 hardswish, 7 hardsigmoid, 8 tanh, 9 gelu (tanh form). */
 static double ref_activate(double x) {
   switch (CONV_ACT) {
     case 1: return x > 0 ? x : 0;
@@ -75,6 +75,10 @@ static double ref_activate(double x) {
     case 6: return x * ref_hardsigmoid(x);
     case 7: return ref_hardsigmoid(x);
     case 8: return 1.0 - 2.0 / (ref_exp(2.0 * x) + 1.0);
+    case 9: {
+      const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+      return x * (1.0 - 1.0 / (ref_exp(2.0 * u) + 1.0)); /* 0.5 x (1 + tanh u) */
+    }
     default: return x;
   }
 }

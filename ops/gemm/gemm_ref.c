@@ -21,7 +21,7 @@
 #endif
 
 /* The activation (KESTREL_ACT_* of kestrel/kernel/math.h): 0 none, 1 relu, 2 relu6, 3 gelu
- * (erf form), 4 sigmoid, 5 silu, 6 hardswish, 7 hardsigmoid, 8 tanh. */
+ * (erf form), 4 sigmoid, 5 silu, 6 hardswish, 7 hardsigmoid, 8 tanh, 9 gelu (tanh form). */
 static double ref_activate(double x) {
   const double hardsigmoid = x / 6.0 + 0.5 < 0 ? 0 : x / 6.0 + 0.5 > 1 ? 1 : x / 6.0 + 0.5;
   switch (GEMM_ACT) {
@@ -33,6 +33,10 @@ static double ref_activate(double x) {
     case 6: return x * hardsigmoid;
     case 7: return hardsigmoid;
     case 8: return ref_tanh(x);
+    case 9: {
+      const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+      return 0.5 * x * (1.0 + ref_tanh(u));
+    }
     default: return x;
   }
 }

@@ -208,7 +208,7 @@ TEST_CASE("conv2d_nchwc matches its reference: every activation with and without
   Registry registry = builtin_ops();
   const Op& conv = registry.get("conv2d_nchwc");
   std::uint64_t seed = 30;
-  for (int act = 0; act <= 8; ++act) {
+  for (int act = 0; act <= 9; ++act) {
     for (int bias = 0; bias <= 1; ++bias) {
       for (int residual = 0; residual <= 1; ++residual) {
         const std::string shape = "C=12,H=7,W=9,K=11,R=3,S=3,pad=" + std::to_string((act + residual) % 3) +

@@ -62,7 +62,7 @@ TEST_CASE("depthwise_conv2d matches its reference: every activation with and wit
   Registry registry = builtin_ops();
   const Op& op = registry.get("depthwise_conv2d");
   std::uint64_t seed = 20;
-  for (int act = 0; act <= 8; ++act) {
+  for (int act = 0; act <= 9; ++act) {
     for (int bias = 0; bias <= 1; ++bias) {
       for (int residual = 0; residual <= 1; ++residual) {
         const std::string shape = "C=11,H=7,W=10,stride=" + std::to_string(1 + (act + bias) % 2) +
@@ -97,7 +97,7 @@ TEST_CASE("depthwise_conv2d: tensors, FLOPs, validation", "[depthwise_conv2d]") 
   // The epilogue's parameters are optional: a plain workload's canonical form leaves them out.
   CHECK(format_params(parse_params(op, "C=8,H=5,W=5")).find("act") == std::string::npos);
   CHECK_THROWS_WITH(parse_params(op, "C=8,H=5,W=5,block=12"), Catch::Contains("not 4, 8 or 16"));
-  CHECK_THROWS_WITH(parse_params(op, "C=8,H=5,W=5,act=9"), Catch::Contains("act=9 is outside 0..8"));
+  CHECK_THROWS_WITH(parse_params(op, "C=8,H=5,W=5,act=10"), Catch::Contains("act=10 is outside 0..9"));
   CHECK_THROWS_WITH(parse_params(op, "C=8,H=5,W=5,K=8"), Catch::Contains("unknown parameter"));
   CHECK_THROWS_WITH(parse_params(op, "C=8,H=1,W=5"), Catch::Contains("empty output"));
 }

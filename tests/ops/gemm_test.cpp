@@ -202,9 +202,9 @@ TEST_CASE("gemm epilogues match the reference: every activation, with and withou
   CHECK(parse_params(gemm, "M=5,N=6,K=7,bias=0,residual=0,act=0") == parse_params(gemm, "5x6x7"));
   CHECK(parse_params(gemm, "M=5,N=6,K=7,act=2").at("act") == 2);
   CHECK(parse_params(gemm, "M=5,N=6,K=7,act=8").at("act") == 8);
-  CHECK_THROWS_WITH(parse_params(gemm, "M=5,N=6,K=7,act=9"), Catch::Contains("act=9 is outside 0..8"));
+  CHECK_THROWS_WITH(parse_params(gemm, "M=5,N=6,K=7,act=10"), Catch::Contains("act=10 is outside 0..9"));
   CHECK_THROWS_WITH(parse_params(gemm, "5x6x7x1"), Catch::Contains("at most 3"));
-  for (int act = 0; act <= 8; ++act) {
+  for (int act = 0; act <= 9; ++act) {
     for (int bias = 0; bias <= 1; ++bias) {
       for (int residual = 0; residual <= 1; ++residual) {
         Params params = parse_params(gemm, "M=37,N=70,K=100,bias=" + std::to_string(bias) +

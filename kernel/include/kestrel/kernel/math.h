@@ -87,10 +87,9 @@ typedef float kestrel_f16 __attribute__((vector_size(16 * sizeof(float))));
     return out;                                                                                                   \
   }                                                                                                               \
   /* e^x: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two for the reduction), e^r by a   \
-   * degree-6 polynomial, 2^n built in the exponent bits. */                                                      \
-  KESTREL_MATH T kestrel_exp(T x) {                                                                               \
-    const T hi = (T){} + 88.7228391f, lo = (T){} - 87.3365448f;                                                  \
-    T xc = kestrel_min(kestrel_max(x, lo), hi);                                                                   \
+   * degree-6 polynomial, 2^n built in the exponent bits. kestrel_exp_in_range_ takes x in   \
+   * [-87.3365448, 88.7228391] (clamped by the caller) and gives a finite, normal result.   */                    \
+  KESTREL_MATH T kestrel_exp_in_range_(T xc) {                                                                    \
     T n = xc * 1.44269504f;                                                                                       \
     /* round to nearest: add and subtract 1.5 * 2^23 */                                                           \
     n = (n + 12582912.0f) - 12582912.0f;                                                                          \
@@ -109,7 +108,11 @@ typedef float kestrel_f16 __attribute__((vector_size(16 * sizeof(float))));
     T s0, s1;                                                                                                     \
     __builtin_memcpy(&s0, &e0, sizeof s0);                                                                        \
     __builtin_memcpy(&s1, &e1, sizeof s1);                                                                        \
-    T out = p * s0 * s1;                                                                                          \
+    return p * s0 * s1;                                                                                           \
+  }                                                                                                               \
+  KESTREL_MATH T kestrel_exp(T x) {                                                                               \
+    const T hi = (T){} + 88.7228391f, lo = (T){} - 87.3365448f;                                                  \
+    T out = kestrel_exp_in_range_(kestrel_min(kestrel_max(x, lo), hi));                                           \
     out = kestrel_select_(S(x < lo), (T){} + 0.0f, out);                                                          \
     out = kestrel_select_(S(x > hi), (T){} + __builtin_inff(), out);                                              \
     return kestrel_select_(S(x != x), x, out);                                                                    \
@@ -145,13 +148,19 @@ typedef float kestrel_f16 __attribute__((vector_size(16 * sizeof(float))));
     return kestrel_select_(S(x < 0.0f), -y, y);                                                                   \
   }                                                                                                               \
   KESTREL_MATH T kestrel_gelu(T x) { return 0.5f * x * (1.0f + kestrel_erf(x * 0.70710678118654752f)); }        \
-  KESTREL_MATH T kestrel_sigmoid(T x) { return 1.0f / (1.0f + kestrel_exp(-x)); }                                \
-  /* 0.5 x (1 + tanh(u)) is x sigmoid(2u): one exp and one division, no tanh. */                                \
-  KESTREL_MATH T kestrel_gelu_tanh(T x) {                                                                         \
-    T u2 = 1.5957691216057308f * (x + 0.044715f * x * x * x);                                                     \
-    return x / (1.0f + kestrel_exp(-u2));                                                                          \
+  /* 1 / (1 + e^-x), which the sigmoid family shares: -x clamped to [-87.3, 80] so that the  \
+   * denominator is finite and below 2^116, as kestrel_recip_ needs (past 80 the result is    \
+   * below 2e-35 either way). NaN is not propagated: x * this does that. */                    \
+  KESTREL_MATH T kestrel_logistic_(T x) {                                                                         \
+    T e = kestrel_exp_in_range_(kestrel_min(kestrel_max(-x, (T){} - 87.3365448f), (T){} + 80.0f));             \
+    return kestrel_recip_(1.0f + e);                                                                              \
   }                                                                                                               \
-  KESTREL_MATH T kestrel_silu(T x) { return x * kestrel_sigmoid(x); }                                            \
+  KESTREL_MATH T kestrel_sigmoid(T x) { return kestrel_select_(S(x != x), x, kestrel_logistic_(x)); }          \
+  /* 0.5 x (1 + tanh(u)) is x sigmoid(2u): one exp and one reciprocal, no tanh. */                              \
+  KESTREL_MATH T kestrel_gelu_tanh(T x) {                                                                         \
+    return x * kestrel_logistic_(1.5957691216057308f * (x + 0.044715f * x * x * x));                              \
+  }                                                                                                               \
+  KESTREL_MATH T kestrel_silu(T x) { return x * kestrel_logistic_(x); }                                          \
   KESTREL_MATH T kestrel_hardsigmoid(T x) {                                                                       \
     return kestrel_min(kestrel_max(x * 0.166666667f + 0.5f, (T){} + 0.0f), (T){} + 1.0f);                       \
   }                                                                                                               \
@@ -184,6 +193,28 @@ typedef int32_t kestrel_i2 __attribute__((vector_size(2 * sizeof(int32_t))));
 typedef int32_t kestrel_i4 __attribute__((vector_size(4 * sizeof(int32_t))));
 typedef int32_t kestrel_i8 __attribute__((vector_size(8 * sizeof(int32_t))));
 typedef int32_t kestrel_i16 __attribute__((vector_size(16 * sizeof(int32_t))));
+
+/* 1 / d for finite d in [1, 2^116] (the sigmoid family's denominators). With AVX-512 the
+ * 14-bit reciprocal estimate refined by one Newton step (relative error below 2^-26):
+ * pipelined multiply-adds instead of the divider, whose throughput otherwise bounds a
+ * kernel with a sigmoid or SiLU epilogue (a 1x1 convolution with SiLU ran at 55% of its
+ * speed without it). Elsewhere a division. */
+#define KESTREL_RECIP_DIVIDE_(T) \
+  KESTREL_MATH T kestrel_recip_(T d) { return 1.0f / d; }
+KESTREL_RECIP_DIVIDE_(float)
+KESTREL_RECIP_DIVIDE_(kestrel_f1)
+KESTREL_RECIP_DIVIDE_(kestrel_f2)
+KESTREL_RECIP_DIVIDE_(kestrel_f4)
+KESTREL_RECIP_DIVIDE_(kestrel_f8)
+#if defined(__AVX512F__)
+KESTREL_MATH kestrel_f16 kestrel_recip_(kestrel_f16 d) {
+  kestrel_f16 r = __builtin_ia32_rcp14ps512_mask(d, d, (unsigned short)0xffff);
+  return r + r * (1.0f - d * r);
+}
+#else
+KESTREL_RECIP_DIVIDE_(kestrel_f16)
+#endif
+#undef KESTREL_RECIP_DIVIDE_
 
 KESTREL_MATH_FUNCTIONS_(kestrel_f1, kestrel_i1, KESTREL_VMASK_)
 KESTREL_MATH_FUNCTIONS_(kestrel_f2, kestrel_i2, KESTREL_VMASK_)

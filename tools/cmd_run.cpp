@@ -11,6 +11,7 @@
 #include <set>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -243,9 +244,16 @@ int run_model(int argc, char** argv) {
                 << v << "): a match with ONNX Runtime proves little about the kernels\n";
     }
 
+    // The activation memory: the plan's arena against no reuse at all and the live peak,
+    // and whether every planned buffer got its place in the runs.
+    const deploy::MemoryStats plan_stats = deploy::memory_stats(runner.program().memory);
+    const deploy::ProgramRunner::Memory placements = runner.memory();
     if (args.has("json")) {
       json j;
       j["model"] = model_path;
+      j["memory"] = {{"arena_bytes", plan_stats.arena},  {"sum_of_buffers_bytes", plan_stats.sum},
+                     {"peak_live_bytes", plan_stats.peak}, {"buffers", plan_stats.buffers},
+                     {"placed", placements.placed},       {"refused", placements.refused}};
       j["symbols"] = symbols;
       j["threads"] = threads;
       j["machine"] = deploy::machine_description();
@@ -295,6 +303,19 @@ int run_model(int argc, char** argv) {
       std::cout << "\nmachine: " << deploy::machine_description() << ", " << native.to_string() << "\nkernels: " << kernels_text << "\n"
                 << "steps: " << task_steps << " on Kestrel kernels (" << distinct_tasks << " distinct), "
                 << all_steps - task_steps << " portable\n";
+      if (plan_stats.buffers > 0) {
+        auto mb = [](std::int64_t bytes) {
+          std::ostringstream text;
+          text << std::fixed << std::setprecision(2) << static_cast<double>(bytes) / 1e6;
+          return text.str();
+        };
+        std::cout << "memory: activations in one arena of " << mb(plan_stats.arena) << " MB (" << plan_stats.buffers
+                  << " buffers, " << mb(plan_stats.sum) << " MB without reuse, " << mb(plan_stats.peak) << " MB live at most)";
+        if (placements.refused > 0) {
+          std::cout << "; " << placements.refused << " placements refused (taken from the allocator)";
+        }
+        std::cout << "\n";
+      }
       for (const auto& [name, t] : inputs) {
         if (!given && t.type == model::ElemType::f32) continue;
         std::cout << "input " << name << " " << deploy::shape_text(t.shape) << ": "

@@ -80,6 +80,13 @@ TEST_CASE("deploy: kestrel run on the zoo's MobileNetV3 (HardSwish, HardSigmoid)
   CHECK(j["checked"] == true);
   CHECK(j["task_steps"].get<int>() > 40);
   CHECK(j["constant_outputs"] == json::array());
+  // The activations live in the plan's arena: less than without reuse, at least the live
+  // peak, every planned buffer placed in every run.
+  const json& memory = j["memory"];
+  CHECK(memory["arena_bytes"].get<std::int64_t>() < memory["sum_of_buffers_bytes"].get<std::int64_t>());
+  CHECK(memory["arena_bytes"].get<std::int64_t>() >= memory["peak_live_bytes"].get<std::int64_t>());
+  CHECK(memory["placed"].get<std::int64_t>() > 0);
+  CHECK(memory["refused"] == 0);
   // Its own inputs too.
   j = run_json(dir, {"--model", zoo("mobilenet_v3_small_w025.legacy.onnx"), "--inputs", zoo("mobilenet_v3_small_w025.legacy.npz")}, 0);
   CHECK(j["ok"] == true);

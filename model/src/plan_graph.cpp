@@ -624,8 +624,38 @@ class Planner {
     cand.pattern = "Softmax";
     cand.nodes = {i};
     cand.params = {{"rows", product(x, 0, x.size() - 1)}, {"cols", x.back()}};
-    cand.args = {{sm.inputs[0], ArgLayout::plain}, {sm.outputs[0], ArgLayout::plain}};
+    std::string out = sm.outputs[0];
+    if (auto guard = match_nan_guard(out)) {
+      cand.params["nan_zero"] = 1;
+      cand.nodes.insert(cand.nodes.end(), guard->nodes.begin(), guard->nodes.end());
+      cand.pattern += "+" + guard->pattern;
+      out = guard->output;
+    }
+    cand.args = {{sm.inputs[0], ArgLayout::plain}, {out, ArgLayout::plain}};
     return finish(std::move(cand));
+  }
+
+  // Where(IsNaN(y), 0, y), which torch's attention exports put after the softmax (a row
+  // masked whole gives NaN): y read by those two nodes alone, the IsNaN's output by the
+  // Where alone, the replacement a constant 0.
+  std::optional<Epilogue> match_nan_guard(const std::string& y) const {
+    auto it = consumers_.find(y);
+    if (it == consumers_.end() || graph_outputs_.contains(y) || it->second.size() != 2) return std::nullopt;
+    for (int pick = 0; pick < 2; ++pick) {
+      const std::size_t nan_i = it->second[static_cast<std::size_t>(pick)];
+      const std::size_t where_i = it->second[static_cast<std::size_t>(1 - pick)];
+      const Node& isnan = node(nan_i);
+      const Node& where = node(where_i);
+      if (covered_[nan_i] || covered_[where_i] || isnan.op_type != "IsNaN" || where.op_type != "Where") continue;
+      if (isnan.inputs.size() != 1 || isnan.outputs.size() != 1 || sole_consumer(isnan.outputs[0]) != where_i) continue;
+      if (where.inputs.size() != 3 || where.inputs[0] != isnan.outputs[0] || where.inputs[2] != y) continue;
+      auto zero = scalar(where.inputs[1]);
+      if (!zero || *zero != 0.0f || dims(where.outputs[0]) != dims(y)) continue;
+      std::vector<std::size_t> nodes = {nan_i, where_i};
+      std::sort(nodes.begin(), nodes.end());
+      return Epilogue{0, nodes, where.outputs[0], "IsNaN+Where"};
+    }
+    return std::nullopt;
   }
 
   Outcome match_layernorm(std::size_t i) const {

@@ -3,7 +3,9 @@
  * with kestrel_exp of kestrel/kernel/math.h.
  *
  * Freestanding C specialised by #defines (see ops/src/softmax.cpp):
- *   workload  SOFTMAX_ROWS SOFTMAX_COLS
+ *   workload  SOFTMAX_ROWS SOFTMAX_COLS, optional SOFTMAX_NAN_ZERO (0/1: a NaN output is
+ *             written as 0, ONNX's Where(IsNaN(y), 0, y) that torch's attention exports
+ *             put after the softmax for rows masked whole)
  *   SOFTMAX_VEC     floats per vector (1 = scalar)
  *   SOFTMAX_UNROLL  vectors per loop step (independent max / sum accumulators)
  *   SOFTMAX_GRAIN   rows per parallel_for task
@@ -17,6 +19,10 @@
 #if !defined(SOFTMAX_ROWS) || !defined(SOFTMAX_COLS) || !defined(SOFTMAX_VEC) || !defined(SOFTMAX_UNROLL) || \
     !defined(SOFTMAX_GRAIN) || !defined(SOFTMAX_ONLINE)
 #error "softmax.c needs SOFTMAX_{ROWS,COLS,VEC,UNROLL,GRAIN,ONLINE}"
+#endif
+
+#ifndef SOFTMAX_NAN_ZERO
+#define SOFTMAX_NAN_ZERO 0
 #endif
 
 #define ROWS ((int64_t)SOFTMAX_ROWS)
@@ -36,16 +42,26 @@ typedef float vf __attribute__((vector_size(VEC * sizeof(float))));
  * for any row value x, where -infinity would give NaN for -infinity - -infinity). */
 #define LOWEST (-3.40282347e38f)
 
+/* An output as it is stored: with SOFTMAX_NAN_ZERO a NaN lane becomes 0. */
+INLINE vf finish_v(vf v) {
+#if SOFTMAX_NAN_ZERO
+  return kestrel_select_(v != v, (vf){0}, v);
+#else
+  return v;
+#endif
+}
+INLINE float finish_1(float v) { return SOFTMAX_NAN_ZERO && v != v ? 0.0f : v; }
+
 #if !SOFTMAX_ONLINE
 INLINE void scale_row(float* restrict y, float s) {
   int64_t c = 0;
   for (; c + VEC <= COLS; c += VEC) {
     vf v;
     VLOAD(v, y + c);
-    v *= s;
+    v = finish_v(v * s);
     VSTORE(y + c, v);
   }
-  for (; c < COLS; ++c) y[c] *= s;
+  for (; c < COLS; ++c) y[c] = finish_1(y[c] * s);
 }
 
 INLINE void row(const float* restrict x, float* restrict y) {
@@ -140,10 +156,10 @@ INLINE void row(const float* restrict x, float* restrict y) {
   for (; c + VEC <= COLS; c += VEC) {
     vf v;
     VLOAD(v, x + c);
-    v = kestrel_exp(v - mx) * inv;
+    v = finish_v(kestrel_exp(v - mx) * inv);
     VSTORE(y + c, v);
   }
-  for (; c < COLS; ++c) y[c] = kestrel_exp(x[c] - mx) * inv;
+  for (; c < COLS; ++c) y[c] = finish_1(kestrel_exp(x[c] - mx) * inv);
 }
 #endif
 

@@ -1,11 +1,16 @@
 /* softmax_ref.c: the reference for softmax.c: per row, the maximum, then e^(x - max) in
  * double (ref_math.h, which the op class prepends) summed in double, then each divided
- * by the sum. Needs SOFTMAX_ROWS and SOFTMAX_COLS. Same arguments as softmax.c: x, y.
+ * by the sum (with SOFTMAX_NAN_ZERO a NaN result written as 0). Needs SOFTMAX_ROWS and
+ * SOFTMAX_COLS. Same arguments as softmax.c: x, y.
  * Returns 2 on bad arguments, 1 when scratch memory runs out. */
 #include "kestrel/kernel/abi.h"
 
 #if !defined(SOFTMAX_ROWS) || !defined(SOFTMAX_COLS)
 #error "softmax_ref.c needs SOFTMAX_ROWS and SOFTMAX_COLS"
+#endif
+
+#ifndef SOFTMAX_NAN_ZERO
+#define SOFTMAX_NAN_ZERO 0
 #endif
 
 #define ROWS ((int64_t)SOFTMAX_ROWS)
@@ -27,7 +32,10 @@ KESTREL_KERNEL(svc, args, num_args) {
       e[c] = ref_exp((double)xr[c] - mx);
       sum += e[c];
     }
-    for (int64_t c = 0; c < COLS; ++c) y[r * COLS + c] = (float)(e[c] / sum);
+    for (int64_t c = 0; c < COLS; ++c) {
+      const double v = e[c] / sum;
+      y[r * COLS + c] = SOFTMAX_NAN_ZERO && v != v ? 0.0f : (float)v;
+    }
   }
   kestrel_release(svc, e);
   return 0;

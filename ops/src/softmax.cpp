@@ -28,6 +28,8 @@ class SoftmaxOp final : public Op {
     return {
         {"rows", "rows (independent softmaxes; batch x heads x queries for attention)", 1, std::int64_t{1} << 31, 0},
         {"cols", "length of each row (the softmax axis)", 1, std::int64_t{1} << 24, 0},
+        {"nan_zero", "1: a NaN output is written as 0 (ONNX's Where(IsNaN(y), 0, y) after the softmax, fused)", 0, 1,
+         0, true},
     };
   }
 

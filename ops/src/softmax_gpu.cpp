@@ -16,6 +16,12 @@ class SoftmaxGpuOp final : public detail::RowReductionGpuOp {
            "maximum and sum by tree reductions in shared / local memory";
   }
 
+  std::string check(const Params& p, const Config& c, const TargetTraits& traits) const override {
+    // softmax.cu / softmax.cl write NaN as it comes: the fused Where(IsNaN) is the CPU op's.
+    if (detail::param_or(p, "nan_zero", 0) != 0) return "the CUDA/OpenCL softmax has no nan_zero (CPU only)";
+    return RowReductionGpuOp::check(p, c, traits);
+  }
+
  protected:
   KernelSource row_source(Backend backend, const Params& p, const Config& c) const override {
     KernelSource out = detail::gpu_source("softmax", backend, embedded::softmax_cu(), embedded::softmax_cl());

@@ -350,5 +350,12 @@ TEST_CASE("fold shapes: every legacy transformer export of the zoo loads and pla
     for (const auto& t : p.tasks) tuned += t.flops * t.occurrences;
     CHECK(!p.tasks.empty());
     CHECK(tuned / p.total_flops > c.min_share);
+    // The attention's Where(IsNaN(softmax), 0, softmax) guard is the softmax kernel's.
+    for (const auto& t : p.tasks) {
+      if (t.op_name() != "softmax") continue;
+      const bool guarded = t.pattern == "Softmax+IsNaN+Where";
+      CHECK(guarded == (t.params.count("nan_zero") == 1));
+    }
+    for (const auto& u : p.untuned) CHECK(u.op_type != "IsNaN");
   }
 }

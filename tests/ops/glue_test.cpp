@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <vector>
 
 #include "kernel_harness.h"
 #include "kestrel/ops/target_traits.h"
@@ -228,6 +229,47 @@ TEST_CASE("softmax matches its reference on ragged rows", "[softmax][kernel]") {
                         "vec=16,unroll=1,grain=8,online=0"}) {
     CHECK(checker.check(parse_config(softmax, p, c, test::native_traits())));
   }
+}
+
+TEST_CASE("softmax with nan_zero writes 0 where a row masked whole or a NaN input gives NaN", "[softmax][kernel]") {
+  // Row 0 is -infinity everywhere (an attention row masked whole), row 1 holds one NaN,
+  // rows 2-3 are ordinary: with nan_zero rows 0-1 come out 0 and rows 2-3 as without it,
+  // which leaves NaN in rows 0-1 (what ONNX's Where(IsNaN(y), 0, y) then replaces).
+  Registry registry = builtin_ops();
+  const Op& softmax = registry.get("softmax");
+  test::TempDir dir;
+  constexpr std::int64_t kRows = 4, kCols = 37;
+  std::vector<float> rows_out[2];
+  for (int nan_zero = 0; nan_zero <= 1; ++nan_zero) {
+    Params p = parse_params(softmax, "rows=4,cols=37,nan_zero=" + std::to_string(nan_zero));
+    int built = 0;
+    for (const char* c : {"vec=1,unroll=1,grain=1,online=0", "vec=8,unroll=2,grain=1,online=1",
+                          "vec=16,unroll=1,grain=2,online=0"}) {
+      INFO("nan_zero=" << nan_zero << " " << c);
+      const Config config = parse_config(softmax, p, c, test::native_traits());
+      test::Kernel kernel = test::Kernel::build(softmax.source(Backend::cpu, p, config), dir.path(),
+                                                "softmax_nan" + std::to_string(nan_zero) + "_" + std::to_string(built++));
+      test::Buffer x(kRows * kCols), y(kRows * kCols);
+      x.fill_random(77);
+      for (std::int64_t j = 0; j < kCols; ++j) x.data()[j] = -INFINITY;
+      x.data()[kCols + 5] = NAN;
+      y.fill_nan();
+      std::vector<kestrel_arg> args = {{x.data(), kRows * kCols, 0.0}, {y.data(), kRows * kCols, 0.0}};
+      REQUIRE(kernel.run(args, 2) == 0);
+      for (std::int64_t j = 0; j < 2 * kCols; ++j) {
+        if (nan_zero) CHECK(y.data()[j] == 0.0f);
+        else CHECK(std::isnan(y.data()[j]));
+      }
+      rows_out[nan_zero].assign(y.data() + 2 * kCols, y.data() + kRows * kCols);
+      CHECK(y.guard_intact());
+    }
+  }
+  CHECK(rows_out[0] == rows_out[1]);
+  // The GPU variants leave it to the CPU op.
+  const Op& gpu = registry.get("softmax", Backend::opencl);
+  Params p = parse_params(gpu, "rows=4,cols=37,nan_zero=1");
+  CHECK_THAT(gpu.check(p, gpu.default_config(p, test::native_traits()), test::native_traits()),
+             Catch::Contains("no nan_zero"));
 }
 
 TEST_CASE("layernorm matches its reference, with and without a residual", "[layernorm][kernel]") {

@@ -8,6 +8,7 @@
 #include <exception>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -15,6 +16,7 @@
 #include <sodium.h>
 
 #include "abi_header.h"
+#include "disk_cache.h"
 #include "frontend.h"
 #include "gpu_compile.h"
 #include "kestrel/rpc/sha256.h"
@@ -59,7 +61,9 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 struct Compiler::Impl {
-  explicit Impl(CompilerOptions opts) : options(opts) {
+  explicit Impl(CompilerOptions opts)
+      : options(std::move(opts)),
+        disk(options.cache_dir.empty() ? detail::compile_cache_dir_from_environment() : options.cache_dir) {
     if (options.threads == 0) options.threads = std::max(1u, std::thread::hardware_concurrency());
     detail::initialize_llvm();
     workers.reserve(options.threads);
@@ -117,7 +121,15 @@ struct Compiler::Impl {
       in_flight.emplace(key, promise.get_future().share());
     }
     bool cacheable = true;
-    CompileResult result = build(request, key, cacheable);
+    CompileResult result;
+    if (std::optional<CompileResult> stored = disk.load(key)) {
+      result = std::move(*stored);
+      result.cached = true;
+      result.from_disk = true;
+    } else {
+      result = build(request, key, cacheable);
+      if (cacheable) disk.store(key, result);
+    }
     {
       const std::lock_guard lock(cache_mutex);
       if (cacheable && options.cache_entries > 0) {
@@ -136,7 +148,9 @@ struct Compiler::Impl {
 
   static CompileResult as_cached(CompileResult result) {
     result.cached = true;
+    result.from_disk = false;
     result.compile_ms = 0;
+    result.phases = {};
     return result;
   }
 
@@ -159,16 +173,21 @@ struct Compiler::Impl {
       } else {
         detail::ObjectFile object = detail::compile_object(request.source, request.target, request.opt_level);
         result.diagnostics = std::move(object.diagnostics);
+        result.phases.frontend_ms = object.frontend_ms;
+        result.phases.optimise_ms = object.optimise_ms;
+        result.phases.codegen_ms = object.codegen_ms;
         if (object.ok && request.output == CompileRequest::Output::object) {
           result.ok = true;
           result.shared_object.assign(object.bytes.begin(), object.bytes.end());
         } else if (object.ok) {
+          const auto link_start = std::chrono::steady_clock::now();
           detail::SharedObject so =
               detail::link_shared_object(object.bytes, "kestrel-" + key.substr(0, 16) + ".so");
           result.diagnostics += so.diagnostics;
           cacheable = so.deterministic;
           result.ok = so.ok;
           result.shared_object = std::move(so.bytes);
+          result.phases.link_ms = ms_since(link_start);
         }
       }
     } catch (const std::exception& e) {  // out of memory and the like: not the source's fault
@@ -183,6 +202,7 @@ struct Compiler::Impl {
   }
 
   CompilerOptions options;
+  detail::DiskCache disk;
 
   std::mutex cache_mutex;
   std::list<std::pair<std::string, CompileResult>> lru;  // most recently used first
@@ -218,6 +238,8 @@ std::vector<CompileResult> Compiler::compile_all(const std::vector<CompileReques
 }
 
 unsigned Compiler::threads() const { return impl_->options.threads; }
+
+const std::string& Compiler::cache_dir() const { return impl_->disk.dir(); }
 
 std::string Compiler::version() { return "clang " CLANG_VERSION_STRING; }
 

@@ -4,7 +4,9 @@
 // the real one (which supplies clang's freestanding resource headers).
 #include "frontend.h"
 
+#include <chrono>
 #include <mutex>
+#include <optional>
 
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
@@ -19,6 +21,8 @@
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/PassManager.h>
+#include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CrashRecoveryContext.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -75,6 +79,23 @@ void add_arch_flags(const Target& target, std::vector<std::string>& args) {
   }
 }
 
+using Clock = std::chrono::steady_clock;
+
+// A pass that changes nothing and notes when the pipeline reached it: where the
+// optimiser starts and ends inside clang's single EmitObjAction.
+struct TimeMark : llvm::PassInfoMixin<TimeMark> {
+  std::optional<Clock::time_point>* at;
+  llvm::PreservedAnalyses run(llvm::Module&, llvm::ModuleAnalysisManager&) {
+    *at = Clock::now();
+    return llvm::PreservedAnalyses::all();
+  }
+  static bool isRequired() { return true; }  // also at -O0
+};
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
 llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> plain_diagnostic_options() {
   llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> options(new clang::DiagnosticOptions);
   options->ShowColors = false;
@@ -84,6 +105,7 @@ llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> plain_diagnostic_options() {
 // Everything compile_object does, on the calling thread; may crash only where clang does.
 void compile(const ops::KernelSource& source, const Target& target, int opt_level,
              ObjectFile& out, llvm::raw_ostream& diagnostics) {
+  const Clock::time_point start = Clock::now();
   const std::string name = source_name(source);
 
   // The source at /<name> (the working directory is "/", so diagnostics say just
@@ -131,6 +153,15 @@ void compile(const ops::KernelSource& source, const Target& target, int opt_leve
       driver_diagnostics.hasErrorOccurred())
     return;
   invocation->getDiagnosticOpts().ShowColors = false;
+  std::optional<Clock::time_point> optimiser_start, optimiser_end;
+  invocation->getCodeGenOpts().PassBuilderCallbacks.push_back([&](llvm::PassBuilder& passes) {
+    passes.registerPipelineStartEPCallback([&](llvm::ModulePassManager& pm, llvm::OptimizationLevel) {
+      pm.addPass(TimeMark{{}, &optimiser_start});
+    });
+    passes.registerOptimizerLastEPCallback([&](llvm::ModulePassManager& pm, llvm::OptimizationLevel) {
+      pm.addPass(TimeMark{{}, &optimiser_end});
+    });
+  });
 
   // Frontend + backend: one CompilerInstance, object into memory.
   clang::CompilerInstance compiler;
@@ -145,6 +176,14 @@ void compile(const ops::KernelSource& source, const Target& target, int opt_leve
   clang::EmitObjAction action(&context);
   const bool ok = compiler.ExecuteAction(action) && !compiler.getDiagnostics().hasErrorOccurred();
   compiler.clearOutputFiles(/*EraseFiles=*/false);
+  const Clock::time_point end = Clock::now();
+  if (optimiser_start && optimiser_end) {
+    out.frontend_ms = ms_between(start, *optimiser_start);
+    out.optimise_ms = ms_between(*optimiser_start, *optimiser_end);
+    out.codegen_ms = ms_between(*optimiser_end, end);
+  } else {
+    out.frontend_ms = ms_between(start, end);  // stopped before the optimiser (an error)
+  }
   if (ok && !object.empty()) {
     out.bytes.assign(object.begin(), object.end());
     out.ok = true;

@@ -14,6 +14,11 @@ struct ObjectFile {
   bool ok = false;
   std::vector<char> bytes;  // ELF relocatable object when ok
   std::string diagnostics;  // driver and compiler messages, "file:line:col: error: ..."
+  // Time in each phase (see CompilePhases): the optimiser's share is told by marker
+  // passes at the start and the end of LLVM's pipeline.
+  double frontend_ms = 0;
+  double optimise_ms = 0;
+  double codegen_ms = 0;
 };
 
 // Registers the X86, AArch64, ARM and RISCV backends and LLVM's crash recovery (so that

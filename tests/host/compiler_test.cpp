@@ -11,6 +11,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "kestrel/kernel/abi.h"
@@ -336,6 +339,173 @@ TEST_CASE("identical compiles hit the cache; a changed define misses", "[compile
   const CompileResult again = fresh.compile(request);
   CHECK_FALSE(again.cached);
   CHECK(again.shared_object == first.shared_object);
+}
+
+// A fresh directory for a disk cache, removed with its entries afterwards.
+class CacheDir {
+ public:
+  CacheDir() {
+    char pattern[] = "/tmp/kestrel-compile-cache-test-XXXXXX";
+    REQUIRE(::mkdtemp(pattern) != nullptr);
+    path_ = pattern;
+  }
+  ~CacheDir() { std::filesystem::remove_all(path_); }
+  CacheDir(const CacheDir&) = delete;
+  CacheDir& operator=(const CacheDir&) = delete;
+  const std::string& path() const { return path_; }
+  // The entry files (not the temporary names of unfinished writes).
+  std::vector<std::filesystem::path> entries() const {
+    std::vector<std::filesystem::path> out;
+    for (const auto& item : std::filesystem::recursive_directory_iterator(path_))
+      if (item.is_regular_file() && item.path().filename().string().find(".tmp-") == std::string::npos)
+        out.push_back(item.path());
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST_CASE("the disk cache serves another compiler the identical object; any change of source, define, target or flag misses", "[compiler]") {
+  const CacheDir dir;
+  const Target native = parse_target("native");
+  const CompileRequest request = axpy(native, "3.0f");
+  CompileResult first;
+  {
+    Compiler writer({.threads = 1, .cache_dir = dir.path()});
+    CHECK(writer.cache_dir() == dir.path());
+    first = writer.compile(request);
+    REQUIRE(first.ok);
+    CHECK_FALSE(first.cached);
+    CHECK_FALSE(first.from_disk);
+  }
+  REQUIRE(dir.entries().size() == 1);
+  CHECK(dir.entries().front().filename() == first.key);
+
+  // Another compiler (as another process would): the same bytes, from disk, loadable.
+  Compiler reader({.threads = 1, .cache_dir = dir.path()});
+  const CompileResult hit = reader.compile(request);
+  CHECK(hit.cached);
+  CHECK(hit.from_disk);
+  CHECK(hit.compile_ms == 0);
+  CHECK(hit.key == first.key);
+  CHECK(hit.hash == first.hash);
+  CHECK(hit.shared_object == first.shared_object);
+  CHECK(hit.diagnostics == first.diagnostics);
+  check_axpy_runs(hit, 3.0f);
+  // Then from memory.
+  const CompileResult again = reader.compile(request);
+  CHECK(again.cached);
+  CHECK_FALSE(again.from_disk);
+  CHECK(again.shared_object == first.shared_object);
+
+  auto misses = [&](auto change) {
+    CompileRequest changed = request;
+    change(changed);
+    const CompileResult result = reader.compile(changed);
+    INFO(result.diagnostics);
+    CHECK(result.ok);
+    CHECK_FALSE(result.cached);
+    CHECK_FALSE(result.from_disk);
+    CHECK(result.key != first.key);
+    return result;
+  };
+  const CompileResult text = misses([](CompileRequest& r) { r.source.text += "\n/* another kernel */\n"; });
+  const CompileResult define = misses([](CompileRequest& r) { r.source.defines[0].value = "4.0f"; });
+  check_axpy_runs(define, 4.0f);
+  const CompileResult triple = misses([](CompileRequest& r) { r.target = parse_target("aarch64-linux-gnu"); });
+  CHECK(elf_machine(triple.shared_object) == "aarch64");
+  misses([](CompileRequest& r) { r.target.features = "-avx512f"; });
+  const CompileResult flag = misses([](CompileRequest& r) { r.opt_level = 1; });
+  check_axpy_runs(flag, 3.0f);
+  CHECK(dir.entries().size() == 6);
+
+  // Each of them is now a disk hit for yet another compiler, with its own bytes.
+  Compiler third({.threads = 1, .cache_dir = dir.path()});
+  const CompileResult define_hit = third.compile([&] {
+    CompileRequest r = request;
+    r.source.defines[0].value = "4.0f";
+    return r;
+  }());
+  CHECK(define_hit.from_disk);
+  CHECK(define_hit.shared_object == define.shared_object);
+  CHECK(define_hit.shared_object != first.shared_object);
+}
+
+TEST_CASE("the disk cache keeps compile errors, reads a damaged entry as a miss and survives an unusable directory", "[compiler]") {
+  const CacheDir dir;
+  CompileRequest broken = axpy(parse_target("x86_64-linux-gnu"));
+  broken.source.defines.clear();  // the kernel's #error
+  {
+    Compiler writer({.threads = 1, .cache_dir = dir.path()});
+    const CompileResult failed = writer.compile(broken);
+    CHECK_FALSE(failed.ok);
+    Compiler reader({.threads = 1, .cache_dir = dir.path()});
+    const CompileResult stored = reader.compile(broken);
+    CHECK(stored.from_disk);
+    CHECK_FALSE(stored.ok);
+    CHECK(stored.hash.empty());
+    CHECK(stored.diagnostics == failed.diagnostics);
+    CHECK(stored.diagnostics.find("SCALE must be defined") != std::string::npos);
+  }
+
+  // A damaged entry: recompiled (the same bytes as before) and written again whole.
+  const CompileRequest request = axpy(parse_target("x86_64-linux-gnu"), "5.0f");
+  CompileResult original;
+  {
+    Compiler writer({.threads = 1, .cache_dir = dir.path()});
+    original = writer.compile(request);
+    REQUIRE(original.ok);
+  }
+  const std::filesystem::path entry = std::filesystem::path(dir.path()) / original.key.substr(0, 2) / original.key;
+  REQUIRE(std::filesystem::exists(entry));
+  const auto size = std::filesystem::file_size(entry);
+  for (const std::uintmax_t cut : {size / 2, size - 1}) {
+    {
+      std::fstream file(entry, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekp(static_cast<std::streamoff>(cut));
+      file.put('\x5a' ^ static_cast<char>(cut));  // one byte altered
+    }
+    Compiler reader({.threads = 1, .cache_dir = dir.path()});
+    const CompileResult result = reader.compile(request);
+    CHECK_FALSE(result.from_disk);
+    CHECK(result.shared_object == original.shared_object);
+    CHECK(reader.compile(request).cached);
+    Compiler after({.threads = 1, .cache_dir = dir.path()});
+    CHECK(after.compile(request).from_disk);
+  }
+  std::filesystem::resize_file(entry, size / 3);  // a truncated file
+  Compiler truncated({.threads = 1, .cache_dir = dir.path()});
+  CHECK_FALSE(truncated.compile(request).from_disk);
+
+  // A cache directory below a regular file cannot exist: compiles work, nothing cached.
+  const std::string file = dir.path() + "/plain-file";
+  std::ofstream(file) << "not a directory";
+  Compiler unusable({.threads = 1, .cache_dir = file + "/cache"});
+  const CompileResult result = unusable.compile(request);
+  CHECK(result.ok);
+  CHECK(result.shared_object == original.shared_object);
+  CHECK_FALSE(std::filesystem::exists(file + "/cache"));
+}
+
+TEST_CASE("compile phases: each measured, together the compile's time", "[compiler]") {
+  Compiler compiler({.threads = 1, .cache_entries = 0});
+  const CompileResult result = compiler.compile(axpy(parse_target("native"), "6.0f"));
+  REQUIRE(result.ok);
+  const auto& p = result.phases;
+  CHECK(p.frontend_ms > 0);
+  CHECK(p.optimise_ms > 0);
+  CHECK(p.codegen_ms > 0);
+  CHECK(p.link_ms > 0);
+  const double sum = p.frontend_ms + p.optimise_ms + p.codegen_ms + p.link_ms;
+  CHECK(sum <= result.compile_ms);
+  CHECK(sum >= 0.9 * result.compile_ms);  // the rest: the key's hash and bookkeeping
+  CompileRequest object = axpy(parse_target("native"), "6.0f");
+  object.output = CompileRequest::Output::object;
+  const CompileResult unlinked = compiler.compile(object);
+  REQUIRE(unlinked.ok);
+  CHECK(unlinked.phases.link_ms == 0);
+  CHECK(unlinked.phases.optimise_ms > 0);
 }
 
 TEST_CASE("the cache key covers everything that determines the output", "[compiler]") {

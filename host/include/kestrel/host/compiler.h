@@ -26,6 +26,16 @@ struct CompileRequest {
   Output output = Output::shared_object;
 };
 
+// Where a compile's time went, in ms of the compiling thread (0 for cache hits and GPU
+// targets). frontend: driver, preprocessing, parsing and IR generation; optimise: LLVM's
+// -O pipeline; codegen: instruction selection to the object in memory; link: LLD.
+struct CompilePhases {
+  double frontend_ms = 0;
+  double optimise_ms = 0;
+  double codegen_ms = 0;
+  double link_ms = 0;
+};
+
 struct CompileResult {
   bool ok = false;
   // ELF .so exporting the kernel ABI entry (the ELF relocatable object when the request's
@@ -38,12 +48,18 @@ struct CompileResult {
   std::string hash;
   std::string key;                          // the cache key: hex SHA-256 of everything that determines the output
   double compile_ms = 0;                    // 0 for cache hits
-  bool cached = false;
+  CompilePhases phases;                     // compile_ms split by phase
+  bool cached = false;                      // from the memory or the disk cache
+  bool from_disk = false;                   // from the disk cache (cached too)
 };
 
 struct CompilerOptions {
   unsigned threads = 0;          // compile threads; 0: one per core
   std::size_t cache_entries = 4096;  // in-memory cache size (LRU)
+  // Directory of the compile cache on disk, shared by processes (entries by cache key,
+  // written atomically, checked on reading; an unusable directory caches nothing).
+  // Empty: the directory in $KESTREL_COMPILE_CACHE, if set and not "off"; else none.
+  std::string cache_dir = {};
 };
 
 class Compiler {
@@ -62,6 +78,8 @@ class Compiler {
   std::vector<CompileResult> compile_all(const std::vector<CompileRequest>& requests);
 
   unsigned threads() const;
+  // The disk cache's directory; empty when there is none.
+  const std::string& cache_dir() const;
   // e.g. "clang 19.1.7"; part of every cache key.
   static std::string version();
   // The cache key of a request (hex SHA-256) without compiling.

@@ -7,8 +7,9 @@
  *   output channels, both multiples of B when GROUPS > 1) and c' = c - group*C/GROUPS
  *
  * Channels are split into blocks of B = CONV_BLOCK (input and output); channel lanes past
- * C in the input and past K in the weights are ignored (they may hold anything finite),
- * output lanes past K are written as 0. The transform from NCHW is its own op
+ * C in the input and in the weights are never read (they may hold anything, NaN included),
+ * those past K in the weights are ignored (anything finite), output lanes past K are
+ * written as 0. The transform from NCHW is its own op
  * (layout_nchwc.c), so its cost is measured apart from the convolution's.
  *
  * Freestanding C specialised entirely by #defines (see conv2d_nchwc.cpp):
@@ -86,8 +87,11 @@
 #error "conv2d_nchwc.c: OK must divide the number of output-channel blocks of a group"
 #endif
 /* Lanes of an input-channel block the reduction visits: all B, or only C when there is
- * one partial block (e.g. an RGB input). */
+ * one partial block (e.g. an RGB input). The last block of more than one, when C is not a
+ * multiple of B, is visited for its C % B lanes only (LAST_LANES): no multiply-adds on
+ * lanes that hold no channel, and no copy to zero them. */
 #define LANES (CONV_C < B ? CONV_C : B)
+#define LAST_LANES (CONV_C > B && CONV_C % B != 0 ? CONV_C % B : LANES)
 #define KG (KB / CONV_OK)                                  /* groups of OK blocks */
 #define PB ((P + CONV_OH - 1) / CONV_OH)                   /* row blocks */
 #define QT ((Q + CONV_OW - 1) / CONV_OW * CONV_OW)         /* columns computed */
@@ -95,8 +99,8 @@
 #define WP_NEEDED ((QT - 1) * CONV_STRIDE + (CONV_S - 1) * CONV_DILATION + 1)
 #define WP (WP_NEEDED > CONV_W + 2 * CONV_PAD ? WP_NEEDED : CONV_W + 2 * CONV_PAD) /* its columns */
 /* The input is read in place when no padding is needed at all: no zero border, no extra
- * columns for the last tile, no lanes past C that the reduction visits. */
-#define IN_PLACE (!CONV_PLAIN_IN && CONV_PAD == 0 && WP == CONV_W && (CONV_C % B == 0 || CONV_C < B))
+ * columns for the last tile (the reduction visits no lane past C). */
+#define IN_PLACE (!CONV_PLAIN_IN && CONV_PAD == 0 && WP == CONV_W)
 /* Floats of one image of the input: blocked, or plain with CONV_PLAIN_IN. */
 #define IN_IMAGE ((int64_t)(CONV_PLAIN_IN ? CONV_C : CB * B) * CONV_H * CONV_W)
 /* Floats per column of what the tiles read: B, or in a padded copy of one partial block
@@ -169,22 +173,32 @@ INLINE void tile(const conv_ctx* ctx, int64_t kb0, int64_t cb0, int64_t cn, int6
   const float* wbase = ctx->w + kb0 * WKB + cb0 * CONV_R * CONV_S * WRS;
   const int64_t group = kb0 / KBG;
   const float* xbase = ctx->x + (group * CBG + cb0) * XCB + p * CONV_STRIDE * XROW + q0 * CONV_STRIDE * XL;
-  for (int64_t c = 0; c < cn; ++c) {
-    for (int r = 0; r < CONV_R; ++r) {
-      for (int s = 0; s < CONV_S; ++s) {
-        const float* x = xbase + c * XCB + r * CONV_DILATION * XROW + s * CONV_DILATION * XL;
-        const float* wv = wbase + ((c * CONV_R + r) * CONV_S + s) * WRS;
-        UNROLL_COUNT(CONV_UNROLL) for (int l = 0; l < LANES; ++l) {
-          vf wj[CONV_OK];
-          UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) VLOAD(wj[j], wv + j * WKB + l * B);
-          UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) {
-            float xv = x[q * CONV_STRIDE * XL + l]; /* splat: one broadcast load */
-            UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) acc[q][j] += xv * wj[j];
-          }
-        }
-      }
-    }
+/* The multiply-adds of input-channel block c over its `lanes` lanes (a constant). */
+#define TAPS(lanes)                                                                                   \
+  for (int r = 0; r < CONV_R; ++r) {                                                                  \
+    for (int s = 0; s < CONV_S; ++s) {                                                                \
+      const float* x = xbase + c * XCB + r * CONV_DILATION * XROW + s * CONV_DILATION * XL;           \
+      const float* wv = wbase + ((c * CONV_R + r) * CONV_S + s) * WRS;                                \
+      UNROLL_COUNT(CONV_UNROLL) for (int l = 0; l < (lanes); ++l) {                                  \
+        vf wj[CONV_OK];                                                                               \
+        UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) VLOAD(wj[j], wv + j * WKB + l * B);             \
+        UNROLL_FULL for (int q = 0; q < CONV_OW; ++q) {                                               \
+          float xv = x[q * CONV_STRIDE * XL + l]; /* splat: one broadcast load */                    \
+          UNROLL_FULL for (int j = 0; j < CONV_OK; ++j) acc[q][j] += xv * wj[j];                      \
+        }                                                                                             \
+      }                                                                                               \
+    }                                                                                                 \
   }
+  for (int64_t c = 0; c < cn; ++c) {
+#if LAST_LANES != LANES
+    if (cb0 + c == CB - 1) { /* the partial last block (no groups: C % B != 0) */
+      TAPS(LAST_LANES)
+      continue;
+    }
+#endif
+    TAPS(LANES)
+  }
+#undef TAPS
   int accumulate = cb0 > 0;
 #if CONV_BIAS || CONV_RESIDUAL || CONV_ACT != 0
   int last = cb0 + cn >= CBG;

@@ -83,7 +83,10 @@ TEST_CASE("NCHW input through layout_nchwc and conv2d_nchwc matches the NCHW con
   const Op& conv = registry.get("conv2d");
   const Op& blocked = registry.get("conv2d_nchwc");
   const Op& layout = registry.get("layout_nchwc");
-  for (const char* shape : {"C=19,H=10,W=12,K=21,R=3,S=3,stride=1,pad=1", "C=3,H=13,W=13,K=16,R=5,S=5,stride=2,pad=2"}) {
+  // The 1x1 layer reads its input in place with a partial last block (24 = 16 + 8 channels,
+  // as EfficientNet's): only the lanes that hold channels may be read.
+  for (const char* shape : {"C=19,H=10,W=12,K=21,R=3,S=3,stride=1,pad=1", "C=3,H=13,W=13,K=16,R=5,S=5,stride=2,pad=2",
+                            "C=24,H=14,W=14,K=40,R=1,S=1,stride=1,pad=0"}) {
     INFO(shape);
     Params p = parse_params(conv, shape);
     const std::int64_t c = p["C"], h = p["H"], w = p["W"], k = p["K"], r = p["R"], s = p["S"], b = 16;
@@ -104,6 +107,12 @@ TEST_CASE("NCHW input through layout_nchwc and conv2d_nchwc matches the NCHW con
     input_b.fill_nan();
     auto transform = test::Kernel::build(layout.source(Backend::cpu, lp, layout.default_config(lp, test::native_traits())), dir.path(), "lay");
     run(transform, {{input.data(), input.elements(), 0}, {input_b.data(), input_b.elements(), 0}});
+    if (c > b && c % b != 0) {
+      // Lanes past C of the last block hold NaN: a kernel that reads one gives NaN.
+      for (std::int64_t i = 0; i < h * w; ++i) {
+        for (std::int64_t l = c % b; l < b; ++l) input_b.data()[((cb - 1) * h * w + i) * b + l] = NAN;
+      }
+    }
     weight_b.fill_random(3);  // lanes past C and K hold junk the kernel must ignore
     for (std::int64_t ko = 0; ko < k; ++ko) {
       for (std::int64_t ci = 0; ci < c; ++ci) {
@@ -174,11 +183,17 @@ TEST_CASE("conv2d_nchwc and layout_nchwc checks catch injected bugs", "[conv2d_n
   // Output lanes past K keep products of unused weights.
   CHECK_FALSE(checker.matches(inject(good, "keep[l] = l < CONV_K % B ? -1 : 0;", "keep[l] = -1;")));
   // The last lane of every input-channel block is skipped.
-  CHECK_FALSE(checker.matches(inject(good, "for (int l = 0; l < LANES; ++l)", "for (int l = 0; l + 1 < LANES; ++l)")));
+  CHECK_FALSE(checker.matches(inject(good, "for (int l = 0; l < (lanes); ++l)", "for (int l = 0; l + 1 < (lanes); ++l)")));
   // Later input-channel passes overwrite instead of accumulating.
   CHECK_FALSE(checker.matches(inject(good, "int accumulate = cb0 > 0;", "int accumulate = 0;")));
-  // A lane past C in the padded copy keeps the input's junk.
-  CHECK_FALSE(checker.matches(inject(good, "l < lanes ? src[l] : 0.0f", "l < lanes + 1 ? src[l] : 0.0f")));
+  // A 1x1 convolution reads its input in place (the checker's inputs hold junk in the
+  // lanes past C): the last block's lanes past C are read.
+  Params in_place = parse_params(conv, "C=40,H=9,W=10,K=20,R=1,S=1");
+  test::WorkloadChecker in_place_checker(conv, in_place);
+  KernelSource good_1x1 = conv.source(Backend::cpu, in_place, parse_config(conv, in_place, "ow=2,ok=1,oh=2,tc=1,unroll=4,split=2",
+                                                                                test::native_traits()));
+  CHECK(in_place_checker.matches(good_1x1));
+  CHECK_FALSE(in_place_checker.matches(inject(good_1x1, "TAPS(LAST_LANES)", "TAPS(LANES)")));
   // The last, partial column tile is not stored.
   CHECK_FALSE(checker.matches(inject(good, "if (q0 + q < Q) {", "if (q0 + CONV_OW <= Q) {")));
 

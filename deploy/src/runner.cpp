@@ -246,6 +246,7 @@ std::map<std::string, Tensor> Runner::run(const std::map<std::string, Tensor>& i
 std::vector<std::string> Runner::kernels_used() const { return impl_->used; }
 
 std::vector<StepTime> Runner::step_times() const { return impl_->runner->step_times(); }
+void Runner::time_steps(bool on) { impl_->runner->time_steps(on); }
 
 const Program& Runner::program() const { return *impl_->program; }
 

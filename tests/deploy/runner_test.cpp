@@ -504,6 +504,13 @@ TEST_CASE("model: a lowered program saved and loaded runs as the runner runs the
   const std::map<std::string, Tensor> in = {{"x", random_input({1, 5, 10, 10}, 5)}};
   CHECK(from_file.run(in).at("y").f32 == runner.run(in).at("y").f32);
   CHECK(from_file.step_times().size() == 4);
+  // Steps are timed only when asked.
+  for (const auto& t : from_file.step_times()) CHECK(t.seconds == 0);
+  from_file.time_steps(true);
+  from_file.run(in);
+  double timed = 0;
+  for (const auto& t : from_file.step_times()) timed += t.seconds;
+  CHECK(timed > 0);
 
   // A task step without a kernel is refused before any run.
   CHECK_THROWS_WITH(ProgramRunner(loaded, std::vector<BoundKernel>(loaded->steps.size()), nullptr, {}),

@@ -62,8 +62,10 @@ class Runner {
   // Seconds each step took in the last run(), layout conversions of its inputs included:
   // step is a task step's key and nodes, or "<op_type> <node name>"; kind a task step's op
   // ("gemm"), a portable step's ONNX operator ("Softmax").
+  // Off until time_steps(true) (ProgramRunner::time_steps): zeros otherwise.
   using StepTime = deploy::StepTime;
   std::vector<StepTime> step_times() const;
+  void time_steps(bool on);
 
   // What runs: the plan lowered (what kestrel export --model writes as model.kprog).
   const Program& program() const;

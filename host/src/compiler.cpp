@@ -63,7 +63,9 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 struct Compiler::Impl {
   explicit Impl(CompilerOptions opts)
       : options(std::move(opts)),
-        disk(options.cache_dir.empty() ? detail::compile_cache_dir_from_environment() : options.cache_dir) {
+        disk(options.cache_dir == "off" ? std::string()
+             : options.cache_dir.empty() ? detail::compile_cache_dir_from_environment()
+                                         : options.cache_dir) {
     if (options.threads == 0) options.threads = std::max(1u, std::thread::hardware_concurrency());
     detail::initialize_llvm();
     workers.reserve(options.threads);

@@ -22,7 +22,11 @@ struct CompileRequest {
   enum class Output { shared_object, object };
   ops::KernelSource source;
   Target target;
-  int opt_level = 3;
+  // -O level, 0..3. 2 by default: on gemm and conv2d_nchwc -O3 ran no faster (their
+  // micro-kernels are vectorised and unrolled by hand) yet compiled 1.3-1.5x slower, its
+  // extra unrolling and loop unswitching quadrupling gemm's code (docs/benchmarks.md,
+  // "Compile time per candidate").
+  int opt_level = 2;
   Output output = Output::shared_object;
 };
 
@@ -59,6 +63,7 @@ struct CompilerOptions {
   // Directory of the compile cache on disk, shared by processes (entries by cache key,
   // written atomically, checked on reading; an unusable directory caches nothing).
   // Empty: the directory in $KESTREL_COMPILE_CACHE, if set and not "off"; else none.
+  // "off": none, whatever the environment says.
   std::string cache_dir = {};
 };
 

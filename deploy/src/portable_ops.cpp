@@ -794,8 +794,10 @@ std::vector<Tensor> layer_norm(const Node& node, const Inputs& in, std::size_t o
     inv.f32[static_cast<std::size_t>(r)] = static_cast<float>(rstd);
   }
   });
-  std::vector<Tensor> result = {std::move(out), std::move(mean), std::move(inv)};
-  result.resize(std::min<std::size_t>(std::max<std::size_t>(outputs, 1), 3));
+  std::vector<Tensor> result;  // moved in (an initializer list would copy)
+  result.push_back(std::move(out));
+  if (outputs > 1) result.push_back(std::move(mean));
+  if (outputs > 2) result.push_back(std::move(inv));
   return result;
 }
 
@@ -1553,80 +1555,88 @@ Tensor gather_nd(const Node& node, const Inputs& in) {
 // takes tens of portable steps; a chain of string comparisons cost each a microsecond).
 using PortableFn = std::vector<Tensor> (*)(const Node&, const Inputs&);
 
+// One output, moved in: `return {t}` would copy it (an initializer list's elements are
+// const), a whole extra pass over every portable step's output.
+std::vector<Tensor> one(Tensor t) {
+  std::vector<Tensor> out;
+  out.push_back(std::move(t));
+  return out;
+}
+
 std::vector<Tensor> gelu_op(const Node& node, const Inputs& in) {
   // ONNX's Gelu (opset 20), and what canonical_ops.h makes of torch's tanh GELU.
   const auto it = node.attributes.find("approximate");
   const std::string approximate = it != node.attributes.end() && it->second.s ? *it->second.s : "none";
   if (approximate == "tanh") {
-    return {unary(node, in, [](F4 x) {
+    return one(unary(node, in, [](F4 x) {
       const F4 inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
       return 0.5f * x * (1.0f + tanh4(inner));
-    })};
+    }));
   }
   if (approximate != "none") throw ModelError(node.name + ": Gelu approximate=\"" + approximate + "\" is not supported");
-  return {unary(node, in, [](F4 x) { return 0.5f * x * (1.0f + erf4(x * 0.7071067811865476f)); })};
+  return one(unary(node, in, [](F4 x) { return 0.5f * x * (1.0f + erf4(x * 0.7071067811865476f)); }));
 }
 
 const std::unordered_map<std::string_view, PortableFn>& portable_table() {
   using V = std::vector<Tensor>;
   static const std::unordered_map<std::string_view, PortableFn> table = [] {
     std::unordered_map<std::string_view, PortableFn> t;
-    t["Conv"] = [](const Node& n, const Inputs& in) -> V { return {conv(n, in)}; };
-    t["Gemm"] = [](const Node& n, const Inputs& in) -> V { return {gemm(n, in)}; };
-    t["MatMul"] = [](const Node& n, const Inputs& in) -> V { return {matmul(n, in)}; };
+    t["Conv"] = [](const Node& n, const Inputs& in) -> V { return one(conv(n, in)); };
+    t["Gemm"] = [](const Node& n, const Inputs& in) -> V { return one(gemm(n, in)); };
+    t["MatMul"] = [](const Node& n, const Inputs& in) -> V { return one(matmul(n, in)); };
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) {
-      t[op] = [](const Node& n, const Inputs& in) -> V { return {binary(n, in)}; };
+      t[op] = [](const Node& n, const Inputs& in) -> V { return one(binary(n, in)); };
     }
     t["Relu"] = [](const Node& n, const Inputs& in) -> V {
-      return {unary(n, in, [](F4 x) { return select(x > 0.0f, x, splat(0.0f)); })};
+      return one(unary(n, in, [](F4 x) { return select(x > 0.0f, x, splat(0.0f)); }));
     };
-    t["Clip"] = [](const Node& n, const Inputs& in) -> V { return {clip(n, in)}; };
-    t["Erf"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return erf4(x); })}; };
+    t["Clip"] = [](const Node& n, const Inputs& in) -> V { return one(clip(n, in)); };
+    t["Erf"] = [](const Node& n, const Inputs& in) -> V { return one(unary(n, in, [](F4 x) { return erf4(x); })); };
     t["Sqrt"] = [](const Node& n, const Inputs& in) -> V {
-      return {unary(n, in, [](F4 x) { return lanes(x, [](float v) { return std::sqrt(v); }); })};
+      return one(unary(n, in, [](F4 x) { return lanes(x, [](float v) { return std::sqrt(v); }); }));
     };
-    t["Sigmoid"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return sigmoid4(x); })}; };
-    t["Tanh"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return tanh4(x); })}; };
+    t["Sigmoid"] = [](const Node& n, const Inputs& in) -> V { return one(unary(n, in, [](F4 x) { return sigmoid4(x); })); };
+    t["Tanh"] = [](const Node& n, const Inputs& in) -> V { return one(unary(n, in, [](F4 x) { return tanh4(x); })); };
     t["Gelu"] = gelu_op;
-    t["Exp"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return exp4(x); })}; };
-    t["Neg"] = [](const Node& n, const Inputs& in) -> V { return {unary(n, in, [](F4 x) { return -x; })}; };
-    t["Softmax"] = [](const Node& n, const Inputs& in) -> V { return {softmax(n, in)}; };
+    t["Exp"] = [](const Node& n, const Inputs& in) -> V { return one(unary(n, in, [](F4 x) { return exp4(x); })); };
+    t["Neg"] = [](const Node& n, const Inputs& in) -> V { return one(unary(n, in, [](F4 x) { return -x; })); };
+    t["Softmax"] = [](const Node& n, const Inputs& in) -> V { return one(softmax(n, in)); };
     t["LayerNormalization"] = [](const Node& n, const Inputs& in) -> V { return layer_norm(n, in, n.outputs.size()); };
-    t["BatchNormalization"] = [](const Node& n, const Inputs& in) -> V { return {batch_norm(n, in)}; };
-    t["MaxPool"] = [](const Node& n, const Inputs& in) -> V { return {pool(n, in, true)}; };
-    t["AveragePool"] = [](const Node& n, const Inputs& in) -> V { return {pool(n, in, false)}; };
-    t["GlobalAveragePool"] = [](const Node& n, const Inputs& in) -> V { return {global_average_pool(n, in)}; };
-    t["Flatten"] = [](const Node& n, const Inputs& in) -> V { return {flatten(n, in)}; };
-    t["Reshape"] = [](const Node& n, const Inputs& in) -> V { return {reshape(n, in)}; };
-    t["Transpose"] = [](const Node& n, const Inputs& in) -> V { return {transpose(n, in)}; };
-    t["Concat"] = [](const Node& n, const Inputs& in) -> V { return {concat(n, in)}; };
-    t["Gather"] = [](const Node& n, const Inputs& in) -> V { return {gather(n, in)}; };
-    t["Unsqueeze"] = [](const Node& n, const Inputs& in) -> V { return {unsqueeze(n, in)}; };
-    t["Squeeze"] = [](const Node& n, const Inputs& in) -> V { return {squeeze(n, in)}; };
-    t["Shape"] = [](const Node& n, const Inputs& in) -> V { return {shape_op(n, in)}; };
-    t["Slice"] = [](const Node& n, const Inputs& in) -> V { return {slice(n, in)}; };
-    t["Cast"] = [](const Node& n, const Inputs& in) -> V { return {cast(n, in)}; };
-    t["Identity"] = t["Dropout"] = [](const Node& n, const Inputs& in) -> V { return {input(n, in, 0)}; };
-    t["Constant"] = [](const Node& n, const Inputs&) -> V { return {constant(n)}; };
-    t["HardSigmoid"] = [](const Node& n, const Inputs& in) -> V { return {hard_sigmoid(n, in, false)}; };
-    t["HardSwish"] = [](const Node& n, const Inputs& in) -> V { return {hard_sigmoid(n, in, true)}; };
-    t["IsNaN"] = [](const Node& n, const Inputs& in) -> V { return {is_nan(n, in)}; };
-    t["Where"] = [](const Node& n, const Inputs& in) -> V { return {where(n, in)}; };
+    t["BatchNormalization"] = [](const Node& n, const Inputs& in) -> V { return one(batch_norm(n, in)); };
+    t["MaxPool"] = [](const Node& n, const Inputs& in) -> V { return one(pool(n, in, true)); };
+    t["AveragePool"] = [](const Node& n, const Inputs& in) -> V { return one(pool(n, in, false)); };
+    t["GlobalAveragePool"] = [](const Node& n, const Inputs& in) -> V { return one(global_average_pool(n, in)); };
+    t["Flatten"] = [](const Node& n, const Inputs& in) -> V { return one(flatten(n, in)); };
+    t["Reshape"] = [](const Node& n, const Inputs& in) -> V { return one(reshape(n, in)); };
+    t["Transpose"] = [](const Node& n, const Inputs& in) -> V { return one(transpose(n, in)); };
+    t["Concat"] = [](const Node& n, const Inputs& in) -> V { return one(concat(n, in)); };
+    t["Gather"] = [](const Node& n, const Inputs& in) -> V { return one(gather(n, in)); };
+    t["Unsqueeze"] = [](const Node& n, const Inputs& in) -> V { return one(unsqueeze(n, in)); };
+    t["Squeeze"] = [](const Node& n, const Inputs& in) -> V { return one(squeeze(n, in)); };
+    t["Shape"] = [](const Node& n, const Inputs& in) -> V { return one(shape_op(n, in)); };
+    t["Slice"] = [](const Node& n, const Inputs& in) -> V { return one(slice(n, in)); };
+    t["Cast"] = [](const Node& n, const Inputs& in) -> V { return one(cast(n, in)); };
+    t["Identity"] = t["Dropout"] = [](const Node& n, const Inputs& in) -> V { return one(input(n, in, 0)); };
+    t["Constant"] = [](const Node& n, const Inputs&) -> V { return one(constant(n)); };
+    t["HardSigmoid"] = [](const Node& n, const Inputs& in) -> V { return one(hard_sigmoid(n, in, false)); };
+    t["HardSwish"] = [](const Node& n, const Inputs& in) -> V { return one(hard_sigmoid(n, in, true)); };
+    t["IsNaN"] = [](const Node& n, const Inputs& in) -> V { return one(is_nan(n, in)); };
+    t["Where"] = [](const Node& n, const Inputs& in) -> V { return one(where(n, in)); };
     for (const char* op : {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"}) {
-      t[op] = [](const Node& n, const Inputs& in) -> V { return {compare(n, in)}; };
+      t[op] = [](const Node& n, const Inputs& in) -> V { return one(compare(n, in)); };
     }
-    t["Not"] = [](const Node& n, const Inputs& in) -> V { return {not_op(n, in)}; };
-    t["Expand"] = [](const Node& n, const Inputs& in) -> V { return {expand(n, in)}; };
-    t["ConstantOfShape"] = [](const Node& n, const Inputs& in) -> V { return {constant_of_shape(n, in)}; };
-    t["GatherElements"] = [](const Node& n, const Inputs& in) -> V { return {gather_elements(n, in)}; };
-    t["Range"] = [](const Node& n, const Inputs& in) -> V { return {range(n, in)}; };
+    t["Not"] = [](const Node& n, const Inputs& in) -> V { return one(not_op(n, in)); };
+    t["Expand"] = [](const Node& n, const Inputs& in) -> V { return one(expand(n, in)); };
+    t["ConstantOfShape"] = [](const Node& n, const Inputs& in) -> V { return one(constant_of_shape(n, in)); };
+    t["GatherElements"] = [](const Node& n, const Inputs& in) -> V { return one(gather_elements(n, in)); };
+    t["Range"] = [](const Node& n, const Inputs& in) -> V { return one(range(n, in)); };
     t["Split"] = [](const Node& n, const Inputs& in) -> V { return split(n, in); };
-    t["Max"] = [](const Node& n, const Inputs& in) -> V { return {extremum(n, in, true)}; };
-    t["Min"] = [](const Node& n, const Inputs& in) -> V { return {extremum(n, in, false)}; };
+    t["Max"] = [](const Node& n, const Inputs& in) -> V { return one(extremum(n, in, true)); };
+    t["Min"] = [](const Node& n, const Inputs& in) -> V { return one(extremum(n, in, false)); };
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"}) {
-      t[op] = [](const Node& n, const Inputs& in) -> V { return {reduce(n, in)}; };
+      t[op] = [](const Node& n, const Inputs& in) -> V { return one(reduce(n, in)); };
     }
-    t["GatherND"] = [](const Node& n, const Inputs& in) -> V { return {gather_nd(n, in)}; };
+    t["GatherND"] = [](const Node& n, const Inputs& in) -> V { return one(gather_nd(n, in)); };
     return t;
   }();
   return table;

@@ -734,7 +734,7 @@ class MemorySimulator {
     return true;
   }
 
-  bool blocked_elementwise(const ProgramNode& pn, std::int64_t t) {
+  bool blocked_elementwise(const ProgramStep& step, const ProgramNode& pn, std::int64_t t) {
     static const std::set<std::string> binaries = {"Add", "Sub", "Mul", "Div"};
     static const std::set<std::string> unaries = {"Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Neg"};
     const bool binary = binaries.count(pn.node.op_type) && pn.in.size() == 2;
@@ -747,6 +747,7 @@ class MemorySimulator {
     if (!output_shaped(pn.in[0]) && binary) at = 1;
     const std::size_t a = pn.in[at];
     if (!output_shaped(a)) return false;
+    bool per_channel = false;  // the runner's channel path
     if (binary) {
       const std::size_t id = pn.in[1 - at];
       if (id == kNoValue) return false;
@@ -756,10 +757,20 @@ class MemorySimulator {
         if (p.values[id].type != ElemType::f32 || !shape(id)) return false;
         const std::int64_t c = (*shape(a))[1];
         const auto& b = *shape(id);
-        if (element_count(b) != 1 && b != std::vector<std::int64_t>{1, c, 1, 1} && b != std::vector<std::int64_t>{c, 1, 1}) {
-          return false;
-        }
+        per_channel = b == std::vector<std::int64_t>{1, c, 1, 1} || b == std::vector<std::int64_t>{c, 1, 1};
+        if (element_count(b) != 1 && !per_channel) return false;
       }
+    }
+    const bool dies = std::find(step.frees.begin(), step.frees.end(), a) != step.frees.end();
+    if (per_channel && p.block % 4 == 0 && dies && std::count(pn.in.begin(), pn.in.end(), a) == 1) {
+      // In place: the output takes the dying operand's buffer.
+      const std::int64_t moved = held[a].blocked_buffer;
+      held[a].blocked_buffer = -1;
+      release(a, t);
+      release(pn.out[0], t);
+      held[pn.out[0]].blocked = true;
+      held[pn.out[0]].blocked_buffer = moved;
+      return true;
     }
     write(pn.out[0], true, blocked_bytes(a), t);
     return true;
@@ -767,7 +778,7 @@ class MemorySimulator {
 
   void run_portable_node(const ProgramStep& step, const ProgramNode& pn, std::int64_t t) {
     if (move_view(step, pn, t)) return;
-    if (blocked_elementwise(pn, t)) return;
+    if (blocked_elementwise(step, pn, t)) return;
     for (std::size_t id : pn.in) {
       if (id != kNoValue) plain_of(id, t);
     }
@@ -1079,7 +1090,7 @@ struct ProgramRunner::Impl {
   // portable implementation does the arithmetic on shape views of the blocked data; lanes
   // past C are zeroed after. False when the step does not qualify. (Mirrored by
   // MemorySimulator::blocked_elementwise.)
-  bool blocked_elementwise(const ProgramNode& pn) {
+  bool blocked_elementwise(std::size_t index, const ProgramNode& pn) {
     static const std::set<std::string> binaries = {"Add", "Sub", "Mul", "Div"};
     static const std::set<std::string> unaries = {"Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Neg"};
     const Node& node = pn.node;
@@ -1129,17 +1140,25 @@ struct ProgramRunner::Impl {
       }
     }
     if (channels && view.size() == 4 && block % 4 == 0) {
+      // In place when the blocked operand dies here (the squeeze-excite Mul's input): each
+      // element is read before it is written, at its own index. (Mirrored by
+      // MemorySimulator::blocked_elementwise, which hands the buffer on.)
+      const std::size_t a_id = pn.in[at];
+      const bool in_place = dies_at(index, a_id) && std::count(pn.in.begin(), pn.in.end(), a_id) == 1;
       Tensor result;
-      result.shape = logical;
-      result.layout = TensorLayout::nchwc;
-      result.block = block;
-      {
+      if (in_place) {
+        result = std::move(*a);
+        release(a_id);
+      } else {
+        result.shape = logical;
+        result.layout = TensorLayout::nchwc;
+        result.block = block;
         Disarm disarm;
         arm(pn.out[0], true);
         result.f32.resize(a->f32.size());
       }
-      blocked_channel_binary(node.op_type, at == 1, a->f32.data(), channels->f32.data(), result.f32.data(), n, blocks, hw, block,
-                             services);
+      const float* x = in_place ? result.f32.data() : a->f32.data();
+      blocked_channel_binary(node.op_type, at == 1, x, channels->f32.data(), result.f32.data(), n, blocks, hw, block, services);
       finish_blocked(pn.out[0], std::move(result), c);
       return true;
     }
@@ -1198,7 +1217,7 @@ struct ProgramRunner::Impl {
 
   void run_portable_node(std::size_t index, const ProgramNode& pn) {
     if (move_view(index, pn)) return;
-    if (blocked_elementwise(pn)) return;
+    if (blocked_elementwise(index, pn)) return;
     std::vector<const Tensor*> inputs;
     for (std::size_t id : pn.in) inputs.push_back(id == kNoValue ? nullptr : &plain_of(id));
     std::vector<Tensor> outputs;

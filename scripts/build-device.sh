@@ -3,7 +3,9 @@
 # only its C library: one file to copy. TLS and crypto come from mbedTLS, linked in
 # (a TLS 1.2 client built from Debian's source with Kestrel's configuration by
 # scripts/build-mbedtls.sh; the host build keeps OpenSSL: docs/security.md). --static needs
-# nothing at all (the C library inside too). Link-time optimisation on (about 4% smaller).
+# nothing at all (the C library inside too). Cap'n Proto is Debian's source built at -Os
+# with one section per function, as LTO objects (scripts/build-capnp.sh). Link-time
+# optimisation on (about 4% smaller).
 # scripts/device-size.sh says what each part costs.
 #   scripts/build-device.sh aarch64-linux-gnu        # Raspberry Pi (64-bit OS), Jetson, phones
 #   scripts/build-device.sh armv7a-linux-gnueabihf   # Raspberry Pi OS 32-bit
@@ -50,6 +52,16 @@ fi
 # triple, then found by its stamp; setup-cross.sh builds them all).
 "$root/scripts/build-mbedtls.sh" "$triple" > /dev/null || exit 1
 args+=(-DKESTREL_MBEDTLS_PREFIX="${KESTREL_MBEDTLS_ROOT:-/opt/kestrel}/mbedtls-$triple")
+# The boards' Cap'n Proto: Debian's source at -Os with one section per function, LTO
+# objects (scripts/build-capnp.sh: built once per triple, then found by its stamp), in place of
+# the -O2 archives of libcapnp-dev:arm64/armhf and the riscv64 prefix. native keeps the
+# system's.
+if [ "$triple" != native ]; then
+  "$root/scripts/build-capnp.sh" "$triple" > /dev/null || exit 1
+  capnp="${KESTREL_CAPNP_ROOT:-/opt/kestrel}/capnp-$triple"
+  args+=(-DCapnProto_DIR="$capnp/lib/cmake/CapnProto" -DKESTREL_CAPNP_STATIC="$capnp/lib/libcapnp.a"
+         -DKESTREL_KJ_STATIC="$capnp/lib/libkj.a")
+fi
 mkdir -p "$build"
 cmake -S "$root" "-B$build" "${args[@]}" > "$build/configure.log" 2>&1 || { cat "$build/configure.log" >&2; exit 1; }
 cmake --build "$build" -j "${KESTREL_JOBS:-2}" --target kestrel-device kestrel_rt kestrel_rt_shared > "$build/build.log" 2>&1 \

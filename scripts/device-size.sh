@@ -12,7 +12,9 @@
 # (libstdc++, libsupc++), libgcc, the C library (static builds: libc.a, libm.a, ...,
 # crt files), Kestrel's libraries one by one (the generated schema code apart), and what
 # the linker makes (dynamic symbol and relocation tables, PLT, GOT, .eh_frame_hdr).
-# A build with LTO attributes the code it compiled to the LTO partitions ("lto").
+# A build with LTO attributes the code it compiled to the LTO partitions ("lto"): the
+# board builds' Cap'n Proto (scripts/build-capnp.sh: LTO objects) is in that row, and the
+# namespace table shows it apart (capnp::, kj::).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 triple="aarch64-linux-gnu"

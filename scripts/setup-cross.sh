@@ -5,7 +5,9 @@
 # architecture, so the riscv64 builds of those libraries are compiled from Debian's source
 # packages by scripts/build-riscv64-deps.sh (about 2 minutes, once). The boards' TLS,
 # mbedTLS, is built from Debian's source package too, client-only, for every board triple
-# (scripts/build-mbedtls.sh, seconds per triple, once).
+# (scripts/build-mbedtls.sh, seconds per triple, once), and so is their Cap'n Proto, at
+# -Os with one section per function (scripts/build-capnp.sh, minutes per triple, once;
+# the host's capnp compiler generates the code).
 # Idempotent. Needs root (or sudo).
 #
 # Multiarch packages must have the same version on every architecture. Debian's security
@@ -32,6 +34,18 @@ board_mbedtls() {
     echo "setup-cross: the riscv64 mbedTLS could not be built: the riscv64 board is left out" >&2
   fi
 }
+# The boards' Cap'n Proto (scripts/build-capnp.sh: Debian's source at -Os with one section
+# per function), per board triple; a board whose Cap'n Proto cannot be built (the mirror
+# cannot give the source) is left out: scripts/test.sh does not build it and its board
+# test reports itself skipped. Idempotent: a minute or two per triple, once.
+board_capnp() {
+  local triple
+  for triple in aarch64-linux-gnu armv7a-linux-gnueabihf riscv64-linux-gnu; do
+    if ! "$(dirname "$0")/build-capnp.sh" "$triple"; then
+      echo "setup-cross: the $triple Cap'n Proto could not be built: the $triple board is left out" >&2
+    fi
+  done
+}
 
 if command -v aarch64-linux-gnu-g++ > /dev/null && command -v arm-linux-gnueabihf-g++ > /dev/null &&
    command -v qemu-aarch64-static > /dev/null && [ -f /usr/lib/aarch64-linux-gnu/libcapnp.a ] &&
@@ -43,6 +57,7 @@ if command -v aarch64-linux-gnu-g++ > /dev/null && command -v arm-linux-gnueabih
    command -v cmake > /dev/null && command -v ninja > /dev/null; then
   riscv64_deps
   board_mbedtls
+  board_capnp
   echo "setup-cross: all present"
   exit 0
 fi
@@ -83,4 +98,5 @@ apt_install --allow-downgrades \
 # riscv64: no multiarch packages in Debian 12; the libraries built from Debian's sources.
 riscv64_deps
 board_mbedtls
+board_capnp
 echo "setup-cross: done"

@@ -10,7 +10,7 @@ packages=(
   capnproto libcapnp-dev                             # wire schema
   libsodium-dev                                      # HMAC-SHA256 handshake, nonces, per-frame MACs, module hashes
   libssl-dev                                         # TLS on tracker connections (Asio's SSL stream over OpenSSL)
-  dpkg-dev                                           # apt-get source: the boards' mbedTLS is built from Debian's source (scripts/build-mbedtls.sh)
+  dpkg-dev                                           # apt-get source: the boards' mbedTLS and Cap'n Proto are built from Debian's source (scripts/build-mbedtls.sh, scripts/build-capnp.sh)
   libclang-rt-19-dev                                 # libFuzzer, ASan and UBSan runtimes of the fuzz targets (clang-19)
   libboost-dev                                       # the tracker's dashboard: HTTP/1.1 server (Boost.Beast, header-only)
   nlohmann-json3-dev                                 # --json output of host tools

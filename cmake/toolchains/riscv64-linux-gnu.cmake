@@ -17,6 +17,17 @@ endif()
 # Headers only (Asio) still come from /usr/include.
 list(PREPEND CMAKE_PREFIX_PATH "${KESTREL_RISCV64_PREFIX}")
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+# The board's Cap'n Proto (Debian's source at -Os, one section per function):
+# scripts/build-capnp.sh builds it into $KESTREL_CAPNP_ROOT/capnp-riscv64-linux-gnu (default
+# /opt/kestrel); found first when it is there (scripts/build-device.sh names it outright).
+if(DEFINED ENV{KESTREL_CAPNP_ROOT})
+  set(KESTREL_CAPNP_BOARD_PREFIX "$ENV{KESTREL_CAPNP_ROOT}/capnp-riscv64-linux-gnu")
+else()
+  set(KESTREL_CAPNP_BOARD_PREFIX "/opt/kestrel/capnp-riscv64-linux-gnu")
+endif()
+if(EXISTS "${KESTREL_CAPNP_BOARD_PREFIX}/.kestrel-capnp")
+  list(PREPEND CMAKE_PREFIX_PATH "${KESTREL_CAPNP_BOARD_PREFIX}")
+endif()
 # The board's mbedTLS (a TLS 1.2 client only): scripts/build-mbedtls.sh builds it into
 # $KESTREL_MBEDTLS_ROOT/mbedtls-riscv64-linux-gnu (default /opt/kestrel); rpc/CMakeLists.txt links it.
 if(NOT DEFINED KESTREL_MBEDTLS_PREFIX)

@@ -37,7 +37,7 @@ board_mbedtls() {
 # The boards' Cap'n Proto (scripts/build-capnp.sh: Debian's source at -Os with one section
 # per function), per board triple; a board whose Cap'n Proto cannot be built (the mirror
 # cannot give the source) is left out: scripts/test.sh does not build it and its board
-# test reports itself skipped. Idempotent: a minute or two per triple, once.
+# test reports itself skipped. Idempotent: a few minutes per triple, once.
 board_capnp() {
   local triple
   for triple in aarch64-linux-gnu armv7a-linux-gnueabihf riscv64-linux-gnu; do

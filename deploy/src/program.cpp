@@ -904,7 +904,8 @@ struct ProgramRunner::Impl {
   std::vector<Slot> env;                         // by value
   std::vector<std::vector<bool>> dies;           // per step, per node input: dies at this step
   std::vector<StepTime> times;
-  bool timing = false;  // time_steps(): fill `times` in each run
+  bool timing = false;                       // time_steps(): each run's step times are kept
+  std::vector<std::vector<double>> samples;  // per step, its seconds in each timed run
 
   Impl(std::shared_ptr<const Program> prog, std::vector<BoundKernel> k, const kestrel_services* s,
        std::function<std::string(std::int32_t)> describe)
@@ -1266,7 +1267,7 @@ struct ProgramRunner::Impl {
         for (std::size_t n : step.nodes) run_portable_node(i, p.nodes[n]);
       }
       for (std::size_t dead : step.frees) release(dead);
-      if (timing) times[i].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (timing) samples[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     std::map<std::string, Tensor> out;
     for (std::size_t id : p.outputs) out[name(id)] = plain_of(id);
@@ -1285,11 +1286,20 @@ std::map<std::string, Tensor> ProgramRunner::run(const std::map<std::string, Ten
 
 const Program& ProgramRunner::program() const { return impl_->p; }
 
-std::vector<StepTime> ProgramRunner::step_times() const { return impl_->times; }
+std::vector<StepTime> ProgramRunner::step_times() const {
+  std::vector<StepTime> out = impl_->times;
+  for (std::size_t i = 0; i < out.size() && i < impl_->samples.size(); ++i) {
+    std::vector<double> s = impl_->samples[i];
+    if (s.empty()) continue;
+    std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), s.end());
+    out[i].seconds = s[s.size() / 2];
+  }
+  return out;
+}
 
 void ProgramRunner::time_steps(bool on) {
   impl_->timing = on;
-  for (auto& t : impl_->times) t.seconds = 0;
+  impl_->samples.assign(impl_->times.size(), {});
 }
 
 ProgramRunner::Memory ProgramRunner::memory() const {

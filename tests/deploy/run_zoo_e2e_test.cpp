@@ -87,9 +87,17 @@ TEST_CASE("deploy: kestrel run on the zoo's MobileNetV3 (HardSwish, HardSigmoid)
   CHECK(memory["arena_bytes"].get<std::int64_t>() >= memory["peak_live_bytes"].get<std::int64_t>());
   CHECK(memory["placed"].get<std::int64_t>() > 0);
   CHECK(memory["refused"] == 0);
-  // Its own inputs too.
-  j = run_json(dir, {"--model", zoo("mobilenet_v3_small_w025.legacy.onnx"), "--inputs", zoo("mobilenet_v3_small_w025.legacy.npz")}, 0);
+  CHECK(!j.contains("profile"));
+  // Its own inputs too, with every step's time.
+  j = run_json(dir, {"--model", zoo("mobilenet_v3_small_w025.legacy.onnx"), "--inputs", zoo("mobilenet_v3_small_w025.legacy.npz"),
+                     "--profile"}, 0);
   CHECK(j["ok"] == true);
+  REQUIRE(j.contains("profile"));
+  const json& steps = j["profile"]["steps"];
+  CHECK(steps.size() == j["task_steps"].get<std::size_t>() + j["portable_steps"].get<std::size_t>());
+  double ms = 0;
+  for (const auto& step : steps) ms += step["ms"].get<double>();
+  CHECK(ms > 0);
 }
 
 TEST_CASE("deploy: kestrel run feeds the zoo's int64 token ids, generated inside the vocabulary or from its .npz",

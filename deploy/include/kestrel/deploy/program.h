@@ -220,9 +220,9 @@ class ProgramRunner {
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
 
   const Program& program() const;
-  // Seconds each step took in the last run, when time_steps(true) was called before it
-  // (two clock reads per step; off by default: a small model's run would pay a tenth of
-  // its time for them); zeros otherwise.
+  // Seconds each step took: its median over the runs since time_steps(true) (two clock
+  // reads per step; off by default: a small model's run would pay a tenth of its time for
+  // them); zeros when no run was timed. time_steps(true) starts the samples afresh.
   std::vector<StepTime> step_times() const;
   void time_steps(bool on);
 

@@ -59,10 +59,11 @@ class Runner {
   // Per task step, in order: "<task key>: <which kernel>".
   std::vector<std::string> kernels_used() const;
 
-  // Seconds each step took in the last run(), layout conversions of its inputs included:
+  // Seconds each step took (see time_steps), layout conversions of its inputs included:
   // step is a task step's key and nodes, or "<op_type> <node name>"; kind a task step's op
   // ("gemm"), a portable step's ONNX operator ("Softmax").
-  // Off until time_steps(true) (ProgramRunner::time_steps): zeros otherwise.
+  // Off until time_steps(true); then each step's median over the runs since (ProgramRunner::
+  // time_steps): zeros otherwise.
   using StepTime = deploy::StepTime;
   std::vector<StepTime> step_times() const;
   void time_steps(bool on);

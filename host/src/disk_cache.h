@@ -13,8 +13,10 @@ namespace kestrel::host::detail {
 // Entries live at <dir>/<key[0..2)>/<key>, one file each, written to a temporary name
 // and renamed into place, so readers see a whole entry or none and concurrent writers
 // (two processes compiling the same candidate) are harmless. An entry carries a SHA-256
-// of its contents; a truncated or altered file reads as a miss. Nothing here throws: a
-// directory that cannot be created or written just caches nothing.
+// of its contents; a truncated or damaged file reads as a miss. The checksum is no defence
+// against someone who can write the directory (they could plant any module), so it must
+// be writable by the user alone. Nothing here throws: a directory that cannot be created
+// or written just caches nothing.
 class DiskCache {
  public:
   explicit DiskCache(std::string dir) : dir_(std::move(dir)) {}

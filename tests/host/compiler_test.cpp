@@ -510,7 +510,7 @@ TEST_CASE("compile phases: each measured, together the compile's time", "[compil
   CHECK(p.link_ms > 0);
   const double sum = p.frontend_ms + p.optimise_ms + p.codegen_ms + p.link_ms;
   CHECK(sum <= result.compile_ms);
-  CHECK(sum >= 0.9 * result.compile_ms);  // the rest: the key's hash and bookkeeping
+  CHECK(sum >= 0.75 * result.compile_ms);  // the rest: copies, the image's hash (slack for preemption)
   CompileRequest object = axpy(parse_target("native"), "6.0f");
   object.output = CompileRequest::Output::object;
   const CompileResult unlinked = compiler.compile(object);

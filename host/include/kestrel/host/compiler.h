@@ -61,7 +61,8 @@ struct CompilerOptions {
   unsigned threads = 0;          // compile threads; 0: one per core
   std::size_t cache_entries = 4096;  // in-memory cache size (LRU)
   // Directory of the compile cache on disk, shared by processes (entries by cache key,
-  // written atomically, checked on reading; an unusable directory caches nothing).
+  // written atomically, checked on reading; an unusable directory caches nothing). Its
+  // entries become kernels that run: a directory that only this user can write.
   // Empty: the directory in $KESTREL_COMPILE_CACHE, if set and not "off"; else none.
   // "off": none, whatever the environment says.
   std::string cache_dir = {};

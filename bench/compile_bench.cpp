@@ -5,7 +5,8 @@
 // compile (front end, optimiser, code generation, link), then the default configuration
 // alone. A plain program that prints figures:
 //   ./build/bench/kestrel-bench-compile [--count N] [--threads T] [--seed S]
-//                                       [--op gemm|conv2d_nchwc] [--dump DIR]
+//                                       [--op gemm|conv2d_nchwc] [--opt-level L] [--dump DIR]
+// --opt-level: CompileRequest::opt_level (default: the compiler's, -O2), e.g. 3 to compare.
 // --dump writes each candidate as DIR/<op>-<i>.c (the defines as #defines first), to
 // reproduce one compile with clang itself (e.g. -ftime-report). cpu ms/candidate: the
 // process's CPU time per compile, which other processes on the cores inflate less than the
@@ -41,6 +42,7 @@ struct Options {
   std::uint64_t seed = 7;
   std::vector<std::string> ops = {"gemm", "conv2d_nchwc"};
   std::string dump;
+  int opt_level = host::CompileRequest{}.opt_level;
 };
 
 struct Workload {
@@ -112,8 +114,8 @@ struct Totals {
 int run(const Options& options) {
   const ops::Registry registry = ops::builtin_ops();
   const host::Target target = host::parse_target("native");
-  std::printf("kestrel-bench-compile: target %s, %u compile threads, %s\n", target.to_string().c_str(),
-              options.threads, host::Compiler::version().c_str());
+  std::printf("kestrel-bench-compile: target %s, %u compile threads, %s -O%d\n", target.to_string().c_str(),
+              options.threads, host::Compiler::version().c_str(), options.opt_level);
   int failures = 0;
   for (const Workload& workload : kWorkloads) {
     if (std::find(options.ops.begin(), options.ops.end(), workload.op) == options.ops.end()) continue;
@@ -126,6 +128,7 @@ int run(const Options& options) {
       host::CompileRequest request;
       request.source = op.source(ops::Backend::cpu, params, config);
       request.target = target;
+      request.opt_level = options.opt_level;
       if (!options.dump.empty()) dump(options.dump, workload.op + "-" + std::to_string(requests.size()), request.source);
       requests.push_back(std::move(request));
     }
@@ -150,6 +153,7 @@ int run(const Options& options) {
     host::CompileRequest request;
     request.source = op.source(ops::Backend::cpu, params, op.default_config(params, target.traits));
     request.target = target;
+    request.opt_level = options.opt_level;
     if (!options.dump.empty()) dump(options.dump, workload.op + "-default", request.source);
     host::Compiler single(host::CompilerOptions{1, 4096, "off"});
     const double one_cpu = process_cpu_ms();
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
       else if (arg == "--seed") options.seed = std::stoull(value());
       else if (arg == "--op") options.ops = {value()};
       else if (arg == "--dump") options.dump = value();
+      else if (arg == "--opt-level") options.opt_level = std::stoi(value());
       else throw std::invalid_argument("unknown option " + std::string(arg) + " (see the header of compile_bench.cpp)");
     }
     return run(options);

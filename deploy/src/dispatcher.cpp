@@ -152,6 +152,8 @@ std::string dispatcher_source(const std::vector<TableEntry>& entries) {
       << "typedef int32_t (*kestrel_entry_fn)(const kestrel_services*, const int64_t*, const kestrel_arg*, int32_t);\n"
          "typedef struct kestrel_entry {\n"
          "  const char* op;\n  int32_t num_params;\n  const int64_t* params;\n"
+         "  int32_t min_params;         /* a caller may leave out the optional parameters after these */\n"
+         "  const int64_t* fallbacks;   /* what a left-out parameter stands for */\n"
          "  const int64_t* multipliers; /* 0: static; else params[i] = multipliers[i] * symbol */\n"
          "  int64_t bucket;             /* the symbol's value compiled for; 0: no dynamic param */\n"
          "  const char* which;\n  const char* bucket_which;\n  kestrel_entry_fn fn;\n"
@@ -163,15 +165,32 @@ std::string dispatcher_source(const std::vector<TableEntry>& entries) {
     out << "static const int64_t kestrel_params_" << i << "[] = {" << join(e.params) << "};\n";
     out << "static const int64_t kestrel_mult_" << i << "[] = {" << join(e.multipliers) << "};\n";
   }
+  // Per op, the parameters' fallbacks and how many a caller must give: the optional ones
+  // at the end may be left out, so a program written before an op gained one (softmax's
+  // nan_zero) still finds its kernels.
+  std::size_t max_params = 1;
+  for (const ops::Op* op : ops_of(entries)) {
+    const std::vector<ops::ParamSpec> specs = op->params();
+    std::vector<std::int64_t> fallbacks;
+    for (const auto& spec : specs) fallbacks.push_back(spec.fallback);
+    out << "static const int64_t kestrel_fallbacks_" << identifier(std::string(op->name())) << "[] = {" << join(fallbacks)
+        << "};\n";
+    max_params = std::max(max_params, specs.size());
+  }
+  out << "#define KESTREL_MAX_PARAMS " << max_params << "\n";
   out << "\nstatic const kestrel_entry kestrel_table[] = {\n";
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const TableEntry& e = entries[i];
     const std::string which = e.kernel.origin + " " + e.kernel.config;
     const std::string bucket_which =
         e.symbol.empty() ? which : "bucket " + e.symbol + "=" + std::to_string(e.bucket) + " " + which;
-    out << "  {" << quoted(std::string(e.op->name())) << ", " << e.params.size() << ", kestrel_params_" << i
-        << ", kestrel_mult_" << i << ", " << (e.symbol.empty() ? 0 : e.bucket) << "LL, " << quoted(which) << ", "
-        << quoted(bucket_which) << ", " << e.kernel.entry << "},\n";
+    const std::vector<ops::ParamSpec> specs = e.op->params();
+    std::size_t min_params = specs.size();
+    while (min_params > 0 && specs[min_params - 1].optional) --min_params;
+    out << "  {" << quoted(std::string(e.op->name())) << ", " << e.params.size() << ", kestrel_params_" << i << ", "
+        << min_params << ", kestrel_fallbacks_" << identifier(std::string(e.op->name())) << ", kestrel_mult_" << i
+        << ", " << (e.symbol.empty() ? 0 : e.bucket) << "LL, " << quoted(which) << ", " << quoted(bucket_which) << ", "
+        << e.kernel.entry << "},\n";
   }
   out << "};\n#define KESTREL_TABLE_SIZE " << entries.size() << "\n\n";
   out << R"C(static int kestrel_same(const char* a, const char* b) {
@@ -182,33 +201,43 @@ std::string dispatcher_source(const std::vector<TableEntry>& entries) {
 /* Exact match of every parameter first; else among the op's kernels with dynamic
  * parameters whose static parameters match and whose dynamic ones give one symbol value:
  * the smallest bucket >= that value, else the largest bucket. */
+/* Parameter i as the caller gave it, or its fallback when the caller left it out. */
+static int64_t kestrel_param(const kestrel_entry* e, const int64_t* params, int32_t num_params, int32_t i) {
+  return i < num_params ? params[i] : e->fallbacks[i];
+}
+
+static int kestrel_takes(const kestrel_entry* e, const char* op, int32_t num_params) {
+  return num_params >= e->min_params && num_params <= e->num_params && kestrel_same(e->op, op);
+}
+
 static const kestrel_entry* kestrel_find(const char* op, const int64_t* params, int32_t num_params, int* bucketed) {
   *bucketed = 0;
   if (!op || (num_params > 0 && !params)) return 0;
   for (int t = 0; t < KESTREL_TABLE_SIZE; ++t) {
     const kestrel_entry* e = &kestrel_table[t];
-    if (e->num_params != num_params || !kestrel_same(e->op, op)) continue;
+    if (!kestrel_takes(e, op, num_params)) continue;
     int same = 1;
-    for (int32_t i = 0; i < num_params && same; ++i) same = e->params[i] == params[i];
+    for (int32_t i = 0; i < e->num_params && same; ++i) same = e->params[i] == kestrel_param(e, params, num_params, i);
     if (same) return e;
   }
   const kestrel_entry* best = 0;
   const kestrel_entry* largest = 0;
   for (int t = 0; t < KESTREL_TABLE_SIZE; ++t) {
     const kestrel_entry* e = &kestrel_table[t];
-    if (e->bucket == 0 || e->num_params != num_params || !kestrel_same(e->op, op)) continue;
+    if (e->bucket == 0 || !kestrel_takes(e, op, num_params)) continue;
     int64_t symbol = -1;
     int fits = 1;
-    for (int32_t i = 0; i < num_params && fits; ++i) {
+    for (int32_t i = 0; i < e->num_params && fits; ++i) {
       const int64_t m = e->multipliers[i];
+      const int64_t v = kestrel_param(e, params, num_params, i);
       if (m == 0) {
-        fits = e->params[i] == params[i];
-      } else if (params[i] <= 0 || params[i] % m != 0) {
+        fits = e->params[i] == v;
+      } else if (v <= 0 || v % m != 0) {
         fits = 0;
       } else if (symbol < 0) {
-        symbol = params[i] / m;
+        symbol = v / m;
       } else {
-        fits = symbol == params[i] / m;
+        fits = symbol == v / m;
       }
     }
     if (!fits) continue;
@@ -269,6 +298,12 @@ KESTREL_API int32_t kestrel_dispatch(const kestrel_services* svc, const char* op
   int bucketed;
   const kestrel_entry* e = kestrel_find(op, params, num_params, &bucketed);
   if (!e) return KESTREL_NO_KERNEL;
+  if (num_params < e->num_params) {
+    /* The kernel reads its run-time parameters by position: the left-out ones filled in. */
+    int64_t full[KESTREL_MAX_PARAMS];
+    for (int32_t i = 0; i < e->num_params; ++i) full[i] = kestrel_param(e, params, num_params, i);
+    return e->fn(svc, full, args, num_args);
+  }
   return e->fn(svc, params, args, num_args);
 }
 

@@ -162,7 +162,7 @@ TEST_CASE("export writes a native library whose dispatcher runs the tuned and de
     const std::int64_t shape[] = {33, 40, 24, 0, 0, 0};
     CHECK(std::string(gemm_which(shape)) == "tuned " + ops::format_config(tuned));
     auto softmax_which = library.symbol<which_fn>("kestrel_softmax_which");
-    const std::int64_t softmax_shape[] = {9, 70};
+    const std::int64_t softmax_shape[] = {9, 70, 0};
     CHECK(std::string(softmax_which(softmax_shape)).starts_with("default "));
     const std::int64_t unknown[] = {34, 40, 24, 0, 0, 0};
     CHECK(gemm_which(unknown) == nullptr);
@@ -177,6 +177,24 @@ TEST_CASE("export writes a native library whose dispatcher runs the tuned and de
     CHECK(dispatch(svc, "gemm", params, 6, args, 3) == -1);
     CHECK(dispatch(svc, "conv2d", params, 6, args, 3) == -1);
     CHECK(dispatch(svc, "gemm", params, 3, args, 3) == -1);
+    // Optional parameters at the end may be left out (a program written before softmax had
+    // nan_zero): {9, 70} finds the kernel {9, 70, nan_zero=0} runs; too few or too many do not.
+    auto which = library.symbol<const char* (*)(const char*, const std::int64_t*, std::int32_t)>("kestrel_dispatch_which");
+    const std::int64_t given[] = {9, 70, 0, 0};
+    REQUIRE(which("softmax", given, 2) != nullptr);
+    CHECK(std::string(which("softmax", given, 2)) == std::string(which("softmax", given, 3)));
+    CHECK(which("softmax", given, 1) == nullptr);
+    CHECK(which("softmax", given, 4) == nullptr);
+    const std::int64_t nan_zero[] = {9, 70, 1};
+    CHECK(which("softmax", nan_zero, 3) == nullptr);
+    // And the kernel runs from the two parameters as from three.
+    std::vector<float> x(9 * 70), y2(9 * 70, -1.0f), y3(9 * 70, -2.0f);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) * 0.25f - 1.0f;
+    kestrel_arg two[2] = {{x.data(), 9 * 70, 0.0}, {y2.data(), 9 * 70, 0.0}};
+    kestrel_arg three[2] = {{x.data(), 9 * 70, 0.0}, {y3.data(), 9 * 70, 0.0}};
+    CHECK(dispatch(svc, "softmax", given, 2, two, 2) == 0);
+    CHECK(dispatch(svc, "softmax", given, 3, three, 2) == 0);
+    CHECK(y2 == y3);
   }
   kestrel_runtime_destroy(svc);
 }

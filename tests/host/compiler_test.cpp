@@ -366,7 +366,7 @@ class CacheDir {
   std::string path_;
 };
 
-TEST_CASE("the disk cache serves another compiler the identical object; any change of source, define, target or flag misses", "[compiler]") {
+TEST_CASE("the disk cache serves another compiler the identical object, and a change of source, define, target or flag misses", "[compiler]") {
   const CacheDir dir;
   const Target native = parse_target("native");
   const CompileRequest request = axpy(native, "3.0f");

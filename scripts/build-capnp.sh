@@ -54,30 +54,12 @@ stamp_of() {  # triple -> the stamp its prefix must carry
   echo "capnproto ${version:-unknown} flags $flags cc $cc $(${cc%% *} -dumpfullversion 2>/dev/null || true)"
 }
 
-todo=()
-for triple in "$@"; do
-  stamp=$(stamp_of "$triple")
-  if [ -f "$base/capnp-$triple/.kestrel-capnp" ] && [ "$(cat "$base/capnp-$triple/.kestrel-capnp")" = "$stamp" ]; then
-    echo "build-capnp: present in $base/capnp-$triple"
-  else
-    cc=$(compiler_of "$triple")
-    command -v "${cc%% *}" > /dev/null || { echo "build-capnp: ${cc%% *} not found: run scripts/setup-cross.sh" >&2; exit 1; }
-    todo+=("$triple")
-  fi
-done
+pending_triples capnp "$base" .kestrel-capnp "$@" || exit 1
 [ "${#todo[@]}" -gt 0 ] || exit 0
 
 # What the build needs beyond the compilers (scripts/setup.sh and setup-cross.sh install
 # them); the generated code of the schemas comes from the host's capnp.
-missing=()
-command -v dpkg-source > /dev/null || missing+=(dpkg-dev)
-command -v cmake > /dev/null || missing+=(cmake)
-command -v ninja > /dev/null || missing+=(ninja-build)
-command -v capnp > /dev/null || missing+=(capnproto)
-if [ "${#missing[@]}" -gt 0 ]; then
-  apt_update
-  apt_install "${missing[@]}" || exit 1
-fi
+install_build_tools capnp:capnproto || exit 1
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 debian_source "$work" capnproto || exit 1
@@ -89,12 +71,7 @@ if [ -n "$version" ] && [ "$fetched" != "$version" ]; then
 fi
 
 log="$work/build.log"
-step() {  # name command...
-  local name=$1
-  shift
-  echo "build-capnp: $name"
-  "$@" >> "$log" 2>&1 || { tail -30 "$log" >&2; echo "build-capnp: $name failed" >&2; exit 1; }
-}
+step() { build_step capnp "$log" "$@"; }
 for triple in "${todo[@]}"; do
   prefix="$base/capnp-$triple"
   cc=$(compiler_of "$triple")

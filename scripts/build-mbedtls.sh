@@ -55,29 +55,12 @@ stamp_of() {  # triple -> the stamp its prefix must carry
   echo "mbedtls ${version:-unknown} config $config_hash flags $flags cc $cc $(${cc%% *} -dumpfullversion 2>/dev/null || true)"
 }
 
-todo=()
-for triple in "$@"; do
-  stamp=$(stamp_of "$triple")
-  if [ -f "$base/mbedtls-$triple/.kestrel-mbedtls" ] && [ "$(cat "$base/mbedtls-$triple/.kestrel-mbedtls")" = "$stamp" ]; then
-    echo "build-mbedtls: present in $base/mbedtls-$triple"
-  else
-    cc=$(compiler_of "$triple")
-    command -v "${cc%% *}" > /dev/null || { echo "build-mbedtls: ${cc%% *} not found: run scripts/setup-cross.sh" >&2; exit 1; }
-    todo+=("$triple")
-  fi
-done
+pending_triples mbedtls "$base" .kestrel-mbedtls "$@" || exit 1
 [ "${#todo[@]}" -gt 0 ] || exit 0
 
 # What the build needs beyond the compilers (scripts/setup.sh and setup-cross.sh install
 # them; `scripts/build-device.sh native` can come here without setup-cross.sh).
-missing=()
-command -v dpkg-source > /dev/null || missing+=(dpkg-dev)
-command -v cmake > /dev/null || missing+=(cmake)
-command -v ninja > /dev/null || missing+=(ninja-build)
-if [ "${#missing[@]}" -gt 0 ]; then
-  apt_update
-  apt_install "${missing[@]}" || exit 1
-fi
+install_build_tools || exit 1
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 debian_source "$work" mbedtls || exit 1
@@ -92,12 +75,7 @@ fi
 cp "$config" "$src/include/mbedtls/config.h"
 
 log="$work/build.log"
-step() {  # name command...
-  local name=$1
-  shift
-  echo "build-mbedtls: $name"
-  "$@" >> "$log" 2>&1 || { tail -30 "$log" >&2; echo "build-mbedtls: $name failed" >&2; exit 1; }
-}
+step() { build_step mbedtls "$log" "$@"; }
 for triple in "${todo[@]}"; do
   prefix="$base/mbedtls-$triple"
   cc=$(compiler_of "$triple")

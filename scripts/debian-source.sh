@@ -1,6 +1,6 @@
 # Sourced by the scripts that build libraries from Debian's own source packages
-# (scripts/build-riscv64-deps.sh, scripts/build-mbedtls.sh). Needs scripts/apt-retry.sh
-# sourced first (APT_TRIES, APT_DELAY).
+# (scripts/build-riscv64-deps.sh, scripts/build-mbedtls.sh, scripts/build-capnp.sh). Needs
+# scripts/apt-retry.sh sourced first (APT_TRIES, APT_DELAY, apt_update, apt_install).
 #
 # `debian_source WORK PACKAGE...` fetches the source packages with `apt-get source` into
 # WORK/src (unpacked, Debian's patches applied: one folder per package), from the mirrors
@@ -32,4 +32,51 @@ debian_source() {
   done
   echo "debian-source: could not fetch the sources of $*" >&2
   return 1
+}
+
+# `pending_triples NAME BASE STAMPFILE TRIPLE...` leaves in the array `todo` the triples
+# whose prefix BASE/NAME-TRIPLE lacks a STAMPFILE holding `stamp_of TRIPLE` (the calling
+# script's function; its `compiler_of TRIPLE` names the compiler, which must be installed).
+# Returns non-zero, saying so, when a compiler is missing.
+pending_triples() {
+  local name="$1" base="$2" stampfile="$3" triple stamp cc
+  shift 3
+  todo=()
+  for triple in "$@"; do
+    cc=$(compiler_of "$triple") || return 1  # an unknown triple, named by compiler_of
+    stamp=$(stamp_of "$triple")
+    if [ -f "$base/$name-$triple/$stampfile" ] && [ "$(cat "$base/$name-$triple/$stampfile")" = "$stamp" ]; then
+      echo "build-$name: present in $base/$name-$triple"
+    else
+      command -v "${cc%% *}" > /dev/null || { echo "build-$name: ${cc%% *} not found: run scripts/setup-cross.sh" >&2; return 1; }
+      todo+=("$triple")
+    fi
+  done
+}
+
+# `install_build_tools [COMMAND:PACKAGE...]` installs what a source build needs beyond the
+# compilers when it is missing (scripts/setup.sh and setup-cross.sh install it; a build
+# started on its own may come here without them): dpkg-source, cmake, ninja, and each
+# COMMAND given from its PACKAGE.
+install_build_tools() {
+  local missing=() pair
+  command -v dpkg-source > /dev/null || missing+=(dpkg-dev)
+  command -v cmake > /dev/null || missing+=(cmake)
+  command -v ninja > /dev/null || missing+=(ninja-build)
+  for pair in "$@"; do
+    command -v "${pair%%:*}" > /dev/null || missing+=("${pair#*:}")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    apt_update
+    apt_install "${missing[@]}" || return 1
+  fi
+}
+
+# `build_step NAME LOG LABEL COMMAND...` runs COMMAND with its output appended to LOG,
+# saying "build-NAME: LABEL"; when it fails, shows the log's end and exits.
+build_step() {
+  local name="$1" log="$2" label="$3"
+  shift 3
+  echo "build-$name: $label"
+  "$@" >> "$log" 2>&1 || { tail -30 "$log" >&2; echo "build-$name: $label failed" >&2; exit 1; }
 }

@@ -725,13 +725,20 @@ class MemorySimulator {
     if (!held[value].plain && !held[value].blocked) return false;
     plain_of(value, t);
     if (element_count(*shape(pn.out[0])) != element_count(*shape(value))) return false;
-    const std::int64_t moved = held[value].plain_buffer;
-    held[value].plain_buffer = -1;
-    release(value, t);
-    release(pn.out[0], t);
-    held[pn.out[0]].plain = true;
-    held[pn.out[0]].plain_buffer = moved;
+    hand_on(value, pn.out[0], false, t);
     return true;
+  }
+
+  // `to` takes over the buffer `from` holds in one layout (a view moved on, an in-place
+  // step); the rest of `from` is released.
+  void hand_on(std::size_t from, std::size_t to, bool blocked, std::int64_t t) {
+    std::int64_t& buffer = blocked ? held[from].blocked_buffer : held[from].plain_buffer;
+    const std::int64_t moved = buffer;
+    buffer = -1;
+    release(from, t);
+    release(to, t);
+    (blocked ? held[to].blocked : held[to].plain) = true;
+    (blocked ? held[to].blocked_buffer : held[to].plain_buffer) = moved;
   }
 
   bool blocked_elementwise(const ProgramStep& step, const ProgramNode& pn, std::int64_t t) {
@@ -763,13 +770,7 @@ class MemorySimulator {
     }
     const bool dies = std::find(step.frees.begin(), step.frees.end(), a) != step.frees.end();
     if (per_channel && p.block % 4 == 0 && dies && std::count(pn.in.begin(), pn.in.end(), a) == 1) {
-      // In place: the output takes the dying operand's buffer.
-      const std::int64_t moved = held[a].blocked_buffer;
-      held[a].blocked_buffer = -1;
-      release(a, t);
-      release(pn.out[0], t);
-      held[pn.out[0]].blocked = true;
-      held[pn.out[0]].blocked_buffer = moved;
+      hand_on(a, pn.out[0], true, t);  // in place: the output takes the dying operand's buffer
       return true;
     }
     write(pn.out[0], true, blocked_bytes(a), t);

@@ -42,6 +42,11 @@ pids=()
 # shellcheck disable=SC2317  # run by the trap
 cleanup() {
   local pid
+  # start_sshd and start_tracker run in $(...) subshells: their pids reach here through
+  # $dir/pids, not the array (each run left an sshd and a tracker behind before).
+  if [ -f "$dir/pids" ]; then
+    while read -r pid; do kill "$pid" 2> /dev/null || true; done < "$dir/pids"
+  fi
   for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
   # A runtime the fake systemctl started and the test did not uninstall.
   if [ -f "$dir/board/run/kestrel-device.pid" ]; then kill "$(cat "$dir/board/run/kestrel-device.pid")" 2> /dev/null || true; fi
@@ -82,6 +87,7 @@ EOF
     "$sshd" -t -f "$dir/sshd_config" || { echo "sshd refuses its configuration: skipped"; exit 77; }
     "$sshd" -D -e -f "$dir/sshd_config" > "$dir/sshd.log" 2>&1 &
     pids+=($!)
+    echo "$!" >> "$dir/pids"
     sleep 0.3
     if kill -0 "${pids[-1]}" 2> /dev/null; then
       echo "$port"
@@ -162,6 +168,7 @@ start_tracker() {
     "$kestrel" tracker --host 127.0.0.1 --port "$port" --token-file token --tls-cert tracker.pem \
       --tls-key tracker.key > tracker.log 2>&1 &
     pids+=($!)
+    echo "$!" >> "$dir/pids"
     sleep 0.5
     if kill -0 "${pids[-1]}" 2> /dev/null; then
       echo "$port"

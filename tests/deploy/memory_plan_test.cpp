@@ -16,6 +16,7 @@
 
 #include "kestrel/deploy/model_check.h"
 #include "kestrel/deploy/runner.h"
+#include "support/process.h"
 
 using namespace kestrel;
 using namespace kestrel::deploy;
@@ -55,15 +56,6 @@ void check_sound(const Program& p) {
   CHECK(stats.arena < stats.sum);
 }
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
 
 struct TempDir {
   std::string path;
@@ -261,16 +253,16 @@ TEST_CASE("model: the programs of a bucketed export share one weights file", "[m
 
   // A broken weights file: each a ModelError naming it.
   const std::string program = dir.path + "/" + names[0];
-  const std::string good = file_bytes(weights);
+  const std::string good = test::file_bytes(weights);
   std::string flipped = good;
   flipped[flipped.size() / 2] ^= 0x10;
-  write_bytes(weights, flipped);
+  test::write_bytes(weights, flipped);
   CHECK_THROWS_WITH(load_program(program), Catch::Contains(weights) && Catch::Contains("checksum"));
-  write_bytes(weights, good.substr(0, good.size() / 2));
+  test::write_bytes(weights, good.substr(0, good.size() / 2));
   CHECK_THROWS_WITH(load_program(program), Catch::Contains(weights) && Catch::Contains("corrupt"));
   std::filesystem::remove(weights);
   CHECK_THROWS_WITH(load_program(program), Catch::Contains(weights) && Catch::Contains(names[0]));
-  write_bytes(weights, "PK\x03\x04 not weights");
+  test::write_bytes(weights, "PK\x03\x04 not weights");
   CHECK_THROWS_WITH(load_program(program), Catch::Contains("not a Kestrel weights file"));
   // Another model's weights file, sound in itself: refused as not this program's. (One
   // bucket of this model alone would write the same file, which is then its own.)
@@ -281,6 +273,6 @@ TEST_CASE("model: the programs of a bucketed export share one weights file", "[m
   one.finish();
   std::filesystem::copy_file(other.path + "/" + kWeightsFile, weights, std::filesystem::copy_options::overwrite_existing);
   CHECK_THROWS_WITH(load_program(program), Catch::Contains(weights) && Catch::Contains("is not the weights file"));
-  write_bytes(weights, good);
+  test::write_bytes(weights, good);
   CHECK_NOTHROW(load_program(program));
 }

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include "kestrel/deploy/runner.h"
+#include "support/process.h"
 
 using namespace kestrel;
 using namespace kestrel::deploy;
@@ -462,15 +463,6 @@ struct SmallModel {
   }
 };
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
 
 }  // namespace
 
@@ -495,7 +487,7 @@ TEST_CASE("model: a lowered program saved and loaded runs as the runner runs the
   auto loaded = std::make_shared<const Program>(load_program(path));
   // The same program: written again, the same bytes.
   save_program(*loaded, dir + "/again.kprog");
-  CHECK(file_bytes(path) == file_bytes(dir + "/again.kprog"));
+  CHECK(test::file_bytes(path) == test::file_bytes(dir + "/again.kprog"));
 
   // Run from the file with the same kernels: the same outputs as the runner's.
   std::vector<BoundKernel> bound(loaded->steps.size());
@@ -517,19 +509,19 @@ TEST_CASE("model: a lowered program saved and loaded runs as the runner runs the
                     Catch::Contains("no kernel") && Catch::Contains("conv2d_nchwc"));
 
   // Bad files: each a ModelError naming the file and what is wrong.
-  const std::string good = file_bytes(path);
+  const std::string good = test::file_bytes(path);
   const std::string bad = dir + "/bad.kprog";
-  write_bytes(bad, good.substr(0, good.size() / 2));
+  test::write_bytes(bad, good.substr(0, good.size() / 2));
   CHECK_THROWS_WITH(load_program(bad), Catch::Contains(bad) && Catch::Contains("corrupt"));
   std::string flipped = good;
   flipped[flipped.size() / 2] ^= 0x10;
-  write_bytes(bad, flipped);
+  test::write_bytes(bad, flipped);
   CHECK_THROWS_WITH(load_program(bad), Catch::Contains("checksum"));
-  write_bytes(bad, "PK\x03\x04 not a program");
+  test::write_bytes(bad, "PK\x03\x04 not a program");
   CHECK_THROWS_WITH(load_program(bad), Catch::Contains("not a Kestrel model program"));
   std::string future = good;
   future[8] = 9;  // the format version
-  write_bytes(bad, future);
+  test::write_bytes(bad, future);
   CHECK_THROWS_WITH(load_program(bad), Catch::Contains("format 9") && Catch::Contains("reads format 2"));
   CHECK_THROWS_WITH(load_program(dir + "/missing.kprog"), Catch::Contains("missing.kprog"));
   // Consistent checksum, inconsistent contents (a step reading a value that does not exist).

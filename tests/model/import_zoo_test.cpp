@@ -392,3 +392,30 @@ TEST_CASE("import zoo: an activation after a Reshape of a gemm's output moves be
     CHECK(v->shape->size() == 3);
   }
 }
+
+TEST_CASE("import zoo: the Where(IsNaN(y), 0, y) after a softmax fuses into it, only with 0 and no other reader") {
+  TempDir dir;
+  OnnxBuilder b;
+  b.input("x", {4, 16}).output("fused").output("one").output("read");
+  b.scalar("zero", 0.0f).scalar("unit", 1.0f);
+  auto guarded = [&](const std::string& y, const std::string& fill) {
+    b.node("Softmax", {"x"}, {y + "_s"}).i("axis", -1);
+    b.node("IsNaN", {y + "_s"}, {y + "_n"});
+    b.node("Where", {y + "_n", fill, y + "_s"}, {y});
+  };
+  guarded("fused", "zero");
+  guarded("one", "unit");   // NaN becomes 1: not what nan_zero writes
+  guarded("read", "zero");
+  b.output("read_s");       // the softmax's output is read outside the guard
+  b.save(dir.file("g.onnx"));
+  const Model model = Model::load(dir.file("g.onnx"));
+  Plan p = plan_of(model);
+  std::vector<std::string> softmaxes;
+  for (const auto& t : p.tasks) {
+    if (t.op_name() == "softmax") softmaxes.push_back(t.pattern + (t.params.count("nan_zero") ? ":nan_zero" : ""));
+  }
+  CHECK(softmaxes == std::vector<std::string>{"Softmax+IsNaN+Where:nan_zero", "Softmax"});  // one task, three nodes
+  std::size_t portable_where = 0;
+  for (const auto& u : p.untuned) portable_where += u.op_type == "Where" ? static_cast<std::size_t>(u.occurrences) : 0;
+  CHECK(portable_where == 2);
+}

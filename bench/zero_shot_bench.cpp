@@ -32,6 +32,8 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -58,6 +60,7 @@ struct Options {
   std::string model_file;
   std::string db;
   std::vector<std::string> ops;
+  std::vector<std::string> classes;
   unsigned passes = 3;
   unsigned repeat = 5;
   unsigned threads = 1;
@@ -68,12 +71,14 @@ struct Options {
 };
 
 const char* const kUsage =
-    "usage: kestrel-bench-zero-shot --cost-model M.kcm --db HELD.db [--ops LIST] [--passes 3] [--repeat 5]\n"
-    "                               [--threads 1] [--verify 5] [--limit N] [--transfer T]\n"
+    "usage: kestrel-bench-zero-shot --cost-model M.kcm --db HELD.db [--ops LIST] [--classes LIST] [--passes 3]\n"
+    "                               [--repeat 5] [--threads 1] [--verify 5] [--limit N] [--transfer T]\n"
     "                               [--transfer-workloads 6]\n"
     "  --cost-model F        the cross-workload model (kestrel cost-model train)\n"
-    "  --db F                records of held-out workloads, tuned in full (never in the model's data)\n"
+    "  --db F                records of held-out workloads, tuned in full (never in the model's data), for\n"
+    "                        this machine's target or another class of its triple it runs (avx2 on avx512)\n"
     "  --ops LIST            only these ops (default: every op the model covers)\n"
+    "  --classes LIST        only records of these target classes (default: all this machine runs)\n"
     "  --passes/--repeat     interleaved passes over pick, tuned best and default; rounds per pass\n"
     "  --threads N           threads per kernel, as the held-out data was measured (default 1)\n"
     "  --verify N            also measure the model's top N and keep the fastest (0: off; default 5)\n"
@@ -118,6 +123,8 @@ Options parse(int argc, char** argv) {
       o.db = need();
     } else if (arg == "--ops") {
       o.ops = split(need());
+    } else if (arg == "--classes") {
+      o.classes = split(need());
     } else if (arg == "--passes") {
       o.passes = static_cast<unsigned>(std::max<std::size_t>(1, count(arg, need())));
     } else if (arg == "--repeat") {
@@ -262,12 +269,24 @@ int main(int argc, char** argv) {
     ops::Registry registry = ops::builtin_ops();
     bench::locate_device_binary();
     env.start();
-    const host::Target target = env.pool->target();
-    const std::string cls = tuner::target_class(target);
-    std::cerr << "target " << target.to_string() << " (class " << cls << "), model " << o.model_file << "\n";
+    const host::Target device_target = env.pool->target();
+    std::cerr << "device target " << device_target.to_string() << " (class " << tuner::target_class(device_target)
+              << "), model " << o.model_file << "\n";
+    // The held-out records name the target they were compiled for: this device's, or
+    // another class of its triple that the device runs (AVX2 code on an AVX-512 CPU,
+    // datagen --mcpu): measured as that target, with this device's caches and cores.
+    auto target_of_record = [&](const ops::TargetId& id) -> std::optional<host::Target> {
+      if (id == device_target.id()) return device_target;
+      std::optional<host::Target> t = host::target_of(id);
+      if (!t || t->is_gpu() || t->triple != device_target.triple) return std::nullopt;
+      t->traits = host::traits_of(*t, &env.pool->device());
+      return t;
+    };
+    std::set<std::string> classes;
 
     struct Row {
-      std::string op, workload;
+      std::string op, workload, cls, model;
+      bool trained_class = true;  // the model trained on records of this class
       std::size_t trials = 0;
       double tuned = 0, pick = 0, verify = 0, fallback = 0, seconds = 0;
       bool seen = false;
@@ -275,11 +294,16 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     std::vector<tuner::Task> transfer_tasks;
     for (const records::Best& best : db->best()) {
-      if (best.target != target.id()) continue;
+      const std::optional<host::Target> record_target = target_of_record(best.target);
+      if (!record_target) continue;
+      const host::Target& target = *record_target;
+      const std::string cls = tuner::target_class(target);
+      if (!o.classes.empty() && std::find(o.classes.begin(), o.classes.end(), cls) == o.classes.end()) continue;
       if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), best.op) == o.ops.end()) continue;
-      const tuner::OpModelInfo* info = model->find(best.op, cls);
+      const tuner::OpModelInfo* info = model->serving(best.op, cls);
       const records::Record* own = best.own();
       if (!info || !own) continue;
+      classes.insert(cls);
       if (o.limit && rows.size() >= o.limit) break;
       const ops::Op& op = registry.get(best.op);
       tuner::Task task;
@@ -288,6 +312,10 @@ int main(int argc, char** argv) {
       task.target = target;
       Row row;
       row.op = best.op;
+      row.cls = cls;
+      row.model = info->target_class;
+      row.trained_class = std::find(info->trained_classes.begin(), info->trained_classes.end(), cls) !=
+                          info->trained_classes.end();
       row.workload = ops::format_params(best.workload);
       row.trials = best.trials;
       row.seen = std::find(info->trained_workloads.begin(), info->trained_workloads.end(), row.workload) !=
@@ -315,32 +343,37 @@ int main(int argc, char** argv) {
       rows.push_back(row);
       if (transfer_tasks.size() < o.transfer_workloads) transfer_tasks.push_back(task);
     }
-    if (rows.empty()) throw std::runtime_error(o.db + " has no workload of " + target.to_string() + " that " + o.model_file + " covers");
+    if (rows.empty()) {
+      throw std::runtime_error(o.db + " has no workload of a target " + device_target.to_string() + " runs that " +
+                               o.model_file + " covers");
+    }
 
-    std::cout << "\nzero-shot picks on held-out workloads, " << target.to_string() << " (" << cls << "), "
-              << o.threads << " thread(s), median of " << o.passes << "x" << o.repeat << " rounds\n";
-    std::printf("%-18s %-46s %7s %9s %9s %7s %7s %8s %7s\n", "op", "workload", "trials", "tuned", "zero-shot", "ratio",
-                "verify", "default", "pick s");
+    std::string class_list;
+    for (const auto& c : classes) class_list += (class_list.empty() ? "" : ", ") + c;
+    std::cout << "\nzero-shot picks on held-out workloads, " << device_target.to_string() << " running " << class_list
+              << " code, " << o.threads << " thread(s), median of " << o.passes << "x" << o.repeat << " rounds\n";
+    std::printf("%-18s %-7s %-46s %7s %9s %9s %7s %7s %8s %7s\n", "op", "class", "workload", "trials", "tuned",
+                "zero-shot", "ratio", "verify", "default", "pick s");
     std::map<std::string, std::vector<double>> by_op, by_op_verify, by_op_default;
     std::vector<double> all, all_verify, all_default;
     double slowest = 0;
     for (const Row& r : rows) {
       double ratio = r.tuned > 0 ? r.pick / r.tuned : 0, verify = r.tuned > 0 ? r.verify / r.tuned : 0,
              fallback = r.tuned > 0 ? r.fallback / r.tuned : 0;
-      std::printf("%-18s %-46s %7zu %9.1f %9.1f %7.2f %7.2f %8.2f %7.2f%s\n", r.op.c_str(), r.workload.c_str(),
-                  r.trials, r.tuned, r.pick, ratio, verify, fallback, r.seconds, r.seen ? "  (in the training data)" : "");
-      if (ratio > 0) {
-        by_op[r.op].push_back(ratio);
-        all.push_back(ratio);
+      std::printf("%-18s %-7s %-46s %7zu %9.1f %9.1f %7.2f %7.2f %8.2f %7.2f%s%s\n", r.op.c_str(), r.cls.c_str(),
+                  r.workload.c_str(), r.trials, r.tuned, r.pick, ratio, verify, fallback, r.seconds,
+                  r.seen ? "  (in the training data)" : "",
+                  r.trained_class ? "" : "  (class not in the model's training data)");
+      const std::string group = r.op + " [" + r.cls + (r.trained_class ? "" : ", held-out class") + "]";
+      const std::string class_group = "all " + r.cls;
+      for (const std::string& key : {group, class_group}) {
+        if (ratio > 0) by_op[key].push_back(ratio);
+        if (verify > 0) by_op_verify[key].push_back(verify);
+        if (fallback > 0) by_op_default[key].push_back(fallback);
       }
-      if (verify > 0) {
-        by_op_verify[r.op].push_back(verify);
-        all_verify.push_back(verify);
-      }
-      if (fallback > 0) {
-        by_op_default[r.op].push_back(fallback);
-        all_default.push_back(fallback);
-      }
+      if (ratio > 0) all.push_back(ratio);
+      if (verify > 0) all_verify.push_back(verify);
+      if (fallback > 0) all_default.push_back(fallback);
       slowest = std::max(slowest, r.seconds);
     }
     std::cout << "\ngeomean of zero-shot / tuned GFLOP/s (verify-" << o.verify << ", default):\n";

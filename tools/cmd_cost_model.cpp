@@ -1,7 +1,7 @@
 // `kestrel cost-model train|show|eval`: the cross-workload ("zero-shot") cost model. train fits
-// one ranking model per op and target class on records databases and writes a .kcm file
-// with its held-out ranking quality; show prints what a file holds; eval measures a file's
-// ranking quality on other records (workloads it never saw).
+// one ranking model per op and CPU family (or per target class) on records databases and
+// writes a .kcm file with its held-out ranking quality; show prints what a file holds; eval
+// measures a file's ranking quality on other records (workloads it never saw).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include "args.h"
 #include "report_error.h"
 #include "commands.h"
+#include "kestrel/frontend/tune_setup.h"
 #include "kestrel/ops/op.h"
 #include "kestrel/tuner/cross_model.h"
 #include "kestrel/records/records.h"
@@ -21,13 +22,15 @@ namespace kestrel::tools {
 namespace {
 
 const char* kUsage =
-    "usage: kestrel cost-model train --db FILE [--db FILE ...] -o MODEL.kcm [--op NAME ...] [--folds N] [--seed N] [--json]\n"
+    "usage: kestrel cost-model train --db FILE [--db FILE ...] -o MODEL.kcm [--op NAME ...] [--class CLASS ...]\n"
+    "                                [--per-class] [--folds N] [--seed N] [--json]\n"
     "       kestrel cost-model show MODEL.kcm [--json]\n"
     "       kestrel cost-model eval --cost-model MODEL.kcm --db FILE [--db FILE ...] [--op NAME ...] [--json]\n"
     "\n"
-    "The cross-workload cost model: one ranking model per op and target class, trained on the\n"
-    "records of many workloads, that orders the configurations of a workload it never saw\n"
-    "(kestrel tune --zero-shot, kestrel export --cost-model).\n"
+    "The cross-workload cost model: one ranking model per op and CPU family (x86: sse, avx2,\n"
+    "avx512; arm: neon, neon32) or GPU backend, trained on the records of many workloads, that\n"
+    "orders the configurations of a workload it never saw (kestrel tune --zero-shot, kestrel\n"
+    "export --zero-shot). Kestrel ships one (kestrel cost-model show without a file).\n"
     "`kestrel cost-model ACTION --help` explains each action.\n";
 
 std::string fixed(double value, int digits) {
@@ -67,11 +70,26 @@ std::vector<records::Record> read_records(const std::vector<std::string>& paths)
   return out;
 }
 
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
+// One line per model, and for a model pooled over several classes one more per class
+// with that class's share of the held-out quality.
 void print_models(const std::vector<tuner::OpModelInfo>& models) {
-  std::cout << pad("OP", 18) << pad("CLASS", 7) << pad("WORKLOADS", 9) << pad("ROWS", 7) << kQualityHeader << "\n";
+  std::cout << pad("OP", 18) << pad("CLASS", 7) << pad("TRAINED ON", 12) << pad("WORKLOADS", 9) << pad("ROWS", 7)
+            << kQualityHeader << "\n";
   for (const auto& m : models) {
-    std::cout << pad(m.op, 18) << pad(m.target_class, 7) << pad(std::to_string(m.workloads), 9)
-              << pad(std::to_string(m.rows), 7) << quality_columns(m.holdout) << "\n";
+    std::cout << pad(m.op, 18) << pad(m.target_class, 7) << pad(joined(m.trained_classes), 12)
+              << pad(std::to_string(m.workloads), 9) << pad(std::to_string(m.rows), 7) << quality_columns(m.holdout)
+              << "\n";
+    if (m.holdout_by_class.size() < 2) continue;
+    for (const auto& [cls, q] : m.holdout_by_class) {
+      std::cout << pad("", 18) << pad("", 7) << pad("  " + cls, 12) << pad("", 9) << pad("", 7) << quality_columns(q)
+                << "\n";
+    }
   }
 }
 
@@ -80,10 +98,14 @@ nlohmann::json models_json(const std::vector<tuner::OpModelInfo>& models, bool w
   for (const auto& m : models) {
     nlohmann::json one = {{"op", m.op},
                           {"target_class", m.target_class},
+                          {"trained_classes", m.trained_classes},
                           {"features", m.feature_names.size()},
                           {"rows", m.rows},
                           {"workloads", m.workloads},
                           {"holdout", quality_json(m.holdout)}};
+    nlohmann::json by_class = nlohmann::json::object();
+    for (const auto& [cls, q] : m.holdout_by_class) by_class[cls] = quality_json(q);
+    one["holdout_by_class"] = std::move(by_class);
     if (with_workloads) {
       one["feature_names"] = m.feature_names;
       one["trained_workloads"] = m.trained_workloads;
@@ -95,14 +117,19 @@ nlohmann::json models_json(const std::vector<tuner::OpModelInfo>& models, bool w
 
 int train(int argc, char** argv) {
   Args args("kestrel cost-model train",
-            "Trains a cross-workload ranking model per op and target class on the records of the databases\n"
+            "Trains a cross-workload ranking model per op and CPU family on the records of the databases\n"
             "(Kestrel's own kernels; vendor records are skipped), measures its ranking quality on workloads\n"
             "held out of training (leave-workloads-out folds) and writes the model file. Progress on stderr.\n"
-            "Needs records of at least 2 workloads of an op, each with 2 distinct ok costs.\n"
+            "A family's model pools the records of its classes (x86: sse, avx2, avx512; arm: neon, neon32)\n"
+            "and answers for every class of the family, also one it has no records of; --per-class trains\n"
+            "one model per class instead. Needs records of at least 2 workloads of an op, each with 2\n"
+            "distinct ok costs.\n"
             "Exit status: 0; 1 when the records cannot be read or are too few (nothing is written); 2 usage.");
   args.multi_option("db", "FILE|URI", "records database (SQLite file or PostgreSQL URI)");
   args.option("o,out", "FILE", "the model file to write (.kcm)");
   args.multi_option("op", "NAME", "only this op");
+  args.multi_option("class", "CLASS", "only records of this target class (avx2, avx512, neon, ...)");
+  args.flag("per-class", "one model per target class instead of one per CPU family");
   args.option("folds", "N", "leave-workloads-out folds for the held-out quality (0: none)", "5");
   args.option("seed", "N", "seed of the folds and the booster", "1");
   args.flag("json", "print JSON instead of a table");
@@ -114,6 +141,8 @@ int train(int argc, char** argv) {
   if (!args.has("out")) throw UsageError("-o is required (the model file to write)");
   tuner::TrainOptions options;
   options.ops = args.get_all("op");
+  options.classes = args.get_all("class");
+  options.pool_families = !args.has("per-class");
   options.folds = static_cast<std::size_t>(args.get_int("folds", 5, 0, 100));
   if (options.folds == 1) throw UsageError("--folds must be 0 (none) or at least 2");
   options.seed = static_cast<std::uint64_t>(args.get_int("seed", 1, 0, INT64_MAX));
@@ -134,18 +163,26 @@ int train(int argc, char** argv) {
 }
 
 int show(int argc, char** argv) {
-  Args args("kestrel cost-model show", "Prints the models of a cost model file: op, target class, what each trained on\n"
-                                  "and its held-out ranking quality.");
-  args.positional("file", "the model file (.kcm)");
+  Args args("kestrel cost-model show", "Prints the models of a cost model file: op, target class or family, what each\n"
+                                  "trained on and its held-out ranking quality. Without a file: the model Kestrel\n"
+                                  "ships (what kestrel tune --zero-shot uses by default).");
+  args.positional("file", "the model file (.kcm); default: the shipped model");
   args.flag("json", "print JSON (with the feature names and trained workloads)");
   if (!args.parse(argc, argv, 3)) {
     std::cout << args.help();
     return 0;
   }
-  if (!args.has("file")) throw UsageError("a model file is required: kestrel cost-model show MODEL.kcm");
-  const tuner::CrossModel model = tuner::CrossModel::load(args.get("file"));
+  std::string file = args.get("file");
+  if (file.empty()) {
+    file = frontend::shipped_cost_model_path();
+    if (file.empty()) {
+      throw tuner::ModelFileError("no model file given, and the cost model Kestrel ships is not at " +
+                                  frontend::shipped_cost_model_places());
+    }
+  }
+  const tuner::CrossModel model = tuner::CrossModel::load(file);
   if (args.has("json")) {
-    std::cout << nlohmann::json{{"model_file", args.get("file")},
+    std::cout << nlohmann::json{{"model_file", file},
                                 {"file_version", tuner::kModelFileVersion},
                                 {"feature_schema", tuner::kFeatureSchemaVersion},
                                 {"models", models_json(model.models(), true)}}
@@ -153,7 +190,7 @@ int show(int argc, char** argv) {
               << "\n";
     return 0;
   }
-  std::cout << args.get("file") << ": feature schema " << tuner::kFeatureSchemaVersion << "\n";
+  std::cout << file << ": feature schema " << tuner::kFeatureSchemaVersion << "\n";
   print_models(model.models());
   return 0;
 }
@@ -179,17 +216,25 @@ int eval(int argc, char** argv) {
   const ops::Registry registry = ops::builtin_ops();
   const std::vector<std::string> only = args.get_all("op");
   nlohmann::json results = nlohmann::json::array();
-  std::vector<std::pair<const tuner::OpModelInfo*, tuner::RankingQuality>> rows;
-  for (const auto& m : model.models()) {
-    if (!only.empty() && std::find(only.begin(), only.end(), m.op) == only.end()) continue;
+  // One row per (op, class) of the records that a model of the file serves.
+  struct Row {
+    std::string op, cls;
+    const tuner::OpModelInfo* model;
+    tuner::RankingQuality quality;
+  };
+  std::vector<Row> rows;
+  for (const auto& [op, cls] : tuner::record_classes(records, registry)) {
+    if (!only.empty() && std::find(only.begin(), only.end(), op) == only.end()) continue;
+    const tuner::OpModelInfo* serving = model.serving(op, cls);
+    if (!serving) continue;
     tuner::RankingQuality q;
     try {
-      q = tuner::evaluate(model, records, registry, m.op, m.target_class);
+      q = tuner::evaluate(model, records, registry, op, cls);
     } catch (const std::invalid_argument& e) {
       throw tuner::ModelFileError(e.what());
     }
     if (q.workloads == 0) continue;
-    rows.emplace_back(&m, q);
+    rows.push_back({op, cls, serving, q});
   }
   if (rows.empty()) {
     std::string have;
@@ -198,14 +243,23 @@ int eval(int argc, char** argv) {
                                 "for the model's " + have);
   }
   if (args.has("json")) {
-    for (const auto& [m, q] : rows) {
-      results.push_back({{"op", m->op}, {"target_class", m->target_class}, {"quality", quality_json(q)}});
+    for (const auto& row : rows) {
+      results.push_back({{"op", row.op},
+                         {"target_class", row.cls},
+                         {"model", row.model->target_class},
+                         {"trained_on_class", std::find(row.model->trained_classes.begin(),
+                                                        row.model->trained_classes.end(),
+                                                        row.cls) != row.model->trained_classes.end()},
+                         {"quality", quality_json(row.quality)}});
     }
     std::cout << nlohmann::json{{"model_file", args.get("cost-model")}, {"results", results}}.dump(2) << "\n";
     return 0;
   }
-  std::cout << pad("OP", 18) << pad("CLASS", 7) << "WORKLOADS TOP-1  TOP-5  TAU    PICK\n";
-  for (const auto& [m, q] : rows) std::cout << pad(m->op, 18) << pad(m->target_class, 7) << quality_columns(q) << "\n";
+  std::cout << pad("OP", 18) << pad("CLASS", 7) << pad("MODEL", 7) << "WORKLOADS TOP-1  TOP-5  TAU    PICK\n";
+  for (const auto& row : rows) {
+    std::cout << pad(row.op, 18) << pad(row.cls, 7) << pad(row.model->target_class, 7) << quality_columns(row.quality)
+              << "\n";
+  }
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "report_error.h"
 #include "commands.h"
 #include "kestrel/deploy/export.h"
+#include "kestrel/frontend/tune_setup.h"
 #include "kestrel/host/compiler.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/buckets.h"
@@ -138,7 +139,7 @@ int run_export(int argc, char** argv) {
   Args args("kestrel export",
             "Writes a kernel library for a target: every task of the model (at each bucket of its symbolic\n"
             "dimensions) compiled at its best recorded configuration, or when the task has no record at the\n"
-            "cost model's pick (--cost-model) or the op's default, linked into libkestrel_kernels.so and .a with\n"
+            "cost model's pick (--cost-model, --zero-shot) or the op's default, linked into libkestrel_kernels.so and .a with\n"
             "kestrel_kernels.h (a dispatcher by shape and one typed entry per op), the target's libkestrel_rt and a\n"
             "manifest; and the whole model: model.kprog (the plan lowered, with its memory plan; one\n"
             "model.<binding>.kprog per bucket of a model with symbols), model.weights (their weights packed for the\n"
@@ -158,6 +159,8 @@ int run_export(int argc, char** argv) {
                                     "then the build trees beside kestrel)");
   args.option("cost-model", "FILE", "a cross-workload cost model (kestrel cost-model train): tasks with no record get its "
                                     "zero-shot pick instead of the op's default");
+  args.flag("zero-shot", "tasks with no record get the zero-shot pick of the cost model Kestrel ships (or of "
+                         "--cost-model); no database is needed");
   args.flag("kernels-only", "write the kernel library alone, not the whole model");
   args.flag("json", "print the report as JSON");
   try {
@@ -169,8 +172,17 @@ int run_export(int argc, char** argv) {
     if (!args.has("out")) throw UsageError("-o/--out is required (the folder the library is written to)");
     // The cost model first: a missing or foreign file fails before anything is read.
     std::shared_ptr<const tuner::CrossModel> cost_model;
-    if (args.has("cost-model")) {
-      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(args.get("cost-model")));
+    std::string cost_model_path = args.get("cost-model");
+    if (cost_model_path.empty() && args.has("zero-shot")) {
+      cost_model_path = frontend::shipped_cost_model_path();
+      if (cost_model_path.empty()) {
+        throw tuner::ModelFileError("--zero-shot without --cost-model uses the cost model Kestrel ships, and there is "
+                                    "none at " + frontend::shipped_cost_model_places() +
+                                    " (set KESTREL_COST_MODEL or give --cost-model)");
+      }
+    }
+    if (!cost_model_path.empty()) {
+      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(cost_model_path));
     }
     host::Target target;
     try {
@@ -179,7 +191,10 @@ int run_export(int argc, char** argv) {
       throw UsageError(e.what());
     }
     const std::string db_path = args.get("db", "kestrel.db");
-    auto records = records::open_records(db_path, records::OpenMode::existing);
+    // Zero-shot picks need no records: without --db, a missing kestrel.db is an empty
+    // store (nothing is created); one that exists is read.
+    auto records = args.has("zero-shot") && !args.has("db") ? frontend::open_session_records(db_path, false)
+                                                            : records::open_records(db_path, records::OpenMode::existing);
     const model::Model loaded = model::Model::load(args.get("model"));
     const std::vector<model::Binding> buckets = model::parse_buckets(loaded.graph().symbols(), args.get("buckets"));
 
@@ -190,7 +205,7 @@ int run_export(int argc, char** argv) {
     options.runtime_dir = args.get("runtime-dir");
     options.model = args.get("model");
     options.cost_model = cost_model;
-    options.cost_model_path = args.get("cost-model");
+    options.cost_model_path = cost_model_path;
     const std::int64_t block = args.get_int("block", 0, 0, 64);
     for (const model::Binding& binding : buckets) {
       model::PlanOptions plan_options;
@@ -220,7 +235,7 @@ int run_export(int argc, char** argv) {
           if (::isatty(2)) std::cerr << "\rcompiling kernels " << done << "/" << total << std::flush;
           if (done == total) std::cerr << (::isatty(2) ? "\n" : "compiled " + std::to_string(total) + " kernels\n");
         });
-    if (json) std::cout << report_json(report, target.to_string(), args.get("cost-model")).dump(2) << "\n";
+    if (json) std::cout << report_json(report, target.to_string(), cost_model_path).dump(2) << "\n";
     else print_table(report, options.out_dir);
     return 0;
   } catch (...) {

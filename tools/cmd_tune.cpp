@@ -1,6 +1,7 @@
 // `kestrel tune`: a tuning session for one workload, or for each workload of named sets
 // (--workloads), on a pool of devices (or, without --tracker, on this machine through an
 // embedded tracker and device). The session itself is tune_session.cpp.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -178,6 +179,47 @@ std::string final_text(const tuner::TuneResult& r) {
   return text;
 }
 
+// A model's tasks picked by the cost model without measuring: each task's pick.
+void print_model_picks(const std::vector<tuner::TuneJob>& jobs, const tuner::SessionResult& session,
+                       const std::string& model_path, const std::string& onnx_path) {
+  std::size_t width = 16;  // the pick column: as wide as the longest pick
+  for (const tuner::TuneResult& r : session.results) {
+    if (r.zero_shot && !r.zero_shot->picks.empty()) {
+      width = std::max(width, ops::format_config(r.zero_shot->picks.front()).size() + 20);
+    }
+  }
+  std::cout << "\n" << std::left << std::setw(6) << "TASK" << std::setw(6) << "x" << std::setw(9) << "PICK s"
+            << std::setw(static_cast<int>(width)) << "ZERO-SHOT PICK" << "WORKLOAD\n";
+  double seconds = 0;
+  std::size_t fallbacks = 0;
+  for (std::size_t i = 0; i < session.results.size(); ++i) {
+    const tuner::TuneResult& r = session.results[i];
+    double weight = 1;
+    for (const auto& j : jobs) {
+      if (std::string(j.op->name()) == r.op && ops::format_params(j.params) == r.workload) weight = j.weight;
+    }
+    std::string pick = "-", time = "-";
+    if (r.zero_shot && !r.zero_shot->picks.empty()) {
+      pick = ops::format_config(r.zero_shot->picks.front());
+      if (r.zero_shot->fallback.empty()) {
+        std::ostringstream t;
+        t << std::fixed << std::setprecision(2) << r.zero_shot->seconds;
+        time = t.str();
+        seconds += r.zero_shot->seconds;
+      } else {
+        pick += " (default: no model)";
+        ++fallbacks;
+      }
+    }
+    std::cout << std::left << std::setw(6) << i + 1 << std::setw(6) << static_cast<long>(weight) << std::setw(9) << time
+              << std::setw(static_cast<int>(width)) << pick << r.op << " " << r.workload << "\n";
+  }
+  std::cout << "\n" << session.results.size() << "/" << jobs.size() << " tasks picked by " << model_path << " in "
+            << std::fixed << std::setprecision(1) << seconds << " s, nothing measured or recorded";
+  if (fallbacks > 0) std::cout << "; " << fallbacks << " tasks keep their op's default (no model for their op)";
+  std::cout << "\nnext: kestrel export --model " << onnx_path << " --zero-shot -o out/ (the same picks, compiled)\n";
+}
+
 void print_model_summary(const std::vector<tuner::TuneJob>& jobs, const tuner::SessionResult& session,
                          const std::string& db_path) {
   std::cout << "\n" << std::left << std::setw(6) << "TASK" << std::setw(6) << "x" << std::setw(8) << "TRIALS"
@@ -295,11 +337,13 @@ int run_tune(int argc, char** argv) {
       "Run it again to resume; then `kestrel export --model ... --db ...`.\n\n"
       "With --cost-model (a cost model from `kestrel cost-model train`), the model's ranking of the\n"
       "configurations warm-starts the search, fading as measurements arrive. With --zero-shot\n"
-      "too there is no search: the model picks in seconds, without a device when the target is\n"
-      "known (--target native or a triple, or this machine); --zero-shot-verify N measures its\n"
+      "there is no search: the cost model (--cost-model, else the one Kestrel ships: `kestrel\n"
+      "cost-model show` lists what it covers) picks in seconds, without a device when the target\n"
+      "is known (--target native or a triple, or this machine); --zero-shot-verify N measures its\n"
       "top N and the default once on the device and keeps the fastest. A model without one for\n"
-      "the workload's op and target class is an error (with --workloads: that workload gets the\n"
-      "op's default, and says so).");
+      "the workload's op and target class (or its family) is an error (with --workloads or\n"
+      "--model: that workload or task gets the op's default, and says so). With --model each task\n"
+      "gets its pick; `kestrel export --model ... --zero-shot` compiles the same picks.");
   try {
     if (!args.parse(argc, argv, 2)) {
       std::cout << args.help();
@@ -384,7 +428,11 @@ int run_tune(int argc, char** argv) {
     }
     tuner::SessionResult session = run_tune_session(from_model ? std::vector<tuner::TuneJob>{} : jobs, *db, session_options);
     if (from_model && !args.has("json")) {
-      print_model_summary(jobs, session, db_path);
+      if (cost_model_use.zero_shot && !measures) {
+        print_model_picks(jobs, session, cost_model_use.path, args.get("model"));
+      } else {
+        print_model_summary(jobs, session, db_path);
+      }
     } else if (args.has("json")) {
       if (from_model) {
         nlohmann::json list = nlohmann::json::array();
@@ -402,7 +450,7 @@ int run_tune(int argc, char** argv) {
       } else if (!from_set) {
         nlohmann::json out = frontend::to_json(session.results.front());
         out["db"] = measures ? nlohmann::json(db_path) : nlohmann::json(nullptr);
-        if (cost_model) out["model_file"] = args.get("cost-model");
+        if (cost_model) out["model_file"] = cost_model_use.path;
         std::cout << out.dump(2) << "\n";
       } else {
         nlohmann::json list = nlohmann::json::array();
@@ -414,13 +462,13 @@ int run_tune(int argc, char** argv) {
         nlohmann::json out = {{"workloads", list},
                               {"db", measures ? nlohmann::json(db_path) : nlohmann::json(nullptr)},
                               {"interrupted", session.interrupted}};
-        if (cost_model) out["model_file"] = args.get("cost-model");
+        if (cost_model) out["model_file"] = cost_model_use.path;
         std::cout << out.dump(2) << "\n";
       }
     } else {
       for (std::size_t i = 0; i < session.results.size(); ++i) {
         if (from_set) std::cout << "\n== " << jobs[i].label;
-        print_summary(session.results[i], db_path, args.get("cost-model"));
+        print_summary(session.results[i], db_path, cost_model_use.path);
       }
       if (from_set && session.results.size() < jobs.size()) {
         std::cout << "\n" << jobs.size() - session.results.size() << " workloads of the set were not tuned (interrupted)\n";

@@ -103,11 +103,11 @@ const std::vector<OptionSpec> kBudget = {
 const std::vector<OptionSpec> kCostModel = {
     {"cost-model", OptionKind::text, "FILE",
      "a cross-workload cost model (kestrel cost-model train): warm-starts the search (sa), or with --zero-shot picks "
-     "without searching",
+     "without searching (default with --zero-shot: the model Kestrel ships)",
      "", 0, 0},
     {"zero-shot", OptionKind::flag, "",
      "no search: the cost model picks the configuration in seconds, measuring nothing and recording nothing (one "
-     "pick per workload of a set)",
+     "pick per workload of a set or task of a model)",
      "", 0, 0},
     {"zero-shot-verify", OptionKind::integer, "N",
      "with --zero-shot: measure the model's top N and the default once (recorded) and keep the fastest", "0", 0, 1000},

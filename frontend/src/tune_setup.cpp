@@ -1,11 +1,18 @@
 // Setting a tuning session up (see tune_setup.h).
 #include "kestrel/frontend/tune_setup.h"
 
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
 #include "kestrel/base/usage_error.h"
 #include "kestrel/frontend/model_jobs.h"
 #include "kestrel/tuner/zero_shot.h"
 
 namespace kestrel::frontend {
+
+namespace fs = std::filesystem;
 
 std::int64_t checked_block(const std::string& option, std::int64_t block) {
   if (block != 0 && block != 4 && block != 8 && block != 16) throw UsageError(option + " must be 4, 8 or 16");
@@ -28,28 +35,62 @@ void tune_model_tasks(tuner::SessionOptions& options, std::shared_ptr<const mode
   };
 }
 
+namespace {
+
+// Where the shipped model may be, in the order they are tried.
+std::vector<fs::path> shipped_cost_model_candidates() {
+  std::vector<fs::path> out;
+  if (const char* env = std::getenv("KESTREL_COST_MODEL"); env && *env) {
+    out.emplace_back(env);
+    return out;  // the user's choice: no fallback behind it
+  }
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) out.push_back(self.parent_path().parent_path() / "share" / "kestrel" / "cost-model.kcm");
+  out.push_back(fs::path(KESTREL_SOURCE_DIR) / "share" / "cost-model" / "kestrel.kcm");
+  return out;
+}
+
+}  // namespace
+
+std::string shipped_cost_model_path() {
+  for (const fs::path& candidate : shipped_cost_model_candidates()) {
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+  }
+  return {};
+}
+
+std::string shipped_cost_model_places() {
+  std::string out;
+  for (const fs::path& candidate : shipped_cost_model_candidates()) out += (out.empty() ? "" : ", ") + candidate.string();
+  return out;
+}
+
 CostModelUse cost_model_use(OptionSource& source, bool model) {
   const OptionSpec& file = option_spec("cost-model");
   const OptionSpec& zero_shot = option_spec("zero-shot");
   const OptionSpec& verify = option_spec("zero-shot-verify");
+  (void)model;
   CostModelUse use;
   use.zero_shot = source.flag(zero_shot);
   use.zero_shot_verify = static_cast<std::size_t>(integer_of(source, verify));
-  if (use.zero_shot && !source.has(file)) {
-    throw UsageError(source.spell(zero_shot) + " needs " + source.spell(file) +
-                     " (a file of kestrel cost-model train)");
-  }
   if (source.has(verify) && !use.zero_shot) {
     throw UsageError(source.spell(verify) + " goes with " + source.spell(zero_shot));
   }
-  if (use.zero_shot && model) {
-    throw UsageError(source.spell(zero_shot) + " picks for an op's workloads; for a model's tasks, kestrel export " +
-                     "(Python: kestrel.export) with a cost model picks each one without tuning");
-  }
-  if (source.has(file)) {  // loaded now: a missing or foreign file fails before anything starts
+  if (source.has(file)) {
     use.path = source.text(file);
-    use.model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(use.path));
+  } else if (use.zero_shot) {
+    use.path = shipped_cost_model_path();
+    if (use.path.empty()) {
+      throw tuner::ModelFileError(source.spell(zero_shot) + " without " + source.spell(file) +
+                                  " uses the cost model Kestrel ships, and there is none at " +
+                                  shipped_cost_model_places() + " (set KESTREL_COST_MODEL or give " +
+                                  source.spell(file) + ")");
+    }
   }
+  // Loaded now: a missing or foreign file fails before anything starts.
+  if (!use.path.empty()) use.model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(use.path));
   return use;
 }
 

@@ -59,6 +59,13 @@ def version():
     return _kestrel.version()
 
 
+def shipped_cost_model():
+    """The path of the cost model Kestrel ships (what zero_shot=True uses without
+    cost_model=): $KESTREL_COST_MODEL, else share/cost-model/kestrel.kcm of the source
+    tree. None when it is not found."""
+    return _kestrel.shipped_cost_model() or None
+
+
 def ops():
     """The built-in ops: a list of dicts with name, description, params (name, help,
     min, max, default, optional) and backends."""
@@ -120,7 +127,9 @@ def tune(op=None, shape=None, *, model=None, buckets=None, trials=None, trials_p
     cost_model: a file of `kestrel cost-model train`: warm-starts the search; with
     zero_shot=True it picks the configuration without searching (without a device when
     the target is known: target="native", a triple, or this machine's), and
-    zero_shot_verify=N measures its top N and the default once.
+    zero_shot_verify=N measures its top N and the default once. zero_shot=True without
+    cost_model uses the model Kestrel ships (shipped_cost_model()). With model=, every
+    task gets its pick (export(..., model=, zero_shot=True) compiles the same picks).
 
     callback(progress) is called as the search starts, after the default configuration's
     measurement and after every batch (phase "tuning"), and as the session ends (phases
@@ -269,7 +278,7 @@ def best(db):
 
 
 def export(db, out, *, model=None, buckets=None, target="native", cpu=None, key=None, block=None,
-           runtime_dir=None, cost_model=None):
+           runtime_dir=None, cost_model=None, zero_shot=False):
     """Writes a kernel library into the folder `out` (model/export.h, as `kestrel
     export` does): libkestrel_kernels.so and .a, kestrel_kernels.h (a dispatcher by
     shape and a typed entry per op), kestrel_abi.h, kestrel_runtime.h, manifest.json and
@@ -277,7 +286,9 @@ def export(db, out, *, model=None, buckets=None, target="native", cpu=None, key=
 
     With model= (an ONNX file; buckets= e.g. "seq=8,32") every task of the model, at its
     best record, else (with cost_model=, a file of `kestrel cost-model train`) the cost
-    model's zero-shot pick, else the op's default; without it, every (op, workload) that
+    model's zero-shot pick, else the op's default; zero_shot=True takes the picks of
+    the model Kestrel ships (or of cost_model=) and needs no database (a `db` that does
+    not exist is read as empty); without model=, every (op, workload) that
     has a best record for the target's triple in `db`. key: only records of that pool key. Returns a
     Result: kernels (op, params, config, origin, gflops, entry), files, runtime_copied,
     runtime_note, notes. Raises RecordsError (no database), ModelError (no record for the
@@ -288,5 +299,6 @@ def export(db, out, *, model=None, buckets=None, target="native", cpu=None, key=
     options = {"model": None if model is None else _os.fspath(model), "buckets": buckets, "target": target,
                "cpu": cpu, "key": key, "block": block,
                "runtime_dir": None if runtime_dir is None else _os.fspath(runtime_dir),
-               "cost_model": None if cost_model is None else _os.fspath(cost_model)}
+               "cost_model": None if cost_model is None else _os.fspath(cost_model),
+               "zero_shot": bool(zero_shot)}
     return Result(_kestrel.export(_os.fspath(db), _os.fspath(out), options))

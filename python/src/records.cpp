@@ -114,7 +114,18 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
   const std::string cpu = take("cpu");
   const std::string key = take("key");
   const std::string runtime_dir = take("runtime_dir");
-  const std::string cost_model_path = take("cost_model");
+  std::string cost_model_path = take("cost_model");
+  const bool zero_shot = options.contains("zero_shot") && !options["zero_shot"].is_none() &&
+                         options["zero_shot"].cast<bool>();
+  if (zero_shot && cost_model_path.empty()) {
+    cost_model_path = frontend::shipped_cost_model_path();
+    if (cost_model_path.empty()) {
+      throw tuner::ModelFileError("zero_shot=True without cost_model= uses the cost model Kestrel ships, and there "
+                                  "is none at " + frontend::shipped_cost_model_places() +
+                                  " (set KESTREL_COST_MODEL or give cost_model=)");
+    }
+  }
+  if (zero_shot && model_path.empty()) throw UsageError("zero_shot=True picks for a model's tasks: give model=");
   const std::int64_t block = options.contains("block") && !options["block"].is_none() ? options["block"].cast<std::int64_t>() : 0;
   frontend::checked_block("block", block);
   if (model_path.empty() && !buckets_text.empty()) throw UsageError("buckets go with model=");
@@ -128,7 +139,8 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
   deploy::ExportReport report;
   {
     py::gil_scoped_release release;
-    auto records = open_existing(db);
+    // Zero-shot picks need no records: a database that does not exist is an empty store.
+    auto records = zero_shot ? frontend::open_session_records(db, false) : open_existing(db);
     deploy::ExportOptions export_options;
     export_options.target = target;
     export_options.out_dir = out_dir;
@@ -187,6 +199,9 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
 void bind_records(py::module_& m) {
   m.def("read_records", &read_records, py::arg("db"), py::arg("op") = "",
         "every record of the database (of one op when given), oldest first, as dicts");
+  m.def(
+      "shipped_cost_model", [] { return frontend::shipped_cost_model_path(); },
+      "the path of the cost model Kestrel ships (empty when it is not found)");
   m.def("best", &best, py::arg("db"), "the best record per (op, workload, target, device class), as dicts");
   m.def("export", &export_library, py::arg("db"), py::arg("out"), py::arg("options"),
         "writes a kernel library (see kestrel.export)");

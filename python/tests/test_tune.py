@@ -179,10 +179,12 @@ def test_tune_stops_at_a_time_budget_given_as_text_or_seconds(tmp_path):
 
 
 def test_tune_zero_shot_picks_without_a_device_or_records(tmp_path):
-    # The shipped AVX2 cost model (tests/data), on an AVX2 target named without a device.
-    cost_model = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "cost_model_avx2.kcm")
+    # The cost model Kestrel ships, found without cost_model=, on an AVX2 target named
+    # without a device.
+    shipped = kestrel.shipped_cost_model()
+    assert shipped and shipped.endswith("kestrel.kcm")
     db = tmp_path / "none.db"
-    result = kestrel.tune("gemm", "M=200,N=300,K=100", cost_model=cost_model, zero_shot=True,
+    result = kestrel.tune("gemm", "M=200,N=300,K=100", zero_shot=True,
                           target="x86_64-linux-gnu", features="+avx2,+fma", db=db)
     assert result.stop_reason == "zero-shot"
     assert result.this_session == 0
@@ -190,3 +192,25 @@ def test_tune_zero_shot_picks_without_a_device_or_records(tmp_path):
     pick = dict(kv.split("=") for kv in result.zero_shot["pick"].split(","))
     assert set(pick) == {k["name"] for k in kestrel.space("gemm", "M=200,N=300,K=100").knobs}
     assert not db.exists()  # nothing measured, nothing recorded
+    # The same file named explicitly gives the same pick.
+    again = kestrel.tune("gemm", "M=200,N=300,K=100", cost_model=shipped, zero_shot=True,
+                         target="x86_64-linux-gnu", features="+avx2,+fma", db=db)
+    assert again.zero_shot["pick"] == result.zero_shot["pick"]
+
+
+def test_a_whole_model_zero_shot_from_tune_and_export(tmp_path):
+    # Every task of a model picked by the shipped cost model in seconds, and the same
+    # picks compiled by export; no database is read or written.
+    pytest.importorskip("onnx")
+    model = tmp_path / "two.onnx"
+    _two_matmul_model(model)
+    db = tmp_path / "absent.db"
+    tuned = kestrel.tune(model=model, zero_shot=True, target="native", db=db)
+    assert len(tuned.tasks) == 2
+    picks = {t.workload: t.zero_shot["pick"] for t in tuned.tasks}
+    assert all(t.stop_reason == "zero-shot" and t.zero_shot["fallback"] == "" for t in tuned.tasks)
+    exported = kestrel.export(db, tmp_path / "out", model=model, zero_shot=True)
+    gemms = [k for k in exported.kernels if k["op"] == "gemm"]
+    assert gemms and all(k["origin"] == "zero-shot" for k in gemms)
+    assert {k["params"]: k["config"] for k in gemms} == picks
+    assert not db.exists()

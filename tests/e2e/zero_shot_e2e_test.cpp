@@ -4,11 +4,14 @@
 // without a device (no pool even with an unreachable --tracker when the target is named),
 // nothing recorded; verification on the embedded device, recorded as a final round; the
 // export's picks for tasks without records; and the errors (no model file, a garbage one,
-// --zero-shot without a model, an op the model lacks).
+// --zero-shot where no model is shipped, an op the model lacks). Then the model Kestrel
+// ships, found without --cost-model: picks for each op and x86 class, and a whole ONNX
+// model's tasks through `tune --model --zero-shot` and `export --model --zero-shot`.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -123,9 +126,12 @@ TEST_CASE("e2e: kestrel tune --zero-shot picks in seconds without measuring or r
   code = run_command(zero_shot_args(dir.file("garbage.kcm"), db, "64x64x64"), out, dir.file("log"));
   CHECK(code == 2);
   CHECK_THAT(out, Contains("garbage.kcm"));
-  code = run_command({KESTREL_BIN, "tune", "--shape", "64x64x64", "--zero-shot", "--db", db}, out, dir.file("log"));
+  // --zero-shot alone takes the shipped model; where it is not, the error says where it looked.
+  code = run_command({"/usr/bin/env", "KESTREL_COST_MODEL=" + dir.file("absent.kcm"), KESTREL_BIN, "tune", "--shape",
+                      "64x64x64", "--zero-shot", "--db", db},
+                     out, dir.file("log"));
   CHECK(code == 2);
-  CHECK_THAT(out, Contains("--zero-shot needs --cost-model"));
+  CHECK_THAT(out, Contains("uses the cost model Kestrel ships") && Contains("absent.kcm"));
   code = run_command({KESTREL_BIN, "tune", "--shape", "64x64x64", "--zero-shot-verify", "2", "--db", db}, out,
                      dir.file("log"));
   CHECK(code == 2);
@@ -266,38 +272,106 @@ TEST_CASE("e2e: kestrel export --cost-model gives tasks without records the mode
 }
 #endif
 
-// The model shipped in tests/data (kestrel cost-model train on `kestrel datagen`-style records of 84
-// gemm, conv2d_nchwc and depthwise_conv2d workloads measured on a 2-core AVX2 EPYC): it still
-// loads (its feature schema is this Kestrel's: a change to the features must retrain it) and
-// picks a valid configuration for unseen shapes of each op on an AVX2 target, with nothing
-// measured and no device.
-TEST_CASE("e2e: the shipped AVX2 model picks for unseen workloads of each op without measuring") {
+#if defined(__x86_64__)
+// The model Kestrel ships (share/cost-model/kestrel.kcm: kestrel cost-model train on the
+// records of share/cost-model/data, `kestrel datagen` runs of gemm, conv2d_nchwc and
+// depthwise_conv2d workloads; share/cost-model/README.md): it still loads (its feature
+// schema is this Kestrel's: a change to the features must retrain it), it is found without
+// --cost-model, and it picks a valid configuration for unseen shapes of each op on an AVX2
+// and an AVX-512 target, with nothing measured and no device.
+TEST_CASE("e2e: the shipped model picks for unseen workloads of each op and x86 class without measuring") {
   TempDir dir;
-  const std::string model = std::string(KESTREL_SOURCE_DIR) + "/tests/data/cost_model_avx2.kcm";
   const ops::Registry registry = ops::builtin_ops();
   const std::vector<std::pair<std::string, std::string>> unseen = {
       {"gemm", "M=200,N=300,K=100"},
-      {"conv2d_nchwc", "C=48,H=20,W=20,K=80,R=3,S=3,pad=1,block=8"},
-      {"depthwise_conv2d", "C=40,H=30,W=30,stride=2,pad=1,block=8"}};
-  for (const auto& [op, shape] : unseen) {
-    INFO(op << " " << shape);
-    std::string out;
-    int code = run_command({KESTREL_BIN, "tune", "--op", op, "--shape", shape, "--zero-shot", "--cost-model", model,
-                            "--target", "x86_64-linux-gnu", "--features", "+avx2,+fma", "--db", dir.file("none.db"),
-                            "--json"},
-                           out, dir.file("log"));
-    INFO(out);
-    REQUIRE(code == 0);
-    auto json = nlohmann::json::parse(out.substr(out.find('{')));
-    CHECK(json["stop_reason"] == "zero-shot");
-    CHECK(json["this_session"] == 0);
-    CHECK(json["zero_shot"]["fallback"] == "");
-    // The pick is a valid configuration of the op's space on an AVX2 target.
-    const ops::Op& o = registry.get(op);
-    const ops::Params params = ops::parse_params(o, shape);
-    const ops::Config config = ops::parse_pairs(json["zero_shot"]["pick"].get<std::string>());
-    host::Target target = host::parse_target("x86_64-linux-gnu", "", "+avx2,+fma");
-    CHECK(o.check(params, config, target.traits).empty());
+      {"conv2d_nchwc", "C=48,H=20,W=20,K=80,R=3,S=3,pad=1,block=%"},
+      {"depthwise_conv2d", "C=40,H=30,W=30,stride=2,pad=1,block=%"}};
+  const std::vector<std::pair<std::string, std::string>> classes = {{"+avx2,+fma", "8"},
+                                                                    {"+avx2,+fma,+avx512f,+avx512bw,+avx512dq,+avx512vl", "16"}};
+  for (const auto& [features, block] : classes) {
+    for (auto [op, shape] : unseen) {
+      if (auto at = shape.find('%'); at != std::string::npos) shape.replace(at, 1, block);
+      INFO(op << " " << shape << " " << features);
+      std::string out;
+      int code = run_command({KESTREL_BIN, "tune", "--op", op, "--shape", shape, "--zero-shot", "--target",
+                              "x86_64-linux-gnu", "--features", features, "--db", dir.file("none.db"), "--json"},
+                             out, dir.file("log"));
+      INFO(out);
+      REQUIRE(code == 0);
+      auto json = parse_json(out);
+      CHECK(json["stop_reason"] == "zero-shot");
+      CHECK(json["this_session"] == 0);
+      CHECK(json["zero_shot"]["fallback"] == "");
+      CHECK_THAT(json["model_file"].get<std::string>(), Contains("share/cost-model/kestrel.kcm"));
+      const ops::Op& o = registry.get(op);
+      const ops::Params params = ops::parse_params(o, shape);
+      const ops::Config config = ops::parse_pairs(json["zero_shot"]["pick"].get<std::string>());
+      host::Target target = host::parse_target("x86_64-linux-gnu", "", features);
+      CHECK(o.check(params, config, target.traits).empty());
+    }
   }
   CHECK_FALSE(std::filesystem::exists(dir.file("none.db")));
+
+  // What it covers, without naming the file.
+  std::string out;
+  REQUIRE(run_command({KESTREL_BIN, "cost-model", "show", "--json"}, out, dir.file("log")) == 0);
+  auto shown = parse_json(out);
+  std::set<std::string> covered;
+  for (const auto& m : shown["models"]) covered.insert(m["op"].get<std::string>() + "/" + m["target_class"].get<std::string>());
+  CHECK(covered == std::set<std::string>{"conv2d_nchwc/x86", "depthwise_conv2d/x86", "gemm/x86"});
 }
+
+// A whole model zero-shot: `kestrel tune --model --zero-shot` picks every task in seconds
+// and records nothing; `kestrel export --model --zero-shot` compiles those picks with no
+// database at all.
+TEST_CASE("e2e: a model's tasks get the shipped model's picks from tune and export, with no database") {
+  TempDir dir;
+  kestrel::test::gemm_softmax_model().save(dir.file("m.onnx"));
+  const std::string onnx = dir.file("m.onnx"), db = dir.file("absent.db"), out_dir = dir.file("out");
+  std::string out;
+  int code = run_command({KESTREL_BIN, "tune", "--model", onnx, "--buckets", "seq=8,32", "--zero-shot", "--target",
+                          "native", "--db", db},
+                         out, dir.file("log"));
+  INFO(out);
+  REQUIRE(code == 0);
+  CHECK_THAT(out, Contains("ZERO-SHOT PICK") && Contains("tasks picked by") && Contains("nothing measured or recorded") &&
+                      Contains("kestrel export --model"));
+  CHECK_THAT(out, Contains("(default: no model)"));  // softmax: no model for its op
+  CHECK_FALSE(std::filesystem::exists(db));
+
+  code = run_command({KESTREL_BIN, "tune", "--model", onnx, "--buckets", "seq=8,32", "--zero-shot", "--target",
+                      "native", "--db", db, "--json"},
+                     out, dir.file("log"));
+  REQUIRE(code == 0);
+  auto tuned = parse_json(out);
+  std::map<std::string, std::string> picks;  // gemm workload -> pick
+  for (const auto& r : tuned["results"]) {
+    CHECK(r["stop_reason"] == "zero-shot");
+    if (r["op"] == "gemm") {
+      CHECK(r["zero_shot"]["fallback"] == "");
+      picks[r["workload"].get<std::string>()] = r["zero_shot"]["pick"].get<std::string>();
+    }
+  }
+  REQUIRE_FALSE(picks.empty());
+
+  code = run_command({KESTREL_BIN, "export", "--model", onnx, "--buckets", "seq=8,32", "--zero-shot", "-o", out_dir,
+                      "--kernels-only", "--json"},
+                     out, dir.file("log"));
+  INFO(out);
+  REQUIRE(code == 0);
+  auto report = parse_json(out);
+  CHECK_THAT(report["cost_model"].get<std::string>(), Contains("kestrel.kcm"));
+  std::size_t gemms = 0;
+  for (const auto& k : report["kernels"]) {
+    if (k["op"] != "gemm") continue;
+    ++gemms;
+    CHECK(k["origin"] == "zero-shot");
+    auto it = picks.find(k["params"].get<std::string>());
+    REQUIRE(it != picks.end());
+    CHECK(k["config"] == it->second);  // the export compiles tune's picks
+  }
+  CHECK(gemms == picks.size());
+  CHECK(std::filesystem::exists(out_dir + "/libkestrel_kernels.so"));
+  CHECK_FALSE(std::filesystem::exists(db));
+}
+#endif

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "kestrel/host/target.h"
+#include "kestrel/tuner/features.h"
 #include "kestrel/tuner/space.h"
 #include "support/traits.h"
 
@@ -69,10 +70,10 @@ double synthetic_cost(const ops::Params& p, const ops::Config& c) {
 const ops::TargetId kTarget = *ops::TargetId::parse("x86_64-linux-gnu (znver3)");
 
 std::vector<Record> make_records(const ops::Op& op, const std::vector<std::string>& shapes, int per_workload,
-                                 std::uint64_t seed) {
+                                 std::uint64_t seed, const ops::TargetId& target = kTarget) {
   std::vector<Record> out;
   Rng rng(seed);
-  const ops::TargetTraits traits = traits_of_record_target(kTarget);
+  const ops::TargetTraits traits = traits_of_record_target(target);
   for (const auto& shape : shapes) {
     const ops::Params params = ops::parse_params(op, shape);
     Space space(op, params, traits);
@@ -82,7 +83,7 @@ std::vector<Record> make_records(const ops::Op& op, const std::vector<std::strin
       Record r;
       r.op = std::string(op.name());
       r.workload = params;
-      r.target = kTarget;
+      r.target = target;
       r.device_class = {"local", "AMD EPYC", "fp"};
       r.config = space.config(*index);
       r.cost = synthetic_cost(params, r.config);
@@ -168,14 +169,19 @@ TEST_CASE("a cross model trained on some gemm workloads ranks unseen ones well a
   REQUIRE(model.models().size() == 1);
   const OpModelInfo& info = model.models()[0];
   CHECK(info.op == "gemm");
-  CHECK(info.target_class == "avx2");
+  CHECK(info.target_class == "x86");  // the family's model, trained on avx2 records
+  CHECK(info.trained_classes == std::vector<std::string>{"avx2"});
   CHECK(info.workloads == kTrainShapes.size());
   CHECK(info.trained_workloads.size() == kTrainShapes.size());
   CHECK(info.rows > 0);
   CHECK(info.rows <= records.size());
-  CHECK(model.find("gemm", "avx2") == &info);
-  CHECK(model.find("gemm", "neon") == nullptr);
-  CHECK_THAT(progress.front(), Contains("gemm/avx2") && Contains("fold 1/5"));
+  CHECK(model.find("gemm", "x86") == &info);
+  CHECK(model.find("gemm", "avx2") == nullptr);  // stored under the family
+  CHECK(model.serving("gemm", "avx2") == &info);
+  CHECK(model.serving("gemm", "avx512") == &info);  // a class of the family it has no records of
+  CHECK(model.serving("gemm", "neon") == nullptr);
+  CHECK(model.serving("conv2d_nchwc", "avx2") == nullptr);
+  CHECK_THAT(progress.front(), Contains("gemm/x86") && Contains("fold 1/5"));
 
   // Held-out folds: every workload evaluated once, ranking clearly better than chance
   // (random order: tau 0, top-1 about 1/35, pick ratio far below 1).
@@ -208,7 +214,84 @@ TEST_CASE("a cross model trained on some gemm workloads ranks unseen ones well a
 
   // No model for another class: the error names what there is.
   CHECK_THROWS_WITH(model.score(gemm, shape, configs, host::parse_target("aarch64-linux-gnu", "cortex-a72")),
-                    Contains("no cost model for gemm/neon") && Contains("gemm/avx2"));
+                    Contains("no cost model for gemm/neon") && Contains("gemm/x86"));
+}
+
+TEST_CASE("cross features count the op's register tile against the target's register file",
+          "[tuner][cross_model]") {
+  auto registry = ops::builtin_ops();
+  const ops::Op& gemm = registry.get("gemm");
+  const ops::Params shape = ops::parse_params(gemm, "256x256x256");
+  const ops::TargetTraits avx2 = traits_of_record_target(*ops::TargetId::parse("x86_64-linux-gnu (znver3)"));
+  const ops::TargetTraits avx512 = traits_of_record_target(*ops::TargetId::parse("x86_64-linux-gnu (skylake-avx512)"));
+  ops::Config config = gemm.default_config(shape, avx512);
+  config["vec"] = 16;
+  const auto names = cross_feature_names(gemm, shape, config, avx512);
+  const auto at = [&](const std::string& name) {
+    auto it = std::find(names.begin(), names.end(), name);
+    REQUIRE(it != names.end());
+    return static_cast<std::size_t>(it - names.begin());
+  };
+  double share = 0;
+  for (const auto& [name, value] : gemm.features(shape, config)) {
+    if (name == "gemm.register_share") share = value;
+  }
+  REQUIRE(share > 0);
+  // 32 registers of 16 floats: the op's own share; 16 registers of 8 floats: a vector of
+  // 16 floats takes two of the 16, four times the pressure.
+  const std::size_t i = at("cross.gemm.register_share/registers");
+  CHECK(cross_features(gemm, shape, config, avx512)[i] == Approx(squash_feature(share)));
+  CHECK(cross_features(gemm, shape, config, avx2)[i] == Approx(squash_feature(share * 4)));
+  CHECK(cross_feature_names(gemm, shape, config, avx2) == names);
+}
+
+TEST_CASE("a family's model pools its classes' records and answers for a class it has none of",
+          "[tuner][cross_model]") {
+  auto registry = ops::builtin_ops();
+  const ops::Op& gemm = registry.get("gemm");
+  const ops::TargetId avx512 = *ops::TargetId::parse("x86_64-linux-gnu (skylake-avx512)");
+  auto records = make_records(gemm, kTrainShapes, 24, 11);
+  const auto wide = make_records(gemm, {kTrainShapes.begin(), kTrainShapes.begin() + 6}, 24, 12, avx512);
+  TrainOptions options;
+  options.folds = 3;
+
+  SECTION("pooled: one model, the held-out quality per class") {
+    records.insert(records.end(), wide.begin(), wide.end());
+    const CrossModel model = CrossModel::train(records, registry, options);
+    REQUIRE(model.models().size() == 1);
+    const OpModelInfo& info = model.models()[0];
+    CHECK(info.target_class == "x86");
+    CHECK(info.trained_classes == std::vector<std::string>{"avx2", "avx512"});
+    CHECK(info.workloads == kTrainShapes.size());  // the same shapes on both classes are one workload
+    REQUIRE(info.holdout_by_class.size() == 2);
+    CHECK(info.holdout_by_class[0].first == "avx2");
+    CHECK(info.holdout_by_class[0].second.workloads == kTrainShapes.size());
+    CHECK(info.holdout_by_class[1].first == "avx512");
+    CHECK(info.holdout_by_class[1].second.workloads == 6);
+    CHECK(info.holdout.workloads == kTrainShapes.size() + 6);
+    // record_classes() lists what records can evaluate; each class is served by the pool.
+    const auto classes = record_classes(records, registry);
+    CHECK(classes == std::vector<std::pair<std::string, std::string>>{{"gemm", "avx2"}, {"gemm", "avx512"}});
+    CHECK(evaluate(model, wide, registry, "gemm", "avx512").workloads == 6);
+  }
+  SECTION("per class: one model each, and no answer for a class without one") {
+    records.insert(records.end(), wide.begin(), wide.end());
+    options.pool_families = false;
+    const CrossModel model = CrossModel::train(records, registry, options);
+    REQUIRE(model.models().size() == 2);
+    CHECK(model.serving("gemm", "avx2")->target_class == "avx2");
+    CHECK(model.serving("gemm", "avx512")->target_class == "avx512");
+    CHECK(model.serving("gemm", "sse") == nullptr);
+  }
+  SECTION("only some classes: a model of avx512 records scores avx2 workloads") {
+    records.insert(records.end(), wide.begin(), wide.end());
+    options.classes = {"avx512"};
+    const CrossModel model = CrossModel::train(records, registry, options);
+    REQUIRE(model.models().size() == 1);
+    CHECK(model.models()[0].trained_classes == std::vector<std::string>{"avx512"});
+    const RankingQuality q = evaluate(model, make_records(gemm, kTestShapes, 30, 13), registry, "gemm", "avx2");
+    CHECK(q.workloads == kTestShapes.size());
+  }
 }
 
 TEST_CASE("a cross model file round-trips and refuses what it would misread", "[tuner][cross_model]") {
@@ -232,6 +315,8 @@ TEST_CASE("a cross model file round-trips and refuses what it would misread", "[
   const OpModelInfo& b = loaded.models()[0];
   CHECK(b.op == a.op);
   CHECK(b.target_class == a.target_class);
+  CHECK(b.trained_classes == a.trained_classes);
+  CHECK(b.holdout_by_class.size() == a.holdout_by_class.size());
   CHECK(b.feature_names == a.feature_names);
   CHECK(b.rows == a.rows);
   CHECK(b.workloads == a.workloads);
@@ -260,6 +345,17 @@ TEST_CASE("a cross model file round-trips and refuses what it would misread", "[
     write(path, other.dump());
     CHECK_THROWS_WITH(CrossModel::load(path), Contains(path) && Contains("feature schema") &&
                                                   Contains("retrain with kestrel cost-model train"));
+  }
+  SECTION("a file written before families were pooled: one class, no per-class quality") {
+    auto other = file;
+    other["models"][0].erase("trained_classes");
+    other["models"][0].erase("holdout_by_class");
+    other["models"][0]["target_class"] = "avx2";
+    write(path, other.dump());
+    const CrossModel old = CrossModel::load(path);
+    CHECK(old.models().at(0).trained_classes == std::vector<std::string>{"avx2"});
+    CHECK(old.serving("gemm", "avx2") != nullptr);
+    CHECK(old.serving("gemm", "avx512") == nullptr);  // a class model serves its class alone
   }
   SECTION("a newer file version") {
     auto other = file;
@@ -322,7 +418,7 @@ TEST_CASE("training a cross model on too few records is an error that says what 
   CHECK_THROWS_AS(CrossModel::train({}, registry, options), ModelFileError);
   const auto single = make_records(gemm, {"64x256x128"}, 30, 2);
   CHECK_THROWS_WITH(CrossModel::train(single, registry, options),
-                    Contains("gemm/avx2: 1 workload") && Contains("at least 2 workloads"));
+                    Contains("gemm/x86: 1 workload") && Contains("at least 2 workloads"));
   // Vendor records never count.
   auto vendor = make_records(gemm, {"64x256x128", "128x64x64"}, 10, 2);
   for (auto& r : vendor) r.implementation = "openblas";

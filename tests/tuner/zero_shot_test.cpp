@@ -98,16 +98,23 @@ TEST_CASE("zero-shot: a model without the op or the target class is refused, nam
                        Catch::Matchers::Predicate<std::invalid_argument>([](const std::invalid_argument& e) {
                          const std::string what = e.what();
                          return what.find("conv2d_nchwc") != std::string::npos &&
-                                what.find("gemm/avx2") != std::string::npos;
+                                what.find("gemm/x86") != std::string::npos;
                        }));
-  CHECK_THAT(tuner::missing_model(model, "conv2d_nchwc", avx2), Contains("gemm/avx2"));
+  CHECK_THAT(tuner::missing_model(model, "conv2d_nchwc", avx2), Contains("gemm/x86"));
   CHECK(tuner::missing_model(model, "gemm", avx2).empty());
 
-  // The same op on another target class (AArch64 NEON).
+  // Another class of the family: the family's model answers.
+  const host::Target avx512 = host::parse_target("x86_64-linux-gnu", "skylake-avx512");
+  CHECK(tuner::missing_model(model, "gemm", avx512).empty());
+  const tuner::Space wide_space(registry.get("gemm"), test::synthetic_unseen_workloads().front(), avx512.traits);
+  CHECK_FALSE(tuner::zero_shot_pick(model, wide_space, avx512).points.empty());
+
+  // The same op on a target of another family (AArch64 NEON).
   const host::Target neon = host::parse_target("aarch64-linux-gnu", "cortex-a72");
   const tuner::Space gemm_space(registry.get("gemm"), test::synthetic_unseen_workloads().front(), neon.traits);
   CHECK_THROWS_AS(tuner::zero_shot_pick(model, gemm_space, neon), std::invalid_argument);
-  CHECK_THAT(tuner::missing_model(model, "gemm", neon), Contains("neon") && Contains("gemm/avx2"));
+  CHECK_THAT(tuner::missing_model(model, "gemm", neon),
+             Contains("neon") && Contains("family (arm)") && Contains("gemm/x86"));
   CHECK_THROWS_AS(tuner::model_prior(std::shared_ptr<const tuner::CrossModel>(&model, [](const tuner::CrossModel*) {}),
                                      gemm_space, neon),
                   std::invalid_argument);

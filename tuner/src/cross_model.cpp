@@ -67,6 +67,18 @@ std::vector<std::pair<std::string, double>> named_cross_features(const ops::Op& 
   out.emplace_back("target.vector_registers", target.vector_registers);
   out.emplace_back("target.fma", target.fma ? 1.0 : 0.0);
   out.emplace_back("cross.vector_lanes/vector_floats", lanes / std::max(target.vector_floats, 1));
+  // The ops count register pressure in vectors of their own lanes against a budget of 32
+  // registers (kRegisterBudget); on this target such a vector takes registers_per_vector
+  // registers, out of vector_registers. Above 1 the micro-kernel spills, whatever the
+  // class: the feature a model trained on AVX-512's 32 x 16 floats can carry to AVX2's
+  // 16 x 8.
+  const double per_vector = lanes > 0 ? target.registers_per_vector(static_cast<std::int64_t>(lanes)) : 1.0;
+  const double registers = static_cast<double>(std::max(target.vector_registers, 1));
+  for (std::size_t i = 0; i < own; ++i) {
+    const auto [name, value] = out[i];
+    if (!ends_with(name, "register_share") && !ends_with(name, "accumulator_share")) continue;
+    out.emplace_back("cross." + name + "/registers", value * 32.0 * per_vector / registers);
+  }
   return out;
 }
 
@@ -130,6 +142,18 @@ ops::TargetTraits traits_of_class(std::string_view target_class) {
 
 }  // namespace detail
 
+std::string class_family(std::string_view cls) {
+  if (cls == "sse" || cls == "avx2" || cls == "avx512") return "x86";
+  if (cls == "neon" || cls == "neon32") return "arm";
+  return {};
+}
+
+ops::TargetTraits model_traits(const host::Target& target) {
+  if (target.is_gpu()) return target.traits;
+  const auto parsed = host::target_of(target.id());
+  return parsed ? parsed->traits : target.traits;
+}
+
 std::string target_class(const ops::TargetId& record_target) {
   const auto target = host::target_of(record_target);
   return target ? target_class(*target) : std::string();
@@ -167,7 +191,8 @@ namespace detail {
 
 std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::vector<records::Record>& records,
                                                                    const ops::Registry& registry,
-                                                                   const std::vector<std::string>& only_ops) {
+                                                                   const std::vector<std::string>& only_ops,
+                                                                   const std::vector<std::string>& only_classes) {
   struct Measured {
     std::vector<double> ok, final_ok;
     bool seen_final = false;
@@ -188,6 +213,9 @@ std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::ve
     if (fresh) it->second = host::target_of(r.target);
     if (!it->second) continue;
     const std::string cls = target_class(*it->second);
+    if (!only_classes.empty() && std::find(only_classes.begin(), only_classes.end(), cls) == only_classes.end()) {
+      continue;
+    }
     const ops::Op* op = registry.find(r.op, it->second->backend);
     if (!op) continue;
     try {
@@ -216,8 +244,10 @@ std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::ve
     data.op = op_of.at(key);
     data.op_name = key.first;
     data.target_class = key.second;
+    data.classes = {key.second};
     for (auto& [group_key, g] : groups) {
       Group group;
+      group.target_class = key.second;
       group.workload_text = g.workload_text;
       group.workload = g.workload;
       std::set<double> distinct_ok;
@@ -248,6 +278,33 @@ std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::ve
       group.rankable = distinct_ok.size() >= 2;
       if (!group.rows.empty()) data.groups.push_back(std::move(group));
     }
+  }
+  return out;
+}
+
+std::map<std::pair<std::string, std::string>, OpClassData> pool_families(
+    std::map<std::pair<std::string, std::string>, OpClassData> data) {
+  std::map<std::pair<std::string, std::string>, OpClassData> out;
+  for (auto& [key, d] : data) {
+    const std::string family = class_family(key.second);
+    if (family.empty()) {
+      out.emplace(key, std::move(d));
+      continue;
+    }
+    OpClassData& pooled = out[{key.first, family}];
+    if (pooled.op == nullptr) {
+      pooled.op = d.op;
+      pooled.op_name = d.op_name;
+      pooled.target_class = family;
+      pooled.feature_names = d.feature_names;
+      pooled.probe_workload = d.probe_workload;
+      pooled.probe_config = d.probe_config;
+    } else if (pooled.feature_names != d.feature_names) {
+      continue;  // cannot happen: cross_feature_names does not depend on the target
+    }
+    pooled.classes.push_back(key.second);
+    std::sort(pooled.classes.begin(), pooled.classes.end());
+    for (auto& g : d.groups) pooled.groups.push_back(std::move(g));
   }
   return out;
 }
@@ -354,7 +411,8 @@ CrossModel CrossModel::train(const std::vector<records::Record>& records, const 
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
-  auto data = detail::collect(records, registry, options.ops);
+  auto data = detail::collect(records, registry, options.ops, options.classes);
+  if (options.pool_families) data = detail::pool_families(std::move(data));
   const XgboostParams params = detail::cross_params();
   CrossModel out;
   std::vector<std::string> too_few;
@@ -375,6 +433,7 @@ CrossModel CrossModel::train(const std::vector<records::Record>& records, const 
     std::map<std::string, std::size_t> fold_of;
     for (std::size_t i = 0; i < shuffled.size(); ++i) fold_of[shuffled[i]] = i % std::max<std::size_t>(folds, 1);
     std::vector<detail::GroupQuality> held;
+    std::map<std::string, std::vector<detail::GroupQuality>> held_by_class;
     std::size_t rows = 0;
     for (const auto& g : d.groups) rows += g.rankable ? g.rows.size() : 0;
     if (folds >= 2) {
@@ -387,6 +446,7 @@ CrossModel CrossModel::train(const std::vector<records::Record>& records, const 
         for (const auto& g : d.groups) {
           if (!g.rankable || fold_of.at(g.workload_text) != fold) continue;
           held.push_back(detail::group_quality(model->predict(g.rows), g.costs));
+          held_by_class[g.target_class].push_back(held.back());
         }
       }
     }
@@ -395,6 +455,7 @@ CrossModel CrossModel::train(const std::vector<records::Record>& records, const 
     Impl::Entry entry;
     entry.info.op = key.first;
     entry.info.target_class = key.second;
+    entry.info.trained_classes = d.classes;
     entry.info.feature_names = d.feature_names;
     entry.info.workloads = workloads.size();
     entry.info.trained_workloads = workloads;
@@ -406,6 +467,9 @@ CrossModel CrossModel::train(const std::vector<records::Record>& records, const 
       if (std::find(list.begin(), list.end(), text) == list.end()) list.push_back(std::move(text));
     }
     entry.info.holdout = detail::summarise(held);
+    for (const auto& [cls, groups] : held_by_class) {
+      entry.info.holdout_by_class.emplace_back(cls, detail::summarise(groups));
+    }
     entry.probe_workload = d.probe_workload;
     entry.probe_config = d.probe_config;
     entry.booster = detail::fit(d, [](const detail::Group&) { return true; }, options.seed, params, &entry.info.rows);
@@ -436,19 +500,25 @@ const OpModelInfo* CrossModel::find(std::string_view op, std::string_view cls) c
   return nullptr;
 }
 
+const OpModelInfo* CrossModel::serving(std::string_view op, std::string_view cls) const {
+  const Impl::Entry* e = impl_->serving(op, cls);
+  return e ? find(op, e->info.target_class) : nullptr;  // models()'s copy, as find() gives
+}
+
 std::vector<float> CrossModel::score(const ops::Op& op, const ops::Params& workload,
                                      const std::vector<ops::Config>& configs, const host::Target& target) const {
   const std::string cls = target_class(target);
   const Impl::Entry& entry = impl_->entry(op.name(), cls);
+  const ops::TargetTraits traits = model_traits(target);
   std::vector<std::vector<float>> rows;
   rows.reserve(configs.size());
   for (const auto& config : configs) {
-    if (rows.empty() && cross_feature_names(op, workload, config, target.traits) != entry.info.feature_names) {
-      throw std::invalid_argument("the " + std::string(op.name()) + "/" + cls +
+    if (rows.empty() && cross_feature_names(op, workload, config, traits) != entry.info.feature_names) {
+      throw std::invalid_argument("the " + std::string(op.name()) + "/" + entry.info.target_class +
                                   " cost model was trained on other features than this op has: retrain with "
                                   "kestrel cost-model train");
     }
-    rows.push_back(cross_features(op, workload, config, target.traits));
+    rows.push_back(cross_features(op, workload, config, traits));
   }
   return entry.booster->predict(rows);
 }
@@ -458,10 +528,19 @@ std::vector<float> CrossModel::score_rows(std::string_view op, std::string_view 
   return impl_->entry(op, cls).booster->predict(rows);
 }
 
-const CrossModel::Impl::Entry& CrossModel::Impl::entry(std::string_view op, std::string_view cls) const {
+const CrossModel::Impl::Entry* CrossModel::Impl::serving(std::string_view op, std::string_view cls) const {
+  const std::string family = class_family(cls);
+  const Entry* pooled = nullptr;
   for (const auto& e : entries) {
-    if (e.info.op == op && e.info.target_class == cls) return e;
+    if (e.info.op != op) continue;
+    if (e.info.target_class == cls) return &e;
+    if (!family.empty() && e.info.target_class == family) pooled = &e;
   }
+  return pooled;
+}
+
+const CrossModel::Impl::Entry& CrossModel::Impl::entry(std::string_view op, std::string_view cls) const {
+  if (const Entry* e = serving(op, cls)) return *e;
   std::string there;
   for (const auto& e : entries) there += (there.empty() ? "" : ", ") + e.info.op + "/" + e.info.target_class;
   throw std::invalid_argument("no cost model for " + std::string(op) + "/" + std::string(cls) +
@@ -473,14 +552,23 @@ void CrossModel::Impl::sync_infos() {
   for (const auto& e : entries) infos.push_back(e.info);
 }
 
+std::vector<std::pair<std::string, std::string>> record_classes(const std::vector<records::Record>& records,
+                                                                const ops::Registry& registry) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, data] : detail::collect(records, registry, {})) {
+    if (!detail::rankable_workloads(data).empty()) out.push_back(key);
+  }
+  return out;
+}
+
 RankingQuality evaluate(const CrossModel& model, const std::vector<records::Record>& records, const ops::Registry& registry,
                         std::string_view op, std::string_view cls) {
   auto data = detail::collect(records, registry, {std::string(op)});
   auto it = data.find({std::string(op), std::string(cls)});
   if (it == data.end()) return {};
-  const OpModelInfo* info = model.find(op, cls);
+  const OpModelInfo* info = model.serving(op, cls);
   if (info && info->feature_names != it->second.feature_names) {
-    throw std::invalid_argument("the " + std::string(op) + "/" + std::string(cls) +
+    throw std::invalid_argument("the " + std::string(op) + "/" + info->target_class +
                                 " cost model was trained on other features than this op has: retrain with "
                                 "kestrel cost-model train");
   }

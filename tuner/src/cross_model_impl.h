@@ -28,8 +28,10 @@ struct CrossModel::Impl {
   std::vector<Entry> entries;
   std::vector<OpModelInfo> infos;  // entries' infos, for models()
 
-  // Throws std::invalid_argument naming the models there are.
+  // The entry serving (op, class) (CrossModel::serving); throws std::invalid_argument
+  // naming the models there are.
   const Entry& entry(std::string_view op, std::string_view target_class) const;
+  const Entry* serving(std::string_view op, std::string_view target_class) const;
   void sync_infos();
 };
 
@@ -42,6 +44,7 @@ ops::TargetTraits traits_of_class(std::string_view target_class);
 // One ranking group: the measured configurations of one workload on one target and
 // device class, one row per distinct configuration (see cross_model.cpp).
 struct Group {
+  std::string target_class;   // of the records (a pooled model's groups differ)
   std::string workload_text;  // ops::format_params
   ops::Params workload;
   std::vector<ops::Config> configs;
@@ -52,17 +55,23 @@ struct Group {
 
 struct OpClassData {
   const ops::Op* op = nullptr;
-  std::string op_name, target_class;
+  std::string op_name, target_class;  // a class, or a family once pooled
+  std::vector<std::string> classes;   // of the groups, sorted
   std::vector<std::string> feature_names;
   ops::Params probe_workload;
   ops::Config probe_config;
   std::vector<Group> groups;
 };
 
-// The records' groups by (op, target class); only ops in `only_ops` when not empty.
+// The records' groups by (op, target class); only ops in `only_ops` and classes in
+// `only_classes` when not empty.
 std::map<std::pair<std::string, std::string>, OpClassData> collect(const std::vector<records::Record>& records,
                                                                    const ops::Registry& registry,
-                                                                   const std::vector<std::string>& only_ops);
+                                                                   const std::vector<std::string>& only_ops,
+                                                                   const std::vector<std::string>& only_classes = {});
+// The same with the CPU classes of each family merged into one (op, family) entry.
+std::map<std::pair<std::string, std::string>, OpClassData> pool_families(
+    std::map<std::pair<std::string, std::string>, OpClassData> data);
 // Distinct workloads with at least one rankable group, sorted.
 std::vector<std::string> rankable_workloads(const OpClassData& data);
 

@@ -91,6 +91,12 @@ RankingQuality quality_from(const json& j) {
   return q;
 }
 
+json by_class_json(const std::vector<std::pair<std::string, RankingQuality>>& by_class) {
+  json out = json::object();
+  for (const auto& [cls, q] : by_class) out[cls] = quality_json(q);
+  return out;
+}
+
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -104,12 +110,14 @@ void CrossModel::save(const std::string& path) const {
     const OpModelInfo& info = e.info;
     models.push_back({{"op", info.op},
                       {"target_class", info.target_class},
+                      {"trained_classes", info.trained_classes},
                       {"feature_names", info.feature_names},
                       {"rows", info.rows},
                       {"workloads", info.workloads},
                       {"trained_workloads", info.trained_workloads},
                       {"exemplars", info.exemplars},
                       {"holdout", quality_json(info.holdout)},
+                      {"holdout_by_class", by_class_json(info.holdout_by_class)},
                       {"probe", {{"workload", ops::format_params(e.probe_workload)},
                                  {"config", ops::format_config(e.probe_config)}}},
                       {"booster_format", "ubj"},
@@ -187,6 +195,15 @@ CrossModel CrossModel::load(const std::string& path) {
       e.info.trained_workloads = m.at("trained_workloads").get<std::vector<std::string>>();
       if (m.contains("exemplars")) e.info.exemplars = m.at("exemplars").get<std::vector<std::string>>();
       e.info.holdout = quality_from(m.at("holdout"));
+      // Files of models trained before families were pooled name one class.
+      e.info.trained_classes = m.contains("trained_classes")
+                                   ? m.at("trained_classes").get<std::vector<std::string>>()
+                                   : std::vector<std::string>{e.info.target_class};
+      if (m.contains("holdout_by_class")) {
+        for (const auto& [cls, q] : m.at("holdout_by_class").items()) {
+          e.info.holdout_by_class.emplace_back(cls, quality_from(q));
+        }
+      }
       const std::string name = e.info.op + "/" + e.info.target_class;
       // The op must still compute the same features, in the same order.
       const ops::Op* op = registry.find(e.info.op, detail::backend_of_class(e.info.target_class));

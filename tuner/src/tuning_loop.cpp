@@ -211,7 +211,9 @@ rpc::awaitable<void> TuningLoop::start() {
     // from them and fades them out as measurements arrive.
     if (std::string missing = missing_model(*options_.prior_model, task_.op_name(), task_.target); missing.empty()) {
       strategy_options.prior = model_prior(options_.prior_model, *space_, task_.target);
-      result_.prior = task_.op_name() + "/" + target_class(task_.target);
+      // The model's name: op/class, or op/family for a family's pooled model.
+      result_.prior =
+          task_.op_name() + "/" + options_.prior_model->serving(task_.op_name(), target_class(task_.target))->target_class;
     } else {
       result_.prior = "none: " + missing;
       log::warn(kLog, task_.op_name(), " ", result_.workload, ": ", missing, ": the search starts without a prior");

@@ -28,20 +28,21 @@ constexpr std::size_t kCacheLimit = std::size_t{1} << 20;
 // Temperature at the start of the chains, in standard deviations of the sample's scores.
 constexpr double kStartTemperature = 0.5;
 
-// Throws std::invalid_argument when `model` has no model for the op on `target`.
-std::string class_for(const CrossModel& model, const ops::Op& op, const host::Target& target) {
+// The model serving the op on `target`; throws std::invalid_argument when there is none.
+const OpModelInfo& serving_model(const CrossModel& model, const ops::Op& op, const host::Target& target) {
   if (std::string missing = missing_model(model, op.name(), target); !missing.empty()) {
     throw std::invalid_argument(missing);
   }
-  return target_class(target);
+  return *model.serving(op.name(), target_class(target));
 }
 
 // Scores of space points by the model, each point scored once (thread-safe).
 class PointScorer {
  public:
   PointScorer(std::shared_ptr<const CrossModel> model, const Space& space, const host::Target& target)
-      : model_(std::move(model)), space_(&space), traits_(target.traits) {
-    cls_ = class_for(*model_, space.op(), target);
+      : model_(std::move(model)), space_(&space), traits_(model_traits(target)) {
+    serving_model(*model_, space.op(), target);
+    cls_ = target_class(target);
   }
 
   // Scores of `points` in their order; the ones not seen yet in one predict call.
@@ -55,10 +56,10 @@ class PointScorer {
     }
     if (!fresh.empty() && !names_checked_) {
       // A model of other features than the op now has would rank garbage: refused.
-      const OpModelInfo* info = model_->find(space_->op().name(), cls_);
+      const OpModelInfo* info = model_->serving(space_->op().name(), cls_);
       if (cross_feature_names(space_->op(), space_->params(), space_->config(fresh.front()), traits_) !=
           info->feature_names) {
-        throw std::invalid_argument("the " + std::string(space_->op().name()) + "/" + cls_ +
+        throw std::invalid_argument("the " + std::string(space_->op().name()) + "/" + info->target_class +
                                     " cost model was trained on other features than this op has: retrain with "
                                     "kestrel cost-model train");
       }
@@ -135,11 +136,13 @@ double standard_deviation(const std::vector<float>& values) {
 
 std::string missing_model(const CrossModel& model, std::string_view op, const host::Target& target) {
   const std::string cls = target_class(target);
-  if (model.find(op, cls)) return {};
+  if (model.serving(op, cls)) return {};
   std::string has;
   for (const OpModelInfo& m : model.models()) has += (has.empty() ? "" : ", ") + m.op + "/" + m.target_class;
-  return "the cost model has no model for " + std::string(op) + " on " + cls + " targets (it has: " +
-         (has.empty() ? "none" : has) + "); kestrel cost-model train fits one from records of that op and target class";
+  const std::string family = class_family(cls);
+  return "the cost model has no model for " + std::string(op) + " on " + cls + " targets" +
+         (family.empty() ? "" : " or their family (" + family + ")") + " (it has: " + (has.empty() ? "none" : has) +
+         "); kestrel cost-model train fits one from records of that op and target class";
 }
 
 ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const host::Target& target,
@@ -161,7 +164,7 @@ ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const h
   // The configurations that were fastest on the model's training workloads, moved onto
   // this workload's knob domains (each value to the nearest one there): good register
   // tiles and blockings often carry over to other shapes, and a sample may miss them.
-  if (const OpModelInfo* info = model.find(space.op().name(), target_class(target))) {
+  if (const OpModelInfo* info = model.serving(space.op().name(), target_class(target))) {
     for (const std::string& text : info->exemplars) {
       if (auto p = nearest_point(space, text); p && drawn.insert(*p).second) sample.push_back(*p);
     }

@@ -41,10 +41,19 @@ struct CostModelUse {
   std::size_t zero_shot_verify = 0;  // with zero_shot: measure the top N and the default once
 };
 
+// The cost model Kestrel ships (share/cost-model/kestrel.kcm in the source tree): the file
+// $KESTREL_COST_MODEL names, else share/kestrel/cost-model.kcm beside the directory of the
+// running executable (an installed layout), else the source tree's. Empty when none of
+// them exists.
+std::string shipped_cost_model_path();
+// The places shipped_cost_model_path() looks, for messages.
+std::string shipped_cost_model_places();
+
 // The cost-model options (cost_model_option_specs): the file loaded (tuner::ModelFileError
-// when it is missing or not a cost model). UsageError for --zero-shot without
-// --cost-model, --zero-shot-verify without --zero-shot, and --zero-shot for a model's
-// tasks (`model`: export picks for those).
+// when it is missing or not a cost model); --zero-shot without --cost-model uses the
+// shipped model (tuner::ModelFileError when there is none). UsageError for
+// --zero-shot-verify without --zero-shot. `model`: the session tunes a model's tasks
+// (each gets its own pick).
 CostModelUse cost_model_use(OptionSource& source, bool model);
 
 // Sets the session up to use `use`: the prior (or the zero-shot pick) on options.tune,

@@ -1,13 +1,21 @@
-// The cross-workload cost model ("zero-shot"): one ranking model per op and target class,
-// trained on the records of many workloads, that orders the configurations of a workload
-// it never saw. Files (".kcm") hold every (op, target class) model with the feature
-// schema it was trained on, what it was trained on and its held-out ranking quality.
+// The cross-workload cost model ("zero-shot"): ranking models trained on the records of
+// many workloads that order the configurations of a workload they never saw. By default
+// one model per op and CPU family, pooled over the target classes of the family that the
+// records hold ("gemm/x86": the avx2 and avx512 records together), so that it also
+// answers for a class of the family it saw little or nothing of; GPU backends and
+// TrainOptions::pool_families false give one model per (op, target class). Files (".kcm")
+// hold every model with the feature schema it was trained on, the classes and workloads
+// it was trained on and its held-out ranking quality.
 //
 // Features (cross_features) are the op's own (Op::features, under features.cpp's signed
-// log) plus quantities that carry across shapes and machines: the op's tile footprints
-// as shares of the target's L1, L2 and L3, the target's vector width and register count.
-// Any change to them changes kFeatureSchemaVersion, and a file of another schema is
-// refused (retrain), never silently misread.
+// log) plus quantities relative to the target, which carry across shapes and machines:
+// the op's tile footprints as shares of the target's L1, L2 and L3; its register
+// features against the target's register file (a vector of the op's lanes takes several
+// registers where the target's are narrower); the target's vector width and register
+// count. The traits are those a record's target stands for (traits_of_record_target:
+// the register file of its ISA and that ISA's typical caches), the same in training and
+// in scoring. Any change to them changes kFeatureSchemaVersion, and a file of another
+// schema is refused (retrain), never silently misread.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +25,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kestrel/host/target.h"
@@ -26,7 +35,7 @@
 namespace kestrel::tuner {
 
 // Bumped whenever cross_features() changes (names, order or meaning).
-inline constexpr int kFeatureSchemaVersion = 1;
+inline constexpr int kFeatureSchemaVersion = 2;
 // Bumped whenever the .kcm layout changes.
 inline constexpr int kModelFileVersion = 1;
 
@@ -46,6 +55,13 @@ std::string target_class(const ops::TargetId& record_target);
 // The traits a record's target stands for (host::parse_target's; typical caches of its
 // ISA). Throws std::invalid_argument for a target Kestrel cannot compile for.
 ops::TargetTraits traits_of_record_target(const ops::TargetId& record_target);
+// The traits the model's features use for a target: those of its records
+// (traits_of_record_target of target.id()), so that scoring sees what training saw;
+// target.traits where the id names no target Kestrel can compile for.
+ops::TargetTraits model_traits(const host::Target& target);
+// The family a CPU class's models are pooled in: "x86" (sse, avx2, avx512), "arm" (neon,
+// neon32); empty for other classes (scalar, GPU backends), which are not pooled.
+std::string class_family(std::string_view target_class);
 
 // Features of one configuration for the cross-workload model, and their names (the
 // same names and order for every workload and target of the op).
@@ -71,7 +87,9 @@ struct RankingQuality {
 // One trained model of the file.
 struct OpModelInfo {
   std::string op;
-  std::string target_class;
+  std::string target_class;  // a class ("avx2"), or a family ("x86") for a pooled model
+  // The target classes of the records it trained on (one for a per-class model).
+  std::vector<std::string> trained_classes;
   std::vector<std::string> feature_names;
   std::size_t rows = 0;       // ok and failed records trained on
   std::size_t workloads = 0;  // distinct workloads (groups) trained on
@@ -81,12 +99,19 @@ struct OpModelInfo {
   // new shape beside the model's own search (good tiles often carry over).
   std::vector<std::string> exemplars;
   RankingQuality holdout;     // from leave-workloads-out folds; workloads == 0 if too few
+  // The same folds' quality per trained class (a pooled model's classes apart).
+  std::vector<std::pair<std::string, RankingQuality>> holdout_by_class;
 };
 
 struct TrainOptions {
   std::vector<std::string> ops;  // only these ops; empty: every op with enough records
   std::size_t folds = 5;         // leave-workloads-out folds for RankingQuality
   std::uint64_t seed = 1;
+  // One model per op and CPU family (class_family) over the records of all its classes;
+  // false: one per (op, target class).
+  bool pool_families = true;
+  // Only records of these target classes (empty: all).
+  std::vector<std::string> classes;
   // Called with a line of progress ("gemm/avx2: 31 workloads, 1,488 rows, fold 2/5").
   std::function<void(const std::string&)> progress;
 };
@@ -114,15 +139,18 @@ class CrossModel {
   void save(const std::string& path) const;
 
   const std::vector<OpModelInfo>& models() const;
-  // The model for (op, class), or null.
+  // The model stored under (op, class or family), or null.
   const OpModelInfo* find(std::string_view op, std::string_view target_class) const;
+  // The model that answers for (op, target class): the class's own, else the model pooled
+  // over its family (class_family); null when there is neither.
+  const OpModelInfo* serving(std::string_view op, std::string_view target_class) const;
 
   // Scores of configurations of one workload, higher = faster; only their order means
-  // anything. Throws std::invalid_argument when there is no model for (op,
+  // anything. Throws std::invalid_argument when no model serves (op,
   // target_class(target)) (naming the ones there are).
   std::vector<float> score(const ops::Op& op, const ops::Params& workload, const std::vector<ops::Config>& configs,
                            const host::Target& target) const;
-  // The same on precomputed cross_features rows.
+  // The same on precomputed cross_features rows, by the model serving (op, target_class).
   std::vector<float> score_rows(std::string_view op, std::string_view target_class,
                                 const std::vector<std::vector<float>>& rows) const;
 
@@ -131,7 +159,13 @@ class CrossModel {
   std::unique_ptr<Impl> impl_;
 };
 
-// Evaluates `model` on the records' workloads (all treated as unseen), as in training.
+// The (op, target class) pairs the records hold rankable workloads of (at least 2
+// distinct ok costs), sorted: what a model can be evaluated on.
+std::vector<std::pair<std::string, std::string>> record_classes(const std::vector<records::Record>& records,
+                                                                const ops::Registry& registry);
+
+// Evaluates `model` on the records' workloads of `target_class` (all treated as unseen),
+// as in training, with the model that serves that class.
 RankingQuality evaluate(const CrossModel& model, const std::vector<records::Record>& records, const ops::Registry& registry,
                         std::string_view op, std::string_view target_class);
 

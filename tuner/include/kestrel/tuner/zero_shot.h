@@ -37,12 +37,13 @@ struct ZeroShotPick {
   std::chrono::duration<double> elapsed{};
 };
 
-// Empty when `model` has a model for `op` on `target`'s class; otherwise a message saying
-// it has none and naming the ones it has ("the cost model has no model for gemm on
-// avx512 targets (it has: gemm/avx2, ...); ...").
+// Empty when a model of `model` serves `op` on `target`'s class (CrossModel::serving: the
+// class's own or its family's); otherwise a message saying it has none and naming the
+// ones it has ("the cost model has no model for gemm on neon targets or their family
+// (arm) (it has: gemm/x86, ...); ...").
 std::string missing_model(const CrossModel& model, std::string_view op, const host::Target& target);
 
-// Throws std::invalid_argument when `model` has no model for the space's op and
+// Throws std::invalid_argument when no model of `model` serves the space's op on
 // target_class(target) (naming the ones it has).
 // Throws std::invalid_argument as well when the space has no valid point to score.
 ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const host::Target& target,

@@ -12,7 +12,8 @@
 // rounds. With --verify N the model's top N are measured too and the fastest of them is
 // "verify-N" (what `kestrel tune --zero-shot --zero-shot-verify N` would keep).
 //
-// With --transfer T, the first --transfer-workloads held-out workloads are also tuned
+// With --transfer T, the --transfer-workloads held-out workloads whose default is furthest
+// below their tuned best (where search matters) are also tuned
 // twice from nothing for T trials (sa, seed 1, into a scratch database): without the
 // model and warm-started by it (TuneOptions::prior_model); the table gives the trials
 // each run needed to reach 95% of the from-scratch run's best.
@@ -83,8 +84,9 @@ const char* const kUsage =
     "  --threads N           threads per kernel, as the held-out data was measured (default 1)\n"
     "  --verify N            also measure the model's top N and keep the fastest (0: off; default 5)\n"
     "  --limit N             at most N workloads\n"
-    "  --transfer T          also tune the first --transfer-workloads workloads for T trials, from\n"
-    "                        scratch and warm-started by the model, and compare trials to 95%\n";
+    "  --transfer T          also tune --transfer-workloads workloads (those whose default is furthest\n"
+    "                        below their tuned best) for T trials, from scratch and warm-started by\n"
+    "                        the model, and compare trials to 95%\n";
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> out;
@@ -341,7 +343,7 @@ int main(int argc, char** argv) {
       for (std::size_t i = 3; i < t.size(); ++i) fastest = std::min(fastest, t[i]);
       row.verify = gflops(fastest);
       rows.push_back(row);
-      if (transfer_tasks.size() < o.transfer_workloads) transfer_tasks.push_back(task);
+      transfer_tasks.push_back(task);
     }
     if (rows.empty()) {
       throw std::runtime_error(o.db + " has no workload of a target " + device_target.to_string() + " runs that " +
@@ -386,6 +388,18 @@ int main(int argc, char** argv) {
               << fixed(slowest, 2) << " s, 0 measurements\n";
 
     if (o.transfer_trials > 0) {
+      // The workloads where search matters: those whose default is furthest below their
+      // tuned best (where the default is within 5% of it, "trials to 95%" is the first
+      // trial with or without a model, and says nothing).
+      std::vector<std::size_t> order(rows.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      auto gap = [&](std::size_t i) { return rows[i].tuned > 0 ? rows[i].fallback / rows[i].tuned : 1.0; };
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return gap(a) < gap(b); });
+      std::vector<tuner::Task> chosen;
+      for (std::size_t i = 0; i < order.size() && chosen.size() < o.transfer_workloads; ++i) {
+        chosen.push_back(transfer_tasks[order[i]]);
+      }
+      transfer_tasks = std::move(chosen);
       std::cout << "\ntransfer: sa from scratch vs warm-started by the model, " << o.transfer_trials
                 << " trials each; trials to 95% of the from-scratch best\n";
       std::printf("%-18s %-46s %9s %9s %9s %9s\n", "op", "workload", "scratch", "warm", "to95 scr", "to95 warm");

@@ -24,10 +24,12 @@
 #include "kestrel/deploy/portable_ops.h"
 #include "kestrel/deploy/python_tool.h"
 #include "kestrel/deploy/runner.h"
+#include "kestrel/frontend/tune_setup.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/graph.h"
 #include "kestrel/model/tasks.h"
+#include "kestrel/tuner/cross_model.h"
 
 namespace kestrel::tools {
 namespace {
@@ -45,7 +47,8 @@ int run_model(int argc, char** argv) {
   Args args("kestrel run",
             "Runs an ONNX model with Kestrel's kernels for its tuned operators (from an exported\n"
             "library with --kernels, else compiled here: at each task's best record of --db, chosen\n"
-            "as kestrel export chooses, or the op's default configuration) and\n"
+            "as kestrel export chooses, else a cost model's zero-shot pick with --zero-shot or\n"
+            "--cost-model, else the op's default configuration) and\n"
             "portable implementations for the rest, on seeded random inputs (float inputs uniform\n"
             "in [-1, 1); integer ones: a Gather's indices inside its table, a *mask* input ones,\n"
             "others small values; booleans true) or on --inputs FILE.npz. Checks the outputs\n"
@@ -63,6 +66,10 @@ int run_model(int argc, char** argv) {
   args.option("db", "FILE|URI", "records (from kestrel tune) whose best configurations the kernels compiled here "
                                 "use; tasks without a record use the op's default");
   args.option("key", "KEY", "with --db: only records measured on devices of this pool key");
+  args.option("cost-model", "FILE", "a cross-workload cost model (kestrel cost-model train): the kernels compiled here "
+                                    "for tasks without a record use its zero-shot pick");
+  args.flag("zero-shot", "the kernels compiled here for tasks without a record use the zero-shot pick of the cost "
+                         "model Kestrel ships (or of --cost-model)");
   args.option("threads", "N", "threads of Kestrel's kernels and of ONNX Runtime (intra-op)", "1");
   args.option("shape", "SYM=N", "values of the model's symbolic dimensions, e.g. seq=50");
   args.option("repeat", "R", "timed runs of each (after one untimed run)", "10");
@@ -87,6 +94,24 @@ int run_model(int argc, char** argv) {
       throw UsageError("--kernels and --db contradict each other: an exported library already holds its configurations");
     }
     if (args.has("key") && !args.has("db")) throw UsageError("--key goes with --db");
+    if (args.has("kernels") && (args.has("cost-model") || args.has("zero-shot"))) {
+      throw UsageError("--kernels and --cost-model/--zero-shot contradict each other: an exported library already holds "
+                       "its configurations (kestrel export --zero-shot picks them)");
+    }
+    // The cost model first: a missing or foreign file fails before anything runs.
+    std::shared_ptr<const tuner::CrossModel> cost_model;
+    std::string cost_model_path = args.get("cost-model");
+    if (cost_model_path.empty() && args.has("zero-shot")) {
+      cost_model_path = frontend::shipped_cost_model_path();
+      if (cost_model_path.empty()) {
+        throw tuner::ModelFileError("--zero-shot without --cost-model uses the cost model Kestrel ships, and there is "
+                                    "none at " + frontend::shipped_cost_model_places() +
+                                    " (set KESTREL_COST_MODEL or give --cost-model)");
+      }
+    }
+    if (!cost_model_path.empty()) {
+      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(cost_model_path));
+    }
     if (args.has("inputs") && args.has("seed")) throw UsageError("--inputs and --seed contradict each other: the inputs are given");
     const int threads = static_cast<int>(args.get_int("threads", 1, 1, 1024));
     const int repeat = static_cast<int>(args.get_int("repeat", 10, 1, 100000));
@@ -193,6 +218,7 @@ int run_model(int argc, char** argv) {
       deploy::KernelSource kernel_source;
       if (args.has("kernels")) kernel_source.exported = args.get("kernels");
       if (args.has("db")) kernel_source.records = args.get("db");
+      kernel_source.cost_model = cost_model;
       kernel_source.device_key = args.get("key");
       plan_options.block = deploy::plan_block(kernel_source, native.traits);
       plan = model::plan_model(m, plan_options);

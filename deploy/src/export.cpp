@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dispatcher.h"
+#include "zero_shot_choice.h"
 #include "kestrel/deploy/runner.h"
 #include "kestrel/host/link.h"
 #include "kestrel/records/config_choice.h"
@@ -147,22 +148,8 @@ ExportReport export_library(records::RecordStore& records, host::Compiler& compi
       rules.same_triple = true;
       rules.device_key = options.device_key;
       if (options.cost_model) {
-        rules.fallback = [&](std::vector<std::string>& notes) -> std::optional<ops::Config> {
-          // The cost model's pick, when it has a model for the op on this target.
-          if (std::string missing = tuner::missing_model(*options.cost_model, op_name, target); !missing.empty()) {
-            if (unmodelled.insert(op_name).second) {
-              notes.push_back(op_name + ": " + missing + "; its tasks without a record are at the op's default");
-            }
-            return std::nullopt;
-          }
-          const tuner::Space space(*op, task.params, target.traits);
-          try {
-            const tuner::ZeroShotPick pick = tuner::zero_shot_pick(*options.cost_model, space, target);
-            return space.config(pick.points.front());
-          } catch (const std::invalid_argument& e) {  // no valid point to score
-            notes.push_back(op_name + " " + ops::format_params(task.params) + ": " + e.what() + "; at the op's default");
-            return std::nullopt;
-          }
+        rules.fallback = [&](std::vector<std::string>& notes) {
+          return detail::zero_shot_choice(*options.cost_model, *op, task.params, target, unmodelled, notes);
         };
       }
       const records::ConfigChoice choice =

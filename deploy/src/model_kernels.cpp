@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "kestrel/base/usage_error.h"
 #include "kestrel/records/config_choice.h"
 #include "kestrel/records/records.h"
+#include "zero_shot_choice.h"
 
 namespace kestrel::deploy {
 namespace {
@@ -53,20 +55,38 @@ ModelKernels model_kernels(const KernelSource& source, const model::Plan& plan,
     return kernels;
   }
   std::map<std::string, ops::Config> configs;
-  if (source.records) {
-    const auto db = records::open_records(*source.records, records::OpenMode::existing);
-    const std::vector<records::Best> bests = db->best();
+  if (source.records || source.cost_model) {
+    std::vector<records::Best> bests;
+    std::string location;
+    if (source.records) {
+      const auto db = records::open_records(*source.records, records::OpenMode::existing);
+      bests = db->best();
+      location = db->location();
+    }
     records::ChoiceRules rules;
     rules.same_triple = true;
     rules.device_key = source.device_key;
+    std::set<std::string> unmodelled;
+    std::size_t recorded = 0, picked = 0;
     for (const model::ModelTask& task : plan.tasks) {
+      if (source.cost_model) {
+        rules.fallback = [&](std::vector<std::string>& notes) {
+          return detail::zero_shot_choice(*source.cost_model, *task.op, task.params, target, unmodelled, notes);
+        };
+      }
       const records::ConfigChoice choice = records::choose_config(*task.op, task.params, target.id(), target.traits, bests, rules);
       for (const std::string& note : choice.notes) kernels.notes.push_back(task.key() + ": " + note);
-      if (choice.source == records::ConfigSource::recorded) configs[task.key()] = choice.config;
+      if (choice.source == records::ConfigSource::default_config) continue;
+      configs[task.key()] = choice.config;
+      ++(choice.source == records::ConfigSource::recorded ? recorded : picked);
     }
-    kernels.description = "compiled here: " + std::to_string(configs.size()) + " of " + std::to_string(plan.tasks.size()) +
-                          " tasks at their best record in " + db->location() + ", the rest at the ops' defaults (" +
-                          target.to_string() + ")";
+    const std::string of = " of " + std::to_string(plan.tasks.size()) + " tasks";
+    std::string text = "compiled here: ";
+    if (source.records) text += std::to_string(recorded) + of + " at their best record in " + location + ", ";
+    if (source.cost_model) {
+      text += std::to_string(picked) + (source.records ? std::string() : of) + " at the cost model's zero-shot pick, ";
+    }
+    kernels.description = text + "the rest at the ops' defaults (" + target.to_string() + ")";
   } else {
     kernels.description = "compiled here at the ops' default configurations (" + target.to_string() + ")";
   }

@@ -174,7 +174,8 @@ TEST_CASE("model: kestrel run on an exported library dispatches untuned sequence
   CHECK(bucket);
 }
 
-TEST_CASE("model: kestrel run --db compiles each task at its best record and still matches", "[model][e2e]") {
+TEST_CASE("model: kestrel run --db compiles each task at its best record (the others at zero-shot picks with --zero-shot) and still matches",
+          "[model][e2e]") {
   require_onnxruntime();
   kestrel::test::TempDir dir;
   std::string model = make_model(dir, "bert_layer");
@@ -219,6 +220,26 @@ TEST_CASE("model: kestrel run --db compiles each task at its best record and sti
     used = used || k.get<std::string>().find("compiled " + kestrel::ops::format_config(tuned)) != std::string::npos;
   }
   CHECK(used);
+
+  // With the shipped cost model too: the recorded task keeps its record, the others get
+  // the model's picks (gemm and the like), and the outputs still match.
+  j = run_json(dir, {"--model", model, "--shape", "seq=3", "--db", db, "--zero-shot"}, 0);
+  check_match(j, 6);
+  CHECK_THAT(j["kernels"].get<std::string>(), Catch::StartsWith("compiled here: 1 of ") &&
+                                                  Catch::Contains("at the cost model's zero-shot pick"));
+  used = false;
+  for (const auto& k : j["kernels_used"]) {
+    used = used || k.get<std::string>().find("compiled " + kestrel::ops::format_config(tuned)) != std::string::npos;
+  }
+  CHECK(used);
+  Result zero = run({KESTREL_BIN, "run", "--model", model, "--zero-shot", "--kernels", dir.path()}, dir, "zero.log");
+  CHECK(zero.code == 2);
+  CHECK_THAT(zero.output, Catch::Contains("--kernels and --cost-model/--zero-shot contradict"));
+  Result absent = run({"/usr/bin/env", "KESTREL_COST_MODEL=" + dir.file("absent.kcm"), KESTREL_BIN, "run", "--model",
+                       model, "--shape", "seq=3", "--zero-shot", "--no-check"},
+                      dir, "absent.log");
+  CHECK(absent.code == 2);
+  CHECK_THAT(absent.output, Catch::Contains("absent.kcm"));
 
   Result both = run({KESTREL_BIN, "run", "--model", model, "--db", db, "--kernels", dir.path()}, dir, "both.log");
   CHECK(both.code == 2);

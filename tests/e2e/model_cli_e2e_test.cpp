@@ -93,7 +93,7 @@ TEST_CASE("e2e: kestrel dataset writes one CSV row per usable record with featur
   CHECK(header.rfind("op,workload,target,target_class,device_key,device_model,config,status,cost_s,gflops,relative,"
                      "final,",
                      0) == 0);
-  CHECK_THAT(header, Contains("cross.gemm.b_block_bytes/l2") && Contains("depthwise_conv2d.tile_input_bytes") &&
+  CHECK_THAT(header, Contains("cross.gemm.b_block_bytes/l2") && Contains("cross.depthwise_conv2d.tile_input_bytes/l1d") &&
                          Contains("target.vector_floats") && Contains(",trait.isa,") && Contains("trait.cores"));
   // A gemm row: the workload quoted (it has commas), the class, a relative throughput.
   CHECK(lines[1].rfind("gemm,\"K=256,M=64,N=128\",x86_64-linux-gnu (znver3),avx2,local,AMD EPYC,\"", 0) == 0);

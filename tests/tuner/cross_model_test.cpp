@@ -243,6 +243,12 @@ TEST_CASE("cross features count the op's register tile against the target's regi
   CHECK(cross_features(gemm, shape, config, avx512)[i] == Approx(squash_feature(share)));
   CHECK(cross_features(gemm, shape, config, avx2)[i] == Approx(squash_feature(share * 4)));
   CHECK(cross_feature_names(gemm, shape, config, avx2) == names);
+  // The absolute forms are gone: a model of one class cannot learn them.
+  for (const char* absolute : {"knob.vec", "gemm.register_share", "gemm.accumulator_share", "gemm.vector_width_share",
+                               "gemm.b_block_bytes"}) {
+    CHECK(std::find(names.begin(), names.end(), absolute) == names.end());
+  }
+  CHECK(std::find(names.begin(), names.end(), "cross.vector_lanes/vector_floats") != names.end());
 }
 
 TEST_CASE("a family's model pools its classes' records and answers for a class it has none of",

@@ -79,6 +79,19 @@ std::vector<std::pair<std::string, double>> named_cross_features(const ops::Op& 
     if (!ends_with(name, "register_share") && !ends_with(name, "accumulator_share")) continue;
     out.emplace_back("cross." + name + "/registers", value * 32.0 * per_vector / registers);
   }
+  // The absolute forms of what now has a relative one leave: the vector length in floats
+  // (knob.vec, param.block, *vector_width_share: cross.vector_lanes/vector_floats), the
+  // register shares against a fixed 32 (their /registers forms) and footprints in bytes
+  // (their cache shares). Within one class each is its relative form times a constant,
+  // so no ranking loses anything; across classes only the relative form means the same,
+  // and a model trained on one class cannot learn a threshold that holds on its register
+  // file and caches alone (vec=16 is one register on AVX-512 and two on AVX2).
+  std::erase_if(out, [](const std::pair<std::string, double>& f) {
+    const std::string& name = f.first;
+    if (name.starts_with("cross.")) return false;
+    return name == "knob.vec" || name == "param.block" || ends_with(name, "vector_width_share") ||
+           ends_with(name, "register_share") || ends_with(name, "accumulator_share") || ends_with(name, "_bytes");
+  });
   return out;
 }
 

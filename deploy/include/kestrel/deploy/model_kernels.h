@@ -2,7 +2,8 @@
 // whose manifest fixes the plan's NCHWc block, or kernels compiled here for the native
 // target, each task at its best record of a records database (chosen as `kestrel export`
 // chooses: records::choose_config among the records of the target's triple, the exact
-// target first) or at the op's default configuration.
+// target first), else at a cost model's zero-shot pick when one is given, else at the
+// op's default configuration.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "kestrel/host/target.h"
 #include "kestrel/model/tasks.h"
 #include "kestrel/ops/op.h"
+#include "kestrel/tuner/cross_model.h"
 
 namespace kestrel::deploy {
 
@@ -24,6 +26,8 @@ struct KernelSource {
   std::optional<std::string> records;   // compiling here: the records (a path or URI) whose best configurations
                                         // to use; none: the ops' defaults
   std::string device_key;               // with records: only records measured on devices of this pool key
+  // Compiling here: tasks without a record get this cost model's zero-shot pick.
+  std::shared_ptr<const tuner::CrossModel> cost_model;
 };
 
 // The NCHWc block the model must be planned at: the exported library's (its

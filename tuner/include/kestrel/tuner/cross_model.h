@@ -12,7 +12,9 @@
 // the op's tile footprints as shares of the target's L1, L2 and L3; its register
 // features against the target's register file (a vector of the op's lanes takes several
 // registers where the target's are narrower); the target's vector width and register
-// count. The traits are those a record's target stands for (traits_of_record_target:
+// count. The op's absolute forms of these (its vector length in floats, register shares
+// against a fixed 32, footprints in bytes) are left out: a model trained on one class
+// then has only what means the same on another. The traits are those a record's target stands for (traits_of_record_target:
 // the register file of its ISA and that ISA's typical caches), the same in training and
 // in scoring. Any change to them changes kFeatureSchemaVersion, and a file of another
 // schema is refused (retrain), never silently misread.
@@ -35,7 +37,7 @@
 namespace kestrel::tuner {
 
 // Bumped whenever cross_features() changes (names, order or meaning).
-inline constexpr int kFeatureSchemaVersion = 2;
+inline constexpr int kFeatureSchemaVersion = 3;
 // Bumped whenever the .kcm layout changes.
 inline constexpr int kModelFileVersion = 1;
 

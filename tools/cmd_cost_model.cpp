@@ -107,6 +107,9 @@ nlohmann::json models_json(const std::vector<tuner::OpModelInfo>& models, bool w
     for (const auto& [cls, q] : m.holdout_by_class) by_class[cls] = quality_json(q);
     one["holdout_by_class"] = std::move(by_class);
     if (with_workloads) {
+      nlohmann::json limits = nlohmann::json::object();
+      for (const auto& [name, value] : m.register_limits) limits[name] = value;
+      one["register_limits"] = std::move(limits);
       one["feature_names"] = m.feature_names;
       one["trained_workloads"] = m.trained_workloads;
     }

@@ -139,14 +139,16 @@ def test_tune_a_model_tunes_each_of_its_tasks(tmp_path):
     assert len(records) >= 8
 
 
-def test_tune_model_refuses_an_op_beside_it_and_options_of_models_without_one(tmp_path):
+def test_tune_model_refuses_an_op_beside_it_and_options_of_models_without_one(tmp_path, monkeypatch):
     with pytest.raises(kestrel.UsageError, match="not both"):
         kestrel.tune("gemm", SHAPE, model=tmp_path / "m.onnx")
     with pytest.raises(kestrel.UsageError, match="buckets and block go with model="):
         kestrel.tune("gemm", SHAPE, buckets="seq=8")
     with pytest.raises(kestrel.ModelError, match="missing.onnx"):
         kestrel.tune(model=tmp_path / "missing.onnx")
-    with pytest.raises(kestrel.UsageError, match="zero_shot needs cost_model"):
+    # zero_shot without cost_model takes the shipped model; where there is none, it says where it looked.
+    monkeypatch.setenv("KESTREL_COST_MODEL", os.fspath(tmp_path / "absent.kcm"))
+    with pytest.raises(kestrel.ModelError, match="absent.kcm"):
         kestrel.tune("gemm", SHAPE, zero_shot=True)
 
 

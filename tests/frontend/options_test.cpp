@@ -114,17 +114,20 @@ TEST_CASE("frontend: ranges and cross-checks name the option as the user spelled
   CHECK_THAT(usage_error([&] { frontend::tune_options(bad_budget); }),
              Catch::StartsWith("--time-budget '15x' has an unknown unit 'x'"));
   // The cost-model options: each contradiction before any file is read.
-  MapSource zero_alone(Opts{{"zero-shot", ""}});
-  CHECK(usage_error([&] { frontend::cost_model_use(zero_alone, false); }) ==
-        "--zero-shot needs --cost-model (a file of kestrel cost-model train)");
   MapSource verify_alone(Opts{{"zero-shot-verify", "3"}});
   CHECK(usage_error([&] { frontend::cost_model_use(verify_alone, false); }) ==
         "--zero-shot-verify goes with --zero-shot");
-  MapSource zero_model(Opts{{"zero-shot", ""}, {"cost-model", "m.kcm"}});
-  CHECK_THAT(usage_error([&] { frontend::cost_model_use(zero_model, true); }),
-             Catch::StartsWith("--zero-shot picks for an op's workloads"));
   MapSource nothing(Opts{});
   CHECK_FALSE(frontend::cost_model_use(nothing, false).model);
+  // --zero-shot alone takes the model Kestrel ships, for a workload or a model's tasks.
+  MapSource zero_alone(Opts{{"zero-shot", ""}});
+  for (bool model : {false, true}) {
+    const frontend::CostModelUse shipped = frontend::cost_model_use(zero_alone, model);
+    CHECK(shipped.zero_shot);
+    CHECK(shipped.model);
+    CHECK(shipped.path == frontend::shipped_cost_model_path());
+    CHECK_THAT(shipped.path, Catch::EndsWith("share/cost-model/kestrel.kcm"));
+  }
 }
 
 TEST_CASE("frontend: kestrel query and kestrel.query read one set of options", "[frontend]") {

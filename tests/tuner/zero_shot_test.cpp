@@ -5,10 +5,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "kestrel/tuner/space.h"
+#include "kestrel/tuner/tuning_loop.h"
 #include "kestrel/tuner/zero_shot.h"
 #include "tuner/synthetic_gemm.h"
 
@@ -143,4 +148,58 @@ TEST_CASE("zero-shot: the prior scores points as the model does, each point once
   for (std::size_t i = 0; i < scores.size(); ++i) CHECK(scores[i] == Approx(direct[i]));
   // Asked again (from the cache), the same.
   CHECK(prior(points) == scores);
+}
+
+TEST_CASE("zero-shot: picks stay within the register pressure of the training workloads' fastest configurations",
+          "[zero_shot]") {
+  const ops::Registry registry = ops::builtin_ops();
+  const ops::Op& gemm = registry.get("gemm");
+  const host::Target target = test::synthetic_target();
+  const ops::Params workload = test::synthetic_unseen_workloads().front();
+  const tuner::Space space(gemm, workload, target.traits);
+  const ops::TargetTraits traits = tuner::model_traits(target);
+  tuner::Rng rng(1);
+  const auto names = tuner::cross_feature_names(gemm, workload, space.config(*space.sample_valid(rng)), traits);
+  auto index_of = [&](const std::string& name) {
+    auto it = std::find(names.begin(), names.end(), name);
+    REQUIRE(it != names.end());
+    return static_cast<std::size_t>(it - names.begin());
+  };
+  tuner::ZeroShotOptions options;
+  options.top = 8;
+  auto within = [&](const tuner::CrossModel& model, const std::vector<std::pair<std::string, float>>& limits) {
+    const tuner::ZeroShotPick pick = tuner::zero_shot_pick(model, space, target, options);
+    REQUIRE_FALSE(pick.points.empty());
+    for (std::uint64_t p : pick.points) {
+      const auto row = tuner::cross_features(gemm, workload, space.config(p), traits);
+      for (const auto& [name, limit] : limits) CHECK(row[index_of(name)] <= limit + 1e-5f);
+    }
+  };
+
+  // The model's own limits: one per register feature, from its training data.
+  const tuner::CrossModel& model = test::synthetic_gemm_model();
+  const auto& limits = model.models().front().register_limits;
+  REQUIRE(limits.size() == 2);  // gemm's register and accumulator shares
+  within(model, limits);
+
+  // A tighter limit (the op's default's own pressure) binds: every pick is at or below it,
+  // and the file keeps it.
+  const auto default_row = tuner::cross_features(gemm, workload, gemm.default_config(workload, target.traits), traits);
+  const std::string path = (std::filesystem::temp_directory_path() / ("kestrel-limits-" + tuner::new_session_id() + ".kcm")).string();
+  model.save(path);
+  nlohmann::json file = nlohmann::json::parse(std::ifstream(path));
+  std::vector<std::pair<std::string, float>> tight;
+  for (const auto& [name, limit] : limits) {
+    tight.emplace_back(name, default_row[index_of(name)]);
+    file["models"][0]["register_limits"][name] = tight.back().second;
+  }
+  std::ofstream(path) << file.dump();
+  const tuner::CrossModel tightened = tuner::CrossModel::load(path);
+  CHECK(tightened.models().front().register_limits == tight);
+  within(tightened, tight);
+  // A limit naming no feature of the model is a damaged file.
+  file["models"][0]["register_limits"]["cross.nothing/registers"] = 1.0;
+  std::ofstream(path) << file.dump();
+  CHECK_THROWS_WITH(tuner::CrossModel::load(path), Contains("register limit") && Contains("cross.nothing/registers"));
+  std::filesystem::remove(path);
 }

@@ -479,6 +479,18 @@ CrossModel CrossModel::train(const std::vector<records::Record>& records, const 
       auto& list = entry.info.exemplars;
       if (std::find(list.begin(), list.end(), text) == list.end()) list.push_back(std::move(text));
     }
+    // The register pressure of each workload's fastest configuration, at most.
+    for (std::size_t j = 0; j < d.feature_names.size(); ++j) {
+      const std::string& feature = d.feature_names[j];
+      if (!feature.starts_with("cross.") || !ends_with(feature, "/registers")) continue;
+      float limit = -std::numeric_limits<float>::infinity();
+      for (const auto& g : d.groups) {
+        if (!g.rankable) continue;
+        const auto best = std::min_element(g.costs.begin(), g.costs.end()) - g.costs.begin();
+        limit = std::max(limit, g.rows[static_cast<std::size_t>(best)][j]);
+      }
+      if (std::isfinite(limit)) entry.info.register_limits.emplace_back(feature, limit);
+    }
     entry.info.holdout = detail::summarise(held);
     for (const auto& [cls, groups] : held_by_class) {
       entry.info.holdout_by_class.emplace_back(cls, detail::summarise(groups));

@@ -3,6 +3,7 @@
 // atomically; loaded strictly: a file this Kestrel would misread is refused, never used.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -91,6 +92,12 @@ RankingQuality quality_from(const json& j) {
   return q;
 }
 
+json limits_json(const std::vector<std::pair<std::string, float>>& limits) {
+  json out = json::object();
+  for (const auto& [name, value] : limits) out[name] = value;
+  return out;
+}
+
 json by_class_json(const std::vector<std::pair<std::string, RankingQuality>>& by_class) {
   json out = json::object();
   for (const auto& [cls, q] : by_class) out[cls] = quality_json(q);
@@ -116,6 +123,7 @@ void CrossModel::save(const std::string& path) const {
                       {"workloads", info.workloads},
                       {"trained_workloads", info.trained_workloads},
                       {"exemplars", info.exemplars},
+                      {"register_limits", limits_json(info.register_limits)},
                       {"holdout", quality_json(info.holdout)},
                       {"holdout_by_class", by_class_json(info.holdout_by_class)},
                       {"probe", {{"workload", ops::format_params(e.probe_workload)},
@@ -199,6 +207,16 @@ CrossModel CrossModel::load(const std::string& path) {
       e.info.trained_classes = m.contains("trained_classes")
                                    ? m.at("trained_classes").get<std::vector<std::string>>()
                                    : std::vector<std::string>{e.info.target_class};
+      // Files without them (older ones) bound nothing.
+      if (m.contains("register_limits")) {
+        for (const auto& [name, value] : m.at("register_limits").items()) {
+          if (std::find(e.info.feature_names.begin(), e.info.feature_names.end(), name) == e.info.feature_names.end()) {
+            throw ModelFileError("model file '" + path + "' is damaged: a register limit names '" + name +
+                                 "', not one of its features");
+          }
+          e.info.register_limits.emplace_back(name, value.get<float>());
+        }
+      }
       if (m.contains("holdout_by_class")) {
         for (const auto& [cls, q] : m.at("holdout_by_class").items()) {
           e.info.holdout_by_class.emplace_back(cls, quality_from(q));

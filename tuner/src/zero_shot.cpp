@@ -1,6 +1,8 @@
 // Zero-shot picks: a uniform valid sample of the space and the op's default scored by
 // the cross-workload model, then annealing chains over the model's scores from the best
-// of them; and the same scores, memoised per point, as the prior of a warm start.
+// of them; and the same scores, memoised per point, as the prior of a warm start. A
+// configuration whose register pressure is past any training workload's fastest one
+// (OpModelInfo::register_limits) ranks below every one within it.
 #include "kestrel/tuner/zero_shot.h"
 
 #include <algorithm>
@@ -27,6 +29,10 @@ constexpr std::uint64_t kExhaustive = 4;
 constexpr std::size_t kCacheLimit = std::size_t{1} << 20;
 // Temperature at the start of the chains, in standard deviations of the sample's scores.
 constexpr double kStartTemperature = 0.5;
+// Subtracted from the score of a configuration whose register pressure is past the
+// model's register_limits: below every configuration within them (ranking scores span a
+// few units), still ordered among themselves when nothing else is valid.
+constexpr float kBeyondLimits = 1000.0f;
 
 // The model serving the op on `target`; throws std::invalid_argument when there is none.
 const OpModelInfo& serving_model(const CrossModel& model, const ops::Op& op, const host::Target& target) {
@@ -41,8 +47,12 @@ class PointScorer {
  public:
   PointScorer(std::shared_ptr<const CrossModel> model, const Space& space, const host::Target& target)
       : model_(std::move(model)), space_(&space), traits_(model_traits(target)) {
-    serving_model(*model_, space.op(), target);
+    const OpModelInfo& info = serving_model(*model_, space.op(), target);
     cls_ = target_class(target);
+    for (const auto& [name, limit] : info.register_limits) {
+      auto it = std::find(info.feature_names.begin(), info.feature_names.end(), name);
+      if (it != info.feature_names.end()) limits_.emplace_back(static_cast<std::size_t>(it - info.feature_names.begin()), limit);
+    }
   }
 
   // Scores of `points` in their order; the ones not seen yet in one predict call.
@@ -73,7 +83,9 @@ class PointScorer {
         rows.push_back(cross_features(space_->op(), space_->params(), space_->config(fresh[i]), traits_));
       }
       std::vector<float> scored = model_->score_rows(space_->op().name(), cls_, rows);
-      for (std::size_t i = begin; i < end; ++i) scores_.emplace(fresh[i], scored[i - begin]);
+      for (std::size_t i = begin; i < end; ++i) {
+        scores_.emplace(fresh[i], scored[i - begin] - (beyond_limits(rows[i - begin]) ? kBeyondLimits : 0.0f));
+      }
     }
     std::vector<float> out;
     out.reserve(points.size());
@@ -85,6 +97,15 @@ class PointScorer {
   const std::unordered_map<std::uint64_t, float>& scored() const { return scores_; }
 
  private:
+  // Whether a configuration's register pressure is past what the model saw fast.
+  bool beyond_limits(const std::vector<float>& row) const {
+    for (const auto& [index, limit] : limits_) {
+      if (index < row.size() && row[index] > limit + 1e-5f) return true;
+    }
+    return false;
+  }
+
+  std::vector<std::pair<std::size_t, float>> limits_;  // feature index, highest squashed value
   std::shared_ptr<const CrossModel> model_;
   const Space* space_;
   ops::TargetTraits traits_;

@@ -100,6 +100,11 @@ struct OpModelInfo {
   // configurations that were best for some shape, which zero-shot picks consider for a
   // new shape beside the model's own search (good tiles often carry over).
   std::vector<std::string> exemplars;
+  // The highest register pressure (each cross.*/registers feature, squashed) of any
+  // training workload's fastest configuration: zero-shot picks stay at or below it, where
+  // the model has seen what is fast (cross features past it are extrapolation: the model
+  // cannot tell a tile that spills on a smaller register file from one that fits).
+  std::vector<std::pair<std::string, float>> register_limits;
   RankingQuality holdout;     // from leave-workloads-out folds; workloads == 0 if too few
   // The same folds' quality per trained class (a pooled model's classes apart).
   std::vector<std::pair<std::string, RankingQuality>> holdout_by_class;

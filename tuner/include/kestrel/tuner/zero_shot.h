@@ -4,7 +4,8 @@
 // space of at most 4 x samples points), the op's default and the model's exemplars (the
 // fastest configurations of its training workloads, moved onto this workload's knob
 // domains), then runs annealing chains over the model's scores from the best of them, all
-// in batched predict calls; a few seconds for spaces of 10^9 points.
+// in batched predict calls; a few seconds for spaces of 10^9 points. Configurations whose
+// register pressure is past the model's register_limits rank below all others.
 #pragma once
 
 #include <chrono>

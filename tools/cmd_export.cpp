@@ -171,19 +171,10 @@ int run_export(int argc, char** argv) {
     if (!args.has("model")) throw UsageError("--model is required (the ONNX model whose tasks to export)");
     if (!args.has("out")) throw UsageError("-o/--out is required (the folder the library is written to)");
     // The cost model first: a missing or foreign file fails before anything is read.
-    std::shared_ptr<const tuner::CrossModel> cost_model;
-    std::string cost_model_path = args.get("cost-model");
-    if (cost_model_path.empty() && args.has("zero-shot")) {
-      cost_model_path = frontend::shipped_cost_model_path();
-      if (cost_model_path.empty()) {
-        throw tuner::ModelFileError("--zero-shot without --cost-model uses the cost model Kestrel ships, and there is "
-                                    "none at " + frontend::shipped_cost_model_places() +
-                                    " (set KESTREL_COST_MODEL or give --cost-model)");
-      }
-    }
-    if (!cost_model_path.empty()) {
-      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(cost_model_path));
-    }
+    const frontend::CostModelUse use =
+        frontend::load_cost_model(args.get("cost-model"), args.has("zero-shot"), "--zero-shot", "--cost-model");
+    const std::shared_ptr<const tuner::CrossModel>& cost_model = use.model;
+    const std::string& cost_model_path = use.path;
     host::Target target;
     try {
       target = host::parse_target(args.get("target", "native"), args.get("cpu"));

@@ -99,19 +99,8 @@ int run_model(int argc, char** argv) {
                        "its configurations (kestrel export --zero-shot picks them)");
     }
     // The cost model first: a missing or foreign file fails before anything runs.
-    std::shared_ptr<const tuner::CrossModel> cost_model;
-    std::string cost_model_path = args.get("cost-model");
-    if (cost_model_path.empty() && args.has("zero-shot")) {
-      cost_model_path = frontend::shipped_cost_model_path();
-      if (cost_model_path.empty()) {
-        throw tuner::ModelFileError("--zero-shot without --cost-model uses the cost model Kestrel ships, and there is "
-                                    "none at " + frontend::shipped_cost_model_places() +
-                                    " (set KESTREL_COST_MODEL or give --cost-model)");
-      }
-    }
-    if (!cost_model_path.empty()) {
-      cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(cost_model_path));
-    }
+    const std::shared_ptr<const tuner::CrossModel> cost_model =
+        frontend::load_cost_model(args.get("cost-model"), args.has("zero-shot"), "--zero-shot", "--cost-model").model;
     if (args.has("inputs") && args.has("seed")) throw UsageError("--inputs and --seed contradict each other: the inputs are given");
     const int threads = static_cast<int>(args.get_int("threads", 1, 1, 1024));
     const int repeat = static_cast<int>(args.get_int("repeat", 10, 1, 100000));

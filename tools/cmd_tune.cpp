@@ -354,7 +354,7 @@ int run_tune(int argc, char** argv) {
     bool from_set = args.has("workloads");
     bool from_model = args.has("model");
     // The cost model first: a missing or foreign file fails before anything starts.
-    const frontend::CostModelUse cost_model_use = frontend::cost_model_use(source, from_model);
+    const frontend::CostModelUse cost_model_use = frontend::cost_model_use(source);
     const std::shared_ptr<const tuner::CrossModel>& cost_model = cost_model_use.model;
     ops::Registry registry = ops::builtin_ops();
     std::vector<tuner::TuneJob> jobs;

@@ -67,30 +67,35 @@ std::string shipped_cost_model_places() {
   return out;
 }
 
-CostModelUse cost_model_use(OptionSource& source, bool model) {
+CostModelUse load_cost_model(const std::string& file, bool zero_shot, const std::string& zero_shot_option,
+                             const std::string& file_option) {
+  CostModelUse use;
+  use.zero_shot = zero_shot;
+  use.path = file;
+  if (use.path.empty() && zero_shot) {
+    use.path = shipped_cost_model_path();
+    if (use.path.empty()) {
+      throw tuner::ModelFileError(zero_shot_option + " without " + file_option +
+                                  " uses the cost model Kestrel ships, and there is none at " +
+                                  shipped_cost_model_places() + " (set KESTREL_COST_MODEL or give " + file_option + ")");
+    }
+  }
+  if (!use.path.empty()) use.model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(use.path));
+  return use;
+}
+
+CostModelUse cost_model_use(OptionSource& source) {
   const OptionSpec& file = option_spec("cost-model");
   const OptionSpec& zero_shot = option_spec("zero-shot");
   const OptionSpec& verify = option_spec("zero-shot-verify");
-  (void)model;
-  CostModelUse use;
-  use.zero_shot = source.flag(zero_shot);
-  use.zero_shot_verify = static_cast<std::size_t>(integer_of(source, verify));
-  if (source.has(verify) && !use.zero_shot) {
+  const bool picks = source.flag(zero_shot);
+  if (source.has(verify) && !picks) {
     throw UsageError(source.spell(verify) + " goes with " + source.spell(zero_shot));
   }
-  if (source.has(file)) {
-    use.path = source.text(file);
-  } else if (use.zero_shot) {
-    use.path = shipped_cost_model_path();
-    if (use.path.empty()) {
-      throw tuner::ModelFileError(source.spell(zero_shot) + " without " + source.spell(file) +
-                                  " uses the cost model Kestrel ships, and there is none at " +
-                                  shipped_cost_model_places() + " (set KESTREL_COST_MODEL or give " +
-                                  source.spell(file) + ")");
-    }
-  }
   // Loaded now: a missing or foreign file fails before anything starts.
-  if (!use.path.empty()) use.model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(use.path));
+  CostModelUse use = load_cost_model(source.has(file) ? source.text(file) : std::string(), picks,
+                                     source.spell(zero_shot), source.spell(file));
+  use.zero_shot_verify = static_cast<std::size_t>(integer_of(source, verify));
   return use;
 }
 

@@ -339,7 +339,7 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
   session_options.tune = tune;
   session_options.registry = &registry;
   // A cost model (kestrel cost-model train) as the search's prior, or picking without a search.
-  const frontend::CostModelUse cost_model = frontend::cost_model_use(source, model != nullptr);
+  const frontend::CostModelUse cost_model = frontend::cost_model_use(source);
   frontend::use_cost_model(session_options, cost_model, target_of(o), model ? nullptr : jobs.front().op, registry);
   if (model) frontend::tune_model_tasks(session_options, model, buckets, block, registry);
   o.done();

@@ -114,18 +114,11 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
   const std::string cpu = take("cpu");
   const std::string key = take("key");
   const std::string runtime_dir = take("runtime_dir");
-  std::string cost_model_path = take("cost_model");
   const bool zero_shot = options.contains("zero_shot") && !options["zero_shot"].is_none() &&
                          options["zero_shot"].cast<bool>();
-  if (zero_shot && cost_model_path.empty()) {
-    cost_model_path = frontend::shipped_cost_model_path();
-    if (cost_model_path.empty()) {
-      throw tuner::ModelFileError("zero_shot=True without cost_model= uses the cost model Kestrel ships, and there "
-                                  "is none at " + frontend::shipped_cost_model_places() +
-                                  " (set KESTREL_COST_MODEL or give cost_model=)");
-    }
-  }
   if (zero_shot && model_path.empty()) throw UsageError("zero_shot=True picks for a model's tasks: give model=");
+  const frontend::CostModelUse cost_model = frontend::load_cost_model(take("cost_model"), zero_shot, "zero_shot=True",
+                                                                      "cost_model=");
   const std::int64_t block = options.contains("block") && !options["block"].is_none() ? options["block"].cast<std::int64_t>() : 0;
   frontend::checked_block("block", block);
   if (model_path.empty() && !buckets_text.empty()) throw UsageError("buckets go with model=");
@@ -146,10 +139,8 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
     export_options.out_dir = out_dir;
     export_options.device_key = key;
     export_options.runtime_dir = runtime_dir;
-    if (!cost_model_path.empty()) {
-      export_options.cost_model = std::make_shared<const tuner::CrossModel>(tuner::CrossModel::load(cost_model_path));
-      export_options.cost_model_path = cost_model_path;
-    }
+    export_options.cost_model = cost_model.model;
+    export_options.cost_model_path = cost_model.path;
     if (!model_path.empty()) {
       // A model's tasks, at each bucket, as `kestrel export --model` does.
       const model::Model loaded = model::Model::load(model_path);

@@ -115,19 +115,17 @@ TEST_CASE("frontend: ranges and cross-checks name the option as the user spelled
              Catch::StartsWith("--time-budget '15x' has an unknown unit 'x'"));
   // The cost-model options: each contradiction before any file is read.
   MapSource verify_alone(Opts{{"zero-shot-verify", "3"}});
-  CHECK(usage_error([&] { frontend::cost_model_use(verify_alone, false); }) ==
+  CHECK(usage_error([&] { frontend::cost_model_use(verify_alone); }) ==
         "--zero-shot-verify goes with --zero-shot");
   MapSource nothing(Opts{});
-  CHECK_FALSE(frontend::cost_model_use(nothing, false).model);
-  // --zero-shot alone takes the model Kestrel ships, for a workload or a model's tasks.
+  CHECK_FALSE(frontend::cost_model_use(nothing).model);
+  // --zero-shot alone takes the model Kestrel ships.
   MapSource zero_alone(Opts{{"zero-shot", ""}});
-  for (bool model : {false, true}) {
-    const frontend::CostModelUse shipped = frontend::cost_model_use(zero_alone, model);
-    CHECK(shipped.zero_shot);
-    CHECK(shipped.model);
-    CHECK(shipped.path == frontend::shipped_cost_model_path());
-    CHECK_THAT(shipped.path, Catch::EndsWith("share/cost-model/kestrel.kcm"));
-  }
+  const frontend::CostModelUse shipped = frontend::cost_model_use(zero_alone);
+  CHECK(shipped.zero_shot);
+  CHECK(shipped.model);
+  CHECK(shipped.path == frontend::shipped_cost_model_path());
+  CHECK_THAT(shipped.path, Catch::EndsWith("share/cost-model/kestrel.kcm"));
 }
 
 TEST_CASE("frontend: kestrel query and kestrel.query read one set of options", "[frontend]") {

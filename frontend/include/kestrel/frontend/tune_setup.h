@@ -49,12 +49,20 @@ std::string shipped_cost_model_path();
 // The places shipped_cost_model_path() looks, for messages.
 std::string shipped_cost_model_places();
 
+// The cost model a command uses: `file` when given, else with `zero_shot` the shipped one
+// (tuner::ModelFileError saying where it looked when there is none), else none; loaded
+// (tuner::ModelFileError when it is missing or not a cost model). `zero_shot_option` and
+// `file_option` are the options as the caller spells them ("--zero-shot", "cost_model="),
+// for the message.
+CostModelUse load_cost_model(const std::string& file, bool zero_shot, const std::string& zero_shot_option,
+                             const std::string& file_option);
+
 // The cost-model options (cost_model_option_specs): the file loaded (tuner::ModelFileError
 // when it is missing or not a cost model); --zero-shot without --cost-model uses the
 // shipped model (tuner::ModelFileError when there is none). UsageError for
-// --zero-shot-verify without --zero-shot. `model`: the session tunes a model's tasks
-// (each gets its own pick).
-CostModelUse cost_model_use(OptionSource& source, bool model);
+// --zero-shot-verify without --zero-shot. A session of a model's tasks gives each its own
+// pick, as one of a set's workloads.
+CostModelUse cost_model_use(OptionSource& source);
 
 // Sets the session up to use `use`: the prior (or the zero-shot pick) on options.tune,
 // and for a pick that measures nothing, the target when it is known without a device

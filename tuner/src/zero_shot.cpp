@@ -1,8 +1,8 @@
 // Zero-shot picks: a uniform valid sample of the space and the op's default scored by
 // the cross-workload model, then annealing chains over the model's scores from the best
-// of them; and the same scores, memoised per point, as the prior of a warm start. A
-// configuration whose register pressure is past any training workload's fastest one
-// (OpModelInfo::register_limits) ranks below every one within it.
+// of them; and the same scores, memoised per point, as the prior of a warm start. In a
+// pick (not in a prior), a configuration whose register pressure is past any training
+// workload's fastest one (OpModelInfo::register_limits) ranks below every one within it.
 #include "kestrel/tuner/zero_shot.h"
 
 #include <algorithm>
@@ -45,10 +45,12 @@ const OpModelInfo& serving_model(const CrossModel& model, const ops::Op& op, con
 // Scores of space points by the model, each point scored once (thread-safe).
 class PointScorer {
  public:
-  PointScorer(std::shared_ptr<const CrossModel> model, const Space& space, const host::Target& target)
+  // `bounded`: configurations past the model's register limits score kBeyondLimits lower.
+  PointScorer(std::shared_ptr<const CrossModel> model, const Space& space, const host::Target& target, bool bounded)
       : model_(std::move(model)), space_(&space), traits_(model_traits(target)) {
     const OpModelInfo& info = serving_model(*model_, space.op(), target);
     cls_ = target_class(target);
+    if (!bounded) return;
     for (const auto& [name, limit] : info.register_limits) {
       auto it = std::find(info.feature_names.begin(), info.feature_names.end(), name);
       if (it != info.feature_names.end()) limits_.emplace_back(static_cast<std::size_t>(it - info.feature_names.begin()), limit);
@@ -170,7 +172,7 @@ ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const h
                             const ZeroShotOptions& options) {
   const auto started = Clock::now();
   // The scorer shares the model only for the duration of this call.
-  PointScorer score(std::shared_ptr<const CrossModel>(&model, [](const CrossModel*) {}), space, target);
+  PointScorer score(std::shared_ptr<const CrossModel>(&model, [](const CrossModel*) {}), space, target, true);
   Rng rng(options.seed);
 
   // ---- a uniform sample of the valid points, and the op's default -----------------
@@ -272,7 +274,9 @@ ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const h
 
 std::function<std::vector<float>(const std::vector<std::uint64_t>&)> model_prior(
     std::shared_ptr<const CrossModel> model, const Space& space, const host::Target& target) {
-  auto scorer = std::make_shared<PointScorer>(std::move(model), space, target);
+  // Unbounded: a warm start's measurements correct the model, and a margin of -1000 would
+  // keep the search off those configurations long after the prior has faded.
+  auto scorer = std::make_shared<PointScorer>(std::move(model), space, target, false);
   return [scorer](const std::vector<std::uint64_t>& points) { return (*scorer)(points); };
 }
 

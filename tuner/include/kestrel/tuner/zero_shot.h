@@ -53,7 +53,8 @@ ZeroShotPick zero_shot_pick(const CrossModel& model, const Space& space, const h
 // The model's scores of space points (higher = faster), each point's features computed
 // and scored once and remembered: StrategyOptions::prior for a warm start. The function
 // shares `model` and borrows `space`, which must outlive it; it may be called from any
-// thread. Throws std::invalid_argument as zero_shot_pick does.
+// thread. The register limits do not apply here (measurements correct the model). Throws
+// std::invalid_argument as zero_shot_pick does.
 std::function<std::vector<float>(const std::vector<std::uint64_t>&)> model_prior(
     std::shared_ptr<const CrossModel> model, const Space& space, const host::Target& target);
 

@@ -63,39 +63,17 @@ install_build_tools capnp:capnproto || exit 1
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 debian_source "$work" capnproto || exit 1
-src=$(echo "$work"/src/capnproto-*/)
-[ -f "$src/CMakeLists.txt" ] || { echo "build-capnp: no Cap'n Proto source in $work/src" >&2; exit 1; }
-fetched=$(cd "$work/src" && ls capnproto_*.dsc | sed 's/^capnproto_\(.*\)\.dsc$/\1/')
-if [ -n "$version" ] && [ "$fetched" != "$version" ]; then
-  echo "build-capnp: the mirror gave capnproto $fetched, apt-cache says $version: building $fetched" >&2
-fi
+src=$(unpacked_source capnp capnproto "$version" CMakeLists.txt) || exit 1
 
-log="$work/build.log"
-step() { build_step capnp "$log" "$@"; }
 for triple in "${todo[@]}"; do
   prefix="$base/capnp-$triple"
   cc=$(compiler_of "$triple")
   tools=""
   [ "$triple" = native ] || tools="${cc%%g++*}"
-  cat > "$work/toolchain-$triple.cmake" << EOF
-set(CMAKE_CXX_COMPILER ${cc%% *})
-set(CMAKE_AR ${tools}gcc-ar)
-set(CMAKE_RANLIB ${tools}gcc-ranlib)
-set(CMAKE_POSITION_INDEPENDENT_CODE ON)
-EOF
-  if [ "$triple" != native ]; then
-    echo "set(CMAKE_SYSTEM_NAME Linux)" >> "$work/toolchain-$triple.cmake"
-  fi
-  rm -rf "$prefix"
-  mkdir -p "$prefix"
-  extra=""
-  [ "$cc" = "${cc%% *}" ] || extra=" ${cc#* }"
-  step "$triple: configure" cmake -S "$src" -B "$work/build-$triple" -G Ninja \
-    -DCMAKE_TOOLCHAIN_FILE="$work/toolchain-$triple.cmake" -DCMAKE_BUILD_TYPE=None \
-    -DCMAKE_CXX_FLAGS="$flags$extra" -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
-    -DBUILD_TESTING=OFF -DBUILD_SHARED_LIBS=OFF -DWITH_OPENSSL=OFF -DWITH_ZLIB=OFF -DEXTERNAL_CAPNP=ON
-  step "$triple: build" cmake --build "$work/build-$triple" -j "$jobs"
-  step "$triple: install" cmake --install "$work/build-$triple"
+  cmake_install_triple capnp "$triple" "$prefix" CXX "$flags" \
+    "set(CMAKE_AR ${tools}gcc-ar)" "set(CMAKE_RANLIB ${tools}gcc-ranlib)" -- \
+    -DCMAKE_INSTALL_LIBDIR=lib -DBUILD_TESTING=OFF -DBUILD_SHARED_LIBS=OFF -DWITH_OPENSSL=OFF -DWITH_ZLIB=OFF \
+    -DEXTERNAL_CAPNP=ON
   stamp_of "$triple" > "$prefix/.kestrel-capnp"
   echo "build-capnp: $triple done ($prefix: $(du -cb "$prefix"/lib/libcapnp.a "$prefix"/lib/libkj.a | awk 'END {print $1}') bytes of libcapnp.a and libkj.a)"
 done

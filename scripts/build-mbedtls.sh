@@ -64,39 +64,16 @@ install_build_tools || exit 1
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 debian_source "$work" mbedtls || exit 1
-src=$(echo "$work"/src/mbedtls-*/)
-[ -f "$src/include/mbedtls/config.h" ] || { echo "build-mbedtls: no mbedTLS source in $work/src" >&2; exit 1; }
-fetched=$(cd "$work/src" && ls mbedtls_*.dsc | sed 's/^mbedtls_\(.*\)\.dsc$/\1/')
-if [ -n "$version" ] && [ "$fetched" != "$version" ]; then
-  echo "build-mbedtls: the mirror gave mbedtls $fetched, apt-cache says $version: building $fetched" >&2
-fi
+src=$(unpacked_source mbedtls mbedtls "$version" include/mbedtls/config.h) || exit 1
 # Kestrel's configuration replaces the default one: the library and the installed headers
 # both see it.
 cp "$config" "$src/include/mbedtls/config.h"
 
-log="$work/build.log"
-step() { build_step mbedtls "$log" "$@"; }
 for triple in "${todo[@]}"; do
   prefix="$base/mbedtls-$triple"
-  cc=$(compiler_of "$triple")
-  cat > "$work/toolchain-$triple.cmake" << EOF
-set(CMAKE_C_COMPILER ${cc%% *})
-set(CMAKE_POSITION_INDEPENDENT_CODE ON)
-EOF
-  if [ "$triple" != native ]; then
-    echo "set(CMAKE_SYSTEM_NAME Linux)" >> "$work/toolchain-$triple.cmake"
-  fi
-  rm -rf "$prefix"
-  mkdir -p "$prefix"
-  extra=""
-  [ "$cc" = "${cc%% *}" ] || extra=" ${cc#* }"
-  step "$triple: configure" cmake -S "$src" -B "$work/build-$triple" -G Ninja \
-    -DCMAKE_TOOLCHAIN_FILE="$work/toolchain-$triple.cmake" -DCMAKE_BUILD_TYPE=None \
-    -DCMAKE_C_FLAGS="$flags$extra" -DCMAKE_INSTALL_PREFIX="$prefix" -DLIB_INSTALL_DIR=lib \
-    -DENABLE_PROGRAMS=OFF -DENABLE_TESTING=OFF -DMBEDTLS_FATAL_WARNINGS=OFF \
+  cmake_install_triple mbedtls "$triple" "$prefix" C "$flags" -- \
+    -DLIB_INSTALL_DIR=lib -DENABLE_PROGRAMS=OFF -DENABLE_TESTING=OFF -DMBEDTLS_FATAL_WARNINGS=OFF \
     -DUSE_SHARED_MBEDTLS_LIBRARY=OFF -DUSE_STATIC_MBEDTLS_LIBRARY=ON
-  step "$triple: build" cmake --build "$work/build-$triple" -j "$jobs"
-  step "$triple: install" cmake --install "$work/build-$triple"
   stamp_of "$triple" > "$prefix/.kestrel-mbedtls"
   echo "build-mbedtls: $triple done ($prefix: $(du -cb "$prefix"/lib/libmbed*.a | awk 'END {print $1}') bytes of archives)"
 done

@@ -1,6 +1,8 @@
 # Sourced by the scripts that build libraries from Debian's own source packages
 # (scripts/build-riscv64-deps.sh, scripts/build-mbedtls.sh, scripts/build-capnp.sh). Needs
 # scripts/apt-retry.sh sourced first (APT_TRIES, APT_DELAY, apt_update, apt_install).
+# unpacked_source and cmake_install_triple read the calling script's `work` (its scratch
+# folder), `src`, `jobs` and `compiler_of`.
 #
 # `debian_source WORK PACKAGE...` fetches the source packages with `apt-get source` into
 # WORK/src (unpacked, Debian's patches applied: one folder per package), from the mirrors
@@ -79,4 +81,50 @@ build_step() {
   shift 3
   echo "build-$name: $label"
   "$@" >> "$log" 2>&1 || { tail -30 "$log" >&2; echo "build-$name: $label failed" >&2; exit 1; }
+}
+
+# `unpacked_source NAME PACKAGE VERSION FILE` prints the folder of PACKAGE's source that
+# debian_source unpacked under $work/src, after checking that it holds FILE; says so on
+# stderr when the mirror gave another version than VERSION (apt-cache's candidate, which
+# the build then does not match). Returns non-zero, saying why, without such a folder.
+unpacked_source() {
+  local name="$1" package="$2" version="$3" file="$4" src fetched
+  src=$(echo "$work"/src/"$package"-*/)
+  [ -f "$src/$file" ] || { echo "build-$name: no $package source in $work/src" >&2; return 1; }
+  fetched=$(cd "$work/src" && ls "$package"_*.dsc | sed "s/^${package}_\(.*\)\.dsc\$/\1/")
+  if [ -n "$version" ] && [ "$fetched" != "$version" ]; then
+    echo "build-$name: the mirror gave $package $fetched, apt-cache says $version: building $fetched" >&2
+  fi
+  echo "$src"
+}
+
+# `cmake_install_triple NAME TRIPLE PREFIX LANG FLAGS [TOOLCHAIN_LINE...] -- [CMAKE_ARG...]`
+# configures, builds and installs the CMake project in $src for TRIPLE into PREFIX (made
+# afresh), with Ninja in $work/build-TRIPLE and $jobs jobs, each step through build_step
+# (logged to $work/build.log). Its toolchain file names the triple's compiler for LANG (C
+# or CXX; `compiler_of TRIPLE`, whose extra flags are appended to FLAGS), position
+# independent code, Linux as the system of a cross build, and each TOOLCHAIN_LINE.
+cmake_install_triple() {
+  local name="$1" triple="$2" prefix="$3" lang="$4" flags="$5" cc extra="" toolchain
+  shift 5
+  cc=$(compiler_of "$triple")
+  [ "$cc" = "${cc%% *}" ] || extra=" ${cc#* }"
+  toolchain="$work/toolchain-$triple.cmake"
+  {
+    echo "set(CMAKE_${lang}_COMPILER ${cc%% *})"
+    echo "set(CMAKE_POSITION_INDEPENDENT_CODE ON)"
+    [ "$triple" = native ] || echo "set(CMAKE_SYSTEM_NAME Linux)"
+    while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+      echo "$1"
+      shift
+    done
+  } > "$toolchain"
+  [ "$#" -eq 0 ] || shift  # the --
+  rm -rf "$prefix"
+  mkdir -p "$prefix"
+  build_step "$name" "$work/build.log" "$triple: configure" cmake -S "$src" -B "$work/build-$triple" -G Ninja \
+    -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DCMAKE_BUILD_TYPE=None "-DCMAKE_${lang}_FLAGS=$flags$extra" \
+    -DCMAKE_INSTALL_PREFIX="$prefix" "$@"
+  build_step "$name" "$work/build.log" "$triple: build" cmake --build "$work/build-$triple" -j "$jobs"
+  build_step "$name" "$work/build.log" "$triple: install" cmake --install "$work/build-$triple"
 }

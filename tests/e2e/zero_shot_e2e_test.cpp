@@ -319,6 +319,19 @@ TEST_CASE("e2e: the shipped model picks for unseen workloads of each op and x86 
   std::set<std::string> covered;
   for (const auto& m : shown["models"]) covered.insert(m["op"].get<std::string>() + "/" + m["target_class"].get<std::string>());
   CHECK(covered == std::set<std::string>{"conv2d_nchwc/x86", "depthwise_conv2d/x86", "gemm/x86"});
+
+  // Where no model is shipped, show and export say where they looked; export writes nothing.
+  const std::string absent = "KESTREL_COST_MODEL=" + dir.file("absent.kcm");
+  int code = run_command({"/usr/bin/env", absent, KESTREL_BIN, "cost-model", "show"}, out, dir.file("log"));
+  CHECK(code == 2);
+  CHECK_THAT(out, Contains("absent.kcm"));
+  kestrel::test::gemm_softmax_model().save(dir.file("m.onnx"));
+  code = run_command({"/usr/bin/env", absent, KESTREL_BIN, "export", "--model", dir.file("m.onnx"), "--zero-shot", "-o",
+                      dir.file("out")},
+                     out, dir.file("log"));
+  CHECK(code == 2);
+  CHECK_THAT(out, Contains("uses the cost model Kestrel ships") && Contains("absent.kcm"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("out")));
 }
 
 // A whole model zero-shot: `kestrel tune --model --zero-shot` picks every task in seconds

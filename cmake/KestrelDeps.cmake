@@ -12,9 +12,10 @@ target_link_libraries(kestrel_asio INTERFACE Threads::Threads)
 
 find_package(CapnProto CONFIG REQUIRED)
 
-# KESTREL_STATIC_RUNTIME: the device runtime carries capnp/kj and libstdc++ itself, so a
-# board needs nothing but its libc (one file to copy).
-option(KESTREL_STATIC_RUNTIME "Link kestrel-device statically except for libc" OFF)
+# KESTREL_STATIC_RUNTIME: the device runtime carries capnp/kj and its TLS library itself,
+# so a board needs nothing but its C library and C++ runtime (libc.so.6, libstdc++.so.6,
+# libgcc_s.so.1: one file to copy).
+option(KESTREL_STATIC_RUNTIME "Link kestrel-device statically except for the C and C++ runtimes" OFF)
 # KESTREL_FULLY_STATIC: libc too, for boards whose C library is not glibc (Android's
 # bionic): the runtime needs nothing at all. Kernel modules still load (they carry their
 # own memcpy/memset, see kernel/abi.h); host names are resolved without NSS, so give the
@@ -32,6 +33,16 @@ if(KESTREL_STATIC_RUNTIME)
   target_link_libraries(kestrel_capnp INTERFACE ${KESTREL_CAPNP_STATIC} ${KESTREL_KJ_STATIC} Threads::Threads)
 else()
   target_link_libraries(kestrel_capnp INTERFACE CapnProto::capnp CapnProto::kj)
+endif()
+# Cap'n Proto in lite mode (the boards' build of scripts/build-capnp.sh): no reflection,
+# no schemas in the generated code; everything compiled against it must say so. Its
+# package marks kj with CAPNP_LITE, which the archives linked by path above do not carry.
+get_target_property(_kj_definitions CapnProto::kj INTERFACE_COMPILE_DEFINITIONS)
+if(_kj_definitions MATCHES "CAPNP_LITE")
+  set(KESTREL_CAPNP_LITE ON)
+  target_compile_definitions(kestrel_capnp INTERFACE CAPNP_LITE=1)
+else()
+  set(KESTREL_CAPNP_LITE OFF)
 endif()
 
 # libsodium: linked statically so the device runtime carries only the few

@@ -14,9 +14,11 @@
 # object's code in one .text section, so --gc-sections keeps whole objects (layout.o,
 # arena.o, io.o, exception.o...) whose builders, readers and I/O the device uses a part of
 # (docs/device-size.md); LTO then drops and inlines across Kestrel's calls (31 KB of the
-# aarch64 runtime). The build is the full one (the same headers and features; no
-# CAPNP_LITE: rpc/src/schema_check.cpp walks frames under the compiled-in schemas), only
-# smaller code; capnp_generate_cpp runs the host's /usr/bin/capnp (EXTERNAL_CAPNP).
+# aarch64 runtime). It is built in lite mode (CAPNP_LITE: no reflection, and the generated
+# code carries no schemas, 40 KB of the aarch64 runtime): rpc/src/schema_check.cpp walks
+# frames with the layout tables of rpc/src/wire_layout.inc instead, on host and board
+# alike; capnp_generate_cpp runs the host's /usr/bin/capnp (EXTERNAL_CAPNP). The native
+# triple is the full build (scripts/build-device.sh native keeps the system's anyway).
 #
 # Idempotent: each prefix has a stamp naming the source version, the flags and the
 # compiler; a prefix whose stamp differs is rebuilt from scratch (the stamp is written
@@ -46,12 +48,15 @@ compiler_of() {  # triple -> C++ compiler and its extra flags
        return 2 ;;
   esac
 }
+lite_of() {  # triple -> ON where the build is in lite mode (every board)
+  if [ "$1" = native ]; then echo OFF; else echo ON; fi
+}
 # The version this Debian offers (libcapnp-dev's, which `apt-get source` fetches).
 version=$(apt-cache policy libcapnp-dev 2>/dev/null | awk '/Candidate/ {print $2}')
 stamp_of() {  # triple -> the stamp its prefix must carry
   local cc
   cc=$(compiler_of "$1")
-  echo "capnproto ${version:-unknown} flags $flags cc $cc $(${cc%% *} -dumpfullversion 2>/dev/null || true)"
+  echo "capnproto ${version:-unknown} flags $flags lite $(lite_of "$1") cc $cc $(${cc%% *} -dumpfullversion 2>/dev/null || true)"
 }
 
 pending_triples capnp "$base" .kestrel-capnp "$@" || exit 1
@@ -73,7 +78,7 @@ for triple in "${todo[@]}"; do
   cmake_install_triple capnp "$triple" "$prefix" CXX "$flags" \
     "set(CMAKE_AR ${tools}gcc-ar)" "set(CMAKE_RANLIB ${tools}gcc-ranlib)" -- \
     -DCMAKE_INSTALL_LIBDIR=lib -DBUILD_TESTING=OFF -DBUILD_SHARED_LIBS=OFF -DWITH_OPENSSL=OFF -DWITH_ZLIB=OFF \
-    -DEXTERNAL_CAPNP=ON
+    -DEXTERNAL_CAPNP=ON "-DCAPNP_LITE=$(lite_of "$triple")"
   stamp_of "$triple" > "$prefix/.kestrel-capnp"
   echo "build-capnp: $triple done ($prefix: $(du -cb "$prefix"/lib/libcapnp.a "$prefix"/lib/libkj.a | awk 'END {print $1}') bytes of libcapnp.a and libkj.a)"
 done

@@ -2,7 +2,10 @@
 # Builds the boards' mbedTLS: Debian's own mbedTLS 2.28 source package (the version of
 # libmbedtls-dev), configured by cmake/mbedtls/kestrel_mbedtls_config.h (a TLS 1.2 client
 # with the six suites of docs/security.md and nothing else), compiled with -Os
-# -ffunction-sections -fdata-sections, static and position independent, for each triple
+# -ffunction-sections -fdata-sections, without unwind tables (C code: no exception passes
+# through it, as the runtime's callbacks are noexcept) and as GCC LTO objects (-flto
+# -ffat-lto-objects: the device's LTO link compiles it with Kestrel's code; the fat objects
+# also serve a link without LTO), static and position independent, for each triple
 # given (default: every board triple and native, the x86_64 build that
 # tests/check_mbedtls_interop.sh runs against the host's tracker), into
 # $KESTREL_MBEDTLS_ROOT/mbedtls-<triple> (default /opt/kestrel/mbedtls-<triple>).
@@ -31,7 +34,7 @@ source "$here/debian-source.sh"
 config="$(cd "$here/.." && pwd)/cmake/mbedtls/kestrel_mbedtls_config.h"
 base="${KESTREL_MBEDTLS_ROOT:-/opt/kestrel}"
 jobs="${KESTREL_JOBS:-2}"
-flags="-Os -ffunction-sections -fdata-sections"
+flags="-Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables -flto -ffat-lto-objects"
 if [ "$#" -eq 0 ]; then
   set -- aarch64-linux-gnu armv7a-linux-gnueabihf riscv64-linux-gnu native
 fi
@@ -71,7 +74,11 @@ cp "$config" "$src/include/mbedtls/config.h"
 
 for triple in "${todo[@]}"; do
   prefix="$base/mbedtls-$triple"
-  cmake_install_triple mbedtls "$triple" "$prefix" C "$flags" -- \
+  cc=$(compiler_of "$triple")
+  tools=""
+  [ "$triple" = native ] || tools="${cc%%gcc*}"
+  cmake_install_triple mbedtls "$triple" "$prefix" C "$flags" \
+    "set(CMAKE_AR ${tools}gcc-ar)" "set(CMAKE_RANLIB ${tools}gcc-ranlib)" -- \
     -DLIB_INSTALL_DIR=lib -DENABLE_PROGRAMS=OFF -DENABLE_TESTING=OFF -DMBEDTLS_FATAL_WARNINGS=OFF \
     -DUSE_SHARED_MBEDTLS_LIBRARY=OFF -DUSE_STATIC_MBEDTLS_LIBRARY=ON
   stamp_of "$triple" > "$prefix/.kestrel-mbedtls"

@@ -94,6 +94,7 @@ apt_install --allow-downgrades \
   "libssl-dev:arm64=$ssl" "libssl-dev:armhf=$ssl" \
   crossbuild-essential-arm64 crossbuild-essential-armhf qemu-user-static \
   libcapnp-dev:arm64 libcapnp-dev:armhf libsodium-dev:arm64 libsodium-dev:armhf \
+  libstdc++6:arm64 libstdc++6:armhf \
   ninja-build cmake g++-riscv64-linux-gnu autoconf automake libtool dpkg-dev
 # riscv64: no multiarch packages in Debian 12; the libraries built from Debian's sources.
 riscv64_deps

@@ -1,6 +1,7 @@
-// Board runtimes only (the mbedTLS builds of scripts/build-device.sh): a __cxa_demangle
-// that demangles nothing, in place of libstdc++'s demangler (cp-demangle.o: 47 KB of
-// the aarch64 runtime, 29 KB of the armv7a one; docs/device-size.md). Its only callers
+// The fully static board runtime only (scripts/build-device.sh aarch64-linux-gnu --static;
+// the glibc builds take libstdc++.so.6, demangler included, from the board): a
+// __cxa_demangle that demangles nothing, in place of libstdc++'s demangler (cp-demangle.o:
+// 47 KB of the aarch64 runtime; docs/device-size.md). Its only callers
 // there are diagnostics: kj's name for a non-kj exception type and libstdc++'s verbose
 // terminate handler. Both fall back to the mangled name when demangling fails, so a
 // board prints "terminate called after throwing an instance of 'N7kestrel3rpc8RpcErrorE'"

@@ -87,7 +87,7 @@ std::unique_ptr<InFrame> InFrame::decode(std::vector<capnp::word> words, std::st
         error = str("unknown frame kind ", static_cast<unsigned>(root.which()), " (peer speaks a newer protocol?)");
         return nullptr;
       }
-      std::string wrong = check_schema(root, capnp::Schema::from<wire::Frame>().asStruct(), "frame");
+      std::string wrong = check_schema(root, capnp::typeId<wire::Frame>(), "frame");
       if (!wrong.empty()) {
         error = str("invalid message: ", wrong);
         return nullptr;

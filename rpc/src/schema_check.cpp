@@ -1,16 +1,19 @@
 // Schema check: walks a message's raw struct layout (AnyStruct, AnyPointer) under the
-// schema that capnp compiled into the generated code (StructSchema), without the dynamic
-// API (capnp's dynamic.o is 100 KB of every board runtime: docs/device-size.md). Reading
-// a pointer as the kind its field declares makes capnp verify it (a struct where a
-// struct is declared, a list of a compatible element size, text ending in NUL), and
+// protocol's layout tables (wire_layout.h: generated from the schemas by
+// kestrel-wire-layout), without capnp's reflection: the board runtimes build Cap'n Proto
+// in lite mode, with no schemas compiled in and no dynamic API (docs/device-size.md).
+// Reading a pointer as the kind its field declares makes capnp verify it (a struct where
+// a struct is declared, a list of a compatible element size, text ending in NUL), and
 // throw a kj::Exception when it does not; the walk turns that into a message that names
-// the field. Enum values and union members are looked up in the schema.
+// the field. Enum values and union members are looked up in the tables.
 #include "kestrel/rpc/schema_check.h"
 
-#include <capnp/schema.h>
 #include <kj/exception.h>
 
 #include "kestrel/base/log.h"
+#include "wire_layout.h"
+// The tables (generated), after the types they fill.
+#include "wire_layout.inc"
 
 namespace kestrel::rpc {
 namespace {
@@ -46,26 +49,31 @@ AnyPointer::Reader pointer_field(AnyStruct::Reader reader, std::uint32_t index) 
   return pointers[index];
 }
 
-bool is_pointer(const capnp::Type& type) {
-  return type.isStruct() || type.isList() || type.isText() || type.isData() || type.isAnyPointer() ||
-         type.isInterface();
+namespace layout = wire_layout;
+
+const layout::Struct* struct_by_id(std::uint64_t id) {
+  for (const layout::Struct& s : layout::kStructs) {
+    if (s.id == id) return &s;
+  }
+  return nullptr;
 }
 
 class Walker {
  public:
   // Returns false (with `error` set) at the first field that does not conform.
-  bool check_struct(AnyStruct::Reader reader, capnp::StructSchema schema, const std::string& path) {
-    for (capnp::StructSchema::Field field : schema.getNonUnionFields()) {
-      if (!check_field(reader, field, path)) return false;
+  bool check_struct(AnyStruct::Reader reader, const layout::Struct& schema, const std::string& path) {
+    const layout::Field* fields = layout::kFields + schema.first_field;
+    for (unsigned i = 0; i < schema.plain_fields; ++i) {
+      if (!check_field(reader, fields[i], path)) return false;
     }
-    if (schema.getUnionFields().size() > 0) {
-      std::uint16_t which = data_u16(reader, schema.getProto().getStruct().getDiscriminantOffset());
-      KJ_IF_MAYBE(active, schema.getFieldByDiscriminant(which)) {
-        if (!check_field(reader, *active, path)) return false;
-      } else {
-        error = str(path, ": unknown union member (peer speaks a newer protocol?)");
-        return false;
+    if (schema.union_fields > 0) {
+      std::uint16_t which = data_u16(reader, schema.discriminant_offset);
+      const layout::Field* members = fields + schema.plain_fields;
+      for (unsigned i = 0; i < schema.union_fields; ++i) {
+        if (members[i].discriminant == which) return check_field(reader, members[i], path);
       }
+      error = str(path, ": unknown union member (peer speaks a newer protocol?)");
+      return false;
     }
     return true;
   }
@@ -73,74 +81,69 @@ class Walker {
   std::string error;
 
  private:
-  bool check_field(AnyStruct::Reader reader, capnp::StructSchema::Field field, const std::string& path) {
-    auto proto = field.getProto();
-    std::string name = str(path, ".", proto.getName().cStr());
-    capnp::Type type = field.getType();
-    // A group lives in its parent's sections: walk it with its own schema.
-    if (proto.isGroup()) return check_struct(reader, type.asStruct(), name);
-    std::uint32_t offset = proto.getSlot().getOffset();
-    if (type.isEnum()) {
-      std::uint16_t raw = data_u16(reader, offset) ^ proto.getSlot().getDefaultValue().getEnum();
-      return check_enum(raw, type.asEnum(), name);
+  bool check_field(AnyStruct::Reader reader, const layout::Field& field, const std::string& path) {
+    std::string name = str(path, ".", layout::kNames + field.name);
+    switch (field.kind) {
+      // A group lives in its parent's sections: walk it with its own layout.
+      case layout::Kind::group: return check_struct(reader, layout::kStructs[field.target], name);
+      case layout::Kind::enumeration:
+        return check_enum(data_u16(reader, field.offset) ^ field.enum_default, field.target, name);
+      // Plain data fields need no check: every bit pattern is a value.
+      case layout::Kind::plain: return true;
+      default: break;
     }
-    // Plain data fields need no check: every bit pattern is a value.
-    if (!is_pointer(type)) return true;
     try {
-      return check_pointer(pointer_field(reader, offset), type, name);
+      return check_pointer(pointer_field(reader, field.offset), field, name);
     } catch (const kj::Exception& e) {
       error = str(name, ": ", describe(e));
       return false;
     }
   }
 
-  bool check_enum(std::uint16_t raw, capnp::EnumSchema schema, const std::string& name) {
-    if (raw >= schema.getEnumerants().size()) {
+  bool check_enum(std::uint16_t raw, std::uint16_t which, const std::string& name) {
+    if (raw >= layout::kEnums[which].enumerants) {
       error = str(name, ": unknown enum value ", raw);
       return false;
     }
     return true;
   }
 
-  // A pointer read as `type` (null reads as the field's default, which the schema holds).
-  bool check_pointer(AnyPointer::Reader pointer, capnp::Type type, const std::string& name) {
-    if (type.isAnyPointer() || type.isInterface()) {
+  // A pointer read as the field's kind (null reads as the field's default).
+  bool check_pointer(AnyPointer::Reader pointer, const layout::Field& field, const std::string& name) {
+    if (field.kind == layout::Kind::unsupported) {
       error = str(name, ": capabilities and untyped pointers are not part of the protocol");
       return false;
     }
     if (pointer.isNull()) return true;
-    if (type.isStruct()) return check_struct(pointer.getAs<AnyStruct>(), type.asStruct(), name);
-    if (type.isText()) return (void)pointer.getAs<capnp::Text>(), true;  // NUL checked by getAs
-    if (type.isData()) return (void)pointer.getAs<capnp::Data>(), true;
-    return check_list(pointer, type.asList().getElementType(), name);
+    switch (field.kind) {
+      case layout::Kind::structure:
+        return check_struct(pointer.getAs<AnyStruct>(), layout::kStructs[field.target], name);
+      case layout::Kind::text: return (void)pointer.getAs<capnp::Text>(), true;  // NUL checked by getAs
+      case layout::Kind::data: return (void)pointer.getAs<capnp::Data>(), true;
+      default: return check_list(pointer, field, name);
+    }
   }
 
   // A list read with the element size its element type has; capnp refuses an
   // incompatible one. Plain data elements need no further check; enums and pointers are
   // checked one by one.
-  bool check_list(AnyPointer::Reader pointer, capnp::Type element, const std::string& name) {
-    using Which = capnp::schema::Type::Which;
-    switch (element.which()) {
-      case Which::VOID: (void)pointer.getAs<List<capnp::Void>>(); return true;
-      case Which::BOOL: (void)pointer.getAs<List<bool>>(); return true;
-      case Which::INT8:
-      case Which::UINT8: (void)pointer.getAs<List<std::uint8_t>>(); return true;
-      case Which::INT16:
-      case Which::UINT16: (void)pointer.getAs<List<std::uint16_t>>(); return true;
-      case Which::INT32:
-      case Which::UINT32:
-      case Which::FLOAT32: (void)pointer.getAs<List<std::uint32_t>>(); return true;
-      case Which::INT64:
-      case Which::UINT64:
-      case Which::FLOAT64: (void)pointer.getAs<List<std::uint64_t>>(); return true;
-      case Which::ENUM: {
+  bool check_list(AnyPointer::Reader pointer, const layout::Field& field, const std::string& name) {
+    using layout::Element;
+    switch (field.element) {
+      case Element::void_: (void)pointer.getAs<List<capnp::Void>>(); return true;
+      case Element::bit: (void)pointer.getAs<List<bool>>(); return true;
+      case Element::byte: (void)pointer.getAs<List<std::uint8_t>>(); return true;
+      case Element::two_bytes: (void)pointer.getAs<List<std::uint16_t>>(); return true;
+      case Element::four_bytes: (void)pointer.getAs<List<std::uint32_t>>(); return true;
+      case Element::eight_bytes: (void)pointer.getAs<List<std::uint64_t>>(); return true;
+      case Element::enumeration: {
         auto list = pointer.getAs<List<std::uint16_t>>();
         for (unsigned i = 0; i < list.size(); ++i) {
-          if (!check_enum(list[i], element.asEnum(), str(name, "[", i, "]"))) return false;
+          if (!check_enum(list[i], field.target, str(name, "[", i, "]"))) return false;
         }
         return true;
       }
-      case Which::STRUCT: {
+      case Element::structure: {
         // As capnp reads a list where structs are declared: any element size but bits
         // (a primitive or pointer list reads as structs of that one field).
         auto any = pointer.getAs<capnp::AnyList>();
@@ -149,23 +152,24 @@ class Walker {
           return false;
         }
         auto list = any.as<List<AnyStruct>>();
+        const layout::Struct& element = layout::kStructs[field.target];
         for (unsigned i = 0; i < list.size(); ++i) {
-          if (!check_item([&] { return check_struct(list[i], element.asStruct(), str(name, "[", i, "]")); }, name, i)) {
+          if (!check_item([&] { return check_struct(list[i], element, str(name, "[", i, "]")); }, name, i)) {
             return false;
           }
         }
         return true;
       }
-      case Which::TEXT: return check_items(pointer.getAs<List<capnp::Text>>(), name);  // NUL checked per item
-      case Which::DATA: return check_items(pointer.getAs<List<capnp::Data>>(), name);
-      case Which::LIST:
+      case Element::text: return check_items(pointer.getAs<List<capnp::Text>>(), name);  // NUL checked per item
+      case Element::data: return check_items(pointer.getAs<List<capnp::Data>>(), name);
+      case Element::list:
         // Not in the protocol; a schema that adds one must extend this walk.
         error = str(name, ": lists of lists are not part of the protocol");
         return false;
-      case Which::ANY_POINTER:
-      case Which::INTERFACE:
+      case Element::unsupported:
         error = str(name, ": capabilities and untyped pointers are not part of the protocol");
         return false;
+      case Element::none: break;
     }
     error = str(name, ": a list of an element type this build does not know");
     return false;
@@ -194,10 +198,14 @@ class Walker {
 
 }  // namespace
 
-std::string check_schema(capnp::AnyStruct::Reader message, capnp::StructSchema schema, const std::string& root_name) {
+std::string check_schema(capnp::AnyStruct::Reader message, std::uint64_t struct_id, const std::string& root_name) {
+  const wire_layout::Struct* schema = struct_by_id(struct_id);
+  if (schema == nullptr) {
+    return str(root_name, ": no layout for struct ", struct_id, " (not a root of rpc/src/wire_layout.inc)");
+  }
   Walker walker;
   try {
-    if (walker.check_struct(message, schema, root_name)) return {};
+    if (walker.check_struct(message, *schema, root_name)) return {};
   } catch (const kj::Exception& e) {
     return str(root_name, ": ", describe(e));
   }

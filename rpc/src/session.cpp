@@ -42,7 +42,7 @@ std::unique_ptr<SessionPayload> SessionPayload::decode(std::span<const std::uint
       capnp::FlatArrayMessageReader check(view, detail::validation_read_options(view.size()));
       auto root = check.getRoot<wire::SessionMessage>();
       (void)root.totalSize();
-      std::string wrong = check_schema(root, capnp::Schema::from<wire::SessionMessage>().asStruct(), "session");
+      std::string wrong = check_schema(root, capnp::typeId<wire::SessionMessage>(), "session");
       if (!wrong.empty()) {
         error = str("invalid session message: ", wrong);
         return nullptr;

@@ -60,11 +60,14 @@ std::error_code mbedtls_error(int code) {
   return {-code, category};
 }
 
-int random_for_tls(void*, unsigned char* out, std::size_t size) {
+// The callbacks mbedTLS calls are noexcept and turn a failure into its error code: the
+// boards' mbedTLS has no unwind tables (scripts/build-mbedtls.sh), so an exception must
+// never travel through its frames.
+int random_for_tls(void*, unsigned char* out, std::size_t size) noexcept {
   try {
     crypto::random_bytes({out, size});
     return 0;
-  } catch (const std::exception&) {
+  } catch (...) {
     return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
   }
 }
@@ -121,12 +124,17 @@ struct TlsStream::Impl {
 
   // The transport callbacks: ciphertext goes through `in` and `out`, which the
   // coroutines below fill from and drain to the socket.
-  static int send(void* self, const unsigned char* data, std::size_t size) {
+  // noexcept, as every callback (random_for_tls).
+  static int send(void* self, const unsigned char* data, std::size_t size) noexcept {
     auto& out = static_cast<Impl*>(self)->out;
-    out.insert(out.end(), data, data + size);
+    try {
+      out.insert(out.end(), data, data + size);
+    } catch (...) {  // std::bad_alloc
+      return MBEDTLS_ERR_SSL_ALLOC_FAILED;
+    }
     return static_cast<int>(size);
   }
-  static int receive(void* self, unsigned char* data, std::size_t size) {
+  static int receive(void* self, unsigned char* data, std::size_t size) noexcept {
     auto& s = *static_cast<Impl*>(self);
     std::size_t available = s.in.size() - s.in_used;
     if (available == 0) return MBEDTLS_ERR_SSL_WANT_READ;
@@ -139,7 +147,7 @@ struct TlsStream::Impl {
   // extended master secret was negotiated.
   static int export_keys(void* self, const unsigned char* master_secret, const unsigned char*, std::size_t, std::size_t,
                          std::size_t, const unsigned char client_random[32], const unsigned char server_random[32],
-                         mbedtls_tls_prf_types prf_type) {
+                         mbedtls_tls_prf_types prf_type) noexcept {
     auto& s = *static_cast<Impl*>(self);
     std::memcpy(s.master.data(), master_secret, s.master.size());
     std::memcpy(s.randoms.data(), client_random, 32);

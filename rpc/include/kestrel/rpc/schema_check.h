@@ -3,8 +3,8 @@
 #pragma once
 
 #include <capnp/any.h>
-#include <capnp/schema.h>
 
+#include <cstdint>
 #include <string>
 
 namespace kestrel::rpc {
@@ -15,8 +15,10 @@ namespace kestrel::rpc {
 // union members must be ones the schema names. Returns an empty string when the whole
 // message conforms, else what is wrong, naming the field ("hello.nonce: ...").
 // Bounds and depth are the reader's (capnp::ReaderOptions) as usual. `message` is read
-// as a struct of `schema` (capnp::Schema::from<T>().asStruct() for a generated T);
-// Cap'n Proto's dynamic API is not used (it would add 100 KB to the board runtimes).
-std::string check_schema(capnp::AnyStruct::Reader message, capnp::StructSchema schema, const std::string& root_name);
+// as a struct of the type `struct_id` (capnp::typeId<T>() for a generated T: wire::Frame,
+// wire::SessionMessage or any struct they hold), walked with the protocol's layout
+// tables (rpc/src/wire_layout.h), not capnp's reflection, which the board runtimes go
+// without (Cap'n Proto in lite mode: docs/device-size.md).
+std::string check_schema(capnp::AnyStruct::Reader message, std::uint64_t struct_id, const std::string& root_name);
 
 }  // namespace kestrel::rpc

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the device runtime for a board, stripped and linked so that the board needs
-# only its C library: one file to copy. TLS and crypto come from mbedTLS, linked in
-# (a TLS 1.2 client built from Debian's source with Kestrel's configuration by
-# scripts/build-mbedtls.sh; the host build keeps OpenSSL: docs/security.md). --static needs
-# nothing at all (the C library inside too). Cap'n Proto is Debian's source built at -Os
-# with one section per function, as LTO objects (scripts/build-capnp.sh). Link-time
-# optimisation on (about 4% smaller).
+# only its C library and C++ runtime (libstdc++.so.6, libgcc_s.so.1): one file to copy.
+# TLS and crypto come from mbedTLS, linked in (a TLS 1.2 client built from Debian's source
+# with Kestrel's configuration by scripts/build-mbedtls.sh, as LTO objects; the host build
+# keeps OpenSSL: docs/security.md). --static needs nothing at all (the C library and C++
+# runtime inside too). Cap'n Proto is Debian's source built at -Os in lite mode with one
+# section per function, as LTO objects (scripts/build-capnp.sh). Link-time optimisation on.
 # scripts/device-size.sh says what each part costs.
 #   scripts/build-device.sh aarch64-linux-gnu        # Raspberry Pi (64-bit OS), Jetson, phones
 #   scripts/build-device.sh armv7a-linux-gnueabihf   # Raspberry Pi OS 32-bit
@@ -25,7 +25,7 @@ args=(-G Ninja -DCMAKE_BUILD_TYPE=MinSizeRel -DKESTREL_BUILD_HOST=OFF -DKESTREL_
 case "$static" in
   "") ;;
   --static) suffix="-static"; args+=(-DKESTREL_FULLY_STATIC=ON) ;;
-  *) echo "build-device: unknown option '$static' (--static links the C library in too)" >&2; exit 2 ;;
+  *) echo "build-device: unknown option '$static' (--static links the C library and C++ runtime in too)" >&2; exit 2 ;;
 esac
 build="${KESTREL_DEVICE_BUILD_DIR:-$root/build-device-$triple$suffix}"
 case "$triple" in

@@ -11,6 +11,7 @@
 #include "kestrel/rpc/connection.h"
 #include "kestrel/rpc/framing.h"
 #include "kestrel/rpc/messages.h"
+#include "kestrel/rpc/schema_check.h"
 #include "kestrel/rpc/session.h"
 #include "kestrel/rpc/session_report.h"
 
@@ -252,6 +253,23 @@ TEST_CASE("a session message is checked against the schema before any handler", 
   std::string no_error;
   CHECK(SessionPayload::decode(encode_session(good), no_error));
   CHECK(no_error.empty());
+}
+
+// check_schema walks any struct of the layout tables (rpc/src/wire_layout.inc) by its type
+// id, roots or not, and refuses one the tables do not hold rather than passing it.
+TEST_CASE("the schema check walks a nested struct by its type id and refuses an id the layout tables lack",
+          "[framing][schema]") {
+  capnp::MallocMessageBuilder builder;
+  auto info = builder.initRoot<wire::DeviceInfo>();
+  info.setName("board");
+  info.initGpus(1)[0].setName("g");
+  capnp::AnyStruct::Reader reader = info.asReader();
+  CHECK(check_schema(reader, capnp::typeId<wire::DeviceInfo>(), "info").empty());
+  set_unterminated(pointer_of(info.getGpus()[0], "name"), "gpu");
+  CHECK_THAT(check_schema(info.asReader(), capnp::typeId<wire::DeviceInfo>(), "info"),
+             Catch::Contains("info.gpus[0].name") && Catch::Contains("NUL"));
+  std::string unknown = check_schema(reader, 0x1234, "mystery");
+  CHECK_THAT(unknown, Catch::Contains("mystery") && Catch::Contains("no layout"));
 }
 
 TEST_CASE("a session report's result, outcome and ETA survive the frame codec; an older report reads as none",

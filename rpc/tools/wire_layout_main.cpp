@@ -160,8 +160,7 @@ class Tables {
     for (capnp::StructSchema::Field field : schema.getUnionFields()) fields_.push_back(field_row(field, row.name));
     row.union_fields = fields_.size() - row.first_field - row.plain_fields;
     row.discriminant_offset = schema.getProto().getStruct().getDiscriminantOffset();
-    if (struct_rows_.size() <= index) struct_rows_.resize(index + 1);
-    struct_rows_[index] = row;
+    struct_rows_.push_back(std::move(row));  // described in index order (add_root)
   }
 
   Row field_row(capnp::StructSchema::Field field, const std::string& owner) {

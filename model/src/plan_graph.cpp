@@ -62,8 +62,9 @@ const std::set<std::string>& layout_ops() {
 
 class Planner {
  public:
-  Planner(const Graph& graph, std::int64_t block, const ops::Registry& registry)
-      : graph_(graph), block_(block), registry_(registry), covered_(graph.nodes.size(), false),
+  Planner(const Graph& graph, std::int64_t block, const ops::Registry& registry, bool winograd)
+      : graph_(graph), block_(block), registry_(registry),
+        winograd_(winograd && registry.find("conv2d_winograd") != nullptr), covered_(graph.nodes.size(), false),
         reasons_(graph.nodes.size()) {
     for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
       for (const auto& input : graph.nodes[i].inputs) {
@@ -437,7 +438,13 @@ class Planner {
                    {"stride", std::get<std::int64_t>(stride)}, {"pad", std::get<std::int64_t>(pad)},
                    {"dilation", std::get<std::int64_t>(dilation)}};
     bool blocked = true;
-    if (groups == 1 || ((c / groups) % block_ == 0 && (k / groups) % block_ == 0 && c % groups == 0)) {
+    const std::int64_t out_pixels = (x[2] + 2 * std::get<std::int64_t>(pad) - 2) * (x[3] + 2 * std::get<std::int64_t>(pad) - 2);
+    if (winograd_ && groups == 1 && w[2] == 3 && w[3] == 3 && std::get<std::int64_t>(stride) == 1 &&
+        std::get<std::int64_t>(dilation) == 1 && c >= block_ && out_pixels >= kWinogradMinPixels) {
+      cand.op = "conv2d_winograd";
+      cand.params["K"] = k;
+      cand.args = {{conv.inputs[0], ArgLayout::nchwc}, {conv.inputs[1], ArgLayout::winograd_weight}};
+    } else if (groups == 1 || ((c / groups) % block_ == 0 && (k / groups) % block_ == 0 && c % groups == 0)) {
       cand.op = "conv2d_nchwc";
       cand.params["K"] = k;
       cand.params["groups"] = groups;
@@ -770,6 +777,7 @@ class Planner {
   const Graph& graph_;
   std::int64_t block_;
   const ops::Registry& registry_;
+  bool winograd_;  // 3x3 stride-1 convolutions as conv2d_winograd (PlanOptions::winograd)
   std::vector<bool> covered_;
   std::vector<std::string> reasons_;
   std::map<std::string, std::vector<std::size_t>> consumers_;
@@ -778,8 +786,8 @@ class Planner {
 
 }  // namespace
 
-Plan plan_graph(const Graph& graph, std::int64_t block, const ops::Registry& registry) {
-  return Planner(graph, block, registry).run();
+Plan plan_graph(const Graph& graph, std::int64_t block, const ops::Registry& registry, bool winograd) {
+  return Planner(graph, block, registry, winograd).run();
 }
 
 }  // namespace kestrel::model

@@ -8,9 +8,10 @@
 
 namespace kestrel::model {
 
-// Plans `graph` (bound: every value's shape concrete) with NCHWc block `block`. Tasks are
-// validated with `registry`'s ops; a refused workload leaves its node untuned with the
-// op's message. Plan::symbols and ModelTask::dynamic are left empty.
-Plan plan_graph(const Graph& graph, std::int64_t block, const ops::Registry& registry);
+// Plans `graph` (bound: every value's shape concrete) with NCHWc block `block`; `winograd`
+// as PlanOptions::winograd. Tasks are validated with `registry`'s ops; a refused workload
+// leaves its node untuned with the op's message. Plan::symbols and ModelTask::dynamic are
+// left empty.
+Plan plan_graph(const Graph& graph, std::int64_t block, const ops::Registry& registry, bool winograd);
 
 }  // namespace kestrel::model

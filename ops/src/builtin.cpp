@@ -1,7 +1,7 @@
 // The built-in op library: gemm, batch_matmul, conv2d, the blocked-channel convolutions
-// conv2d_nchwc and depthwise_conv2d with their layout transform layout_nchwc, the glue ops
-// pool2d, softmax, layernorm and elementwise, and the GPU variants of gemm, batch_matmul,
-// conv2d and the glue ops.
+// conv2d_nchwc, conv2d_winograd and depthwise_conv2d with their layout transform
+// layout_nchwc, the glue ops pool2d, softmax, layernorm and elementwise, and the GPU
+// variants of gemm, batch_matmul, conv2d and the glue ops.
 #include "builtin_ops.h"
 
 namespace kestrel::ops {
@@ -11,6 +11,7 @@ Registry builtin_ops() {
   registry.add(make_gemm_op());
   registry.add(make_conv2d_op());
   registry.add(make_conv2d_nchwc_op());
+  registry.add(make_conv2d_winograd_op());
   registry.add(make_depthwise_conv2d_op());
   registry.add(make_layout_nchwc_op());
   registry.add(make_batch_matmul_op());

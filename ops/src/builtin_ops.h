@@ -10,6 +10,7 @@ namespace kestrel::ops {
 std::unique_ptr<Op> make_gemm_op();
 std::unique_ptr<Op> make_conv2d_op();
 std::unique_ptr<Op> make_conv2d_nchwc_op();
+std::unique_ptr<Op> make_conv2d_winograd_op();
 std::unique_ptr<Op> make_depthwise_conv2d_op();
 std::unique_ptr<Op> make_layout_nchwc_op();
 std::unique_ptr<Op> make_batch_matmul_op();

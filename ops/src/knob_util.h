@@ -21,6 +21,8 @@ std::string_view conv2d_c();
 std::string_view conv2d_ref_c();
 std::string_view conv2d_nchwc_c();
 std::string_view conv2d_nchwc_ref_c();
+std::string_view conv2d_winograd_c();
+std::string_view conv2d_winograd_ref_c();
 std::string_view depthwise_conv2d_c();
 std::string_view depthwise_conv2d_ref_c();
 std::string_view layout_nchwc_c();

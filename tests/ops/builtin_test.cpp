@@ -36,11 +36,12 @@ std::string define(const KernelSource& source, const std::string& name) {
 
 TEST_CASE("builtin registry holds gemm, batch_matmul, the convolutions, layout_nchwc and the glue ops", "[ops]") {
   Registry registry = builtin_ops();
-  REQUIRE(registry.all().size() == 10);
+  REQUIRE(registry.all().size() == 11);
   CHECK(registry.find("batch_matmul") != nullptr);
   CHECK(registry.find("gemm") != nullptr);
   CHECK(registry.find("conv2d") != nullptr);
   CHECK(registry.find("conv2d_nchwc") != nullptr);
+  CHECK(registry.find("conv2d_winograd") != nullptr);
   CHECK(registry.find("depthwise_conv2d") != nullptr);
   CHECK(registry.find("layout_nchwc") != nullptr);
   for (const char* glue : {"pool2d", "softmax", "layernorm", "elementwise"}) CHECK(registry.find(glue) != nullptr);

@@ -31,9 +31,9 @@ TEST_CASE("gemm has a CPU op and a GPU variant, found by backend", "[ops][gpu]")
   const Op& opencl = registry.get("gemm", Backend::opencl);
   CHECK(&cuda == &opencl);
   CHECK(&cuda != &cpu);
-  // Primary ops only: gemm, batch_matmul, conv2d, conv2d_nchwc, depthwise_conv2d, layout_nchwc,
-  // pool2d, softmax, layernorm, elementwise.
-  CHECK(registry.all().size() == 10);
+  // Primary ops only: gemm, batch_matmul, conv2d, conv2d_nchwc, conv2d_winograd,
+  // depthwise_conv2d, layout_nchwc, pool2d, softmax, layernorm, elementwise.
+  CHECK(registry.all().size() == 11);
   REQUIRE(registry.variants("gemm").size() == 2);
   CHECK(registry.variants("gemm")[0] == &cpu);
   CHECK(registry.find("conv2d", Backend::cuda) != &registry.get("conv2d"));

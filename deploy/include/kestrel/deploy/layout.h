@@ -26,6 +26,8 @@ Tensor to_plain(const Tensor& tensor, const kestrel_services* services = nullptr
 //   conv_weight    [K][Cg][R][S] as [ceil(K/B)][ceil(Cg/B)][R][S][B(c)][B(k)]
 //   dw_weight      [C][1][R][S] as [ceil(C/B)][R][S][B]
 //   channel_vector a vector, zero-padded
+//   winograd_weight [K][C][3][3] as [36][ceil(K/B)][ceil(C/B)][B(c)][B(k)]: the Winograd
+//                  F(4x4, 3x3) transform G g G^T of each filter, computed in double
 //   nchwc          a 4-D tensor as to_nchwc()
 // Throws ModelError naming the initializer when its rank or size does not fit.
 AlignedFloats pack_initializer(const model::Initializer& init, model::ArgLayout layout, std::int64_t block, std::int64_t elements);

@@ -15,6 +15,11 @@
 
 namespace kestrel::model {
 
+// The smallest output (P*Q pixels) a convolution runs as conv2d_winograd at (PlanOptions::
+// winograd); below it the transformed weights, 4x the filter's size, cost more to read
+// than the multiplies they save.
+inline constexpr std::int64_t kWinogradMinPixels = 14 * 14;
+
 struct PlanOptions {
   // The ops a plan's tasks point to (their CPU variants); it must outlive the plan. Null:
   // ops::builtin_registry(), which lives as long as the process.
@@ -23,6 +28,10 @@ struct PlanOptions {
   // traits (their fp32 lanes per vector, at least 4: 16 on AVX-512, 8 on AVX2, 4 on NEON).
   std::int64_t block = 0;
   ops::TargetTraits traits;
+  // 3x3 convolutions with stride 1, no dilation and no groups whose output has at least
+  // kWinogradMinPixels pixels run as conv2d_winograd (Winograd's F(4x4, 3x3): 4x fewer
+  // multiplies, weights 4x larger) when the registry has it; the others as conv2d_nchwc.
+  bool winograd = true;
   // Values of the model's symbolic dimensions for this plan (a bucket). Every symbol of
   // the model needs one (ModelError otherwise).
   std::map<std::string, std::int64_t> symbols;
@@ -63,6 +72,7 @@ enum class ArgLayout {
   dw_weight,      // ONNX [C][1][R][S] -> depthwise_conv2d's [C/B][R][S][B]
   transposed,     // a 2-D initializer transposed ([N][K] of Gemm transB=1 -> [K][N])
   channel_vector, // bias/scale per channel, zero-padded to the op's tensor size
+  winograd_weight,// ONNX [K][C][3][3] -> conv2d_winograd's [36][K/B][C/B][B][B]: G g G^T per (k, c)
 };
 
 struct StepArg {

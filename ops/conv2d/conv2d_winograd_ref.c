@@ -1,0 +1,124 @@
+/* conv2d_winograd_ref.c: the reference for conv2d_winograd.c, in double, single-threaded,
+ * one output tile and one output channel at a time:
+ *   Y = A^T [ sum_c U[.][k][c] . (B^T d(c) B) ] A + bias + residual, then the activation,
+ * with d(c) the 6x6 input patch of channel c under the 4x4 output tile (zero outside the
+ * input), the matrices written out in full (no factored forms) and U as given: what the
+ * kernel computes for any U. That the result is the 3x3 convolution of the weights U was
+ * made from is the layout's business (deploy's winograd_weight transform), tested against
+ * conv2d_nchwc's reference there. Needs CONV_{N,C,H,W,K,PAD,BLOCK}, optional
+ * CONV_{BIAS,RESIDUAL,ACT}; prepended with ref_math.h. Same arguments as the kernel. */
+#include "kestrel/kernel/abi.h"
+
+#if !defined(CONV_N) || !defined(CONV_C) || !defined(CONV_H) || !defined(CONV_W) || !defined(CONV_K) || \
+    !defined(CONV_PAD) || !defined(CONV_BLOCK)
+#error "conv2d_winograd_ref.c needs CONV_{N,C,H,W,K,PAD,BLOCK}"
+#endif
+#ifndef CONV_BIAS
+#define CONV_BIAS 0
+#endif
+#ifndef CONV_RESIDUAL
+#define CONV_RESIDUAL 0
+#endif
+#ifndef CONV_ACT
+#define CONV_ACT 0
+#endif
+
+#define B CONV_BLOCK
+#define P (CONV_H + 2 * CONV_PAD - 2)
+#define Q (CONV_W + 2 * CONV_PAD - 2)
+#define CB ((CONV_C + B - 1) / B)
+#define KB ((CONV_K + B - 1) / B)
+
+static const double kBT[6][6] = {{4, 0, -5, 0, 1, 0}, {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                 {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+static const double kAT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+
+/* The activation (KESTREL_ACT_* of kestrel/kernel/math.h): 0 none, 1 relu, 2 relu6, 3 gelu
+ * (erf form), 4 sigmoid, 5 silu, 6 hardswish, 7 hardsigmoid, 8 tanh, 9 gelu (tanh form). */
+static double ref_activate(double x) {
+  const double hardsigmoid = x / 6.0 + 0.5 < 0 ? 0 : x / 6.0 + 0.5 > 1 ? 1 : x / 6.0 + 0.5;
+  switch (CONV_ACT) {
+    case 1: return x > 0 ? x : 0;
+    case 2: return x < 0 ? 0 : x > 6 ? 6 : x;
+    case 3: return 0.5 * x * (1.0 + ref_erf(x * 0.70710678118654752440));
+    case 4: return 1.0 / (1.0 + ref_exp(-x));
+    case 5: return x / (1.0 + ref_exp(-x));
+    case 6: return x * hardsigmoid;
+    case 7: return hardsigmoid;
+    case 8: return ref_tanh(x);
+    case 9: {
+      const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+      return 0.5 * x * (1.0 + ref_tanh(u));
+    }
+    default: return x;
+  }
+}
+
+KESTREL_KERNEL(svc, args, num_args) {
+  (void)svc;
+  enum { kBiasArg = 2, kResidualArg = 2 + CONV_BIAS, kOutArg = 2 + CONV_BIAS + CONV_RESIDUAL };
+  if (num_args != kOutArg + 1) return 2;
+  for (int i = 0; i < num_args; ++i) {
+    if (!args[i].data) return 2;
+  }
+  if (args[0].i64 != (int64_t)CONV_N * CB * B * CONV_H * CONV_W || args[1].i64 != (int64_t)36 * KB * CB * B * B ||
+      args[kOutArg].i64 != (int64_t)CONV_N * KB * P * Q * B || (CONV_BIAS && args[kBiasArg].i64 != (int64_t)KB * B) ||
+      (CONV_RESIDUAL && args[kResidualArg].i64 != args[kOutArg].i64)) {
+    return 2;
+  }
+  const float* in = (const float*)args[0].data;
+  const float* u = (const float*)args[1].data;
+  const float* bias = CONV_BIAS ? (const float*)args[kBiasArg].data : 0;
+  const float* residual = CONV_RESIDUAL ? (const float*)args[kResidualArg].data : 0;
+  float* out = (float*)args[kOutArg].data;
+  for (int64_t n = 0; n < CONV_N; ++n) {
+    for (int64_t k = 0; k < KB * B; ++k) {
+      for (int64_t p0 = 0; p0 < P; p0 += 4) {
+        for (int64_t q0 = 0; q0 < Q; q0 += 4) {
+          double m[6][6] = {{0}};
+          for (int64_t c = 0; c < CONV_C && k < CONV_K; ++c) {
+            double d[6][6], t[6][6];
+            for (int r = 0; r < 6; ++r) {
+              for (int s = 0; s < 6; ++s) {
+                const int64_t h = p0 - CONV_PAD + r, x = q0 - CONV_PAD + s;
+                d[r][s] = h < 0 || h >= CONV_H || x < 0 || x >= CONV_W
+                              ? 0.0
+                              : (double)in[(((n * CB + c / B) * CONV_H + h) * CONV_W + x) * B + c % B];
+              }
+            }
+            for (int i = 0; i < 6; ++i) {
+              for (int j = 0; j < 6; ++j) {
+                t[i][j] = 0.0;
+                for (int e = 0; e < 6; ++e) t[i][j] += kBT[i][e] * d[e][j];
+              }
+            }
+            for (int i = 0; i < 6; ++i) {
+              for (int j = 0; j < 6; ++j) {
+                double v = 0.0;
+                for (int e = 0; e < 6; ++e) v += t[i][e] * kBT[j][e];
+                m[i][j] += v * (double)u[((((int64_t)(i * 6 + j) * KB + k / B) * CB + c / B) * B + c % B) * B + k % B];
+              }
+            }
+          }
+          for (int r = 0; r < 4 && p0 + r < P; ++r) {
+            for (int s = 0; s < 4 && q0 + s < Q; ++s) {
+              const int64_t at = (((n * KB + k / B) * P + p0 + r) * Q + q0 + s) * B + k % B;
+              if (k >= CONV_K) {
+                out[at] = 0.0f;
+                continue;
+              }
+              double y = 0.0;
+              for (int i = 0; i < 6; ++i) {
+                for (int j = 0; j < 6; ++j) y += kAT[r][i] * m[i][j] * kAT[s][j];
+              }
+              if (CONV_BIAS) y += (double)bias[k];
+              if (CONV_RESIDUAL) y += (double)residual[at];
+              out[at] = (float)ref_activate(y);
+            }
+          }
+        }
+      }
+    }
+  }
+  return 0;
+}

@@ -133,30 +133,37 @@ AlignedFloats pack_initializer(const Initializer& init, ArgLayout layout, std::i
       }
       return out;
     }
-    case ArgLayout::winograd_weight: {
+    case ArgLayout::winograd_weight:
+    case ArgLayout::winograd2_weight: {
       need(s.size() == 4 && s[2] == 3 && s[3] == 3 && block > 0, what + " is not a 3x3 convolution weight");
+      // G of F(4x4, 3x3) (the points 0, 1, -1, 2, -2, infinity) and of F(2x2, 3x3) (0, 1,
+      // -1, infinity); U = G g G^T in double.
+      static constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
+                                           {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                           {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                           {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                           {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                           {0, 0, 1}};
+      static constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+      const bool f4 = layout == ArgLayout::winograd_weight;
+      const int alpha = f4 ? 6 : 4;
+      auto g_at = [&](int i, int j) { return f4 ? kG4[i][j] : kG2[i][j]; };
       const std::int64_t k = s[0], c = s[1], kb = ceil_div(k, block), cb = ceil_div(c, block);
-      fits(36 * kb * cb * block * block, "a Winograd F(4x4,3x3) weight");
-      // G of F(4x4, 3x3) with the points 0, 1, -1, 2, -2 and infinity; U = G g G^T in double.
-      static constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
-                                          {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                          {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                          {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                          {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                          {0, 0, 1}};
+      fits(alpha * alpha * kb * cb * block * block,
+           f4 ? "a Winograd F(4x4,3x3) weight" : "a Winograd F(2x2,3x3) weight");
       for (std::int64_t ko = 0; ko < k; ++ko) {
         for (std::int64_t ci = 0; ci < c; ++ci) {
           const float* g = init.f32.data() + (ko * c + ci) * 9;
           double gg[6][3];  // G g
-          for (int i = 0; i < 6; ++i) {
+          for (int i = 0; i < alpha; ++i) {
             for (int j = 0; j < 3; ++j) {
-              gg[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
+              gg[i][j] = g_at(i, 0) * g[j] + g_at(i, 1) * g[3 + j] + g_at(i, 2) * g[6 + j];
             }
           }
-          for (int i = 0; i < 6; ++i) {
-            for (int j = 0; j < 6; ++j) {
-              const double u = gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2];
-              const std::int64_t at = (((i * 6 + j) * kb + ko / block) * cb + ci / block) * block * block +
+          for (int i = 0; i < alpha; ++i) {
+            for (int j = 0; j < alpha; ++j) {
+              const double u = gg[i][0] * g_at(j, 0) + gg[i][1] * g_at(j, 1) + gg[i][2] * g_at(j, 2);
+              const std::int64_t at = (((i * alpha + j) * kb + ko / block) * cb + ci / block) * block * block +
                                       ci % block * block + ko % block;
               out[static_cast<std::size_t>(at)] = static_cast<float>(u);
             }

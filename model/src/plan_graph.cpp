@@ -441,9 +441,12 @@ class Planner {
     const std::int64_t out_pixels = (x[2] + 2 * std::get<std::int64_t>(pad) - 2) * (x[3] + 2 * std::get<std::int64_t>(pad) - 2);
     if (winograd_ && groups == 1 && w[2] == 3 && w[3] == 3 && std::get<std::int64_t>(stride) == 1 &&
         std::get<std::int64_t>(dilation) == 1 && c >= block_ && out_pixels >= kWinogradMinPixels) {
+      const bool f4 = out_pixels >= kWinograd4MinPixels;
       cand.op = "conv2d_winograd";
       cand.params["K"] = k;
-      cand.args = {{conv.inputs[0], ArgLayout::nchwc}, {conv.inputs[1], ArgLayout::winograd_weight}};
+      if (!f4) cand.params["m"] = 2;
+      cand.args = {{conv.inputs[0], ArgLayout::nchwc},
+                   {conv.inputs[1], f4 ? ArgLayout::winograd_weight : ArgLayout::winograd2_weight}};
     } else if (groups == 1 || ((c / groups) % block_ == 0 && (k / groups) % block_ == 0 && c % groups == 0)) {
       cand.op = "conv2d_nchwc";
       cand.params["K"] = k;

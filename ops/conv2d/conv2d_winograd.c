@@ -1,20 +1,22 @@
 /* conv2d_winograd.c: 3x3 convolution with stride 1, fp32, blocked-channel layout (NCHWc),
- * by Winograd's minimal filtering F(4x4, 3x3), with the fused epilogue of conv2d_nchwc.
+ * by Winograd's minimal filtering F(MxM, 3x3), M = 4 or 2, with the fused epilogue of
+ * conv2d_nchwc.
  *   out[n][k/B][p][q][k%B] = act(sum_{c,r,s} in[n][c/B][p-PAD+r][q-PAD+s][c%B] * w(k, c, r, s)
  *                                + bias[k] + residual[n][k/B][p][q][k%B])
  *
- * The output is cut into 4x4 tiles, each computed from the 6x6 input patch under it:
+ * The output is cut into MxM tiles, each computed from the (M+2)x(M+2) input patch under it:
  *   Y = A^T [ sum_c U(k, c) . V(c) ] A,  V(c) = B^T d(c) B,  U(k, c) = G g(k, c) G^T
- * with the interpolation points 0, 1, -1, 2, -2 and infinity. The weights come already
- * transformed (the layout winograd_weight: the model runtime transforms them once when it
- * packs them): U[36][K/B][C/B][B(c)][B(k)], one C x K matrix per position xi = 6*i + j of
- * the 6x6 patch. A multiply count of 36 per 16 outputs instead of 144: 4x fewer than the
- * direct convolution, paid for with three passes over memory (the input transform, the 36
- * matrix products, the output transform).
+ * with the interpolation points 0, 1, -1, 2, -2 and infinity (M = 4) or 0, 1, -1 and
+ * infinity (M = 2). The weights come already transformed (the layouts winograd_weight and
+ * winograd2_weight: the model runtime transforms them once when it packs them):
+ * U[XI][K/B][C/B][B(c)][B(k)], one C x K matrix per position xi = (M+2)*i + j of the patch
+ * (XI = 36 or 16). F(4x4): 36 multiplies per 16 outputs instead of 144 (4x fewer), weights
+ * 4x the filter's size; F(2x2): 16 per 4 (2.25x fewer), weights 1.8x. Paid for with three
+ * passes over memory (the input transform, the XI matrix products, the output transform).
  *
  * Freestanding C specialised entirely by #defines (see conv2d_winograd.cpp):
- *   workload  CONV_N CONV_C CONV_H CONV_W CONV_K CONV_PAD CONV_BLOCK, CONV_BIAS CONV_RESIDUAL
- *             (0/1), CONV_ACT (0..9, KESTREL_ACT_* of kestrel/kernel/math.h); CONV_R,
+ *   workload  CONV_N CONV_C CONV_H CONV_W CONV_K CONV_PAD CONV_BLOCK, CONV_M (output tile:
+ *             4 or 2; 4 when absent), CONV_BIAS CONV_RESIDUAL (0/1), CONV_ACT (0..9, KESTREL_ACT_* of kestrel/kernel/math.h); CONV_R,
  *             CONV_S (3), CONV_STRIDE, CONV_DILATION (1), CONV_GROUPS (1) are checked
  *   WINO_NT     tiles per chunk: a chunk's transformed input and products stay in cache
  *   WINO_MR     tiles per register tile (one broadcast each)
@@ -25,7 +27,7 @@
  *
  * Lanes past C in the input are never used (the input transform zeroes them, NaN
  * included); weight lanes past C and K must be finite; output lanes past K are written as 0.
- * Tensors: input [N][C/B][H][W][B], weight [36][K/B][C/B][B][B], [bias [K/B*B]],
+ * Tensors: input [N][C/B][H][W][B], weight [XI][K/B][C/B][B][B], [bias [K/B*B]],
  * [residual (the output's shape)], output [N][K/B][P][Q][B]. Returns 0, 1 when scratch
  * memory runs out, 2 on bad arguments.
  */
@@ -39,6 +41,12 @@
 #if (defined(CONV_R) && CONV_R != 3) || (defined(CONV_S) && CONV_S != 3) || (defined(CONV_STRIDE) && CONV_STRIDE != 1) || \
     (defined(CONV_DILATION) && CONV_DILATION != 1) || (defined(CONV_GROUPS) && CONV_GROUPS != 1)
 #error "conv2d_winograd.c: only 3x3 filters, stride 1, no dilation, no groups"
+#endif
+#ifndef CONV_M
+#define CONV_M 4
+#endif
+#if CONV_M != 4 && CONV_M != 2
+#error "conv2d_winograd.c: CONV_M (the output tile) must be 4 or 2"
 #endif
 #ifndef CONV_BIAS
 #define CONV_BIAS 0
@@ -64,13 +72,15 @@
 #if KB % WINO_NR != 0
 #error "conv2d_winograd.c: NR must divide the number of output-channel blocks"
 #endif
-#define TP ((P + 3) / 4)                       /* tile rows */
-#define TQ ((Q + 3) / 4)                       /* tile columns */
+#define M CONV_M                               /* output tile: M x M */
+#define ALPHA (M + 2)                          /* input patch: ALPHA x ALPHA */
+#define TP ((P + M - 1) / M)                   /* tile rows */
+#define TQ ((Q + M - 1) / M)                   /* tile columns */
 #define TILES (TP * TQ)                        /* tiles per image */
 #define NT (WINO_NT < TILES ? WINO_NT : TILES) /* tiles per chunk */
 #define CHUNKS ((TILES + NT - 1) / NT)         /* chunks per image */
 #define NTR ((NT + WINO_MR - 1) / WINO_MR * WINO_MR) /* a chunk's tiles, rounded up to MR */
-#define XI 36                                  /* positions of the 6x6 patch */
+#define XI (ALPHA * ALPHA)                     /* positions of the patch */
 #define VPOS ((int64_t)CB * NTR * B)           /* floats of one position's transformed input */
 #define MPOS ((int64_t)KB * NTR * B)           /* floats of one position's products */
 #define CHUNK_FLOATS ((int64_t)XI * (VPOS + MPOS))
@@ -93,11 +103,11 @@ INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 typedef struct wino_ctx {
   const float* in;       /* the current image, [CB][H][W][B] */
-  const float* u;        /* [36][KB][CB][B][B] */
+  const float* u;        /* [XI][KB][CB][B][B] */
   const float* bias;     /* [KB*B] (CONV_BIAS) */
   const float* residual; /* the current image, [KB][P][Q][B] (CONV_RESIDUAL) */
   float* out;            /* the current image, [KB][P][Q][B] */
-  float* scratch;        /* per chunk (WINO_SPLIT 0) or one chunk's: V [36][CB][NTR][B], M [36][KB][NTR][B] */
+  float* scratch;        /* per chunk (WINO_SPLIT 0) or one chunk's: V [XI][CB][NTR][B], M [XI][KB][NTR][B] */
   int64_t chunk;         /* WINO_SPLIT 1: the chunk being computed */
 } wino_ctx;
 
@@ -106,6 +116,7 @@ INLINE float* chunk_v(const wino_ctx* ctx, int64_t chunk) {
 }
 INLINE float* chunk_m(const wino_ctx* ctx, int64_t chunk) { return chunk_v(ctx, chunk) + XI * VPOS; }
 
+#if M == 4
 /* B^T x for the six vectors x[0], x[s], ..., x[5s] (one row or column of a patch). */
 #define BT_APPLY(o, x, s)                                          \
   do {                                                             \
@@ -118,6 +129,17 @@ INLINE float* chunk_m(const wino_ctx* ctx, int64_t chunk) { return chunk_v(ctx, 
     (o)[4 * (s)] = 2.0f * (x1 - x3) + x4 - x2;                     \
     (o)[5 * (s)] = 4.0f * x1 - 5.0f * x3 + x5;                     \
   } while (0)
+#else
+/* B^T x for the four vectors x[0], x[s], x[2s], x[3s]. */
+#define BT_APPLY(o, x, s)                                              \
+  do {                                                                 \
+    vf x0 = (x)[0], x1 = (x)[s], x2 = (x)[2 * (s)], x3 = (x)[3 * (s)]; \
+    (o)[0] = x0 - x2;                                                  \
+    (o)[s] = x1 + x2;                                                  \
+    (o)[2 * (s)] = x2 - x1;                                            \
+    (o)[3 * (s)] = x1 - x3;                                            \
+  } while (0)
+#endif
 
 /* Input transform of tiles [t0, t1) of a chunk (tile indices within the image: first + i),
  * channel blocks [cb0, cb1): V[xi][cb][i][lanes] = (B^T d B)[xi]. The tiles of the chunk's
@@ -134,36 +156,36 @@ static void transform_input(const wino_ctx* ctx, float* v, int64_t first, int64_
     const float* plane = ctx->in + cb * (int64_t)CONV_H * CONV_W * B;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = first + i;
-      vf d[36];
+      vf d[XI];
       if (i >= NT || t >= TILES) { /* past the chunk or the image */
-        UNROLL_FULL for (int e = 0; e < 36; ++e) d[e] = (vf){0};
+        UNROLL_FULL for (int e = 0; e < XI; ++e) d[e] = (vf){0};
       } else {
-        const int64_t h0 = (t / TQ) * 4 - CONV_PAD, x0 = (t % TQ) * 4 - CONV_PAD;
-        if (h0 >= 0 && x0 >= 0 && h0 + 6 <= CONV_H && x0 + 6 <= CONV_W) {
-          UNROLL_FULL for (int r = 0; r < 6; ++r) {
+        const int64_t h0 = (t / TQ) * M - CONV_PAD, x0 = (t % TQ) * M - CONV_PAD;
+        if (h0 >= 0 && x0 >= 0 && h0 + ALPHA <= CONV_H && x0 + ALPHA <= CONV_W) {
+          UNROLL_FULL for (int r = 0; r < ALPHA; ++r) {
             const float* row = plane + ((h0 + r) * (int64_t)CONV_W + x0) * B;
-            UNROLL_FULL for (int s = 0; s < 6; ++s) VLOAD(d[r * 6 + s], row + s * B);
+            UNROLL_FULL for (int s = 0; s < ALPHA; ++s) VLOAD(d[r * ALPHA + s], row + s * B);
           }
         } else {
-          UNROLL_FULL for (int r = 0; r < 6; ++r) {
-            UNROLL_FULL for (int s = 0; s < 6; ++s) {
+          UNROLL_FULL for (int r = 0; r < ALPHA; ++r) {
+            UNROLL_FULL for (int s = 0; s < ALPHA; ++s) {
               const int64_t h = h0 + r, x = x0 + s;
               if (h >= 0 && h < CONV_H && x >= 0 && x < CONV_W) {
-                VLOAD(d[r * 6 + s], plane + (h * (int64_t)CONV_W + x) * B);
+                VLOAD(d[r * ALPHA + s], plane + (h * (int64_t)CONV_W + x) * B);
               } else {
-                d[r * 6 + s] = (vf){0};
+                d[r * ALPHA + s] = (vf){0};
               }
             }
           }
         }
 #if CONV_C % B != 0
-        UNROLL_FULL for (int e = 0; e < 36; ++e) d[e] = (vf)((vi)d[e] & keep);
+        UNROLL_FULL for (int e = 0; e < XI; ++e) d[e] = (vf)((vi)d[e] & keep);
 #endif
       }
-      vf tmp[36];
-      UNROLL_FULL for (int s = 0; s < 6; ++s) BT_APPLY(tmp + s, d + s, 6);  /* columns: B^T d */
-      UNROLL_FULL for (int r = 0; r < 6; ++r) BT_APPLY(d + r * 6, tmp + r * 6, 1); /* rows: (B^T d) B */
-      UNROLL_FULL for (int e = 0; e < 36; ++e) VSTORE(v + (e * VPOS) + (cb * NTR + i) * B, d[e]);
+      vf tmp[XI];
+      UNROLL_FULL for (int s = 0; s < ALPHA; ++s) BT_APPLY(tmp + s, d + s, ALPHA);  /* columns: B^T d */
+      UNROLL_FULL for (int r = 0; r < ALPHA; ++r) BT_APPLY(d + r * ALPHA, tmp + r * ALPHA, 1); /* rows: (B^T d) B */
+      UNROLL_FULL for (int e = 0; e < XI; ++e) VSTORE(v + (e * VPOS) + (cb * NTR + i) * B, d[e]);
     }
   }
 }
@@ -205,6 +227,7 @@ static void products(const wino_ctx* ctx, const float* v, float* m, int64_t coun
 INLINE int64_t chunk_tiles(int64_t c) { return min64(NT, TILES - c * NT); }
 INLINE int64_t rounded(int64_t count) { return (count + WINO_MR - 1) / WINO_MR * WINO_MR; }
 
+#if M == 4
 /* A^T x for six vectors x[0], x[s], ..., x[5s] into four o[0], o[so], ... */
 #define AT_APPLY(o, so, x, s)                                              \
   do {                                                                     \
@@ -216,6 +239,15 @@ INLINE int64_t rounded(int64_t count) { return (count + WINO_MR - 1) / WINO_MR *
     (o)[2 * (so)] = a + 4.0f * c;                                          \
     (o)[3 * (so)] = b + 8.0f * e + x5;                                     \
   } while (0)
+#else
+/* A^T x for four vectors x[0], x[s], x[2s], x[3s] into two o[0], o[so]. */
+#define AT_APPLY(o, so, x, s)                                          \
+  do {                                                                 \
+    vf x0 = (x)[0], x1 = (x)[s], x2 = (x)[2 * (s)], x3 = (x)[3 * (s)]; \
+    (o)[0] = x0 + x1 + x2;                                             \
+    (o)[so] = x1 - x2 - x3;                                            \
+  } while (0)
+#endif
 
 /* Output transform of tiles [i0, i1) of a chunk for blocks [kb0, kb1), with the epilogue. */
 static void transform_output(const wino_ctx* ctx, const float* m, int64_t first, int64_t i0, int64_t i1, int64_t kb0,
@@ -234,18 +266,18 @@ static void transform_output(const wino_ctx* ctx, const float* m, int64_t first,
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = first + i;
       if (t >= TILES) break;
-      vf x[36], tmp[24], y[16];
-      UNROLL_FULL for (int e = 0; e < 36; ++e) VLOAD(x[e], m + e * MPOS + (kb * NTR + i) * B);
-      UNROLL_FULL for (int s = 0; s < 6; ++s) AT_APPLY(tmp + s, 6, x + s, 6); /* A^T M: 4 rows of 6 */
-      UNROLL_FULL for (int r = 0; r < 4; ++r) AT_APPLY(y + r * 4, 1, tmp + r * 6, 1); /* (A^T M) A */
-      const int64_t p0 = (t / TQ) * 4, q0 = (t % TQ) * 4;
+      vf x[XI], tmp[M * ALPHA], y[M * M];
+      UNROLL_FULL for (int e = 0; e < XI; ++e) VLOAD(x[e], m + e * MPOS + (kb * NTR + i) * B);
+      UNROLL_FULL for (int s = 0; s < ALPHA; ++s) AT_APPLY(tmp + s, ALPHA, x + s, ALPHA); /* A^T M: M rows */
+      UNROLL_FULL for (int r = 0; r < M; ++r) AT_APPLY(y + r * M, 1, tmp + r * ALPHA, 1); /* (A^T M) A */
+      const int64_t p0 = (t / TQ) * M, q0 = (t % TQ) * M;
       const int64_t at = (kb * (int64_t)P + p0) * Q * B + q0 * B;
-      UNROLL_FULL for (int r = 0; r < 4; ++r) {
+      UNROLL_FULL for (int r = 0; r < M; ++r) {
         if (p0 + r >= P) break;
-        UNROLL_FULL for (int s = 0; s < 4; ++s) {
+        UNROLL_FULL for (int s = 0; s < M; ++s) {
           if (q0 + s >= Q) break;
           const int64_t o = at + ((int64_t)r * Q + s) * B;
-          vf val = y[r * 4 + s];
+          vf val = y[r * M + s];
 #if CONV_BIAS
           val += bias;
 #endif

@@ -1,7 +1,8 @@
-// conv2d_winograd: 3x3 stride-1 convolution by Winograd's F(4x4, 3x3) in the blocked-channel
-// layout, with conv2d_nchwc's fused epilogue. Its weights are the Winograd transform of
-// the filter, [36][K/B][C/B][B][B] (the model runtime's winograd_weight layout). The kernel
-// is ops/conv2d/conv2d_winograd.c, the reference ops/conv2d/conv2d_winograd_ref.c.
+// conv2d_winograd: 3x3 stride-1 convolution by Winograd's F(mxm, 3x3), m = 4 or 2, in the
+// blocked-channel layout, with conv2d_nchwc's fused epilogue. Its weights are the Winograd
+// transform of the filter, [(m+2)^2][K/B][C/B][B][B] (the model runtime's winograd_weight
+// and winograd2_weight layouts). The kernel is ops/conv2d/conv2d_winograd.c, the reference
+// ops/conv2d/conv2d_winograd_ref.c.
 #include "builtin_ops.h"
 #include "conv_shape.h"
 #include "knob_util.h"
@@ -15,10 +16,15 @@ using detail::ConvShape;
 const std::vector<std::int64_t> kNt = {4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 const std::vector<std::int64_t> kMr = {1, 2, 3, 4, 6, 8, 12, 14};
 const std::vector<std::int64_t> kNr = {1, 2, 3, 4, 6};
-constexpr std::int64_t kPositions = 36;  // the 6x6 patch of F(4x4, 3x3)
+// The output tile's side m (4 or 2) and the positions of the (m+2)x(m+2) input patch.
+std::int64_t tile_side(const Params& p) { return detail::param_or(p, "m", 4); }
+std::int64_t positions(const Params& p) { return (tile_side(p) + 2) * (tile_side(p) + 2); }
 
-// Output tiles of 4x4 per image.
-std::int64_t tiles(const ConvShape& s) { return ceil_div(s.p(), 4) * ceil_div(s.q(), 4); }
+// Output tiles of m x m per image.
+std::int64_t tiles(const Params& p) {
+  const ConvShape s = detail::conv_shape(p);
+  return ceil_div(s.p(), tile_side(p)) * ceil_div(s.q(), tile_side(p));
+}
 
 // Vector registers of an mr x nr tile: the accumulators, the weight vectors, one broadcast.
 std::int64_t tile_registers(std::int64_t mr, std::int64_t nr, std::int64_t block, const TargetTraits& target) {
@@ -34,17 +40,19 @@ class Conv2dWinogradOp final : public Op {
   std::string_view name() const override { return "conv2d_winograd"; }
 
   std::string_view description() const override {
-    return "fp32 3x3 convolution with stride 1 by Winograd's F(4x4,3x3), blocked-channel layout: "
-           "input[N][C/B][H][W][B] * weight[36][K/B][C/B][B][B] (the filter's Winograd transform) -> "
+    return "fp32 3x3 convolution with stride 1 by Winograd's F(mxm,3x3), m = 4 or 2, blocked-channel layout: "
+           "input[N][C/B][H][W][B] * weight[(m+2)^2][K/B][C/B][B][B] (the filter's Winograd transform) -> "
            "output[N][K/B][P][Q][B], with zero padding and conv2d_nchwc's optional fused bias/residual/activation; "
-           "36 products per 4x4 output tile instead of 144, a register tile of mr tiles x nr channel blocks in "
-           "the 36 matrix products";
+           "36 products per 4x4 output tile (m=4) or 16 per 2x2 (m=2) instead of 144 or 36, a register tile of "
+           "mr tiles x nr channel blocks in the (m+2)^2 matrix products";
   }
 
   std::vector<ParamSpec> params() const override {
     auto out = detail::conv_params();
     out.push_back({"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1,
                    64, 16});
+    out.push_back({"m", "output tile side: 4 = F(4x4,3x3), 4x fewer multiplies, weights 4x the filter's size; "
+                   "2 = F(2x2,3x3), 2.25x fewer, weights 1.8x", 2, 4, 4, true});
     for (auto& spec : detail::conv_epilogue_params()) out.push_back(std::move(spec));
     return out;
   }
@@ -54,6 +62,9 @@ class Conv2dWinogradOp final : public Op {
     const std::int64_t block = p.at("block");
     if (block != 4 && block != 8 && block != 16) {
       throw OpError("conv2d_winograd: parameter block=" + std::to_string(block) + " is not 4, 8 or 16");
+    }
+    if (tile_side(p) != 2 && tile_side(p) != 4) {
+      throw OpError("conv2d_winograd: parameter m=" + std::to_string(tile_side(p)) + " is not 2 or 4");
     }
     const ConvShape s = detail::conv_shape(p);
     if (s.r != 3 || s.s != 3 || s.stride != 1 || s.dilation != 1 || s.groups != 1) {
@@ -70,7 +81,7 @@ class Conv2dWinogradOp final : public Op {
     const std::int64_t b = params.at("block"), cb = ceil_div(s.c, b), kb = ceil_div(s.k, b);
     std::vector<TensorSpec> out = {
         {"input", DType::f32, Role::input, {s.n, cb, s.h, s.w, b}},
-        {"weight", DType::f32, Role::input, {kPositions, kb, cb, b, b}},
+        {"weight", DType::f32, Role::input, {positions(params), kb, cb, b, b}},
     };
     std::vector<std::int64_t> output = {s.n, kb, s.p(), s.q(), b};
     detail::add_conv_epilogue_tensors(out, params, {kb * b}, output);
@@ -90,11 +101,11 @@ class Conv2dWinogradOp final : public Op {
     }
     std::vector<std::int64_t> nt;
     for (auto v : kNt) {
-      if (nt.empty() || v < 2 * tiles(s)) nt.push_back(v);
+      if (nt.empty() || v < 2 * tiles(params)) nt.push_back(v);
     }
     return {
         {"nt", nt, "4x4 output tiles per chunk (the chunk's transformed input and products stay in cache)"},
-        {"mr", detail::tiles_for(kMr, tiles(s)), "tiles per register tile (one broadcast each)"},
+        {"mr", detail::tiles_for(kMr, tiles(params)), "tiles per register tile (one broadcast each)"},
         {"nr", nr, "output-channel blocks per register tile (one weight vector each); divides K/block"},
         {"unroll", {1, 2, 4, 8, 16}, "unroll count of the loop over the lanes of an input-channel block"},
         {"split", {0, 1}, "threads take: 0 = a chunk each (all three passes), 1 = parts of each pass of one chunk"},
@@ -124,7 +135,7 @@ class Conv2dWinogradOp final : public Op {
     const auto& nr_domain = domains[2].values;
     const std::int64_t nr = std::find(nr_domain.begin(), nr_domain.end(), 2) != nr_domain.end() ? 2 : 1;
     const std::int64_t nt = detail::largest_at_most(domains[0].values, 256);
-    const std::int64_t chunk = std::min(nt, tiles(detail::conv_shape(params)));
+    const std::int64_t chunk = std::min(nt, tiles(params));
     // The share of useful rows times the micro-kernel's share of multiply-adds among its
     // operations (mr*nr FMAs per mr broadcasts and nr loads).
     auto score = [&](std::int64_t v) {
@@ -160,8 +171,9 @@ class Conv2dWinogradOp final : public Op {
     return out;
   }
 
-  // The transforms scale the terms (B^T's rows sum to up to 10 in magnitude, A^T's to 18)
-  // before they cancel: F(4x4, 3x3) in fp32 loses about three bits more than the direct sum.
+  // The transforms scale the terms (F(4x4)'s B^T rows sum to up to 10 in magnitude, A^T's
+  // to 18) before they cancel: F(4x4, 3x3) in fp32 loses about three bits more than the
+  // direct sum, F(2x2, 3x3) about one.
   double tolerance(const Params& params) const override {
     const ConvShape s = detail::conv_shape(params);
     return 8.0 * detail::dot_tolerance(static_cast<double>(s.c * s.r * s.s + 2));
@@ -174,20 +186,20 @@ class Conv2dWinogradOp final : public Op {
     };
     const ConvShape s = detail::conv_shape(params);
     const auto d = [](std::int64_t v) { return static_cast<double>(v); };
-    const double b = d(params.at("block")), t = d(tiles(s));
+    const double b = d(params.at("block")), t = d(tiles(params)), xi = d(positions(params)), m = d(tile_side(params));
     const double cb = std::ceil(d(s.c) / b), kb = std::ceil(d(s.k) / b);
     const double nt = std::min(d(c.at("nt")), t), mr = d(c.at("mr")), nr = d(c.at("nr"));
     const double ntr = std::ceil(nt / mr) * mr, chunks = std::ceil(t / nt);
     add("tiles", t);
     add("chunks", chunks);
     add("flops", s.flops());
-    add("chunk_bytes", d(kPositions) * (cb + kb) * ntr * b * 4);
-    add("weight_bytes", d(kPositions) * cb * kb * b * b * 4);
+    add("chunk_bytes", xi * (cb + kb) * ntr * b * 4);
+    add("weight_bytes", xi * cb * kb * b * b * 4);
     add("accumulators", mr * nr);
     add("waste_tiles", (chunks * ntr - t) / (chunks * ntr));
-    add("waste_output", (t * 16 - d(s.p() * s.q())) / (t * 16));
+    add("waste_output", (t * m * m - d(s.p() * s.q())) / (t * m * m));
     add("micro_intensity", 2.0 * mr * nr * b / (nr * b + mr));
-    add("parallel_items", c.at("split") == 0 ? chunks : kPositions * kb / nr);
+    add("parallel_items", c.at("split") == 0 ? chunks : xi * kb / nr);
     return out;
   }
 };

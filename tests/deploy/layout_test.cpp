@@ -75,44 +75,57 @@ TEST_CASE("model: initializers are packed in the kernels' blocked layouts", "[mo
       }
     CHECK_THROWS_AS(pack_initializer(init("bad", {5, 2, 3, 3}), ArgLayout::dw_weight, B, 1000), ModelError);
   }
-  SECTION("Winograd weight [36][K/B][C/B][B(c)][B(k)]: G g G^T, so A^T (U . B^T d B) A is the 3x3 correlation") {
+  SECTION("Winograd weights [(m+2)^2][K/B][C/B][B(c)][B(k)]: G g G^T, so A^T (U . B^T d B) A is the 3x3 correlation") {
     // K=5, C=6 (a second, partial block of each at B=4); the filters are not a ramp, which
     // would hide a transposed tap.
     Initializer w = init("wino", {5, 6, 3, 3});
     for (std::size_t i = 0; i < w.f32.size(); ++i) w.f32[i] = static_cast<float>(static_cast<int>(i * 37 % 23) - 11) / 8.0f;
     const std::int64_t kb = 2, cb = 2;
-    AlignedFloats u = pack_initializer(w, ArgLayout::winograd_weight, B, 36 * kb * cb * B * B);
-    static constexpr double kBT[6][6] = {{4, 0, -5, 0, 1, 0}, {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
-                                         {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
-    static constexpr double kAT[4][6] = {
+    static constexpr double kBT4[6][6] = {{4, 0, -5, 0, 1, 0}, {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                          {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+    static constexpr double kAT4[4][6] = {
         {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
-    double d[6][6];
-    for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j) d[i][j] = std::sin(1.0 + i * 6 + j);
-    double v[6][6] = {};  // B^T d B
-    for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j)
-        for (int a = 0; a < 6; ++a)
-          for (int e = 0; e < 6; ++e) v[i][j] += kBT[i][a] * d[a][e] * kBT[j][e];
-    for (std::int64_t k = 0; k < kb * B; ++k)
-      for (std::int64_t c = 0; c < cb * B; ++c) {
-        auto at = [&](int xi) { return static_cast<std::size_t>((((xi * kb + k / B) * cb + c / B) * B + c % B) * B + k % B); };
-        if (k >= 5 || c >= 6) {
-          for (int xi = 0; xi < 36; ++xi) REQUIRE(u[at(xi)] == 0.0f);
-          continue;
-        }
-        for (int p = 0; p < 4; ++p)
-          for (int q = 0; q < 4; ++q) {
-            double got = 0, want = 0;
-            for (int i = 0; i < 6; ++i)
-              for (int j = 0; j < 6; ++j) got += kAT[p][i] * u[at(i * 6 + j)] * v[i][j] * kAT[q][j];
-            for (int r = 0; r < 3; ++r)
-              for (int s = 0; s < 3; ++s) want += d[p + r][q + s] * w.f32[static_cast<std::size_t>((k * 6 + c) * 9 + r * 3 + s)];
-            REQUIRE(got == Approx(want).margin(1e-4));
+    static constexpr double kBT2[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+    static constexpr double kAT2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+    for (int m : {4, 2}) {
+      INFO("F(" << m << "x" << m << ", 3x3)");
+      const int alpha = m + 2;
+      auto bt = [&](int i, int j) { return m == 4 ? kBT4[i][j] : kBT2[i][j]; };
+      auto at_ = [&](int i, int j) { return m == 4 ? kAT4[i][j] : kAT2[i][j]; };
+      AlignedFloats u = pack_initializer(w, m == 4 ? ArgLayout::winograd_weight : ArgLayout::winograd2_weight, B,
+                                         alpha * alpha * kb * cb * B * B);
+      double d[6][6], v[6][6] = {};  // a patch and B^T d B
+      for (int i = 0; i < alpha; ++i)
+        for (int j = 0; j < alpha; ++j) d[i][j] = std::sin(1.0 + i * alpha + j);
+      for (int i = 0; i < alpha; ++i)
+        for (int j = 0; j < alpha; ++j)
+          for (int a = 0; a < alpha; ++a)
+            for (int e = 0; e < alpha; ++e) v[i][j] += bt(i, a) * d[a][e] * bt(j, e);
+      for (std::int64_t k = 0; k < kb * B; ++k)
+        for (std::int64_t c = 0; c < cb * B; ++c) {
+          auto at = [&](int xi) {
+            return static_cast<std::size_t>((((xi * kb + k / B) * cb + c / B) * B + c % B) * B + k % B);
+          };
+          if (k >= 5 || c >= 6) {
+            for (int xi = 0; xi < alpha * alpha; ++xi) REQUIRE(u[at(xi)] == 0.0f);
+            continue;
           }
-      }
+          for (int p = 0; p < m; ++p)
+            for (int q = 0; q < m; ++q) {
+              double got = 0, want = 0;
+              for (int i = 0; i < alpha; ++i)
+                for (int j = 0; j < alpha; ++j) got += at_(p, i) * u[at(i * alpha + j)] * v[i][j] * at_(q, j);
+              for (int r = 0; r < 3; ++r)
+                for (int s = 0; s < 3; ++s)
+                  want += d[p + r][q + s] * w.f32[static_cast<std::size_t>((k * 6 + c) * 9 + r * 3 + s)];
+              REQUIRE(got == Approx(want).margin(1e-4));
+            }
+        }
+    }
     CHECK_THROWS_WITH(pack_initializer(init("w5", {4, 4, 5, 5}), ArgLayout::winograd_weight, B, 100000),
                       Catch::Contains("not a 3x3 convolution weight"));
+    CHECK_THROWS_WITH(pack_initializer(w, ArgLayout::winograd2_weight, B, 100),
+                      Catch::Contains("initializer wino") && Catch::Contains("F(2x2,3x3)"));
   }
   SECTION("transposed, channel vectors and plain") {
     Initializer w = init("fc", {2, 3});

@@ -28,6 +28,7 @@ Tensor to_plain(const Tensor& tensor, const kestrel_services* services = nullptr
 //   channel_vector a vector, zero-padded
 //   winograd_weight [K][C][3][3] as [36][ceil(K/B)][ceil(C/B)][B(c)][B(k)]: the Winograd
 //                  F(4x4, 3x3) transform G g G^T of each filter, computed in double
+//   winograd2_weight the same for F(2x2, 3x3): [16][ceil(K/B)][ceil(C/B)][B(c)][B(k)]
 //   nchwc          a 4-D tensor as to_nchwc()
 // Throws ModelError naming the initializer when its rank or size does not fit.
 AlignedFloats pack_initializer(const model::Initializer& init, model::ArgLayout layout, std::int64_t block, std::int64_t elements);

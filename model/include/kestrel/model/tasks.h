@@ -16,9 +16,11 @@
 namespace kestrel::model {
 
 // The smallest output (P*Q pixels) a convolution runs as conv2d_winograd at (PlanOptions::
-// winograd); below it the transformed weights, 4x the filter's size, cost more to read
-// than the multiplies they save.
+// winograd), and the smallest it runs F(4x4, 3x3) at (F(2x2, 3x3) between the two): the
+// transformed weights are 1.8x (F(2x2)) and 4x (F(4x4)) the filter's size, and a deep
+// layer with a small output reads them once per run for few outputs.
 inline constexpr std::int64_t kWinogradMinPixels = 14 * 14;
+inline constexpr std::int64_t kWinograd4MinPixels = 28 * 28;
 
 struct PlanOptions {
   // The ops a plan's tasks point to (their CPU variants); it must outlive the plan. Null:
@@ -29,8 +31,9 @@ struct PlanOptions {
   std::int64_t block = 0;
   ops::TargetTraits traits;
   // 3x3 convolutions with stride 1, no dilation and no groups whose output has at least
-  // kWinogradMinPixels pixels run as conv2d_winograd (Winograd's F(4x4, 3x3): 4x fewer
-  // multiplies, weights 4x larger) when the registry has it; the others as conv2d_nchwc.
+  // kWinogradMinPixels pixels run as conv2d_winograd (Winograd's F(4x4, 3x3) from
+  // kWinograd4MinPixels, F(2x2, 3x3) below) when the registry has it; the others as
+  // conv2d_nchwc.
   bool winograd = true;
   // Values of the model's symbolic dimensions for this plan (a bucket). Every symbol of
   // the model needs one (ModelError otherwise).
@@ -72,7 +75,8 @@ enum class ArgLayout {
   dw_weight,      // ONNX [C][1][R][S] -> depthwise_conv2d's [C/B][R][S][B]
   transposed,     // a 2-D initializer transposed ([N][K] of Gemm transB=1 -> [K][N])
   channel_vector, // bias/scale per channel, zero-padded to the op's tensor size
-  winograd_weight,// ONNX [K][C][3][3] -> conv2d_winograd's [36][K/B][C/B][B][B]: G g G^T per (k, c)
+  winograd_weight,// ONNX [K][C][3][3] -> conv2d_winograd's [36][K/B][C/B][B][B]: F(4x4)'s G g G^T per (k, c)
+  winograd2_weight,// the same for F(2x2, 3x3) (conv2d_winograd m=2): [16][K/B][C/B][B][B]
 };
 
 struct StepArg {

@@ -30,13 +30,15 @@ BOARDS = {
                 "loader": "/lib/ld-linux-riscv64-lp64d.so.1", "sysroot": "/usr/riscv64-linux-gnu",
                 "build": "build-device-riscv64-linux-gnu"},
 }
-# A CNN of torchvision's (Conv+HardSwish, squeeze-excite, blocked layout) and a
-# transformer of Hugging Face's (token-id and mask inputs: int64), as the legacy exporter
-# writes them.
+# A CNN of torchvision's (Conv+HardSwish, squeeze-excite, blocked layout), residual blocks
+# whose 3x3 convolutions run as conv2d_winograd (the weights' Winograd transform packed on
+# the host for the board's block) and a transformer of Hugging Face's (token-id and mask
+# inputs: int64), as the legacy exporter writes them.
 # (model, --buckets, the program to run): a model with symbols exported at two sizes gets
 # one program per bucket, and the example runs the one of the zoo's inputs.
 MODELS = [("mobilenet_v3_small_w025.legacy", None, "model.kprog"), ("bert_tiny.legacy", None, "model.kprog"),
-          ("bert_tiny_dyn.legacy", "batch=1;sequence=8,16", "model.batch=1,sequence=16.kprog")]
+          ("bert_tiny_dyn.legacy", "batch=1;sequence=8,16", "model.batch=1,sequence=16.kprog"),
+          ("resnet_blocks_tiny.legacy", None, "model.kprog")]
 TOLERANCE = 1e-3  # of the largest magnitude of ONNX Runtime's output, as kestrel run
 
 
@@ -113,6 +115,9 @@ def main():
             for memory in manifest["memory"]:
                 # The arena holds every activation buffer, reusing memory between them.
                 assert memory["peak_bytes"] <= memory["arena_bytes"] <= memory["buffers_bytes"], memory
+            if name.startswith("resnet_blocks_tiny"):
+                # Its stride-1 3x3 layers run on Winograd kernels, with weights transformed on the host.
+                assert any(k["op"] == "conv2d_winograd" for k in manifest["kernels"]), manifest["kernels"]
             weights = os.path.getsize(os.path.join(out, "model.weights"))
             for program_file in manifest["programs"]:
                 # The weights are in model.weights, once, not in each program.

@@ -20,7 +20,9 @@ TEST_CASE("gemm and the convolutions compile for every supported triple", "[host
       {"conv2d", "C=16,H=14,W=14,K=32,R=3,S=3,pad=1,groups=4"},
       // The epilogues include the kernel math header, which the compiler serves from memory.
       {"conv2d_nchwc", "C=32,H=14,W=14,K=32,R=3,S=3,pad=1,groups=2,block=8,residual=1,act=2"},
-      {"depthwise_conv2d", "C=20,H=14,W=14,stride=2,pad=1,block=16,bias=1,act=3"}};
+      {"depthwise_conv2d", "C=20,H=14,W=14,stride=2,pad=1,block=16,bias=1,act=3"},
+      {"conv2d_winograd", "C=20,H=14,W=14,K=24,R=3,S=3,pad=1,block=4,bias=1,act=6"},
+      {"conv2d_winograd", "C=32,H=28,W=28,K=32,R=3,S=3,pad=1,block=8,m=2,residual=1"}};
   host::Compiler compiler({2});
   std::vector<host::CompileRequest> requests;
   std::vector<std::string> expected;

@@ -155,6 +155,7 @@ int run_export(int argc, char** argv) {
                                   "(default: 8,32,128)");
   args.option("key", "KEY", "only records measured on devices of this pool key");
   args.option("block", "N", "channels per block of the convolutions' NCHWc layout (default: the target's)");
+  args.flag("no-winograd", frontend::kNoWinogradHelp);
   args.option("runtime-dir", "DIR", "where the target's libkestrel_rt.{a,so} is (default: $KESTREL_RUNTIME_DIR, "
                                     "then the build trees beside kestrel)");
   args.option("cost-model", "FILE", "a cross-workload cost model (kestrel cost-model train): tasks with no record get its "
@@ -203,6 +204,7 @@ int run_export(int argc, char** argv) {
       plan_options.block = block;
       plan_options.traits = target.traits;
       plan_options.symbols = binding;
+      plan_options.winograd = !args.has("no-winograd");
       options.plans.push_back(model::plan_model(loaded, plan_options));
     }
     // The whole model: one program per bucket.

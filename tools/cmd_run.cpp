@@ -81,6 +81,7 @@ int run_model(int argc, char** argv) {
   args.option("tolerance", "T", "allowed max error relative to the output's largest magnitude", "0.001");
   args.option("python", "PATH", "Python with onnxruntime (default: $KESTREL_PYTHON, .venv, python3)");
   args.option("ort-script", "PATH", "the ONNX Runtime helper (default: scripts/ort_run.py of the source tree)");
+  args.flag("no-winograd", std::string(frontend::kNoWinogradHelp) + " (not with --kernels: the export decided)");
   args.flag("no-check", "run without ONNX Runtime when it is not installed");
   args.flag("profile", "print the ten slowest steps and the time by kind of step, each step's median over the runs (with --json: every step, in order); the per-step clock adds ~50 ns a step to the latency");
   args.flag("json", "print one JSON object");
@@ -94,6 +95,10 @@ int run_model(int argc, char** argv) {
       throw UsageError("--kernels and --db contradict each other: an exported library already holds its configurations");
     }
     if (args.has("key") && !args.has("db")) throw UsageError("--key goes with --db");
+    if (args.has("kernels") && args.has("no-winograd")) {
+      throw UsageError("--kernels and --no-winograd contradict each other: the exported library's plan is fixed "
+                       "(kestrel export --no-winograd makes one without Winograd kernels)");
+    }
     if (args.has("kernels") && (args.has("cost-model") || args.has("zero-shot"))) {
       throw UsageError("--kernels and --cost-model/--zero-shot contradict each other: an exported library already holds "
                        "its configurations (kestrel export --zero-shot picks them)");
@@ -204,6 +209,7 @@ int run_model(int argc, char** argv) {
       model::PlanOptions plan_options;
       plan_options.traits = native.traits;
       plan_options.symbols = symbols;
+      plan_options.winograd = !args.has("no-winograd");
       deploy::KernelSource kernel_source;
       if (args.has("kernels")) kernel_source.exported = args.get("kernels");
       if (args.has("db")) kernel_source.records = args.get("db");

@@ -10,6 +10,7 @@
 #include "report_error.h"
 #include "commands.h"
 #include "kestrel/deploy/portable_ops.h"
+#include "kestrel/frontend/tune_setup.h"
 #include "kestrel/host/target.h"
 #include "kestrel/model/buckets.h"
 #include "kestrel/model/tasks.h"
@@ -177,6 +178,7 @@ int run_tasks(int argc, char** argv) {
   args.option("buckets", "[SYM=]N,N,...", "bucket sizes of symbolic dimensions, e.g. seq=8,32,128 or "
               "\"seq=8,32;batch=1,4\" (default 8,32,128 each)");
   args.option("shape", "SYM=N", "one size per symbolic dimension instead of buckets, e.g. seq=50");
+  args.flag("no-winograd", frontend::kNoWinogradHelp);
   args.flag("json", "print JSON instead of tables");
   try {
     if (!args.parse(argc, argv, 2)) {
@@ -192,6 +194,7 @@ int run_tasks(int argc, char** argv) {
     }
     model::PlanOptions options;
     options.traits = target.traits;
+    options.winograd = !args.has("no-winograd");
     if (args.has("block")) {
       options.block = args.get_int("block", 0, 4, 16);
       if (options.block != 4 && options.block != 8 && options.block != 16) {

@@ -298,6 +298,7 @@ int run_tune(int argc, char** argv) {
                                   "(default 8,32,128)");
   args.option("block", "N", "with --model: channels per block of the convolutions' NCHWc layout (default: the "
                             "target's floats per vector)");
+  args.flag("no-winograd", std::string("with --model: ") + frontend::kNoWinogradHelp);
   args.option("workloads", "SETS", "tune every workload of these named sets in turn, e.g. gemm-square,resnet18-conv "
                                    "(see `kestrel bench --list-sets`); --op then replaces the sets' op");
   args.option("only", "LABELS", "with --workloads: only these workloads, by label (e.g. 1024,layer2.conv)");
@@ -364,8 +365,8 @@ int run_tune(int argc, char** argv) {
       if (args.has("shape") || from_set) throw UsageError("give one of --model, --shape and --workloads");
       model = std::make_shared<const model::Model>(model::Model::load(args.get("model")));
       buckets = model::parse_buckets(model->graph().symbols(), args.get("buckets"));
-    } else if (args.has("buckets") || args.has("block")) {
-      throw UsageError("--buckets and --block go with --model");
+    } else if (args.has("buckets") || args.has("block") || args.has("no-winograd")) {
+      throw UsageError("--buckets, --block and --no-winograd go with --model");
     } else if (from_set) {
       if (args.has("shape")) throw UsageError("give either --shape or --workloads, not both");
       std::string op_override = args.has("op") ? args.get("op") : "";
@@ -418,7 +419,8 @@ int run_tune(int argc, char** argv) {
                                                        : "")
                                                << "\n";
                                    }
-                                 });
+                                 },
+                                 !args.has("no-winograd"));
     }
     // A pick without measurements has no progress to show.
     session_options.quiet = args.has("quiet") || args.has("json") || !measures;

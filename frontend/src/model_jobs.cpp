@@ -10,7 +10,8 @@
 namespace kestrel::frontend {
 
 std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vector<model::Binding>& buckets,
-                                       std::int64_t block, const ops::Registry& registry, const host::Target& target) {
+                                       std::int64_t block, const ops::Registry& registry, const host::Target& target,
+                                       bool winograd) {
   std::vector<tuner::TuneJob> jobs;
   std::map<std::string, std::size_t> by_key;
   std::vector<std::string> untuned;
@@ -20,6 +21,7 @@ std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vec
     options.traits = target.traits;
     options.symbols = binding;
     options.registry = &registry;
+    options.winograd = winograd;
     model::Plan plan = model::plan_model(model, options);
     for (const auto& task : plan.tasks) {
       auto [it, fresh] = by_key.try_emplace(task.key(), jobs.size());

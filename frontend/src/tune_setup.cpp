@@ -21,15 +21,16 @@ std::int64_t checked_block(const std::string& option, std::int64_t block) {
 
 void tune_model_tasks(tuner::SessionOptions& options, std::shared_ptr<const model::Model> model,
                       std::vector<model::Binding> buckets, std::int64_t block, const ops::Registry& registry,
-                      std::function<void(const std::vector<tuner::TuneJob>&, const host::Target&)> on_jobs) {
+                      std::function<void(const std::vector<tuner::TuneJob>&, const host::Target&)> on_jobs,
+                      bool winograd) {
   // Nothing to tune is an error before a device is leased (the jobs are made again for
   // the leased device's target).
-  model_jobs(*model, buckets, block, registry, host::parse_target("native", ""));
+  model_jobs(*model, buckets, block, registry, host::parse_target("native", ""), winograd);
   options.scheduled = true;
   options.time_budget = options.tune.time_budget;
-  options.make_jobs = [model, buckets = std::move(buckets), block, &registry,
-                       on_jobs = std::move(on_jobs)](const host::Target& target) {
-    std::vector<tuner::TuneJob> jobs = model_jobs(*model, buckets, block, registry, target);
+  options.make_jobs = [model, buckets = std::move(buckets), block, &registry, on_jobs = std::move(on_jobs),
+                       winograd](const host::Target& target) {
+    std::vector<tuner::TuneJob> jobs = model_jobs(*model, buckets, block, registry, target, winograd);
     if (on_jobs) on_jobs(jobs, target);
     return jobs;
   };

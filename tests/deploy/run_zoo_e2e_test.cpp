@@ -228,3 +228,32 @@ TEST_CASE("deploy: kestrel run on the zoo's dynamo exports of BERT and GPT-2 (bo
     for (const auto& o : j["npz_outputs"]) CHECK(o["ok"] == true);
   }
 }
+
+TEST_CASE("deploy: kestrel run runs the zoo's residual blocks on Winograd kernels, or on direct ones with --no-winograd",
+          "[deploy][e2e]") {
+  kestrel::test::require_python_modules("numpy, onnxruntime");
+  kestrel::test::TempDir dir;
+  auto winograd_kernels = [](const json& j) {
+    int n = 0;
+    for (const auto& k : j["kernels_used"]) n += k.get<std::string>().rfind("conv2d_winograd/", 0) == 0;
+    return n;
+  };
+  const std::vector<std::string> model = {"--model", zoo("resnet_blocks_tiny.legacy.onnx"), "--inputs",
+                                          zoo("resnet_blocks_tiny.legacy.npz")};
+  // Its two stride-1 3x3 layers at 16x16 run on F(2x2, 3x3), matching ONNX Runtime.
+  json j = run_json(dir, model, 0);
+  INFO(j.dump(2));
+  CHECK(j["ok"] == true);
+  CHECK(winograd_kernels(j) == 2);
+  std::vector<std::string> direct = model;
+  direct.push_back("--no-winograd");
+  j = run_json(dir, direct, 0);
+  CHECK(j["ok"] == true);
+  CHECK(winograd_kernels(j) == 0);
+  // An exported library's plan is fixed: --no-winograd beside --kernels is a usage error.
+  Result r = run({KESTREL_BIN, "run", "--model", zoo("resnet_blocks_tiny.legacy.onnx"), "--kernels", dir.path(),
+                  "--no-winograd"},
+                 dir, "kernels.log");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--kernels and --no-winograd contradict each other"));
+}

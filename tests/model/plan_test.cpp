@@ -463,3 +463,45 @@ TEST_CASE("plan: the block follows the target's traits unless given, a wrong blo
   options.symbols = {};
   CHECK_THROWS_AS(kestrel::model::plan_model(model, options), kestrel::model::ModelError);
 }
+
+TEST_CASE("plan: 3x3 stride-1 convolutions of 14x14 outputs and more run on conv2d_winograd, F(4x4) from 28x28") {
+  // (input side, stride, input channels) -> the op and the tile side the plan gives them.
+  struct Case {
+    std::int64_t side, stride, channels;
+    const char* op;
+    std::int64_t m;  // 0: no m parameter
+    ArgLayout weight;
+  };
+  const Case cases[] = {{28, 1, 16, "conv2d_winograd", 0, ArgLayout::winograd_weight},
+                        {14, 1, 16, "conv2d_winograd", 2, ArgLayout::winograd2_weight},
+                        {13, 1, 16, "conv2d_nchwc", 0, ArgLayout::conv_weight},  // 13x13 outputs: too few
+                        {28, 2, 16, "conv2d_nchwc", 0, ArgLayout::conv_weight},  // stride 2
+                        {28, 1, 4, "conv2d_nchwc", 0, ArgLayout::conv_weight}};  // C < block: read plain
+  for (const Case& c : cases) {
+    INFO("side " << c.side << ", stride " << c.stride << ", C " << c.channels);
+    OnnxBuilder b;
+    b.input("x", {1, c.channels, c.side, c.side}).output("y");
+    b.weight("w", {16, c.channels, 3, 3}).weight("b", {16});
+    b.node("Conv", {"x", "w", "b"}, {"c"}).ints("pads", {1, 1, 1, 1}).ints("strides", {c.stride, c.stride});
+    b.node("Relu", {"c"}, {"y"});
+    Plan p = plan(b);
+    REQUIRE(p.tasks.size() == 1);
+    CHECK(p.tasks[0].op_name() == c.op);
+    const auto m = p.tasks[0].params.find("m");
+    CHECK((m == p.tasks[0].params.end() ? 0 : m->second) == c.m);
+    CHECK(layouts(task_step(p, 0))[1] == c.weight);
+  }
+  // PlanOptions::winograd off: the direct kernel.
+  OnnxBuilder b;
+  b.input("x", {1, 16, 28, 28}).output("y");
+  b.weight("w", {16, 16, 3, 3});
+  b.node("Conv", {"x", "w"}, {"y"}).ints("pads", {1, 1, 1, 1});
+  TempDir dir;
+  b.save(dir.file("m.onnx"));
+  Model model = Model::load(dir.file("m.onnx"));
+  PlanOptions options;
+  options.block = 8;
+  CHECK(kestrel::model::plan_model(model, options).tasks[0].op_name() == "conv2d_winograd");
+  options.winograd = false;
+  CHECK(kestrel::model::plan_model(model, options).tasks[0].op_name() == "conv2d_nchwc");
+}

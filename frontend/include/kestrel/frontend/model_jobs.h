@@ -14,8 +14,10 @@ namespace kestrel::frontend {
 
 // The tasks of a model at every bucket, for `target`: one job per distinct task,
 // weighted by its occurrences (the most of any bucket). `block` 0: the target's floats
-// per vector. Throws model::ModelError when the model has no operator Kestrel tunes.
+// per vector; `winograd` as model::PlanOptions::winograd. Throws model::ModelError when
+// the model has no operator Kestrel tunes.
 std::vector<tuner::TuneJob> model_jobs(const model::Model& model, const std::vector<model::Binding>& buckets,
-                                       std::int64_t block, const ops::Registry& registry, const host::Target& target);
+                                       std::int64_t block, const ops::Registry& registry, const host::Target& target,
+                                       bool winograd = true);
 
 }  // namespace kestrel::frontend

@@ -28,10 +28,18 @@ std::int64_t checked_block(const std::string& option, std::int64_t block);
 // device's target (its vector width decides the tasks), interleaved by the scheduler
 // (each to options.tune.trials, the session to options.time_budget). Fails now, before a
 // device is leased, when the model has no task to tune (model::ModelError). `on_jobs`
-// hears the jobs once they are made. The model is shared with the session.
+// hears the jobs once they are made. The model is shared with the session. `winograd` as
+// model::PlanOptions::winograd.
 void tune_model_tasks(tuner::SessionOptions& options, std::shared_ptr<const model::Model> model,
                       std::vector<model::Binding> buckets, std::int64_t block, const ops::Registry& registry,
-                      std::function<void(const std::vector<tuner::TuneJob>&, const host::Target&)> on_jobs = {});
+                      std::function<void(const std::vector<tuner::TuneJob>&, const host::Target&)> on_jobs = {},
+                      bool winograd = true);
+
+// The help of the model commands' --no-winograd (tasks, tune, export, run).
+inline constexpr const char* kNoWinogradHelp =
+    "run 3x3 stride-1 convolutions on the direct kernel (conv2d_nchwc) instead of Winograd's (conv2d_winograd), "
+    "whose fp32 results differ from the direct sum in the last bits; tune, export and run plan the same tasks only "
+    "when all or none of them are given it";
 
 // A cost model used by a session: as the search's prior, or to pick without searching.
 struct CostModelUse {

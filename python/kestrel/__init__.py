@@ -119,7 +119,8 @@ def tune(op=None, shape=None, *, model=None, buckets=None, trials=None, trials_p
     path, or a postgresql:// URI), then re-measures the best beside the default.
 
     model: an ONNX file, tuned as `kestrel tune --model` does: its tasks (at each size of
-    buckets=, e.g. "seq=8,32"; block= the NCHWc channels per block) made for the leased
+    buckets=, e.g. "seq=8,32"; block= the NCHWc channels per block; winograd=False keeps
+    3x3 layers on the direct kernel, as --no-winograd does) made for the leased
     device's target and interleaved, the trials going to the tasks expected to cut the
     model's latency most, until each has `trials_per_task` (64; no limit with a
     time_budget) or the time budget runs out.
@@ -278,7 +279,7 @@ def best(db):
 
 
 def export(db, out, *, model=None, buckets=None, target="native", cpu=None, key=None, block=None,
-           runtime_dir=None, cost_model=None, zero_shot=False):
+           runtime_dir=None, cost_model=None, zero_shot=False, winograd=True):
     """Writes a kernel library into the folder `out` (model/export.h, as `kestrel
     export` does): libkestrel_kernels.so and .a, kestrel_kernels.h (a dispatcher by
     shape and a typed entry per op), kestrel_abi.h, kestrel_runtime.h, manifest.json and
@@ -288,7 +289,9 @@ def export(db, out, *, model=None, buckets=None, target="native", cpu=None, key=
     best record, else (with cost_model=, a file of `kestrel cost-model train`) the cost
     model's zero-shot pick, else the op's default; zero_shot=True takes the picks of
     the model Kestrel ships (or of cost_model=) and needs no database (a `db` that does
-    not exist is read as empty); without model=, every (op, workload) that
+    not exist is read as empty); winograd=False plans the model's 3x3 layers on the
+    direct kernel instead of Winograd's (as `kestrel export --no-winograd`; tune with the
+    same choice); without model=, every (op, workload) that
     has a best record for the target's triple in `db`. key: only records of that pool key. Returns a
     Result: kernels (op, params, config, origin, gflops, entry), files, runtime_copied,
     runtime_note, notes. Raises RecordsError (no database), ModelError (no record for the
@@ -300,5 +303,5 @@ def export(db, out, *, model=None, buckets=None, target="native", cpu=None, key=
                "cpu": cpu, "key": key, "block": block,
                "runtime_dir": None if runtime_dir is None else _os.fspath(runtime_dir),
                "cost_model": None if cost_model is None else _os.fspath(cost_model),
-               "zero_shot": bool(zero_shot)}
+               "zero_shot": bool(zero_shot), "winograd": bool(winograd)}
     return Result(_kestrel.export(_os.fspath(db), _os.fspath(out), options))

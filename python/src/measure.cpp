@@ -315,12 +315,15 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
   const std::string buckets_text = o.str("buckets");
   const bool has_block = o.has("block");
   block = frontend::checked_block("block", o.integer("block", 0, 0, 64));
+  const bool has_winograd = o.has("winograd");
+  const bool winograd = o.flag("winograd", true);
   if (model_path) {
     if (!name.empty() || !shape.is_none()) throw UsageError("give either op and shape, or model=, not both");
     model = std::make_shared<const model::Model>(model::Model::load(*model_path));
     buckets = model::parse_buckets(model->graph().symbols(), buckets_text);
   } else {
     if (!buckets_text.empty() || has_block) throw UsageError("buckets and block go with model=");
+    if (has_winograd) throw UsageError("winograd goes with model=");
     if (name.empty()) throw UsageError("an op is required (or model=\"file.onnx\")");
     const ops::Op& op = registry.get(name);
     jobs.push_back({"", &op, params_of(op, shape)});
@@ -341,7 +344,7 @@ py::dict tune(const std::string& name, py::object shape, py::dict options, py::o
   // A cost model (kestrel cost-model train) as the search's prior, or picking without a search.
   const frontend::CostModelUse cost_model = frontend::cost_model_use(source);
   frontend::use_cost_model(session_options, cost_model, target_of(o), model ? nullptr : jobs.front().op, registry);
-  if (model) frontend::tune_model_tasks(session_options, model, buckets, block, registry);
+  if (model) frontend::tune_model_tasks(session_options, model, buckets, block, registry, {}, winograd);
   o.done();
   if (!callback.is_none() && !PyCallable_Check(callback.ptr())) throw UsageError("callback must be callable");
 

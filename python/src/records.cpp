@@ -120,6 +120,7 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
   const frontend::CostModelUse cost_model = frontend::load_cost_model(take("cost_model"), zero_shot, "zero_shot=True",
                                                                       "cost_model=");
   const std::int64_t block = options.contains("block") && !options["block"].is_none() ? options["block"].cast<std::int64_t>() : 0;
+  const bool winograd = !options.contains("winograd") || options["winograd"].is_none() || options["winograd"].cast<bool>();
   frontend::checked_block("block", block);
   if (model_path.empty() && !buckets_text.empty()) throw UsageError("buckets go with model=");
   host::Target target;
@@ -150,6 +151,7 @@ py::dict export_library(const std::string& db, const std::string& out_dir, py::d
         plan_options.block = block;
         plan_options.traits = target.traits;
         plan_options.symbols = binding;
+        plan_options.winograd = winograd;
         export_options.plans.push_back(model::plan_model(loaded, plan_options));
       }
     } else {

@@ -144,6 +144,8 @@ def test_tune_model_refuses_an_op_beside_it_and_options_of_models_without_one(tm
         kestrel.tune("gemm", SHAPE, model=tmp_path / "m.onnx")
     with pytest.raises(kestrel.UsageError, match="buckets and block go with model="):
         kestrel.tune("gemm", SHAPE, buckets="seq=8")
+    with pytest.raises(kestrel.UsageError, match="winograd goes with model="):
+        kestrel.tune("gemm", SHAPE, winograd=False)
     with pytest.raises(kestrel.ModelError, match="missing.onnx"):
         kestrel.tune(model=tmp_path / "missing.onnx")
     # zero_shot without cost_model takes the shipped model; where there is none, it says where it looked.
@@ -216,3 +218,24 @@ def test_a_whole_model_zero_shot_from_tune_and_export(tmp_path):
     assert gemms and all(k["origin"] == "zero-shot" for k in gemms)
     assert {k["params"]: k["config"] for k in gemms} == picks
     assert not db.exists()
+
+
+def test_export_plans_3x3_layers_on_winograd_kernels_unless_told_not_to(tmp_path):
+    # A 3x3 convolution with a 16x16 output: conv2d_winograd by default, conv2d_nchwc with
+    # winograd=False, as kestrel export --no-winograd. zero_shot=True needs no database.
+    pytest.importorskip("onnx")
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(2).standard_normal((16, 16, 3, 3)).astype(np.float32), "w")
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph([conv], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 16, 16])], [w])
+    model = tmp_path / "conv.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), model)
+    db = tmp_path / "absent.db"
+    ops = {k["op"] for k in kestrel.export(db, tmp_path / "a", model=model, zero_shot=True).kernels}
+    assert "conv2d_winograd" in ops, ops
+    ops = {k["op"] for k in kestrel.export(db, tmp_path / "b", model=model, zero_shot=True, winograd=False).kernels}
+    assert "conv2d_winograd" not in ops and "conv2d_nchwc" in ops, ops

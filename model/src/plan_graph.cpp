@@ -438,9 +438,12 @@ class Planner {
                    {"stride", std::get<std::int64_t>(stride)}, {"pad", std::get<std::int64_t>(pad)},
                    {"dilation", std::get<std::int64_t>(dilation)}};
     bool blocked = true;
-    const std::int64_t out_pixels = (x[2] + 2 * std::get<std::int64_t>(pad) - 2) * (x[3] + 2 * std::get<std::int64_t>(pad) - 2);
-    if (winograd_ && groups == 1 && w[2] == 3 && w[3] == 3 && std::get<std::int64_t>(stride) == 1 &&
-        std::get<std::int64_t>(dilation) == 1 && c >= block_ && out_pixels >= kWinogradMinPixels) {
+    // A 3x3 stride-1 convolution without groups or dilation, and its output's pixels.
+    const bool winograd_shape = winograd_ && groups == 1 && w[2] == 3 && w[3] == 3 &&
+                                std::get<std::int64_t>(stride) == 1 && std::get<std::int64_t>(dilation) == 1;
+    const std::int64_t padding = std::get<std::int64_t>(pad);
+    const std::int64_t out_pixels = (x[2] + 2 * padding - 2) * (x[3] + 2 * padding - 2);
+    if (winograd_shape && c >= block_ && out_pixels >= kWinogradMinPixels) {
       const bool f4 = out_pixels >= kWinograd4MinPixels;
       cand.op = "conv2d_winograd";
       cand.params["K"] = k;

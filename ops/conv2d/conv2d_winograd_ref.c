@@ -45,26 +45,8 @@ static const double kAT[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
 #error "conv2d_winograd_ref.c: CONV_M must be 4 or 2"
 #endif
 
-/* The activation (KESTREL_ACT_* of kestrel/kernel/math.h): 0 none, 1 relu, 2 relu6, 3 gelu
- * (erf form), 4 sigmoid, 5 silu, 6 hardswish, 7 hardsigmoid, 8 tanh, 9 gelu (tanh form). */
-static double ref_activate(double x) {
-  const double hardsigmoid = x / 6.0 + 0.5 < 0 ? 0 : x / 6.0 + 0.5 > 1 ? 1 : x / 6.0 + 0.5;
-  switch (CONV_ACT) {
-    case 1: return x > 0 ? x : 0;
-    case 2: return x < 0 ? 0 : x > 6 ? 6 : x;
-    case 3: return 0.5 * x * (1.0 + ref_erf(x * 0.70710678118654752440));
-    case 4: return 1.0 / (1.0 + ref_exp(-x));
-    case 5: return x / (1.0 + ref_exp(-x));
-    case 6: return x * hardsigmoid;
-    case 7: return hardsigmoid;
-    case 8: return ref_tanh(x);
-    case 9: {
-      const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
-      return 0.5 * x * (1.0 + ref_tanh(u));
-    }
-    default: return x;
-  }
-}
+/* The activation of the epilogue, from ref_math.h. */
+static double ref_activate(double x) { return ref_activation(CONV_ACT, x); }
 
 KESTREL_KERNEL(svc, args, num_args) {
   (void)svc;

@@ -1,6 +1,7 @@
-/* ref_math.h: double-precision exp, erf, tanh and sqrt for the reference kernels of the
- * glue ops (softmax, layernorm, elementwise) and of gemm, written out so that the
- * references need no libm and share nothing with the kernels' own kestrel/kernel/math.h.
+/* ref_math.h: double-precision exp, erf, tanh, sqrt and the epilogue activations for the
+ * reference kernels of the glue ops (softmax, layernorm, elementwise), gemm and
+ * conv2d_winograd, written out so that the references need no libm and share nothing with
+ * the kernels' own kestrel/kernel/math.h.
  * The op classes prepend this text to each reference source. Accurate to about 1e-14
  * relative, far below the fp32 tolerances the kernels are held to. */
 #include <stdint.h>
@@ -98,4 +99,26 @@ REF_MATH double ref_sqrt(double x) {
   double y = v.d;
   for (int i = 0; i < 8; ++i) y = 0.5 * (y + x / y);
   return y;
+}
+
+/* The activation `act` (KESTREL_ACT_* of kestrel/kernel/math.h) of x: 0 none, 1 relu, 2
+ * relu6, 3 gelu (erf form), 4 sigmoid, 5 silu, 6 hardswish, 7 hardsigmoid, 8 tanh, 9 gelu
+ * (tanh form). */
+REF_MATH double ref_activation(int act, double x) {
+  const double hardsigmoid = x / 6.0 + 0.5 < 0 ? 0 : x / 6.0 + 0.5 > 1 ? 1 : x / 6.0 + 0.5;
+  switch (act) {
+    case 1: return x > 0 ? x : 0;
+    case 2: return x < 0 ? 0 : x > 6 ? 6 : x;
+    case 3: return 0.5 * x * (1.0 + ref_erf(x * 0.70710678118654752440));
+    case 4: return 1.0 / (1.0 + ref_exp(-x));
+    case 5: return x / (1.0 + ref_exp(-x));
+    case 6: return x * hardsigmoid;
+    case 7: return hardsigmoid;
+    case 8: return ref_tanh(x);
+    case 9: {
+      const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+      return 0.5 * x * (1.0 + ref_tanh(u));
+    }
+    default: return x;
+  }
 }

@@ -13,6 +13,8 @@ namespace {
 
 using detail::ceil_div;
 using detail::ConvShape;
+using detail::register_budget;
+using detail::tile_registers;  // an ow x ok tile
 using detail::tiles_for;
 
 const std::vector<std::int64_t> kOw = {1, 2, 3, 4, 6, 7, 8, 12, 14, 16, 24, 28};
@@ -25,19 +27,6 @@ constexpr std::int64_t kRegisterBudget = 32;
 constexpr double kTypicalCores = 8;  // for the load-balance features
 
 double waste(double used, double padded) { return padded > 0 ? (padded - used) / padded : 0.0; }
-
-// Vector registers of an ow x ok tile of `block`-float vectors on `target`: the
-// accumulators, the weight vectors and one broadcast.
-std::int64_t tile_registers(std::int64_t ow, std::int64_t ok, std::int64_t block, const TargetTraits& target) {
-  return (ow * ok + ok) * target.registers_per_vector(block) + 1;
-}
-
-// The registers a tile may use: the target's, or the smallest tile's (one column, one
-// block) when blocks are so much wider than the registers that even it spills: the layout
-// costs that, not the configuration.
-std::int64_t register_budget(std::int64_t block, const TargetTraits& target) {
-  return std::max<std::int64_t>(target.vector_registers, tile_registers(1, 1, block, target));
-}
 
 class Conv2dNchwcOp final : public Op {
  public:

@@ -12,6 +12,8 @@ namespace {
 
 using detail::ceil_div;
 using detail::ConvShape;
+using detail::register_budget;
+using detail::tile_registers;  // an mr x nr tile
 
 const std::vector<std::int64_t> kNt = {4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 const std::vector<std::int64_t> kMr = {1, 2, 3, 4, 6, 8, 12, 14};
@@ -24,15 +26,6 @@ std::int64_t positions(const Params& p) { return (tile_side(p) + 2) * (tile_side
 std::int64_t tiles(const Params& p) {
   const ConvShape s = detail::conv_shape(p);
   return ceil_div(s.p(), tile_side(p)) * ceil_div(s.q(), tile_side(p));
-}
-
-// Vector registers of an mr x nr tile: the accumulators, the weight vectors, one broadcast.
-std::int64_t tile_registers(std::int64_t mr, std::int64_t nr, std::int64_t block, const TargetTraits& target) {
-  return (mr * nr + nr) * target.registers_per_vector(block) + 1;
-}
-
-std::int64_t register_budget(std::int64_t block, const TargetTraits& target) {
-  return std::max<std::int64_t>(target.vector_registers, tile_registers(1, 1, block, target));
 }
 
 class Conv2dWinogradOp final : public Op {

@@ -110,6 +110,21 @@ inline void validate_conv(std::string_view op, const std::vector<ParamSpec>& spe
   }
 }
 
+// Vector registers of a broadcast register tile on `target`: `columns` broadcast inputs
+// (output columns, Winograd tiles) by `blocks` weight vectors of `block` floats holds
+// columns*blocks accumulators, the blocks' weight vectors and one broadcast.
+inline std::int64_t tile_registers(std::int64_t columns, std::int64_t blocks, std::int64_t block,
+                                   const TargetTraits& target) {
+  return (columns * blocks + blocks) * target.registers_per_vector(block) + 1;
+}
+
+// The registers such a tile may use: the target's, or the smallest tile's (one column, one
+// block) when blocks are so much wider than the registers that even it spills: the layout
+// costs that, not the configuration.
+inline std::int64_t register_budget(std::int64_t block, const TargetTraits& target) {
+  return std::max<std::int64_t>(target.vector_registers, tile_registers(1, 1, block, target));
+}
+
 // Throws OpError when a tensor has more than 2^31 elements.
 inline void check_tensor_sizes(std::string_view op, const std::vector<TensorSpec>& tensors) {
   for (const auto& tensor : tensors) {

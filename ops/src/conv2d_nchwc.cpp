@@ -42,8 +42,7 @@ class Conv2dNchwcOp final : public Op {
 
   std::vector<ParamSpec> params() const override {
     auto out = detail::conv_params();
-    out.push_back({"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1,
-                   64, 16});
+    out.push_back(detail::block_param());
     for (auto& spec : detail::conv_epilogue_params()) out.push_back(std::move(spec));
     out.push_back({"plain_in", "1 = the input is plain NCHW [N][C][H][W] (C < block, no groups), gathered into the "
                    "kernel's padded copy: an RGB image needs no blocked copy", 0, 1, 0, true});
@@ -52,10 +51,8 @@ class Conv2dNchwcOp final : public Op {
 
   void validate(const Params& p) const override {
     detail::validate_conv(name(), params(), p);
-    std::int64_t block = p.at("block");
-    if (block != 4 && block != 8 && block != 16) {
-      throw OpError("conv2d_nchwc: parameter block=" + std::to_string(block) + " is not 4, 8 or 16");
-    }
+    detail::validate_block(name(), p);
+    const std::int64_t block = p.at("block");
     ConvShape s = detail::conv_shape(p);
     if (s.groups > 1 && ((s.c / s.groups) % block != 0 || (s.k / s.groups) % block != 0)) {
       throw OpError("conv2d_nchwc: groups=" + std::to_string(s.groups) + " needs C/groups and K/groups to be multiples "

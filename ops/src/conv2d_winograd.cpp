@@ -42,8 +42,7 @@ class Conv2dWinogradOp final : public Op {
 
   std::vector<ParamSpec> params() const override {
     auto out = detail::conv_params();
-    out.push_back({"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1,
-                   64, 16});
+    out.push_back(detail::block_param());
     out.push_back({"m", "output tile side: 4 = F(4x4,3x3), 4x fewer multiplies, weights 4x the filter's size; "
                    "2 = F(2x2,3x3), 2.25x fewer, weights 1.8x", 2, 4, 4, true});
     for (auto& spec : detail::conv_epilogue_params()) out.push_back(std::move(spec));
@@ -52,10 +51,7 @@ class Conv2dWinogradOp final : public Op {
 
   void validate(const Params& p) const override {
     detail::validate_conv(name(), params(), p);
-    const std::int64_t block = p.at("block");
-    if (block != 4 && block != 8 && block != 16) {
-      throw OpError("conv2d_winograd: parameter block=" + std::to_string(block) + " is not 4, 8 or 16");
-    }
+    detail::validate_block(name(), p);
     if (tile_side(p) != 2 && tile_side(p) != 4) {
       throw OpError("conv2d_winograd: parameter m=" + std::to_string(tile_side(p)) + " is not 2 or 4");
     }

@@ -110,6 +110,17 @@ inline void validate_conv(std::string_view op, const std::vector<ParamSpec>& spe
   }
 }
 
+// The channel block of the NCHWc ops (the `block` parameter) and its check.
+inline ParamSpec block_param() {
+  return {"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1, 64, 16};
+}
+inline void validate_block(std::string_view op, const Params& p) {
+  const std::int64_t block = p.at("block");
+  if (block != 4 && block != 8 && block != 16) {
+    throw OpError(std::string(op) + ": parameter block=" + std::to_string(block) + " is not 4, 8 or 16");
+  }
+}
+
 // Vector registers of a broadcast register tile on `target`: `columns` broadcast inputs
 // (output columns, Winograd tiles) by `blocks` weight vectors of `block` floats holds
 // columns*blocks accumulators, the blocks' weight vectors and one broadcast.

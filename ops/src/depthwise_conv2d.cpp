@@ -55,7 +55,7 @@ class DepthwiseConv2dOp final : public Op {
         {"stride", "stride in both dimensions", 1, 64, 1},
         {"pad", "zero padding on each side in both dimensions", 0, 1024, 0},
         {"dilation", "filter dilation in both dimensions", 1, 16, 1},
-        {"block", "channels per block and floats per vector: 16 for AVX-512, 8 for AVX2, 4 for NEON", 1, 64, 16},
+        detail::block_param(),
     };
     for (auto& spec : detail::conv_epilogue_params()) out.push_back(std::move(spec));
     return out;
@@ -63,10 +63,7 @@ class DepthwiseConv2dOp final : public Op {
 
   void validate(const Params& p) const override {
     detail::validate_conv(name(), params(), p);
-    std::int64_t block = p.at("block");
-    if (block != 4 && block != 8 && block != 16) {
-      throw OpError("depthwise_conv2d: parameter block=" + std::to_string(block) + " is not 4, 8 or 16");
-    }
+    detail::validate_block(name(), p);
     detail::check_tensor_sizes(name(), tensors(p));
   }
 

@@ -147,3 +147,33 @@ TEST_CASE("conv2d_winograd on transformed filters is the convolution (conv2d_nch
     }
   }
 }
+
+TEST_CASE("conv2d_winograd refuses weights of the other tile size, a missing tensor and wrong sizes", "[conv2d_winograd][bad-input]") {
+  // The two layouts differ only in their first dimension (36 or 16 positions): a program
+  // that hands F(2x2) weights to an F(4x4) kernel must get an error, not a wrong answer.
+  Registry registry = builtin_ops();
+  const Op& conv = registry.get("conv2d_winograd");
+  const Params p4 = parse_params(conv, "C=16,H=8,W=8,K=16,R=3,S=3,pad=1,block=16");
+  test::TempDir dir;
+  auto kernel = test::Kernel::build(conv.source(Backend::cpu, p4, conv.default_config(p4, test::native_traits())),
+                                    dir.path(), "w4");
+  test::Buffer input(16 * 8 * 8), f4(36 * 16 * 16), f2(16 * 16 * 16), output(16 * 8 * 8);
+  input.fill_random(1);
+  f4.fill_random(2);
+  f2.fill_random(3);
+  output.fill_nan();
+  std::vector<kestrel_arg> wrong_tile = {{input.data(), input.elements(), 0}, {f2.data(), f2.elements(), 0},
+                                         {output.data(), output.elements(), 0}};
+  CHECK(kernel.run(wrong_tile, 1) == 2);
+  std::vector<kestrel_arg> missing = {{input.data(), input.elements(), 0}, {f4.data(), f4.elements(), 0}};
+  CHECK(kernel.run(missing, 1) == 2);
+  std::vector<kestrel_arg> short_output = {{input.data(), input.elements(), 0}, {f4.data(), f4.elements(), 0},
+                                           {output.data(), output.elements() - 16, 0}};
+  CHECK(kernel.run(short_output, 1) == 2);
+  // Nothing was written by the refusals.
+  for (std::int64_t i = 0; i < output.elements(); ++i) REQUIRE(std::isnan(output.data()[i]));
+  std::vector<kestrel_arg> right = {{input.data(), input.elements(), 0}, {f4.data(), f4.elements(), 0},
+                                    {output.data(), output.elements(), 0}};
+  CHECK(kernel.run(right, 1) == 0);
+  CHECK(output.guard_intact());
+}

@@ -32,8 +32,6 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
 
 KESTREL = os.environ.get("KESTREL_BIN", "kestrel")
 DEVICE = os.environ.get("KESTREL_DEVICE_BIN", "kestrel-device")
@@ -470,9 +468,12 @@ class GuardedDashboard(unittest.TestCase):
             driver.get(self.tracker.url)
             wait_for(lambda: urllib.parse.urlparse(driver.current_url).path == "/login", what="the login form")
             self.assertEqual(driver.find_elements(By.CSS_SELECTOR, "tr[data-device-name]"), [])
-            wrong = driver.find_element(By.CSS_SELECTOR, "input[name='token']")
-            wrong.send_keys("not-the-token" + Keys.ENTER)
-            WebDriverWait(driver, 20).until(expected_conditions.staleness_of(wrong))  # the answer loaded
+            # A mark on this document tells when the answer to the wrong token has replaced it.
+            # (Selenium's staleness_of can meet an error other than "stale" mid-navigation.)
+            driver.execute_script("window.kestrelOldPage = true")
+            driver.find_element(By.CSS_SELECTOR, "input[name='token']").send_keys("not-the-token" + Keys.ENTER)
+            wait_for(lambda: driver.execute_script("return window.kestrelOldPage !== true"),
+                     what="the answer to the wrong token")
             field = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "input[name='token']"),
                              what="the form again after a wrong token")[0]
             self.assertEqual(urllib.parse.urlparse(driver.current_url).path, "/login")

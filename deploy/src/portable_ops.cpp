@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 
@@ -1691,55 +1692,128 @@ std::string missing_portable_text(const std::vector<MissingPortable>& missing) {
   return out;
 }
 
+namespace {
+
+// Vectors of 4, 8 and 16 floats. (GCC drops vector_size from an alias whose size depends
+// on a template parameter: each width is spelled out.)
+template <int kLanes> struct LanesOf;
+template <> struct LanesOf<4> { using type = F4; };
+template <> struct LanesOf<8> { using type = float __attribute__((vector_size(32))); };
+template <> struct LanesOf<16> { using type = float __attribute__((vector_size(64))); };
+
+// out[nb][p][lane] = x[nb][p][lane] op v[nb % blocks][lane] for the channel blocks nb in
+// [first, last): pixel by pixel, each pixel's block of lanes in one go, so the data is read
+// once, in order (lane-group passes over the whole block read every cache line block/4
+// times). kLanes floats a vector, a divisor of block.
+template <int kLanes, BinaryOp kKind, bool kVectorFirst>
+[[gnu::always_inline]] inline void channel_rows(const float* x, const float* v, float* out, std::int64_t first,
+                                                std::int64_t last, std::int64_t blocks, std::int64_t hw,
+                                                std::int64_t block) {
+  using V = typename LanesOf<kLanes>::type;
+  static_assert(sizeof(V) == kLanes * sizeof(float));
+  constexpr std::int64_t kMaxGroups = 4;
+  const std::int64_t groups = block / kLanes;
+  V w[kMaxGroups];
+  for (std::int64_t nb = first; nb < last; ++nb) {
+    const float* vb = v + nb % blocks * block;
+    const float* src = x + nb * hw * block;
+    float* dst = out + nb * hw * block;
+    for (std::int64_t g = 0; g < std::min(groups, kMaxGroups); ++g) std::memcpy(&w[g], vb + kLanes * g, sizeof w[g]);
+    for (std::int64_t p = 0; p < hw; ++p) {
+      for (std::int64_t g = 0; g < groups; ++g) {
+        V a, b;
+        std::memcpy(&a, src + p * block + kLanes * g, sizeof a);
+        if (g < kMaxGroups) {
+          b = w[g];
+        } else {
+          std::memcpy(&b, vb + kLanes * g, sizeof b);
+        }
+        if constexpr (kVectorFirst) std::swap(a, b);
+        V r;
+        if constexpr (kKind == BinaryOp::add) r = a + b;
+        if constexpr (kKind == BinaryOp::sub) r = a - b;
+        if constexpr (kKind == BinaryOp::mul) r = a * b;
+        if constexpr (kKind == BinaryOp::div) r = a / b;
+        std::memcpy(dst + p * block + kLanes * g, &r, sizeof r);
+      }
+    }
+  }
+}
+
+using ChannelRows = void (*)(const float*, const float*, float*, std::int64_t, std::int64_t, std::int64_t,
+                             std::int64_t, std::int64_t);
+
+// The widest vector that divides the block, for the ISA a clone is compiled for.
+template <int kWidest, BinaryOp kKind, bool kVectorFirst>
+[[gnu::always_inline]] inline void channel_rows_widest(const float* x, const float* v, float* out, std::int64_t first,
+                                                       std::int64_t last, std::int64_t blocks, std::int64_t hw,
+                                                       std::int64_t block) {
+  if constexpr (kWidest >= 16) {
+    if (block % 16 == 0) return channel_rows<16, kKind, kVectorFirst>(x, v, out, first, last, blocks, hw, block);
+  }
+  if constexpr (kWidest >= 8) {
+    if (block % 8 == 0) return channel_rows<8, kKind, kVectorFirst>(x, v, out, first, last, blocks, hw, block);
+  }
+  channel_rows<4, kKind, kVectorFirst>(x, v, out, first, last, blocks, hw, block);
+}
+
+template <BinaryOp kKind, bool kVectorFirst>
+void channel_rows_base(const float* x, const float* v, float* out, std::int64_t first, std::int64_t last,
+                       std::int64_t blocks, std::int64_t hw, std::int64_t block) {
+  channel_rows_widest<4, kKind, kVectorFirst>(x, v, out, first, last, blocks, hw, block);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The host binary is built for baseline x86-64 (SSE2): on a CPU with AVX2 or AVX-512 the
+// squeeze-excite scale runs on clones compiled for those (cpu_supports picks at run time).
+#define KESTREL_CHANNEL_ROWS_X86 1
+template <BinaryOp kKind, bool kVectorFirst>
+[[gnu::target("avx2")]] void channel_rows_avx2(const float* x, const float* v, float* out, std::int64_t first,
+                                               std::int64_t last, std::int64_t blocks, std::int64_t hw,
+                                               std::int64_t block) {
+  channel_rows_widest<8, kKind, kVectorFirst>(x, v, out, first, last, blocks, hw, block);
+}
+template <BinaryOp kKind, bool kVectorFirst>
+[[gnu::target("avx512f")]] void channel_rows_avx512(const float* x, const float* v, float* out, std::int64_t first,
+                                                    std::int64_t last, std::int64_t blocks, std::int64_t hw,
+                                                    std::int64_t block) {
+  channel_rows_widest<16, kKind, kVectorFirst>(x, v, out, first, last, blocks, hw, block);
+}
+#endif
+
+template <BinaryOp kKind, bool kVectorFirst>
+ChannelRows pick_channel_rows() {
+#ifdef KESTREL_CHANNEL_ROWS_X86
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx512) return &channel_rows_avx512<kKind, kVectorFirst>;
+  if (avx2) return &channel_rows_avx2<kKind, kVectorFirst>;
+#endif
+  return &channel_rows_base<kKind, kVectorFirst>;
+}
+
+template <BinaryOp kKind>
+ChannelRows pick_channel_rows(bool vector_first) {
+  return vector_first ? pick_channel_rows<kKind, true>() : pick_channel_rows<kKind, false>();
+}
+
+}  // namespace
+
 void blocked_channel_binary(const std::string& op, bool vector_first, const float* x, const float* v, float* out,
                             std::int64_t n, std::int64_t blocks, std::int64_t hw, std::int64_t block,
                             const kestrel_services* services) {
   const StepServices on_pool(services);
-  const BinaryOp kind = binary_op(op);
-  auto apply = [kind, vector_first](F4 a, F4 b) {
-    if (vector_first) std::swap(a, b);
-    switch (kind) {
-      case BinaryOp::add: return a + b;
-      case BinaryOp::sub: return a - b;
-      case BinaryOp::mul: return a * b;
-      default: return a / b;
-    }
-  };
+  ChannelRows rows = nullptr;
+  switch (binary_op(op)) {
+    case BinaryOp::add: rows = pick_channel_rows<BinaryOp::add>(vector_first); break;
+    case BinaryOp::sub: rows = pick_channel_rows<BinaryOp::sub>(vector_first); break;
+    case BinaryOp::mul: rows = pick_channel_rows<BinaryOp::mul>(vector_first); break;
+    case BinaryOp::div: rows = pick_channel_rows<BinaryOp::div>(vector_first); break;
+    default: throw std::invalid_argument("blocked_channel_binary: " + op + " is not Add, Sub, Mul or Div");
+  }
+  if (block % 4 != 0) throw std::invalid_argument("blocked_channel_binary: block " + std::to_string(block) + " is not a multiple of 4");
   parallel_ranges(n * blocks, std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(hw * block, 1)),
-                  [&](std::int64_t first, std::int64_t last) {
-                    // Pixel by pixel, each pixel's block of lanes in one go: the data is
-                    // read once, in order (lane-group passes over the whole block read
-                    // every cache line block/4 times).
-                    constexpr std::int64_t kMaxBlock = 16;
-                    F4 w[kMaxBlock / 4];
-                    const std::int64_t groups = std::min(block, kMaxBlock) / 4;
-                    for (std::int64_t nb = first; nb < last; ++nb) {
-                      const float* vb = v + nb % blocks * block;
-                      const float* src = x + nb * hw * block;
-                      float* dst = out + nb * hw * block;
-                      if (block > kMaxBlock) {
-                        for (std::int64_t p = 0; p < hw; ++p) {
-                          for (std::int64_t q = 0; q < block; q += 4) {
-                            F4 a, b;
-                            std::memcpy(&a, src + p * block + q, sizeof a);
-                            std::memcpy(&b, vb + q, sizeof b);
-                            const F4 r = apply(a, b);
-                            std::memcpy(dst + p * block + q, &r, sizeof r);
-                          }
-                        }
-                        continue;
-                      }
-                      for (std::int64_t g = 0; g < groups; ++g) std::memcpy(&w[g], vb + 4 * g, sizeof w[g]);
-                      for (std::int64_t p = 0; p < hw; ++p) {
-                        for (std::int64_t g = 0; g < groups; ++g) {
-                          F4 a;
-                          std::memcpy(&a, src + p * block + 4 * g, sizeof a);
-                          const F4 r = apply(a, w[g]);
-                          std::memcpy(dst + p * block + 4 * g, &r, sizeof r);
-                        }
-                      }
-                    }
-                  });
+                  [&](std::int64_t first, std::int64_t last) { rows(x, v, out, first, last, blocks, hw, block); });
 }
 
 std::vector<Tensor> run_portable(const Node& node, const std::vector<const Tensor*>& in, const kestrel_services* services) {

@@ -428,3 +428,44 @@ TEST_CASE("deploy: portable operators on a pool of threads give the values of on
   pool_node.attributes["strides"] = ints({2, 2});
   same(pool_node, {&image});
 }
+
+TEST_CASE("deploy: the squeeze-excite channel op on blocked data matches a scalar loop for every op, order and block", "[deploy][portable]") {
+  // blocked_channel_binary runs on clones for the host's widest vectors (AVX-512, AVX2 or
+  // baseline on x86): blocks of 4, 8, 16 and 32 lanes take each width's path (32: more
+  // lane groups than it keeps in registers), on one thread and split over a pool, in place
+  // and not.
+  kestrel::device::KernelServices pool(2);
+  for (std::int64_t block : {4, 8, 16, 32}) {
+    for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+      for (bool vector_first : {false, true}) {
+        for (bool in_place : {false, true}) {
+          const std::int64_t n = 2, blocks = 3, hw = 37;
+          std::vector<float> x(static_cast<std::size_t>(n * blocks * hw * block)), v(static_cast<std::size_t>(blocks * block));
+          for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.5f + std::sin(0.11f * static_cast<float>(i)) * 2.0f;
+          for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1.5f + std::cos(0.7f * static_cast<float>(i));
+          const std::vector<float> original = x;
+          std::vector<float> separate(x.size(), NAN);
+          float* out = in_place ? x.data() : separate.data();
+          blocked_channel_binary(op, vector_first, x.data(), v.data(), out, n, blocks, hw, block, pool.table());
+          std::size_t bad = 0;
+          for (std::int64_t nb = 0; nb < n * blocks; ++nb) {
+            for (std::int64_t p = 0; p < hw; ++p) {
+              for (std::int64_t lane = 0; lane < block; ++lane) {
+                const std::size_t i = static_cast<std::size_t>((nb * hw + p) * block + lane);
+                float a = original[i], b = v[static_cast<std::size_t>(nb % blocks * block + lane)];
+                if (vector_first) std::swap(a, b);
+                const float want = op[0] == 'A' ? a + b : op[0] == 'S' ? a - b : op[0] == 'M' ? a * b : a / b;
+                if (out[i] != want) ++bad;
+              }
+            }
+          }
+          INFO(op << " block " << block << (vector_first ? " vector first" : "") << (in_place ? " in place" : ""));
+          CHECK(bad == 0);
+        }
+      }
+    }
+  }
+  std::vector<float> x(16), v(4);
+  CHECK_THROWS_WITH(blocked_channel_binary("Pow", false, x.data(), v.data(), x.data(), 1, 1, 4, 4), Catch::Contains("Pow is not Add, Sub, Mul or Div"));
+  CHECK_THROWS_WITH(blocked_channel_binary("Add", false, x.data(), v.data(), x.data(), 1, 1, 4, 6), Catch::Contains("block 6 is not a multiple of 4"));
+}

@@ -102,6 +102,21 @@ AlignedFloats pack_initializer(const Initializer& init, ArgLayout layout, std::i
       }
       return out;
     }
+    case ArgLayout::gemm_panels:
+    case ArgLayout::gemm_panels_transposed: {
+      need(s.size() == 2 && block > 0, what + " is not a 2-D matrix to pack in panels");
+      const bool transposed = layout == ArgLayout::gemm_panels_transposed;
+      const std::int64_t k = transposed ? s[1] : s[0], n = transposed ? s[0] : s[1];
+      fits(ceil_div(n, block) * block * k, "gemm panels of width " + std::to_string(block));
+      // Panel p holds columns [p*B, p*B + B) row by row: out[p][kk][j].
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          const std::int64_t from = transposed ? j * k + kk : kk * n + j;
+          out[static_cast<std::size_t>((j / block * k + kk) * block + j % block)] = init.f32[static_cast<std::size_t>(from)];
+        }
+      }
+      return out;
+    }
     case ArgLayout::conv_weight: {
       need(s.size() == 4 && block > 0, what + " is not a 4-D convolution weight");
       const std::int64_t k = s[0], cg = s[1], r = s[2], sw = s[3];

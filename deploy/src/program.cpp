@@ -575,7 +575,7 @@ Program load_program(const std::string& path) {
       ProgramArg a;
       a.value = static_cast<std::size_t>(r.u64());
       const auto layout = r.pod<std::uint8_t>();
-      if (layout > static_cast<std::uint8_t>(ArgLayout::winograd2_weight)) r.corrupt("an unknown argument layout");
+      if (layout > static_cast<std::uint8_t>(ArgLayout::gemm_panels_transposed)) r.corrupt("an unknown argument layout");
       a.layout = static_cast<ArgLayout>(layout);
       a.elements = r.i64();
       a.packed = r.i64();

@@ -140,12 +140,15 @@ Program lower_program(const Graph& graph, const Plan& plan, const std::map<std::
         pa.elements = specs[a].elements();
         const Initializer* init = a + 1 < specs.size() ? graph.initializer(arg.value) : nullptr;
         if (init) {
+          // The layout's block: the panel width (gemm's `panels`) for B in panels.
+          const bool panels = arg.layout == ArgLayout::gemm_panels || arg.layout == ArgLayout::gemm_panels_transposed;
+          const std::int64_t block = panels ? (actual.contains("panels") ? actual.at("panels") : 0) : plan.block;
           const std::string key = arg.value + "|" + std::to_string(static_cast<int>(arg.layout)) + "|" +
-                                  std::to_string(pa.elements) + "|" + std::to_string(plan.block);
+                                  std::to_string(pa.elements) + "|" + std::to_string(block);
           auto it = packed_index.find(key);
           if (it == packed_index.end()) {
             it = packed_index.emplace(key, static_cast<std::int64_t>(program.packed.size())).first;
-            program.packed.push_back(pack_initializer(*init, arg.layout, plan.block, pa.elements));
+            program.packed.push_back(pack_initializer(*init, arg.layout, block, pa.elements));
           }
           pa.packed = it->second;
         } else {

@@ -73,7 +73,8 @@ Plan plan_model(const Model& model, const PlanOptions& options) {
   if (block != 4 && block != 8 && block != 16) {
     throw ModelError(model.graph().path + ": block " + std::to_string(block) + " is not 4, 8 or 16");
   }
-  Plan plan = plan_graph(model.bind(options.symbols), block, registry, options.winograd);
+  const std::int64_t panels = options.gemm_panels ? ops::gemm_tile_columns(options.traits) : 0;
+  Plan plan = plan_graph(model.bind(options.symbols), block, registry, options.winograd, panels);
   plan.symbols = options.symbols;
   if (options.symbols.empty()) return plan;
   // The run-time parameters of every task step, over all symbols. A parameter that
@@ -84,7 +85,7 @@ Plan plan_model(const Model& model, const PlanOptions& options) {
     probed[symbol] = probe_value(value);
     Plan probe;
     try {
-      probe = plan_graph(model.bind(probed), block, registry, options.winograd);
+      probe = plan_graph(model.bind(probed), block, registry, options.winograd, panels);
     } catch (const ModelError&) {
       continue;  // the model does not take that value: its parameters stay static
     }

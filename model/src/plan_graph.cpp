@@ -62,9 +62,9 @@ const std::set<std::string>& layout_ops() {
 
 class Planner {
  public:
-  Planner(const Graph& graph, std::int64_t block, const ops::Registry& registry, bool winograd)
+  Planner(const Graph& graph, std::int64_t block, const ops::Registry& registry, bool winograd, std::int64_t gemm_panels)
       : graph_(graph), block_(block), registry_(registry),
-        winograd_(winograd && registry.find("conv2d_winograd") != nullptr), covered_(graph.nodes.size(), false),
+        winograd_(winograd && registry.find("conv2d_winograd") != nullptr), gemm_panels_(gemm_panels), covered_(graph.nodes.size(), false),
         reasons_(graph.nodes.size()) {
     for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
       for (const auto& input : graph.nodes[i].inputs) {
@@ -503,6 +503,15 @@ class Planner {
     return finish(std::move(cand));
   }
 
+  // A gemm candidate's constant float B (args[1]) in column panels (PlanOptions::
+  // gemm_panels), when B has at least a panel's width of columns.
+  void in_panels(Candidate& cand, const std::string& b_name, std::int64_t n, bool trans_b) const {
+    const Initializer* b = constant(b_name);
+    if (gemm_panels_ <= 0 || !b || b->type != ElemType::f32 || n < gemm_panels_) return;
+    cand.params["panels"] = gemm_panels_;
+    cand.args[1].layout = trans_b ? ArgLayout::gemm_panels_transposed : ArgLayout::gemm_panels;
+  }
+
   Outcome match_matmul(std::size_t i) const {
     const Node& mm = node(i);
     if (mm.inputs.size() < 2) return refuse("malformed");
@@ -527,6 +536,7 @@ class Planner {
       const std::int64_t n = trans_b ? b[0] : b[1];
       cand.params = {{"M", a[0]}, {"K", a[1]}, {"N", n}};
       cand.args = {{a_name, ArgLayout::plain}, {b_name, trans_b ? ArgLayout::transposed : ArgLayout::plain}};
+      in_panels(cand, b_name, n, trans_b);
       if (mm.inputs.size() > 2 && !mm.inputs[2].empty()) {
         const Initializer* c = constant(mm.inputs[2]);
         if (!c || c->type != ElemType::f32 || product(c->shape) != n || c->shape.empty() || c->shape.back() != n) {
@@ -542,6 +552,7 @@ class Planner {
       cand.op = "gemm";
       cand.params = {{"M", product(a, 0, a.size() - 1)}, {"K", a.back()}, {"N", b[1]}};
       cand.args = {{a_name, ArgLayout::plain}, {b_name, ArgLayout::plain}};
+      in_panels(cand, b_name, b[1], false);
     } else {
       if (a.size() < 3 || b.size() != a.size()) {
         return refuse("product of activations of rank " + std::to_string(a.size()) + " and " +
@@ -784,6 +795,7 @@ class Planner {
   std::int64_t block_;
   const ops::Registry& registry_;
   bool winograd_;  // 3x3 stride-1 convolutions as conv2d_winograd (PlanOptions::winograd)
+  std::int64_t gemm_panels_;  // a constant B's panel width (PlanOptions::gemm_panels), 0: none
   std::vector<bool> covered_;
   std::vector<std::string> reasons_;
   std::map<std::string, std::vector<std::size_t>> consumers_;
@@ -792,8 +804,9 @@ class Planner {
 
 }  // namespace
 
-Plan plan_graph(const Graph& graph, std::int64_t block, const ops::Registry& registry, bool winograd) {
-  return Planner(graph, block, registry, winograd).run();
+Plan plan_graph(const Graph& graph, std::int64_t block, const ops::Registry& registry, bool winograd,
+                std::int64_t gemm_panels) {
+  return Planner(graph, block, registry, winograd, gemm_panels).run();
 }
 
 }  // namespace kestrel::model

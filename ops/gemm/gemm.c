@@ -10,6 +10,10 @@
  *                 0: broadcast from A in place (only edge panels shorter than MR are copied)
  *   GEMM_PACK_B   1: pack each KC x NC block of B into NR-wide panels in scratch;
  *                 0: read B in place (only edge panels narrower than NR are copied)
+ *   GEMM_PANELS   (workload, optional) NR: B arrives packed, as NR-wide column panels
+ *                 B[ceil(N/NR)][K][NR] with the columns past N zero (a model's weights,
+ *                 packed once when it is loaded); the kernel reads the panels where they
+ *                 lie and packs nothing (PACK_B is then 1, for what the blocks are)
  *   GEMM_SPLIT    parallel_for tasks: 0 = one per MC block of rows, 1 = one per NC block
  *                 of columns, 2 = one per (MC, NC) block pair (each task packs the B
  *                 blocks it uses itself); 3 = B shared: per (NC, KC) block of B the
@@ -52,7 +56,17 @@
 #ifndef GEMM_ACT
 #define GEMM_ACT 0
 #endif
+#ifndef GEMM_PANELS
+#define GEMM_PANELS 0
+#endif
 #define HAS_EPILOGUE (GEMM_BIAS || GEMM_RESIDUAL || GEMM_ACT)
+#if GEMM_PANELS && (GEMM_PANELS != GEMM_NR || !GEMM_PACK_B)
+#error "gemm.c: B in panels (GEMM_PANELS) needs NR equal to the panel width and PACK_B=1"
+#endif
+/* B's size: K x N, or whole panels. */
+#define B_FLOATS (GEMM_PANELS ? (int64_t)(GEMM_N + GEMM_NR - 1) / GEMM_NR * GEMM_NR * GEMM_K : (int64_t)GEMM_K * GEMM_N)
+/* Packing B into scratch: PACK_B without the panels already made. */
+#define PACKS_B (GEMM_PACK_B && !GEMM_PANELS)
 #if GEMM_NR % GEMM_VEC != 0 || GEMM_MC % GEMM_MR != 0 || GEMM_NC % GEMM_NR != 0
 #error "gemm.c: NR must be a multiple of VEC, MC of MR, NC of NR"
 #endif
@@ -134,6 +148,7 @@ static void pack_a(float* restrict ap, const float* restrict a, int64_t ic, int6
 #endif
 }
 
+#if !GEMM_PANELS
 /* Packs B[pc.., jc + j0 ..] (kc x width, width <= NR) into one NR-wide panel, zero
  * columns past width. */
 INLINE void pack_b_panel(float* restrict bp, const float* restrict b, int64_t pc, int64_t col, int64_t width,
@@ -148,8 +163,9 @@ INLINE void pack_b_panel(float* restrict bp, const float* restrict b, int64_t pc
     }
   }
 }
+#endif
 
-#if GEMM_PACK_B && GEMM_SPLIT != 3
+#if PACKS_B && GEMM_SPLIT != 3
 static void pack_b(float* restrict bp, const float* restrict b, int64_t pc, int64_t jc, int64_t nc, int64_t kc) {
   for (int64_t jr = 0; jr < nc; jr += GEMM_NR) pack_b_panel(bp + jr * kc, b, pc, jc + jr, min64(GEMM_NR, nc - jr), kc);
 }
@@ -269,15 +285,22 @@ static void macro_kernel(const float* restrict ap, float* restrict bp, const flo
                          const float* restrict b, float* restrict c, const float* restrict bias,
                          const float* restrict res, int64_t ic, int64_t jc, int64_t pc, int64_t mc, int64_t nc,
                          int64_t kc) {
-#if GEMM_PACK_B
+#if PACKS_B
   (void)b;
+#endif
+#if GEMM_PANELS
+  (void)bp;
 #endif
   for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
     int64_t nr = min64(GEMM_NR, nc - jr);
     float* crow = c + ic * GEMM_N + jc + jr;
     const float* bias_col = GEMM_BIAS ? bias + jc + jr : 0;
     const float* res_row = GEMM_RESIDUAL ? res + ic * GEMM_N + jc + jr : 0;
-#if GEMM_PACK_B
+#if GEMM_PANELS
+    /* Panel (jc + jr) / NR from row pc: NC is a multiple of NR, so jc + jr starts a panel. */
+    row_panels(ap, a, b + (jc + jr) / GEMM_NR * GEMM_NR * GEMM_K + pc * GEMM_NR, GEMM_NR, crow, bias_col, res_row,
+               ic, pc, mc, kc, nr);
+#elif GEMM_PACK_B
     row_panels(ap, a, bp + jr * kc, GEMM_NR, crow, bias_col, res_row, ic, pc, mc, kc, nr);
 #else
     if (nr == GEMM_NR) {
@@ -304,7 +327,7 @@ typedef struct gemm_ctx {
 /* Computes the C blocks [mb0, mb1) x [nb0, nb1) over the whole K range. */
 static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int64_t nb1) {
   float* ap = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
-  float* bp = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PACK_B ? NC_PAD : GEMM_NR) * KC_EFF * sizeof(float));
+  float* bp = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PANELS ? 1 : GEMM_PACK_B ? NC_PAD : GEMM_NR) * KC_EFF * sizeof(float));
   if (!ap || !bp) {
     __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
   } else {
@@ -316,7 +339,7 @@ static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int
 #define MC_OF(ic) min64(GEMM_MC, GEMM_M - (ic))
 #define NC_OF(jc) min64(GEMM_NC, GEMM_N - (jc))
 #define KC_OF(pc) min64(GEMM_KC, GEMM_K - (pc))
-#if GEMM_PACK_B
+#if PACKS_B
 #define PACK_B_BLOCK(pc, jc) pack_b(bp, b, pc, jc, NC_OF(jc), KC_OF(pc))
 #else
 #define PACK_B_BLOCK(pc, jc) ((void)0)
@@ -370,7 +393,7 @@ typedef struct shared_ctx {
   int64_t jc, pc, nc, kc;
 } shared_ctx;
 
-#if GEMM_PACK_B
+#if PACKS_B
 static void pack_b_task(int64_t t, void* p) {
   const shared_ctx* s = (const shared_ctx*)p;
   int64_t jr = t * GEMM_NR;
@@ -383,8 +406,9 @@ static void row_block_task(int64_t t, void* p) {
   gemm_ctx* ctx = s->g;
   int64_t ic = t * GEMM_MC, mc = min64(GEMM_MC, GEMM_M - ic);
   float* ap = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
-  /* Without PACK_B each task needs its own NR-wide edge panel buffer. */
-  float* bp = GEMM_PACK_B ? s->bp : (float*)kestrel_alloc(ctx->svc, (size_t)GEMM_NR * KC_EFF * sizeof(float));
+  /* Without PACK_B each task needs its own NR-wide edge panel buffer; B in panels, none
+   * (a non-null pointer it does not read). */
+  float* bp = GEMM_PANELS ? (float*)ctx->b : GEMM_PACK_B ? s->bp : (float*)kestrel_alloc(ctx->svc, (size_t)GEMM_NR * KC_EFF * sizeof(float));
   if (!ap || !bp) {
     __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
   } else {
@@ -397,7 +421,7 @@ static void row_block_task(int64_t t, void* p) {
 
 static void run_shared(gemm_ctx* ctx) {
   shared_ctx s = {ctx, 0, 0, 0, 0, 0};
-#if GEMM_PACK_B
+#if PACKS_B
   s.bp = (float*)kestrel_alloc(ctx->svc, (size_t)NC_PAD * KC_EFF * sizeof(float));
   if (!s.bp) {
     ctx->failed = 1;
@@ -408,13 +432,13 @@ static void run_shared(gemm_ctx* ctx) {
     s.nc = min64(GEMM_NC, GEMM_N - s.jc);
     for (s.pc = 0; s.pc < GEMM_K; s.pc += GEMM_KC) {
       s.kc = min64(GEMM_KC, GEMM_K - s.pc);
-#if GEMM_PACK_B
+#if PACKS_B
       kestrel_parallel_for(ctx->svc, (s.nc + GEMM_NR - 1) / GEMM_NR, pack_b_task, &s);
 #endif
       kestrel_parallel_for(ctx->svc, MB, row_block_task, &s);
     }
   }
-#if GEMM_PACK_B
+#if PACKS_B
   kestrel_release(ctx->svc, s.bp);
 #endif
 }
@@ -434,14 +458,14 @@ static void task(int64_t t, void* p) {
 }
 #endif
 
-/* Arguments: A, B, [bias], [residual], C. */
+/* Arguments: A, B (or its panels), [bias], [residual], C. */
 #define ARG_BIAS 2
 #define ARG_RES (2 + GEMM_BIAS)
 #define ARG_C (2 + GEMM_BIAS + GEMM_RESIDUAL)
 
 KESTREL_KERNEL(svc, args, num_args) {
   if (num_args != ARG_C + 1 || !args[0].data || !args[1].data || !args[ARG_C].data ||
-      args[0].i64 != (int64_t)GEMM_M * GEMM_K || args[1].i64 != (int64_t)GEMM_K * GEMM_N ||
+      args[0].i64 != (int64_t)GEMM_M * GEMM_K || args[1].i64 != B_FLOATS ||
       args[ARG_C].i64 != (int64_t)GEMM_M * GEMM_N) {
     return 2;
   }

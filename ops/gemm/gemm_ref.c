@@ -3,7 +3,8 @@
  * of C per parallel_for task. Needs GEMM_M, GEMM_N, GEMM_K; the epilogue GEMM_BIAS,
  * GEMM_RESIDUAL, GEMM_ACT is optional (0 when absent). Same arguments as gemm.c: A, B,
  * [bias], [residual] (inputs), C (output). Returns 2 on bad arguments, 1 when scratch
- * memory runs out. The activation is computed in double with the functions of
+ * memory runs out. With GEMM_PANELS (P) B arrives as P-wide column panels,
+ * B[ceil(N/P)][K][P], as gemm.c takes it. The activation is computed in double with the functions of
  * ops/glue/ref_math.h, which gemm.cpp prepends to this text. */
 #include "kestrel/kernel/abi.h"
 
@@ -18,6 +19,17 @@
 #endif
 #ifndef GEMM_ACT
 #define GEMM_ACT 0
+#endif
+#ifndef GEMM_PANELS
+#define GEMM_PANELS 0
+#endif
+#if GEMM_PANELS
+#define B_FLOATS ((int64_t)(GEMM_N + GEMM_PANELS - 1) / GEMM_PANELS * GEMM_PANELS * GEMM_K)
+/* B[k][j] in the panels. */
+#define B_AT(b, k, j) ((b)[((j) / GEMM_PANELS * GEMM_K + (k)) * GEMM_PANELS + (j) % GEMM_PANELS])
+#else
+#define B_FLOATS ((int64_t)GEMM_K * GEMM_N)
+#define B_AT(b, k, j) ((b)[(k) * GEMM_N + (j)])
 #endif
 
 /* The activation of the epilogue, from ref_math.h. */
@@ -45,8 +57,7 @@ static void ref_row(int64_t i, void* p) {
   for (int64_t j = 0; j < GEMM_N; ++j) acc[j] = 0.0;
   for (int64_t k = 0; k < GEMM_K; ++k) {
     const double aik = (double)ctx->a[i * GEMM_K + k];
-    const float* brow = ctx->b + k * GEMM_N;
-    for (int64_t j = 0; j < GEMM_N; ++j) acc[j] += aik * (double)brow[j];
+    for (int64_t j = 0; j < GEMM_N; ++j) acc[j] += aik * (double)B_AT(ctx->b, k, j);
   }
   for (int64_t j = 0; j < GEMM_N; ++j) {
     double v = acc[j];
@@ -63,7 +74,7 @@ KESTREL_KERNEL(svc, args, num_args) {
   for (int i = 0; i < num_args; ++i) {
     if (!args[i].data) return 2;
   }
-  if (args[0].i64 != (int64_t)GEMM_M * GEMM_K || args[1].i64 != (int64_t)GEMM_K * GEMM_N ||
+  if (args[0].i64 != (int64_t)GEMM_M * GEMM_K || args[1].i64 != B_FLOATS ||
       args[c_arg].i64 != (int64_t)GEMM_M * GEMM_N || (GEMM_BIAS && args[2].i64 != GEMM_N) ||
       (GEMM_RESIDUAL && args[2 + GEMM_BIAS].i64 != (int64_t)GEMM_M * GEMM_N)) {
     return 2;

@@ -28,6 +28,11 @@ constexpr std::int64_t kMaxPackedA = 256 * 1024;  // floats (1 MiB)
 constexpr std::int64_t kMaxPackedB = 4 << 20;     // floats (16 MiB)
 constexpr double kTypicalCores = 8;               // for the load-balance features
 
+// Vectors per row of the micro-tile: four when 4- or 8-float vectors have 32 registers.
+std::int64_t vectors_per_row(const TargetTraits& target) {
+  return target.vector_registers >= 32 && std::min<std::int64_t>(target.vector_floats, 16) < 16 ? 4 : 2;
+}
+
 // The share of `padded` that is padding beyond `used` (0 when nothing is padded).
 double waste(double used, double padded) { return padded > 0 ? (padded - used) / padded : 0.0; }
 
@@ -49,6 +54,10 @@ class GemmOp final : public Op {
         {"bias", "1: add a bias per column of C (tensor bias[N])", 0, 1, 0, true},
         {"residual", "1: add a tensor of C's shape (residual[M][N])", 0, 1, 0, true},
         detail::activation_param("activation applied last"),
+        {"panels", "P > 0: B arrives packed as P-wide column panels B[ceil(N/P)][K][P], the columns past N zero "
+                   "(a model's constant weights, packed once when it is loaded); the micro-tile is then P wide "
+                   "(nr=P) and the kernel packs no B",
+         0, 96, 0, true},
     };
   }
 
@@ -65,8 +74,14 @@ class GemmOp final : public Op {
     }
     for (const auto& entry : p) {
       if (std::none_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == entry.first; })) {
-        throw OpError("gemm: unknown parameter " + entry.first + " (parameters: M,N,K and optional bias,residual,act)");
+        throw OpError("gemm: unknown parameter " + entry.first + " (parameters: M,N,K and optional bias,residual,act,panels)");
       }
+    }
+    if (const std::int64_t panels = detail::param_or(p, "panels", 0);
+        panels != 0 && std::find(kNr.begin(), kNr.end(), panels) == kNr.end()) {
+      std::string widths;
+      for (auto nr : kNr) widths += (widths.empty() ? "" : ", ") + std::to_string(nr);
+      throw OpError("gemm: panels=" + std::to_string(panels) + " is not a micro-tile width nr can take (" + widths + ")");
     }
     for (const auto& tensor : tensors(p)) {
       if (tensor.elements() > (std::int64_t{1} << 31)) {
@@ -78,10 +93,11 @@ class GemmOp final : public Op {
 
   // A, B, then the epilogue's bias [N] and residual [M][N] when the workload has them, C.
   std::vector<TensorSpec> tensors(const Params& p) const override {
-    std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
+    std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K"), panels = detail::param_or(p, "panels", 0);
     std::vector<TensorSpec> out = {
         {"A", DType::f32, Role::input, {m, k}},
-        {"B", DType::f32, Role::input, {k, n}},
+        panels > 0 ? TensorSpec{"B", DType::f32, Role::input, {(n + panels - 1) / panels, k, panels}}
+                   : TensorSpec{"B", DType::f32, Role::input, {k, n}},
     };
     if (detail::param_or(p, "bias", 0) != 0) out.push_back({"bias", DType::f32, Role::input, {n}});
     if (detail::param_or(p, "residual", 0) != 0) out.push_back({"residual", DType::f32, Role::input, {m, n}});
@@ -94,19 +110,23 @@ class GemmOp final : public Op {
   }
 
   std::vector<Knob> knobs(const Params& p) const override {
-    std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K");
+    std::int64_t m = p.at("M"), n = p.at("N"), k = p.at("K"), panels = detail::param_or(p, "panels", 0);
+    // B in panels fixes the micro-tile's width and leaves nothing of B to pack.
     return {
         {"mc", tiles_for(kMc, m), "rows of A per cache block (packed into L2); multiple of mr"},
         {"nc", tiles_for(kNc, n), "columns of B per cache block (the packed B panel, L3); multiple of nr"},
         {"kc", tiles_for(kKc, k), "reduction length per cache block (the panels' depth, L1/L2)"},
         {"mr", tiles_for(kMr, m), "rows of the register micro-tile"},
-        {"nr", tiles_for(kNr, n), "columns of the register micro-tile; multiple of vec"},
+        {"nr", panels > 0 ? std::vector<std::int64_t>{panels} : tiles_for(kNr, n),
+         "columns of the register micro-tile; multiple of vec (the panels' width when B arrives in panels)"},
         {"vec", {1, 4, 8, 16}, "floats per vector register (1 = scalar)"},
         {"unroll", {1, 2, 4, 8}, "unroll count of the micro-kernel's k loop"},
         {"order", {0, 1, 2}, "cache-block loop nest: 0 = jc,pc,ic (B block reused), 1 = ic,pc,jc (A block reused), "
                              "2 = jc,ic,pc (C block finished at once)"},
         {"pack_a", {0, 1}, "1 = copy each mc x kc block of A into mr-row panels, 0 = broadcast from A in place"},
-        {"pack_b", {0, 1}, "1 = copy each kc x nc block of B into contiguous panels, 0 = read B in place"},
+        {"pack_b", panels > 0 ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{0, 1},
+         "1 = copy each kc x nc block of B into contiguous panels, 0 = read B in place (B in panels: 1, packed "
+         "already)"},
         {"split", {0, 1, 2, 3}, "threads take: 0 = row blocks (mc), 1 = column blocks (nc), 2 = both (each packing "
                                 "its own B blocks), 3 = B shared: each kc x nc block of B packed once by all threads, "
                                 "then row blocks (needs order=0)"},
@@ -133,7 +153,7 @@ class GemmOp final : public Op {
     if (mc * kc > kMaxPackedA) {
       return "packed A block mc*kc=" + std::to_string(mc * kc) + " floats exceeds " + std::to_string(kMaxPackedA);
     }
-    if (c.at("pack_b") == 1 && kc * nc > kMaxPackedB) {
+    if (c.at("pack_b") == 1 && detail::param_or(p, "panels", 0) == 0 && kc * nc > kMaxPackedB) {
       return "packed B block kc*nc=" + std::to_string(kc * nc) + " floats exceeds " + std::to_string(kMaxPackedB);
     }
     return {};
@@ -149,8 +169,10 @@ class GemmOp final : public Op {
     // 6x8 on SSE and ARMv7 NEON. Skinny M (batch-1 layers): 4 rows, twice the columns.
     const bool skinny = m <= 16;
     const std::int64_t vec = std::min<std::int64_t>(target.vector_floats, 16);
-    const std::int64_t vectors_per_row = target.vector_registers >= 32 && vec < 16 ? 4 : 2;
-    std::int64_t nr = detail::largest_at_most(tiles_for(kNr, n), std::min<std::int64_t>(vec * vectors_per_row * (skinny ? 2 : 1), n));
+    const std::int64_t columns = vec * vectors_per_row(target);
+    const std::int64_t panels = detail::param_or(p, "panels", 0);
+    std::int64_t nr = panels > 0 ? panels
+                                 : detail::largest_at_most(tiles_for(kNr, n), std::min<std::int64_t>(columns * (skinny ? 2 : 1), n));
     std::int64_t tile_vec = vec;
     while (tile_vec > 1 && nr % tile_vec != 0) tile_vec /= 2;
     if (tile_vec == 2) tile_vec = 1;  // vec is 1, 4, 8 or 16
@@ -165,7 +187,7 @@ class GemmOp final : public Op {
                   {"unroll", 4},
                   {"order", 0},
                   {"pack_a", 0},
-                  {"pack_b", skinny ? 0 : 1},
+                  {"pack_b", skinny && panels == 0 ? 0 : 1},
                   {"split", 1}};
     // The largest mr <= min(mr_limit, M) with an mc <= 48 (or any mc) that it divides.
     auto mr_domain = tiles_for(kMr, m);
@@ -204,15 +226,20 @@ class GemmOp final : public Op {
 
   double tolerance(const Params& p) const override { return detail::dot_tolerance(static_cast<double>(p.at("K"))); }
 
-  // OpenBLAS's cblas_sgemm on A, B and C as they are.
+  // OpenBLAS's cblas_sgemm on A, B and C as they are (none for B in panels, which it
+  // cannot read).
   std::vector<VendorKernel> vendor_kernels(const Params& p) const override {
+    if (detail::param_or(p, "panels", 0) != 0) return {};
     return {detail::openblas_gemm(p, 1, p.at("M"), p.at("N"), p.at("K"), false, false)};
   }
 
   // Parameters and knobs, then quantities derived from both. Every name is emitted for
   // every workload and configuration, in this order; all values are finite and >= 0.
+  // `panels` is left out: B in panels computes what pack_b=1 computes, without the
+  // packing, and the shipped cost models were trained before the parameter existed.
   std::vector<std::pair<std::string, double>> features(const Params& p, const Config& c) const override {
     auto out = Op::features(p, c);
+    std::erase_if(out, [](const auto& feature) { return feature.first == "param.panels"; });
     auto add = [&out](const char* name, double value) { out.emplace_back(std::string("gemm.") + name, value); };
     const double m = static_cast<double>(p.at("M")), n = static_cast<double>(p.at("N")),
                  k = static_cast<double>(p.at("K"));
@@ -318,5 +345,10 @@ class GemmOp final : public Op {
 }  // namespace
 
 std::unique_ptr<Op> make_gemm_op() { return std::make_unique<GemmOp>(); }
+
+std::int64_t gemm_tile_columns(const TargetTraits& traits) {
+  const std::int64_t vec = std::min<std::int64_t>(traits.vector_floats, 16);
+  return vec < 4 ? 0 : vec * vectors_per_row(traits);
+}
 
 }  // namespace kestrel::ops

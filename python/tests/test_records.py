@@ -74,8 +74,8 @@ def test_export_writes_a_library_of_the_best_records(tuned, tmp_path):
     lib = ctypes.CDLL(os.fspath(out / "libkestrel_kernels.so"))
 
     class Shape(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_int64) for n in ("M", "N", "K", "bias", "residual", "act")]
+        _fields_ = [(n, ctypes.c_int64) for n in ("M", "N", "K", "bias", "residual", "act", "panels")]
 
     lib.kestrel_gemm_which.restype = ctypes.c_char_p
-    assert lib.kestrel_gemm_which(ctypes.byref(Shape(48, 40, 32, 0, 0, 0))) == b"tuned " + kernel["config"].encode()
-    assert lib.kestrel_gemm_which(ctypes.byref(Shape(64, 40, 32, 0, 0, 0))) is None
+    assert lib.kestrel_gemm_which(ctypes.byref(Shape(48, 40, 32, 0, 0, 0, 0))) == b"tuned " + kernel["config"].encode()
+    assert lib.kestrel_gemm_which(ctypes.byref(Shape(64, 40, 32, 0, 0, 0, 0))) is None

@@ -130,7 +130,7 @@ TEST_CASE("export writes a native library whose dispatcher runs the tuned and de
     CHECK(std::filesystem::exists(out / name));
   }
   const std::string header = read_text(out / "kestrel_kernels.h");
-  CHECK(header.find("#define KESTREL_GEMM_PARAMS \"M,N,K,bias,residual,act\"") != std::string::npos);
+  CHECK(header.find("#define KESTREL_GEMM_PARAMS \"M,N,K,bias,residual,act,panels\"") != std::string::npos);
   CHECK(header.find("int32_t kestrel_softmax(const kestrel_services* svc, const kestrel_softmax_shape* shape") !=
         std::string::npos);
   CHECK(read_text(out / "kestrel_runtime.h").find("#include \"kestrel_abi.h\"") != std::string::npos);
@@ -159,12 +159,12 @@ TEST_CASE("export writes a native library whose dispatcher runs the tuned and de
   SECTION("the typed entries and their which functions") {
     using which_fn = const char* (*)(const std::int64_t*);
     auto gemm_which = library.symbol<which_fn>("kestrel_gemm_which");
-    const std::int64_t shape[] = {33, 40, 24, 0, 0, 0};
+    const std::int64_t shape[] = {33, 40, 24, 0, 0, 0, 0};
     CHECK(std::string(gemm_which(shape)) == "tuned " + ops::format_config(tuned));
     auto softmax_which = library.symbol<which_fn>("kestrel_softmax_which");
     const std::int64_t softmax_shape[] = {9, 70, 0};
     CHECK(std::string(softmax_which(softmax_shape)).starts_with("default "));
-    const std::int64_t unknown[] = {34, 40, 24, 0, 0, 0};
+    const std::int64_t unknown[] = {34, 40, 24, 0, 0, 0, 0};
     CHECK(gemm_which(unknown) == nullptr);
     CHECK(test::typed_matches(library, svc, gemm, "kestrel_gemm", gemm_params, compiler));
   }

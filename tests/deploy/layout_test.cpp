@@ -127,6 +127,21 @@ TEST_CASE("model: initializers are packed in the kernels' blocked layouts", "[mo
     CHECK_THROWS_WITH(pack_initializer(w, ArgLayout::winograd2_weight, B, 100),
                       Catch::Contains("initializer wino") && Catch::Contains("F(2x2,3x3)"));
   }
+  SECTION("gemm panels, from [K][N] and from [N][K]") {
+    // [K=2][N=5] in panels of 2: [3][2][2], the sixth column zero.
+    Initializer w = init("proj", {2, 5});  // 1..10 row by row
+    AlignedFloats p = pack_initializer(w, ArgLayout::gemm_panels, 2, 12);
+    CHECK(std::vector<float>(p.begin(), p.end()) == std::vector<float>{1, 2, 6, 7, 3, 4, 8, 9, 5, 0, 10, 0});
+    // The same matrix stored transposed, [N=5][K=2], packs to the same panels.
+    Initializer t = init("proj_t", {5, 2});
+    for (std::int64_t k = 0; k < 2; ++k) {
+      for (std::int64_t n = 0; n < 5; ++n) t.f32[static_cast<std::size_t>(n * 2 + k)] = w.f32[static_cast<std::size_t>(k * 5 + n)];
+    }
+    AlignedFloats q = pack_initializer(t, ArgLayout::gemm_panels_transposed, 2, 12);
+    CHECK(std::vector<float>(q.begin(), q.end()) == std::vector<float>(p.begin(), p.end()));
+    CHECK_THROWS_WITH(pack_initializer(w, ArgLayout::gemm_panels, 4, 10), Catch::Contains("initializer proj") && Catch::Contains("gemm panels of width 4"));
+    CHECK_THROWS_WITH(pack_initializer(init("v", {4}), ArgLayout::gemm_panels, 2, 8), Catch::Contains("not a 2-D matrix"));
+  }
   SECTION("transposed, channel vectors and plain") {
     Initializer w = init("fc", {2, 3});
     AlignedFloats t = pack_initializer(w, ArgLayout::transposed, B, 6);

@@ -210,20 +210,67 @@ TEST_CASE("plan: Gemm with transB and a bias, MatMul + Add + GELU subgraphs in t
   Plan p = plan(b);
   REQUIRE(p.tasks.size() == 4);
   CHECK(p.tasks[0].op_name() == "gemm");
-  CHECK(p.tasks[0].params == Params{{"M", 4}, {"N", 32}, {"K", 64}, {"bias", 1}, {"act", 1}});
+  // Constant B in panels as wide as the default traits' gemm micro-tile (SSE: 8 columns).
+  CHECK(p.tasks[0].params == Params{{"M", 4}, {"N", 32}, {"K", 64}, {"bias", 1}, {"act", 1}, {"panels", 8}});
   CHECK(p.tasks[0].pattern == "Gemm+Relu");
   CHECK(layouts(task_step(p, 0)) ==
-        std::vector<ArgLayout>{ArgLayout::plain, ArgLayout::transposed, ArgLayout::plain, ArgLayout::plain});
+        std::vector<ArgLayout>{ArgLayout::plain, ArgLayout::gemm_panels_transposed, ArgLayout::plain, ArgLayout::plain});
+  CHECK(layouts(task_step(p, 1))[1] == ArgLayout::gemm_panels);
   CHECK(values(task_step(p, 0)) == std::vector<std::string>{"x", "wt", "c", "h0"});
-  CHECK(p.tasks[1].params == Params{{"M", 4}, {"N", 48}, {"K", 32}, {"bias", 1}, {"act", 3}});
+  CHECK(p.tasks[1].params == Params{{"M", 4}, {"N", 48}, {"K", 32}, {"bias", 1}, {"act", 3}, {"panels", 8}});
   CHECK(p.tasks[1].pattern == "MatMul+Add+Gelu");
   CHECK(values(task_step(p, 1)) == std::vector<std::string>{"h0", "w1", "b1", "h1"});
-  CHECK(p.tasks[2].params == Params{{"M", 4}, {"N", 48}, {"K", 48}, {"bias", 1}, {"act", 3}});
+  CHECK(p.tasks[2].params == Params{{"M", 4}, {"N", 48}, {"K", 48}, {"bias", 1}, {"act", 3}, {"panels", 8}});
   CHECK(values(task_step(p, 2)) == std::vector<std::string>{"h1", "w2", "b2", "h2"});
-  CHECK(p.tasks[3].params == Params{{"M", 4}, {"N", 16}, {"K", 48}, {"bias", 1}, {"act", 3}});
+  CHECK(p.tasks[3].params == Params{{"M", 4}, {"N", 16}, {"K", 48}, {"bias", 1}, {"act", 3}, {"panels", 8}});
   CHECK(values(task_step(p, 3)) == std::vector<std::string>{"h2", "w3", "b3", "y"});
   CHECK(p.steps.size() == 4);
   CHECK(p.untuned.empty());
+}
+
+TEST_CASE("plan: a constant B is packed in panels as wide as the target's gemm micro-tile, unless switched off") {
+  // MatMul by a weight, Gemm by a transposed weight, a weight narrower than a panel, and a
+  // product of two activations (batch_matmul: nothing to pack once).
+  OnnxBuilder b;
+  b.input("x", {8, 64}).input("q", {2, 8, 16}).input("k", {2, 16, 8}).output("y").output("n").output("s");
+  b.weight("w", {64, 96}).weight("wt", {80, 96}).weight("narrow", {80, 20});
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Gemm", {"m", "wt"}, {"y"}).i("transB", 1);
+  b.node("MatMul", {"y", "narrow"}, {"n"});
+  b.node("MatMul", {"q", "k"}, {"s"});
+  TempDir dir;
+  b.save(dir.file("m.onnx"));
+  Model model = Model::load(dir.file("m.onnx"));
+  auto panels_of = [&](PlanOptions options) {
+    Plan p = kestrel::model::plan_model(model, options);
+    std::vector<std::string> out;
+    for (std::size_t t = 0; t < p.tasks.size(); ++t) {
+      const auto it = p.tasks[t].params.find("panels");
+      out.push_back(p.tasks[t].op_name() + ":" + (it == p.tasks[t].params.end() ? "-" : std::to_string(it->second)) +
+                    ":" + std::to_string(static_cast<int>(layouts(task_step(p, t))[1])));
+    }
+    return out;
+  };
+  const auto code = [](ArgLayout l) { return std::to_string(static_cast<int>(l)); };
+  PlanOptions avx512;
+  avx512.traits = kestrel::ops::TargetTraits::of(kestrel::ops::Isa::avx512);
+  CHECK(panels_of(avx512) == std::vector<std::string>{"gemm:32:" + code(ArgLayout::gemm_panels),
+                                                      "gemm:32:" + code(ArgLayout::gemm_panels_transposed),
+                                                      "gemm:-:" + code(ArgLayout::plain),  // N=20 < 32
+                                                      "batch_matmul:-:" + code(ArgLayout::plain)});
+  PlanOptions avx2;
+  avx2.traits = kestrel::ops::TargetTraits::of(kestrel::ops::Isa::avx2);
+  CHECK(panels_of(avx2) == std::vector<std::string>{"gemm:16:" + code(ArgLayout::gemm_panels),
+                                                    "gemm:16:" + code(ArgLayout::gemm_panels_transposed),
+                                                    "gemm:16:" + code(ArgLayout::gemm_panels),
+                                                    "batch_matmul:-:" + code(ArgLayout::plain)});
+  PlanOptions off = avx512;
+  off.gemm_panels = false;
+  CHECK(panels_of(off) == std::vector<std::string>{"gemm:-:" + code(ArgLayout::plain),
+                                                   "gemm:-:" + code(ArgLayout::transposed),
+                                                   "gemm:-:" + code(ArgLayout::plain),
+                                                   "batch_matmul:-:" + code(ArgLayout::plain)});
+  CHECK(kestrel::ops::gemm_tile_columns(kestrel::ops::TargetTraits::of(kestrel::ops::Isa::neon)) == 16);
 }
 
 TEST_CASE("plan: SiLU, HardSwish, HardSigmoid, Sigmoid and Tanh fuse into the conv and gemm epilogues") {
@@ -280,7 +327,7 @@ TEST_CASE("plan: SiLU, HardSwish, HardSigmoid, Sigmoid and Tanh fuse into the co
   CHECK(values(task_step(p, 3)) == std::vector<std::string>{"h3", "w4", "m4"});
   CHECK(values(task_step(p, 6)) == std::vector<std::string>{"t6", "w7", "s7"});
   CHECK(values(task_step(p, 9)) == std::vector<std::string>{"v", "wm", "bm", "um"});
-  CHECK(p.tasks[9].params == Params{{"M", 4}, {"N", 24}, {"K", 32}, {"bias", 1}, {"act", 5}});
+  CHECK(p.tasks[9].params == Params{{"M", 4}, {"N", 24}, {"K", 32}, {"bias", 1}, {"act", 5}, {"panels", 8}});
   CHECK(values(task_step(p, 10)) == std::vector<std::string>{"um", "wg", "z"});
   CHECK(p.untuned.empty());
 }
@@ -343,7 +390,7 @@ TEST_CASE("plan: attention with a symbolic sequence: batch_matmul, softmax, dyna
   CHECK(p.symbols == std::map<std::string, std::int64_t>{{"seq", 16}});
   REQUIRE(p.tasks.size() == 4);
   CHECK(p.tasks[0].op_name() == "gemm");
-  CHECK(p.tasks[0].params == Params{{"M", 16}, {"N", 32}, {"K", 32}});
+  CHECK(p.tasks[0].params == Params{{"M", 16}, {"N", 32}, {"K", 32}, {"panels", 8}});
   CHECK(p.tasks[0].occurrences == 3);
   CHECK(p.tasks[0].dynamic == std::vector<DynamicParam>{{"M", "seq", 1}});
   CHECK(p.tasks[1].op_name() == "batch_matmul");

@@ -96,6 +96,52 @@ TEST_CASE("gemm library-class micro-tiles match the reference on edge shapes", "
   }
 }
 
+TEST_CASE("gemm with B in panels matches the reference: loop orders, splits, edge panels, random configs", "[gemm][kernel]") {
+  // B as P-wide column panels (a model's packed weights): N not a multiple of P, so the
+  // last panel's padding columns hold the checker's random values, which must not reach C.
+  Registry registry = builtin_ops();
+  const Op& gemm = registry.get("gemm");
+  Params params = parse_params(gemm, "M=77,N=90,K=100,panels=16,bias=1,act=1");
+  REQUIRE(gemm.tensors(params)[1].shape == std::vector<std::int64_t>{6, 100, 16});
+  test::WorkloadChecker checker(gemm, params);
+  for (int order : {0, 1, 2}) {
+    for (int pack_a : {0, 1}) {
+      for (int split : {0, 1, 2, 3}) {
+        if (split == 3 && order != 0) continue;
+        Config c = parse_config(gemm, params, "mc=24,nc=32,kc=32,mr=6,nr=16,vec=8,unroll=2,pack_b=1", test::native_traits());
+        c["order"] = order;
+        c["pack_a"] = pack_a;
+        c["split"] = split;
+        REQUIRE(gemm.check(params, c, test::native_traits()).empty());
+        CHECK(checker.check(c));
+      }
+    }
+  }
+  const Config fallback = gemm.default_config(params, test::native_traits());
+  CHECK(fallback.at("nr") == 16);
+  CHECK(fallback.at("pack_b") == 1);
+  CHECK(checker.check(fallback));
+  for (const auto& config : test::random_configs(gemm, params, 10, 11)) {
+    CHECK(config.at("nr") == 16);
+    CHECK(checker.check(config));
+  }
+  // Skinny M reads the panels too.
+  Params skinny = parse_params(gemm, "M=1,N=70,K=33,panels=32");
+  test::WorkloadChecker skinny_checker(gemm, skinny);
+  CHECK(skinny_checker.check(gemm.default_config(skinny, test::native_traits())));
+  // What the panels fix, and what they refuse.
+  Config other = fallback;
+  other["nr"] = 32;
+  CHECK_THAT(gemm.check(params, other, test::native_traits()), Catch::Contains("nr"));
+  other = fallback;
+  other["pack_b"] = 0;
+  CHECK_THAT(gemm.check(params, other, test::native_traits()), Catch::Contains("pack_b"));
+  CHECK_THROWS_WITH(gemm.validate(parse_params(gemm, "M=4,N=8,K=8,panels=3")), Catch::Contains("panels=3 is not a micro-tile width"));
+  CHECK(gemm.vendor_kernels(params).empty());
+  // The cost model's features do not see the parameter (B in panels reads as pack_b=1).
+  for (const auto& [name, value] : gemm.features(params, fallback)) CHECK(name != "param.panels");
+}
+
 TEST_CASE("gemm skinny shapes: in-place A and B", "[gemm][kernel]") {
   Registry registry = builtin_ops();
   const Op& gemm = registry.get("gemm");

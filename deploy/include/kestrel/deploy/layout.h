@@ -29,7 +29,10 @@ Tensor to_plain(const Tensor& tensor, const kestrel_services* services = nullptr
 //   winograd_weight [K][C][3][3] as [36][ceil(K/B)][ceil(C/B)][B(c)][B(k)]: the Winograd
 //                  F(4x4, 3x3) transform G g G^T of each filter, computed in double
 //   winograd2_weight the same for F(2x2, 3x3): [16][ceil(K/B)][ceil(C/B)][B(c)][B(k)]
+//   gemm_panels    a 2-D [K][N] as gemm's panels=B: [ceil(N/B)][K][B], columns past N zero
+//   gemm_panels_transposed  the same from [N][K]
 //   nchwc          a 4-D tensor as to_nchwc()
+// B is the layout's block: the NCHWc block, or the panel width of the gemm layouts.
 // Throws ModelError naming the initializer when its rank or size does not fit.
 AlignedFloats pack_initializer(const model::Initializer& init, model::ArgLayout layout, std::int64_t block, std::int64_t elements);
 

@@ -35,6 +35,12 @@ struct PlanOptions {
   // kWinograd4MinPixels, F(2x2, 3x3) below) when the registry has it; the others as
   // conv2d_nchwc.
   bool winograd = true;
+  // Products by a constant 2-D B (MatMul, Gemm) take B packed once, when the model is
+  // loaded, in the column panels the gemm micro-kernel reads (gemm's `panels` parameter,
+  // layouts gemm_panels and gemm_panels_transposed), as wide as the micro-tile the traits
+  // give (gemm_panel_width); false: B as the model holds it, packed by the kernel on
+  // every call.
+  bool gemm_panels = true;
   // Values of the model's symbolic dimensions for this plan (a bucket). Every symbol of
   // the model needs one (ModelError otherwise).
   std::map<std::string, std::int64_t> symbols;
@@ -77,6 +83,8 @@ enum class ArgLayout {
   channel_vector, // bias/scale per channel, zero-padded to the op's tensor size
   winograd_weight,// ONNX [K][C][3][3] -> conv2d_winograd's [36][K/B][C/B][B][B]: F(4x4)'s G g G^T per (k, c)
   winograd2_weight,// the same for F(2x2, 3x3) (conv2d_winograd m=2): [16][K/B][C/B][B][B]
+  gemm_panels,    // a 2-D initializer [K][N] -> gemm's panels=P layout [ceil(N/P)][K][P] (columns past N zero)
+  gemm_panels_transposed,  // the same from [N][K] (Gemm transB=1)
 };
 
 struct StepArg {

@@ -21,6 +21,13 @@ enum class Isa { scalar, sse, avx2, avx512, neon, neon32 };
 
 std::string_view to_string(Isa isa);
 
+struct TargetTraits;
+// The columns of gemm's register micro-tile on `traits`' register file: two vectors of
+// its width, four when 4- or 8-float vectors have 32 registers (AVX-512 32, AVX2 16,
+// AArch64 16, SSE and ARMv7 8). gemm's default nr for M > 16, and the panel width a
+// model's constant B is packed in (gemm's `panels`); 0 below 4 floats a vector.
+std::int64_t gemm_tile_columns(const TargetTraits& traits);
+
 struct TargetTraits {
   Isa isa = Isa::sse;
   int vector_floats = 4;     // fp32 lanes of one vector register

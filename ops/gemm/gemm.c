@@ -327,8 +327,9 @@ typedef struct gemm_ctx {
 /* Computes the C blocks [mb0, mb1) x [nb0, nb1) over the whole K range. */
 static void run_blocks(gemm_ctx* ctx, int64_t mb0, int64_t mb1, int64_t nb0, int64_t nb1) {
   float* ap = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
-  float* bp = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PANELS ? 1 : GEMM_PACK_B ? NC_PAD : GEMM_NR) * KC_EFF * sizeof(float));
-  if (!ap || !bp) {
+  /* B in panels needs no buffer of B. */
+  float* bp = GEMM_PANELS ? 0 : (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PACK_B ? NC_PAD : GEMM_NR) * KC_EFF * sizeof(float));
+  if (!ap || (!GEMM_PANELS && !bp)) {
     __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
   } else {
     const float* a = ctx->a;
@@ -406,10 +407,9 @@ static void row_block_task(int64_t t, void* p) {
   gemm_ctx* ctx = s->g;
   int64_t ic = t * GEMM_MC, mc = min64(GEMM_MC, GEMM_M - ic);
   float* ap = (float*)kestrel_alloc(ctx->svc, (size_t)(GEMM_PACK_A ? MC_PAD : GEMM_MR) * KC_EFF * sizeof(float));
-  /* Without PACK_B each task needs its own NR-wide edge panel buffer; B in panels, none
-   * (a non-null pointer it does not read). */
-  float* bp = GEMM_PANELS ? (float*)ctx->b : GEMM_PACK_B ? s->bp : (float*)kestrel_alloc(ctx->svc, (size_t)GEMM_NR * KC_EFF * sizeof(float));
-  if (!ap || !bp) {
+  /* Without PACK_B each task needs its own NR-wide edge panel buffer; B in panels, none. */
+  float* bp = GEMM_PANELS ? 0 : GEMM_PACK_B ? s->bp : (float*)kestrel_alloc(ctx->svc, (size_t)GEMM_NR * KC_EFF * sizeof(float));
+  if (!ap || (!GEMM_PANELS && !bp)) {
     __atomic_store_n(&ctx->failed, 1, __ATOMIC_RELAXED);
   } else {
     pack_a(ap, ctx->a, ic, s->pc, mc, s->kc);

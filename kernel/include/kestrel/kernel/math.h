@@ -197,11 +197,6 @@ typedef int32_t kestrel_i4 __attribute__((vector_size(4 * sizeof(int32_t))));
 typedef int32_t kestrel_i8 __attribute__((vector_size(8 * sizeof(int32_t))));
 typedef int32_t kestrel_i16 __attribute__((vector_size(16 * sizeof(int32_t))));
 
-/* 1 / d for finite d in [1, 2^116] (the sigmoid family's denominators). With AVX-512 the
- * 14-bit reciprocal estimate refined by one Newton step (relative error below 2^-26):
- * pipelined multiply-adds instead of the divider, whose throughput bounds a kernel with a
- * sigmoid or SiLU epilogue (with exp's edge selects gone too, a 1x1 convolution with SiLU
- * ran 8% faster). Elsewhere a division. */
 /* exp's two integer steps, for a float type T and the integer type I of its shape:
  * kestrel_round_even_(v) rounds |v| < 2^22 to the nearest integer, ties to even (adding and
  * subtracting 1.5 * 2^23); kestrel_scale_pow2_(p, n) is p * 2^n for an integral n in
@@ -242,6 +237,11 @@ KESTREL_EXP_STEPS_(kestrel_f16, kestrel_i16, KESTREL_VCONVERT_)
 #undef KESTREL_VCONVERT_
 #undef KESTREL_SCONVERT_
 
+/* 1 / d for finite d in [1, 2^116] (the sigmoid family's denominators). With AVX-512 the
+ * 14-bit reciprocal estimate refined by one Newton step (relative error below 2^-26):
+ * pipelined multiply-adds instead of the divider, whose throughput bounds a kernel with a
+ * sigmoid or SiLU epilogue (with exp's edge selects gone too, a 1x1 convolution with SiLU
+ * ran 8% faster). Elsewhere a division. */
 #define KESTREL_RECIP_DIVIDE_(T) \
   KESTREL_MATH T kestrel_recip_(T d) { return 1.0f / d; }
 KESTREL_RECIP_DIVIDE_(float)

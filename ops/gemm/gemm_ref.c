@@ -4,8 +4,8 @@
  * GEMM_RESIDUAL, GEMM_ACT is optional (0 when absent). Same arguments as gemm.c: A, B,
  * [bias], [residual] (inputs), C (output). Returns 2 on bad arguments, 1 when scratch
  * memory runs out. With GEMM_PANELS (P) B arrives as P-wide column panels,
- * B[ceil(N/P)][K][P], as gemm.c takes it. The activation is computed in double with the functions of
- * ops/glue/ref_math.h, which gemm.cpp prepends to this text. */
+ * B[ceil(N/P)][K][P], as gemm.c takes it. The activation is computed in double with the
+ * functions of ops/glue/ref_math.h, which gemm.cpp prepends to this text. */
 #include "kestrel/kernel/abi.h"
 
 #if !defined(GEMM_M) || !defined(GEMM_N) || !defined(GEMM_K)
@@ -31,9 +31,6 @@
 #define B_FLOATS ((int64_t)GEMM_K * GEMM_N)
 #define B_AT(b, k, j) ((b)[(k) * GEMM_N + (j)])
 #endif
-
-/* The activation of the epilogue, from ref_math.h. */
-static double ref_activate(double x) { return ref_activation(GEMM_ACT, x); }
 
 typedef struct {
   const kestrel_services* svc;
@@ -63,7 +60,7 @@ static void ref_row(int64_t i, void* p) {
     double v = acc[j];
     if (GEMM_BIAS) v += (double)ctx->bias[j];
     if (GEMM_RESIDUAL) v += (double)ctx->residual[i * GEMM_N + j];
-    ctx->c[i * GEMM_N + j] = (float)ref_activate(v);
+    ctx->c[i * GEMM_N + j] = (float)ref_activation(GEMM_ACT, v);
   }
   kestrel_release(ctx->svc, acc);
 }

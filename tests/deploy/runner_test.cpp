@@ -529,6 +529,14 @@ TEST_CASE("model: a lowered program saved and loaded runs as the runner runs the
   broken.steps[1].nodes = {99};
   save_program(broken, bad);
   CHECK_THROWS_WITH(load_program(bad), Catch::Contains("corrupt") && Catch::Contains("names no node"));
+  // Argument layouts: the last the format knows loads, one past it is corrupt.
+  Program layouts = *loaded;
+  layouts.steps[0].args[0].layout = ArgLayout::gemm_panels_transposed;
+  save_program(layouts, bad);
+  CHECK(load_program(bad).steps[0].args[0].layout == ArgLayout::gemm_panels_transposed);
+  layouts.steps[0].args[0].layout = static_cast<ArgLayout>(static_cast<int>(ArgLayout::gemm_panels_transposed) + 1);
+  save_program(layouts, bad);
+  CHECK_THROWS_WITH(load_program(bad), Catch::Contains("corrupt") && Catch::Contains("unknown argument layout"));
   // A folder that cannot be written: the error names it, no partial file is left.
   CHECK_THROWS_WITH(save_program(program, dir + "/no/such/dir/model.kprog"), Catch::Contains("cannot write"));
   std::filesystem::remove_all(dir);
